@@ -1,0 +1,129 @@
+"""Request parsing shared by every blueprint: JSON bodies, typed fields and query values.
+
+Each helper raises Invalid with a message naming the field, so handlers stay declarative.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from quart import request
+
+from ..errors import Invalid
+from ..timeutil import parse_iso
+
+_MISSING = object()
+
+
+async def json_object(required: bool = True) -> dict:
+    raw = await request.get_data()
+    if not raw or not raw.strip():
+        if required:
+            raise Invalid("Request body must be a JSON object")
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("Request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise Invalid("Request body must be a JSON object")
+    return body
+
+
+def text(body: dict, key: str, *, required: bool = False, max_len: int | None = None, cut: bool = False,
+         strip: bool = False, default: Any = None, message: str | None = None) -> str | None:
+    value = body.get(key, _MISSING)
+    if value is _MISSING or value is None:
+        if required:
+            raise Invalid(message or f"{key} is required")
+        return default
+    if not isinstance(value, str):
+        raise Invalid(f"{key} must be a string")
+    if strip:
+        value = value.strip()
+    if required and not value.strip():
+        raise Invalid(message or f"{key} is required")
+    if max_len is not None and len(value) > max_len:
+        if not cut:
+            raise Invalid(f"{key} is longer than {max_len} characters")
+        value = value[:max_len]
+    return value
+
+
+def boolean(body: dict, key: str, default: bool | None = None) -> bool | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise Invalid(f"{key} must be true or false")
+    return value
+
+
+def integer(body: dict, key: str, default: int | None = None, minimum: int | None = None,
+            maximum: int | None = None) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise Invalid(f"{key} must be an integer")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise Invalid(f"{key} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise Invalid(f"{key} must be at most {maximum}")
+    return value
+
+
+def timestamp(body: dict, key: str) -> datetime | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    try:
+        return parse_iso(value)
+    except (ValueError, TypeError):
+        raise Invalid(f"{key} must be an ISO-8601 timestamp") from None
+
+
+def string_list(body: dict, key: str, max_items: int = 100, max_len: int = 100) -> list[str] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise Invalid(f"{key} must be an array of strings")
+    if len(value) > max_items or any(len(v) > max_len for v in value):
+        raise Invalid(f"{key} has too many or too long entries")
+    return value
+
+
+def query_bool(name: str) -> bool:
+    """Query booleans are true only for the literal 'true'."""
+    return request.args.get(name) == "true"
+
+
+def query_int(name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Invalid(f"{name} must be an integer") from None
+    if value < minimum:
+        raise Invalid(f"{name} must be at least {minimum}")
+    return min(value, maximum) if maximum is not None else value
+
+
+def query_limit(default: int = 50, cap: int = 100) -> int:
+    """limit defaults to 50 and is clamped to 100 (values above are lowered, not refused)."""
+    return query_int("limit", default, minimum=1, maximum=cap)
+
+
+def path_int(value: str, what: str = "id") -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise Invalid(f"Invalid {what}") from None
+    if number < 0 or number > 2**62:
+        raise Invalid(f"Invalid {what}")
+    return number

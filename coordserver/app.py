@@ -1,0 +1,139 @@
+"""The application factory: blueprints, the one error handler, request hooks and the lifespan."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from quart import Quart, g, request
+from werkzeug.exceptions import HTTPException
+
+from .auth import TokenResolver, resolve_request_principal
+from .context import Coord
+from .db import Store
+from .errors import ApiError
+from .events.bus import make_bus
+from .ratelimit import RateLimiter, route_class
+from .realtime.presence import PresenceTracker
+from .settings import MAX_BODY_BYTES, Settings
+from .timeutil import Clock
+
+log = logging.getLogger("coord")
+
+_HTTP_MESSAGES = {
+    400: "Bad request", 401: "Authentication required", 403: "Forbidden", 404: "Not found",
+    405: "Method not allowed", 413: f"Request body larger than {MAX_BODY_BYTES} bytes",
+    415: "Unsupported media type", 429: "Too many requests",
+}
+# Routes whose auth may arrive as ?token= (streams and sockets cannot always set headers).
+_QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
+
+
+def _blueprints():
+    from .api import auth
+    from .web import onboard
+    return [auth.bp, onboard.bp]
+
+
+def _services(coord: Coord) -> list:
+    """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
+    return [coord.services["presence"]]
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
+    settings = settings or Settings.from_env()
+    clock = clock or Clock()
+    app = Quart("coordserver")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    app.json.sort_keys = False
+    app.json.ensure_ascii = False
+
+    store = Store(settings.database_url, clock)
+    coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
+    app.extensions["coord"] = coord
+    resolver = TokenResolver(coord)
+    coord.services["tokens"] = resolver
+    coord.services["presence"] = PresenceTracker(coord)
+    limiter = RateLimiter(settings.rate_limit_overrides)
+    coord.services["ratelimit"] = limiter
+
+    for blueprint in _blueprints():
+        app.register_blueprint(blueprint)
+
+    @app.before_serving
+    async def startup() -> None:
+        coord.shutting_down = asyncio.Event()
+        await asyncio.to_thread(store.open)
+        store.on_commit = _publisher(coord)
+        await coord.bus.start()
+        for service in _services(coord):
+            await service.start()
+
+    @app.after_serving
+    async def shutdown() -> None:
+        coord.shutting_down.set()
+        for service in reversed(_services(coord)):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %s failed", type(service).__name__)
+        await coord.cancel_tasks()
+        await coord.bus.stop()
+        await asyncio.to_thread(store.close)
+
+    @app.before_request
+    async def authenticate_and_limit() -> None:
+        path = request.path
+        await resolve_request_principal(resolver, allow_query_token=path in _QUERY_TOKEN_PATHS)
+        klass = route_class(request.method, path)
+        if klass and settings.rate_limits:
+            principal = g.principal
+            key = principal.identity if principal else _client_address(settings.trusted_proxy)
+            g.rate_headers = limiter.check(klass, key)
+        if g.principal is not None:
+            coord.services["presence"].touch(g.principal.identity, "api")
+
+    @app.after_request
+    async def add_rate_headers(response):
+        for name, value in getattr(g, "rate_headers", {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.errorhandler(ApiError)
+    async def api_error(error: ApiError):
+        return error.body(), error.status, error.headers
+
+    @app.errorhandler(HTTPException)
+    async def http_error(error: HTTPException):
+        status = error.code or 500
+        message = _HTTP_MESSAGES.get(status) or (error.description if status < 500 else "Internal server error")
+        headers = {}
+        allowed = getattr(error, "valid_methods", None)
+        if status == 405 and allowed:
+            headers["Allow"] = ", ".join(allowed)
+        return {"error": message}, status, headers
+
+    @app.errorhandler(Exception)
+    async def unexpected(error: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return {"error": "Internal server error"}, 500
+
+    return app
+
+
+def _client_address(trusted_proxy: bool) -> str:
+    if trusted_proxy:
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        if forwarded:
+            return forwarded.split(",")[0].strip()
+    return request.remote_addr or "unknown"
+
+
+def _publisher(coord: Coord):
+    """After a commit: announce new log rows, then the unit's other effects."""
+    def publish(max_event: int | None, effects: list) -> None:
+        if max_event is not None:
+            coord.bus.publish("events", {"maxId": max_event})
+        for channel, payload in effects:
+            coord.bus.publish(channel, payload)
+    return publish

@@ -1,0 +1,125 @@
+"""Who is calling: token lookup (database first, then environment) and the guards handlers use."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from quart import g, request
+
+from .errors import Forbidden, Unauthorized
+from .timeutil import from_db
+
+_CACHE_SECONDS = 5.0
+_LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Principal:
+    identity: str
+    is_admin: bool
+    token_id: int | None = None  # database tokens only
+    source: str = "db"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_hex(32)
+
+
+class TokenResolver:
+    """Resolves bearer tokens. A short cache keeps auth off the database on hot paths; revoke and
+    rotate invalidate it at once in this process (other processes within _CACHE_SECONDS)."""
+
+    def __init__(self, coord):
+        self.coord = coord
+        self._cache: dict[str, tuple[float, Principal | None, object]] = {}
+        self._env = {hash_token(t): spec for t, spec in coord.settings.env_tokens.items()}
+        self._last_used: dict[int, object] = {}
+
+    def invalidate(self) -> None:
+        self._cache.clear()
+
+    async def resolve(self, token: str | None) -> Principal | None:
+        if not token:
+            return None
+        digest = hash_token(token)
+        cached = self._cache.get(digest)
+        now_mono = time.monotonic()
+        if cached and cached[0] > now_mono:
+            principal, expires_at = cached[1], cached[2]
+            if principal is None or expires_at is None or from_db(expires_at) > self.coord.now():
+                self._maybe_touch(principal)
+                return principal
+        principal, expires_at = await self._lookup(digest)
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[digest] = (now_mono + _CACHE_SECONDS, principal, expires_at)
+        self._maybe_touch(principal)
+        return principal
+
+    async def _lookup(self, digest: str) -> tuple[Principal | None, object]:
+        from .domain import identities
+        row = await self.coord.store.read(identities.token_by_hash, digest)
+        now = self.coord.now()
+        if row is not None and row.revoked_at is None and (row.expires_at is None or from_db(row.expires_at) > now):
+            self._last_used[row.id] = from_db(row.last_used_at)
+            return Principal(row.identity, row.is_admin, row.id, "db"), row.expires_at
+        for known_digest, spec in self._env.items():
+            if hmac.compare_digest(known_digest, digest):
+                return Principal(spec.identity, spec.is_admin, None, "env"), None
+        return None, None
+
+    def _maybe_touch(self, principal: Principal | None) -> None:
+        """Record last use at most once a minute per token, without making the caller wait."""
+        if principal is None or principal.token_id is None:
+            return
+        now = self.coord.now()
+        seen = self._last_used.get(principal.token_id)
+        if seen is not None and now - seen < _LAST_USED_RESOLUTION:
+            return
+        self._last_used[principal.token_id] = now
+        from .domain import identities
+        self.coord.spawn(self.coord.store.write(identities.touch_token, principal.token_id), "touch-token")
+
+
+def bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip() or None
+    return None
+
+
+def current_principal() -> Principal | None:
+    return getattr(g, "principal", None)
+
+
+def require_identity() -> Principal:
+    principal = current_principal()
+    if principal is None:
+        if getattr(g, "token_given", False):
+            raise Unauthorized("Invalid key")
+        raise Unauthorized("Authentication required: send Authorization: Bearer <token>")
+    return principal
+
+
+def require_admin(message: str = "Admin access required", **extra) -> Principal:
+    principal = require_identity()
+    if not principal.is_admin:
+        raise Forbidden(message, **extra)
+    return principal
+
+
+async def resolve_request_principal(resolver: TokenResolver, allow_query_token: bool) -> None:
+    token = bearer_token()
+    if token is None and allow_query_token:
+        token = request.args.get("token") or None
+    g.token_given = token is not None
+    g.principal = await resolver.resolve(token) if token else None
+

@@ -1,0 +1,110 @@
+"""coordserver: serve, init, migrate, invite, token."""
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import typer
+
+from .settings import Settings
+
+cli = typer.Typer(help="coordserver: the coord coordination service.", no_args_is_help=True,
+                  add_completion=False)
+invite_cli = typer.Typer(help="Manage invites.", no_args_is_help=True)
+token_cli = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
+cli.add_typer(invite_cli, name="invite")
+cli.add_typer(token_cli, name="token")
+
+
+def _store():
+    from .db import Store
+    settings = Settings.from_env()
+    store = Store(settings.database_url)
+    store.open()
+    return settings, store
+
+
+@cli.command()
+def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+          port: int = typer.Option(8420, help="Port to listen on."),
+          access_log: bool = typer.Option(False, help="Log every request.")) -> None:
+    """Run the server (Hypercorn) until interrupted."""
+    from .server import run
+    settings = Settings.from_env()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run(settings, host, port, access_log)
+
+
+@cli.command()
+def migrate() -> None:
+    """Create the database or upgrade its schema, then exit."""
+    from .db import Store
+    settings = Settings.from_env()
+    store = Store(settings.database_url)
+    found, now = store.open()
+    store.close()
+    before = "new database" if found is None else f"version {found}"
+    typer.echo(f"{settings.database_url}: {before} -> schema version {now}")
+
+
+@cli.command()
+def init(identity: str = typer.Option("admin", help="Identity of the first admin.")) -> None:
+    """Create the database and print a first admin token (once; refuses if tokens exist)."""
+    from .domain import identities
+    from .models import Token
+    settings, store = _store()
+    try:
+        if store.run_sync(lambda: Token.select().exists()):
+            typer.echo("This database already has tokens; use 'coordserver token create' instead.", err=True)
+            raise typer.Exit(1)
+        name = identities.valid_identity(identity)
+        _, plaintext = store.run_sync(identities.issue_token, name, True, "Created by coordserver init", "init")
+    finally:
+        store.close()
+    typer.echo(f"Database ready: {settings.database_url}")
+    typer.echo(f"Admin identity: {name}")
+    typer.echo(f"Admin token (shown once, store it now): {plaintext}")
+
+
+@invite_cli.command("create")
+def invite_create(identity_hint: Optional[str] = typer.Option(None, "--identity", help="Only this identity may use it."),
+                  admin: bool = typer.Option(False, "--admin", help="Registrations become admins."),
+                  max_uses: int = typer.Option(1, min=1), expires_in_hours: float = typer.Option(72.0, min=0.01)) -> None:
+    """Create an invite and print its onboarding URL."""
+    from .domain import identities
+    settings, store = _store()
+    try:
+        hint = identities.valid_identity(identity_hint) if identity_hint else None
+        invite = store.run_sync(identities.create_invite, "operator", hint, admin, max_uses, expires_in_hours)
+    finally:
+        store.close()
+    typer.echo(f"Invite code: {invite['code']}")
+    typer.echo(f"Onboarding URL: {settings.base_url}/onboard?code={invite['code']}")
+
+
+@token_cli.command("create")
+def token_create(identity: str = typer.Option(..., help="Identity the token acts as."),
+                 admin: bool = typer.Option(False, "--admin", help="Grant admin rights."),
+                 label: str = typer.Option("Created by operator", help="A note to recognise it by.")) -> None:
+    """Issue a database token and print it (once)."""
+    from .domain import identities
+    settings, store = _store()
+    try:
+        name = identities.valid_identity(identity)
+        token, plaintext = store.run_sync(identities.issue_token, name, admin, label, "operator")
+    finally:
+        store.close()
+    typer.echo(f"Token #{token.id} for {name}{' (admin)' if admin else ''} (shown once): {plaintext}")
+
+
+def main() -> None:
+    from .errors import ApiError
+    try:
+        cli()
+    except ApiError as error:
+        typer.echo(f"error: {error.message}", err=True)
+        raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The per-app service container: settings, storage, bus, clock and background workers."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from quart import current_app
+
+from .db import Store
+from .events.bus import LocalBus
+from .settings import Settings
+from .timeutil import Clock
+
+log = logging.getLogger("coord")
+
+Worker = Callable[["Coord"], Awaitable[None]]
+
+
+@dataclass
+class Coord:
+    settings: Settings
+    store: Store
+    bus: LocalBus
+    clock: Clock
+    started_monotonic: float = field(default_factory=time.monotonic)
+    shutting_down: asyncio.Event | None = None
+    services: dict[str, Any] = field(default_factory=dict)
+    _tasks: set = field(default_factory=set)
+
+    @property
+    def env_identities(self) -> frozenset[str]:
+        return frozenset(t.identity for t in self.settings.env_tokens.values())
+
+    def now(self):
+        return self.clock.now()
+
+    def spawn(self, coro: Awaitable, name: str | None = None) -> asyncio.Task:
+        """A background task whose failure is logged, not lost; cancelled at shutdown."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background task %s failed", name or t, exc_info=t.exception())
+        task.add_done_callback(done)
+        return task
+
+    async def cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def coord() -> Coord:
+    return current_app.extensions["coord"]

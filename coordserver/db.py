@@ -1,0 +1,303 @@
+"""Storage: connecting, schema migrations, and the runner that keeps database work off the event loop.
+
+Every unit of work is a plain synchronous function. `Store.write` runs it on a writer thread inside a
+transaction; writes queued together share one commit (each in its own savepoint, so one failing unit
+never touches the others). `Store.read` runs on a small reader pool. Work done inside a unit may call
+`after_commit` (and events.log.append does so for you); those effects are published on the event loop
+only once the transaction has committed.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+import peewee as pw
+from playhouse.db_url import connect as connect_url
+from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, migrate as run_migrations
+
+from .models import ALL_MODELS, SchemaVersion, Token, User, database_proxy
+from .timeutil import Clock, utcnow
+
+log = logging.getLogger("coord.db")
+
+SCHEMA_VERSION = 2
+_MAX_BATCH = 64
+
+
+class SchemaTooNew(RuntimeError):
+    pass
+
+
+# --- connecting ------------------------------------------------------------------------------
+
+def open_database(url: str) -> pw.Database:
+    """`sqlite:///relative.db`, `sqlite:////absolute.db` or `postgresql://user:pw@host:port/name`."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
+        if not path or path == ":memory:":
+            raise ValueError("an in-memory SQLite database is one per connection: use a file")
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        return pw.SqliteDatabase(
+            str(Path(path).expanduser()),
+            pragmas={"journal_mode": "wal", "synchronous": "normal", "busy_timeout": 5000,
+                     "foreign_keys": 1, "cache_size": -16000},
+            check_same_thread=False,
+        )
+    if parsed.scheme in ("postgres", "postgresql"):
+        return connect_url(url)
+    raise ValueError(f"unsupported database URL scheme {parsed.scheme!r}: use sqlite:/// or postgresql://")
+
+
+def is_sqlite(database: pw.Database) -> bool:
+    return isinstance(database, pw.SqliteDatabase)
+
+
+# --- migrations ------------------------------------------------------------------------------
+
+def _columns(database: pw.Database, table: str) -> set[str]:
+    return {c.name for c in database.get_columns(table)}
+
+
+def _add_missing_columns(database: pw.Database, model: type[pw.Model], names: list[str]) -> None:
+    migrator = SqliteMigrator(database) if is_sqlite(database) else PostgresqlMigrator(database)
+    existing = _columns(database, model._meta.table_name)
+    ops = [migrator.add_column(model._meta.table_name, name, model._meta.fields[name])
+           for name in names if name not in existing]
+    if ops:
+        run_migrations(*ops)
+
+
+def _create_search_index(database: pw.Database) -> None:
+    """Full text over message title and body: FTS5 on SQLite, a GIN expression index on PostgreSQL."""
+    if is_sqlite(database):
+        database.execute_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5("
+            "title, body, content='message', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
+        for name, sql in {
+            "message_fts_ai": "AFTER INSERT ON message BEGIN INSERT INTO message_fts(rowid, title, body) "
+                              "VALUES (new.id, new.title, new.body); END",
+            "message_fts_ad": "AFTER DELETE ON message BEGIN INSERT INTO message_fts(message_fts, rowid, title, body) "
+                              "VALUES ('delete', old.id, old.title, old.body); END",
+            "message_fts_au": "AFTER UPDATE OF title, body ON message BEGIN "
+                              "INSERT INTO message_fts(message_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body); "
+                              "INSERT INTO message_fts(rowid, title, body) VALUES (new.id, new.title, new.body); END",
+        }.items():
+            database.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {name} {sql}")
+    else:
+        database.execute_sql(
+            "CREATE INDEX IF NOT EXISTS message_fts_idx ON message USING GIN "
+            "(to_tsvector('simple', coalesce(title, '') || ' ' || coalesce(body, '')))")
+
+
+def _migration_2(database: pw.Database) -> None:
+    """v1 held identities, tokens and invites only. v2 adds presence, backup agents and every area."""
+    _add_missing_columns(database, User, ["last_seen_at", "last_seen_source"])
+    _add_missing_columns(database, Token, ["backup_agent", "stale_trigger_hours"])
+    database.create_tables(ALL_MODELS, safe=True)
+    _create_search_index(database)
+
+
+MIGRATIONS: dict[int, Callable[[pw.Database], None]] = {2: _migration_2}
+
+
+def current_version(database: pw.Database) -> int | None:
+    if not database.table_exists(SchemaVersion._meta.table_name):
+        return None
+    row = SchemaVersion.select(pw.fn.MAX(SchemaVersion.version)).scalar()
+    return int(row) if row is not None else None
+
+
+def migrate(database: pw.Database) -> tuple[int | None, int]:
+    """Bring the schema to SCHEMA_VERSION. Returns (version found, version now)."""
+    with database.atomic():
+        found = current_version(database)
+        if found is None:
+            database.create_tables(ALL_MODELS, safe=True)
+            _create_search_index(database)
+            SchemaVersion.create(version=SCHEMA_VERSION)
+            return None, SCHEMA_VERSION
+        if found > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"database schema version {found} is newer than this coordserver ({SCHEMA_VERSION}); upgrade coordserver")
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            log.info("upgrading database schema to version %d", version)
+            MIGRATIONS[version](database)
+            SchemaVersion.delete().execute()
+            SchemaVersion.create(version=version)
+        return found, SCHEMA_VERSION
+
+
+# --- unit-of-work context --------------------------------------------------------------------
+
+_unit = threading.local()
+
+
+def now() -> datetime:
+    """'Now' for the running unit of work: the store's clock, so tests can inject time."""
+    clock = getattr(_unit, "clock", None)
+    return clock.now() if clock else utcnow()
+
+
+def after_commit(channel: str, payload: dict) -> None:
+    """Publish `payload` on the bus once (and only if) the current transaction commits."""
+    effects = getattr(_unit, "effects", None)
+    if effects is None:
+        raise RuntimeError("after_commit called outside a Store.write unit")
+    effects.append((channel, payload))
+
+
+def note_event(event_id: int) -> None:
+    current = getattr(_unit, "max_event", None)
+    if getattr(_unit, "effects", None) is None:
+        raise RuntimeError("events must be appended inside a Store.write unit")
+    _unit.max_event = event_id if current is None else max(current, event_id)
+
+
+class _Job:
+    __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event")
+
+    def __init__(self, fn, args, kwargs, loop, future):
+        self.fn, self.args, self.kwargs, self.loop, self.future = fn, args, kwargs, loop, future
+        self.result = self.error = None
+        self.effects: list = []
+        self.max_event: int | None = None
+
+
+class Store:
+    """Owns the database connection(s) and the threads that use them."""
+
+    def __init__(self, url: str, clock: Clock | None = None, readers: int = 4):
+        self.url = url
+        self.clock = clock or Clock()
+        self.database = open_database(url)
+        self.sqlite = is_sqlite(self.database)
+        self.on_commit: Callable[[int | None, list], None] | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._writers: list[threading.Thread] = []
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="coord-db-read",
+                                           initializer=self._bind_thread)
+        self._writer_count = 1 if self.sqlite else 4
+        self.write_latency_ms = 0.0
+
+    # lifecycle (called from the event loop via asyncio.to_thread, or directly by the CLI)
+    def open(self) -> tuple[int | None, int]:
+        database_proxy.initialize(self.database)
+        self._bind_thread()
+        result = migrate(self.database)
+        for i in range(self._writer_count):
+            thread = threading.Thread(target=self._writer_loop, name=f"coord-db-write-{i}", daemon=True)
+            thread.start()
+            self._writers.append(thread)
+        return result
+
+    def close(self) -> None:
+        for _ in self._writers:
+            self._queue.put(None)
+        for thread in self._writers:
+            thread.join(timeout=10)
+        self._writers.clear()
+        self._readers.shutdown(wait=True)
+        if not self.database.is_closed():
+            self.database.close()
+
+    def _bind_thread(self) -> None:
+        _unit.clock = self.clock
+
+    # running units of work
+    async def write(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Job(fn, args, kwargs, loop, future))
+        return await future
+
+    async def read(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._run_read, fn, args, kwargs)
+
+    def run_sync(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """For the CLI and startup code, which own the thread they run on."""
+        _unit.clock, _unit.effects, _unit.max_event = self.clock, [], None
+        try:
+            with self.database.atomic():
+                return fn(*args, **kwargs)
+        finally:
+            _unit.effects = None
+
+    def _run_read(self, fn, args, kwargs):
+        with self.database.atomic():
+            return fn(*args, **kwargs)
+
+    def _writer_loop(self) -> None:
+        self._bind_thread()
+        while True:
+            job = self._queue.get()
+            if job is None:
+                break
+            batch = [job]
+            while len(batch) < _MAX_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)
+                    break
+                batch.append(more)
+            self._run_batch(batch)
+        if not self.database.is_closed():
+            self.database.close()
+
+    def _run_batch(self, batch: list[_Job]) -> None:
+        started = time.perf_counter()
+        try:
+            with self.database.atomic():
+                for job in batch:
+                    self._run_job(job)
+        except Exception as exc:  # the commit itself failed: every unit in it failed
+            log.exception("database commit failed")
+            for job in batch:
+                job.error, job.effects, job.max_event = exc, [], None
+        self.write_latency_ms = (time.perf_counter() - started) * 1000
+        for job in batch:
+            job.loop.call_soon_threadsafe(self._finish, job)
+
+    def _run_job(self, job: _Job) -> None:
+        _unit.effects, _unit.max_event = [], None
+        try:
+            with self.database.atomic():
+                job.result = job.fn(*job.args, **job.kwargs)
+            job.effects, job.max_event = _unit.effects, _unit.max_event
+        except Exception as exc:
+            job.error = exc
+        finally:
+            _unit.effects, _unit.max_event = None, None
+
+    def _finish(self, job: _Job) -> None:
+        if job.error is None and self.on_commit and (job.max_event is not None or job.effects):
+            try:
+                self.on_commit(job.max_event, job.effects)
+            except Exception:
+                log.exception("publishing committed effects failed")
+        if job.future.cancelled():
+            return
+        if job.error is not None:
+            job.future.set_exception(job.error)
+        else:
+            job.future.set_result(job.result)
+
+    # facts for doctor
+    def size_bytes(self) -> int | None:
+        if self.sqlite:
+            path = self.database.database
+            return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        return self.database.execute_sql("SELECT pg_database_size(current_database())").fetchone()[0]

@@ -1,0 +1,269 @@
+"""Users, tokens, invites and webhook configs. Plain functions run inside Store units of work."""
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+import peewee as pw
+
+from .. import db
+from ..auth import Principal, hash_token, new_token
+from ..errors import Conflict, Forbidden, Invalid, NotFound
+from ..models import Invite, Message, PushDelivery, Token, User, WebhookConfig
+from ..settings import IDENTITY_RE
+from ..timeutil import from_db, iso, to_db
+
+REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be recovered. "
+                   "Send it as 'Authorization: Bearer <token>'. Start with GET /api/skill.")
+ROTATE_NOTICE = "The previous token is revoked. Store the new token now: it is shown only once."
+
+
+def valid_identity(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("identity is required")
+    identity = value.strip().lower()
+    if len(identity) > 50 or not IDENTITY_RE.match(identity):
+        raise Invalid("identity must match ^[a-z][a-z0-9_-]*$ and be at most 50 characters")
+    return identity
+
+
+# --- known identities ------------------------------------------------------------------------
+
+def known_identities(env_identities: frozenset[str]) -> set[str]:
+    users = {u.id for u in User.select(User.id)}
+    tokens = {t.identity for t in Token.select(Token.identity).distinct()}
+    return users | tokens | set(env_identities)
+
+
+def is_known(identity: str, env_identities: frozenset[str]) -> bool:
+    if identity in env_identities:
+        return True
+    if User.select().where(User.id == identity).exists():
+        return True
+    return Token.select().where(Token.identity == identity).exists()
+
+
+def ensure_user(identity: str, display_name: str | None = None, is_admin: bool = False,
+                is_agent: bool = False) -> User:
+    user = User.get_or_none(User.id == identity)
+    if user is None:
+        now = to_db(db.now())
+        user = User.create(id=identity, display_name=(display_name or identity)[:100], is_admin=is_admin,
+                           is_agent=is_agent, created_at=now, updated_at=now)
+    return user
+
+
+def user_json(user: User) -> dict:
+    return {"id": user.id, "displayName": user.display_name, "isAdmin": user.is_admin, "isAgent": user.is_agent,
+            "avatarUrl": user.avatar_url, "createdAt": iso(user.created_at), "updatedAt": iso(user.updated_at),
+            "lastSeenAt": iso(user.last_seen_at), "archivedAt": iso(user.archived_at)}
+
+
+def list_users(env_identities: frozenset[str]) -> list[dict]:
+    users = list(User.select().where(User.archived_at.is_null()).order_by(User.display_name, User.id))
+    listed = {u.id for u in User.select(User.id)}
+    rows = [user_json(u) for u in users]
+    for identity in sorted(env_identities - listed - {"admin"}):
+        rows.append({"id": identity, "displayName": identity, "isAdmin": False, "isAgent": False,
+                     "avatarUrl": None, "createdAt": None, "updatedAt": None, "lastSeenAt": None,
+                     "archivedAt": None})
+    return rows
+
+
+# --- tokens ----------------------------------------------------------------------------------
+
+def token_by_hash(digest: str) -> Token | None:
+    return Token.get_or_none(Token.token_hash == digest)
+
+
+def touch_token(token_id: int) -> None:
+    Token.update(last_used_at=to_db(db.now())).where(Token.id == token_id).execute()
+
+
+def issue_token(identity: str, is_admin: bool, label: str | None, created_by: str | None,
+                expires_at=None) -> tuple[Token, str]:
+    """Creates a database token (and the user, if new). Returns the row and the only plaintext copy."""
+    ensure_user(identity, is_admin=is_admin)
+    plaintext = new_token()
+    token = Token.create(identity=identity, token_hash=hash_token(plaintext), is_admin=is_admin,
+                         label=(label or None) and label[:100], created_by=created_by,
+                         created_at=to_db(db.now()), expires_at=to_db(expires_at))
+    return token, plaintext
+
+
+def _webhook_of(identity: str) -> WebhookConfig | None:
+    return WebhookConfig.get_or_none(WebhookConfig.identity == identity)
+
+
+def token_json(token: Token, webhook: WebhookConfig | None = None) -> dict:
+    secret = webhook.token if webhook else None
+    return {"id": token.id, "identity": token.identity, "isAdmin": token.is_admin, "label": token.label,
+            "createdBy": token.created_by, "createdAt": iso(token.created_at), "expiresAt": iso(token.expires_at),
+            "lastUsedAt": iso(token.last_used_at), "revokedAt": iso(token.revoked_at),
+            "webhookToken": f"…{secret[-4:]}" if secret else None,
+            "webhookUrl": webhook.url if webhook else None,
+            "backupAgent": token.backup_agent, "staleTriggerHours": token.stale_trigger_hours}
+
+
+def list_tokens() -> list[dict]:
+    tokens = list(Token.select().order_by(Token.created_at.desc(), Token.id.desc()).limit(100))
+    hooks = {w.identity: w for w in WebhookConfig.select().where(
+        WebhookConfig.identity.in_({t.identity for t in tokens}))} if tokens else {}
+    return [token_json(t, hooks.get(t.identity)) for t in tokens]
+
+
+def _token(token_id: int) -> Token:
+    token = Token.get_or_none(Token.id == token_id)
+    if token is None:
+        raise NotFound("Token not found")
+    return token
+
+
+def revoke_token(token_id: int) -> dict:
+    token = _token(token_id)
+    if token.revoked_at is None:
+        token.revoked_at = to_db(db.now())
+        token.save()
+    return token_json(token, _webhook_of(token.identity))
+
+
+def rotate_token(token_id: int, caller: Principal) -> dict:
+    token = _token(token_id)
+    if not caller.is_admin and caller.identity != token.identity:
+        raise Forbidden("Only an admin or the token's own identity may rotate it")
+    if token.revoked_at is not None:
+        raise Invalid("Token is already revoked")
+    token.revoked_at = to_db(db.now())
+    token.save()
+    fresh, plaintext = issue_token(token.identity, token.is_admin, f"Rotated from token #{token.id}",
+                                   caller.identity, None)
+    fresh.backup_agent, fresh.stale_trigger_hours = token.backup_agent, token.stale_trigger_hours
+    fresh.save()
+    return {"previousTokenId": token.id,
+            "newToken": {"id": fresh.id, "identity": fresh.identity, "token": plaintext, "isAdmin": fresh.is_admin},
+            "message": ROTATE_NOTICE}
+
+
+def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -> dict:
+    token = _token(token_id)
+    if "backupAgent" in changes:
+        agent = changes["backupAgent"]
+        if agent is not None:
+            agent = valid_identity(agent)
+            if not is_known(agent, env_identities):
+                raise Invalid(f"Unknown identity: {agent}")
+            if agent == token.identity:
+                raise Invalid("An agent cannot be its own backup")
+        token.backup_agent = agent
+    if "staleTriggerHours" in changes:
+        hours = changes["staleTriggerHours"]
+        if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
+            raise Invalid("staleTriggerHours must be an integer of at least 1")
+        token.stale_trigger_hours = hours
+    if "label" in changes:
+        label = changes["label"]
+        if label is not None and (not isinstance(label, str) or len(label) > 100):
+            raise Invalid("label must be a string of at most 100 characters")
+        token.label = label
+    token.save()
+    return token_json(token, _webhook_of(token.identity))
+
+
+# --- invites ---------------------------------------------------------------------------------
+
+def invite_json(invite: Invite) -> dict:
+    return {"id": invite.id, "code": invite.code, "createdBy": invite.created_by,
+            "identityHint": invite.identity_hint, "isAdmin": invite.is_admin, "maxUses": invite.max_uses,
+            "useCount": invite.use_count, "expiresAt": iso(invite.expires_at), "createdAt": iso(invite.created_at),
+            "webhookToken": invite.webhook_token}
+
+
+def create_invite(created_by: str, identity_hint: str | None, is_admin: bool, max_uses: int,
+                  expires_in_hours: float) -> dict:
+    now = db.now()
+    invite = Invite.create(code=secrets.token_hex(24), created_by=created_by, identity_hint=identity_hint,
+                           is_admin=is_admin, max_uses=max_uses, use_count=0,
+                           expires_at=to_db(now + timedelta(hours=expires_in_hours)), created_at=to_db(now))
+    return invite_json(invite)
+
+
+def list_invites() -> list[dict]:
+    return [invite_json(i) for i in Invite.select().order_by(Invite.created_at.desc(), Invite.id.desc()).limit(50)]
+
+
+def delete_invite(invite_id: int) -> None:
+    if Invite.delete().where(Invite.id == invite_id).execute() == 0:
+        raise NotFound("Invite not found")
+
+
+def register(code: object, identity: object, label: object, display_name: object,
+             env_identities: frozenset[str]) -> dict:
+    if not isinstance(code, str) or not code.strip():
+        raise Invalid("code is required")
+    identity = valid_identity(identity)
+    if label is not None and (not isinstance(label, str) or len(label) > 100):
+        raise Invalid("label must be a string of at most 100 characters")
+    if display_name is not None and (not isinstance(display_name, str) or len(display_name) > 100):
+        raise Invalid("displayName must be a string of at most 100 characters")
+    # Claim a use atomically: of two racing registrations on a one-use invite, one wins.
+    now = to_db(db.now())
+    invite = Invite.get_or_none(Invite.code == code.strip())
+    if invite is None:
+        raise Forbidden("Invite code is unknown")
+    if invite.expires_at is not None and from_db(invite.expires_at) <= from_db(now):
+        raise Forbidden("Invite has expired")
+    if invite.use_count >= invite.max_uses:
+        raise Forbidden("Invite has been used up")
+    if invite.identity_hint and invite.identity_hint != identity:
+        raise Invalid(f"This invite is for the identity '{invite.identity_hint}'")
+    if identity == "admin" or is_known(identity, env_identities):
+        raise Conflict(f"Identity '{identity}' already exists")
+    claimed = (Invite.update(use_count=Invite.use_count + 1)
+               .where((Invite.id == invite.id) & (Invite.use_count < Invite.max_uses)).execute())
+    if not claimed:
+        raise Forbidden("Invite has been used up")
+    ensure_user(identity, display_name or identity, is_admin=invite.is_admin)
+    token, plaintext = issue_token(identity, invite.is_admin, label or "Onboarded via invite", invite.created_by)
+    return {"identity": identity, "token": plaintext, "isAdmin": token.is_admin, "message": REGISTER_NOTICE}
+
+
+# --- webhook config --------------------------------------------------------------------------
+
+def webhook_state(identity: str, override: tuple[str, str] | None) -> dict:
+    config = _webhook_of(identity)
+    url = override[0] if override else (config.url if config else None)
+    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                  .where(PushDelivery.identity == identity).group_by(PushDelivery.status).tuples())
+    last_ok = (PushDelivery.select(pw.fn.MAX(PushDelivery.delivered_at))
+               .where((PushDelivery.identity == identity) & (PushDelivery.status == "delivered")).scalar())
+    last_error = (PushDelivery.select(PushDelivery.last_error)
+                  .where((PushDelivery.identity == identity) & PushDelivery.last_error.is_null(False))
+                  .order_by(PushDelivery.created_at.desc()).limit(1).scalar())
+    return {"identity": identity, "webhookUrl": url, "configured": bool(url),
+            "deliveries": {"pending": counts.get("pending", 0), "failed": counts.get("failed", 0),
+                           "lastSuccessAt": iso(last_ok), "lastError": last_error}}
+
+
+def set_webhook(identity: str, url: str | None, token: str | None) -> dict:
+    config = _webhook_of(identity)
+    now = to_db(db.now())
+    if url is None:
+        if config is not None:
+            config.url, config.updated_at = None, now
+            config.save()
+        return {"ok": True, "identity": identity, "webhookUrl": None, "message": "Webhook cleared"}
+    secret = token or (config.token if config and config.token else None) or secrets.token_hex(32)
+    generated = token is None and (config is None or not config.token)
+    if config is None:
+        WebhookConfig.create(identity=identity, url=url, token=secret, updated_at=now)
+    else:
+        config.url, config.token, config.updated_at = url, secret, now
+        config.save()
+    result = {"ok": True, "identity": identity, "webhookUrl": url, "message": "Webhook registered"}
+    if generated:
+        result["webhookToken"] = secret
+    return result
+
+
+def unread_count(identity: str) -> int:
+    return Message.select().where((Message.recipient == identity) & (Message.status == "unread")).count()

@@ -1,0 +1,147 @@
+"""The bus announces what happened; it carries no durable state.
+
+Channels used by the server:
+- "events":   {"maxId": N}  new rows up to N are in the event log (readers fetch them from the log)
+- "ephemeral": {"type": ..., "data": {...}, "to": [identities] | None}  unlogged events (typing, presence, ...)
+- "wake":     {"identity": ...}  something entered this identity's wake
+- "notebook:<pageId>": CRDT updates and room control for one page
+
+LocalBus serves one process. PostgresBus (LISTEN/NOTIFY) lets several processes share one database;
+callers cannot tell which one runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+from collections import defaultdict
+from typing import Callable
+
+log = logging.getLogger("coord.bus")
+
+Callback = Callable[[dict], None]
+
+
+class LocalBus:
+    def __init__(self) -> None:
+        self._subscribers: dict[str, list[Callback]] = defaultdict(list)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        self._subscribers.clear()
+
+    def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
+        """Callbacks run on the event loop and must not block."""
+        self._subscribers[channel].append(callback)
+
+        def unsubscribe() -> None:
+            try:
+                self._subscribers[channel].remove(callback)
+            except ValueError:
+                pass
+            if not self._subscribers.get(channel):
+                self._subscribers.pop(channel, None)
+        return unsubscribe
+
+    def publish(self, channel: str, payload: dict) -> None:
+        self._deliver(channel, payload)
+
+    def _deliver(self, channel: str, payload: dict) -> None:
+        for callback in list(self._subscribers.get(channel, ())):
+            try:
+                callback(payload)
+            except Exception:
+                log.exception("bus subscriber on %s failed", channel)
+
+
+class PostgresBus(LocalBus):
+    """LISTEN/NOTIFY on one channel; every process hears every other process's publishes.
+
+    A listener thread owns its own psycopg2 connection and hands notifications to the loop.
+    Local subscribers also hear local publishes directly (the echo from PostgreSQL is skipped).
+    """
+
+    CHANNEL = "coord_bus"
+
+    def __init__(self, dsn_kwargs: dict) -> None:
+        super().__init__()
+        self._dsn = dsn_kwargs
+        self._origin = uuid.uuid4().hex[:12]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._send_lock = threading.Lock()
+        self._send_conn = None
+
+    async def start(self) -> None:
+        import psycopg2
+        self._loop = asyncio.get_running_loop()
+        self._send_conn = await asyncio.to_thread(psycopg2.connect, **self._dsn)
+        self._send_conn.autocommit = True
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._listen, args=(ready,), name="coord-bus-listen", daemon=True)
+        self._thread.start()
+        await asyncio.to_thread(ready.wait, 10)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            await asyncio.to_thread(self._thread.join, 5)
+        if self._send_conn is not None:
+            self._send_conn.close()
+        await super().stop()
+
+    def publish(self, channel: str, payload: dict) -> None:
+        self._deliver(channel, payload)
+        message = json.dumps({"o": self._origin, "c": channel, "p": payload}, separators=(",", ":"))
+        if len(message.encode()) > 7900:
+            log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
+                        channel, len(message))
+            return
+        assert self._loop is not None
+        self._loop.run_in_executor(None, self._notify, message)
+
+    def _notify(self, message: str) -> None:
+        with self._send_lock:
+            with self._send_conn.cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, %s)", (self.CHANNEL, message))
+
+    def _listen(self, ready: threading.Event) -> None:
+        import select
+
+        import psycopg2
+        conn = psycopg2.connect(**self._dsn)
+        conn.autocommit = True
+        with conn.cursor() as cursor:
+            cursor.execute(f"LISTEN {self.CHANNEL}")
+        ready.set()
+        try:
+            while not self._stop.is_set():
+                if select.select([conn], [], [], 0.5) == ([], [], []):
+                    continue
+                conn.poll()
+                while conn.notifies:
+                    note = conn.notifies.pop(0)
+                    try:
+                        message = json.loads(note.payload)
+                    except ValueError:
+                        continue
+                    if message.get("o") == self._origin:
+                        continue
+                    assert self._loop is not None
+                    self._loop.call_soon_threadsafe(self._deliver, message["c"], message["p"])
+        finally:
+            conn.close()
+
+
+def make_bus(database) -> LocalBus:
+    import peewee as pw
+    if isinstance(database, pw.PostgresqlDatabase):
+        params = dict(database.connect_params)
+        params["dbname"] = database.database
+        return PostgresBus(params)
+    return LocalBus()

@@ -1,0 +1,68 @@
+"""The event log: every change clients must hear about is appended here in the change's transaction.
+
+Call these from inside a Store unit of work. Events addressed to everyone have no target rows; the
+others have one EventTarget row per identity, so "what did bob miss since id N" is one indexed query.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Iterable
+
+import peewee as pw
+
+from .. import db
+from ..models import Event, EventTarget
+from ..timeutil import to_db
+
+
+def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
+    """Log one event. `to=None` addresses everyone; otherwise the given identities."""
+    event = Event.create(type=type_, data=data, to_all=to is None, created_at=to_db(db.now()))
+    if to is not None:
+        targets = sorted({identity for identity in to if identity})
+        if targets:
+            EventTarget.insert_many([{"identity": i, "event": event.id} for i in targets]).execute()
+    db.note_event(event.id)
+    return event.id
+
+
+def latest_id() -> int:
+    return Event.select(pw.fn.MAX(Event.id)).scalar() or 0
+
+
+def oldest_id() -> int | None:
+    return Event.select(pw.fn.MIN(Event.id)).scalar()
+
+
+def range_after(after_id: int, upto_id: int | None = None, limit: int = 1000) -> list[tuple[int, str, dict, bool, list[str]]]:
+    """Events with after_id < id <= upto_id, oldest first, each with its audience."""
+    query = Event.select().where(Event.id > after_id)
+    if upto_id is not None:
+        query = query.where(Event.id <= upto_id)
+    rows = list(query.order_by(Event.id).limit(limit))
+    targets: dict[int, list[str]] = {}
+    addressed = [row.id for row in rows if not row.to_all]
+    if addressed:
+        for target in EventTarget.select().where(EventTarget.event.in_(addressed)):
+            targets.setdefault(target.event, []).append(target.identity)
+    return [(row.id, row.type, row.data, row.to_all, targets.get(row.id, [])) for row in rows]
+
+
+def for_identity_after(identity: str, after_id: int, limit: int = 1000) -> list[tuple[int, str, dict]]:
+    """What `identity` is entitled to with id > after_id, oldest first (SSE resume)."""
+    mine = EventTarget.select(EventTarget.event).where(
+        (EventTarget.identity == identity) & (EventTarget.event > after_id))
+    query = (Event.select(Event.id, Event.type, Event.data)
+             .where((Event.id > after_id) & (Event.to_all | Event.id.in_(mine)))
+             .order_by(Event.id).limit(limit))
+    return [(row.id, row.type, row.data) for row in query]
+
+
+def prune(retention: timedelta) -> int:
+    """Drop events older than the retention window. Returns how many were removed."""
+    cutoff = to_db(db.now() - retention)
+    newest_old = Event.select(pw.fn.MAX(Event.id)).where(Event.created_at < cutoff).scalar()
+    if newest_old is None:
+        return 0
+    EventTarget.delete().where(EventTarget.event <= newest_old).execute()
+    return Event.delete().where(Event.id <= newest_old).execute()

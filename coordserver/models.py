@@ -1,0 +1,350 @@
+"""Peewee models for every area of the API. Columns are snake_case; the wire format is built in domain code."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import peewee as pw
+
+database_proxy = pw.DatabaseProxy()
+
+
+def new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class JSONField(pw.TextField):
+    """JSON stored as text, portable across SQLite and PostgreSQL."""
+
+    def db_value(self, value):
+        return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def python_value(self, value):
+        return None if value is None else json.loads(value)
+
+
+class BaseModel(pw.Model):
+    class Meta:
+        database = database_proxy
+        legacy_table_names = False
+
+
+class SchemaVersion(BaseModel):
+    version = pw.IntegerField()
+
+
+# --- identities, tokens, invites -------------------------------------------------------------
+
+class User(BaseModel):
+    id = pw.CharField(max_length=50, primary_key=True)
+    display_name = pw.CharField(max_length=100)
+    is_admin = pw.BooleanField(default=False)
+    is_agent = pw.BooleanField(default=False)
+    avatar_url = pw.CharField(max_length=500, null=True)
+    created_at = pw.DateTimeField()
+    updated_at = pw.DateTimeField()
+    last_seen_at = pw.DateTimeField(null=True)
+    last_seen_source = pw.CharField(max_length=10, null=True)
+    archived_at = pw.DateTimeField(null=True)
+
+
+class Token(BaseModel):
+    identity = pw.CharField(max_length=50, index=True)
+    token_hash = pw.CharField(max_length=64, unique=True)
+    is_admin = pw.BooleanField(default=False)
+    label = pw.CharField(max_length=100, null=True)
+    created_by = pw.CharField(max_length=50, null=True)
+    created_at = pw.DateTimeField()
+    expires_at = pw.DateTimeField(null=True)
+    last_used_at = pw.DateTimeField(null=True)
+    revoked_at = pw.DateTimeField(null=True)
+    backup_agent = pw.CharField(max_length=50, null=True, index=True)
+    stale_trigger_hours = pw.IntegerField(default=4)
+
+
+class Invite(BaseModel):
+    code = pw.CharField(max_length=64, unique=True)
+    created_by = pw.CharField(max_length=50)
+    identity_hint = pw.CharField(max_length=50, null=True)
+    is_admin = pw.BooleanField(default=False)
+    max_uses = pw.IntegerField(default=1)
+    use_count = pw.IntegerField(default=0)
+    expires_at = pw.DateTimeField(null=True)
+    created_at = pw.DateTimeField()
+    webhook_token = pw.CharField(max_length=128, null=True)
+
+
+class WebhookConfig(BaseModel):
+    """An identity's push target. The token is a separate, recoverable secret (it signs deliveries)."""
+    identity = pw.CharField(max_length=50, primary_key=True)
+    url = pw.CharField(max_length=500, null=True)
+    token = pw.CharField(max_length=128)
+    updated_at = pw.DateTimeField()
+
+
+# --- event log and push outbox ---------------------------------------------------------------
+
+class Event(BaseModel):
+    type = pw.CharField(max_length=40)
+    data = JSONField()
+    to_all = pw.BooleanField(default=False)
+    created_at = pw.DateTimeField(index=True)
+
+
+class EventTarget(BaseModel):
+    """Who an event is addressed to (absent when to_all): SSE resume is an indexed query per identity."""
+    identity = pw.CharField(max_length=50)
+    event = pw.BigIntegerField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("identity", "event")
+
+
+class WorkerCursor(BaseModel):
+    """How far a log-driven worker (e.g. the push outbox feeder) has read the event log."""
+    name = pw.CharField(max_length=40, primary_key=True)
+    last_event_id = pw.BigIntegerField(default=0)
+    updated_at = pw.DateTimeField(null=True)
+
+
+class PushDelivery(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    identity = pw.CharField(max_length=50, index=True)
+    event_id = pw.BigIntegerField(null=True)
+    event_type = pw.CharField(max_length=40)
+    body = pw.TextField()
+    status = pw.CharField(max_length=12, default="pending")  # pending, delivered, failed
+    attempts = pw.IntegerField(default=0)
+    next_attempt_at = pw.DateTimeField()
+    claimed_until = pw.DateTimeField(null=True)
+    last_error = pw.CharField(max_length=300, null=True)
+    last_status = pw.IntegerField(null=True)
+    created_at = pw.DateTimeField()
+    delivered_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("status", "next_attempt_at"), False),)
+
+
+# --- mailbox ---------------------------------------------------------------------------------
+
+class Message(BaseModel):
+    recipient = pw.CharField(max_length=50)
+    sender = pw.CharField(max_length=50)
+    title = pw.CharField(max_length=255)
+    body = pw.TextField(default="")
+    status = pw.CharField(max_length=10, default="unread")
+    urgent = pw.BooleanField(default=False)
+    created_at = pw.DateTimeField()
+    viewed_at = pw.DateTimeField(null=True)
+    thread_id = pw.CharField(max_length=100, null=True)
+    reply_to_message_id = pw.BigIntegerField(null=True)
+    dedupe_key = pw.CharField(max_length=255, null=True)
+    metadata = JSONField(null=True)
+    response_waiting = pw.BooleanField(default=False)
+    waiting_responder = pw.CharField(max_length=50, null=True)
+    waiting_since = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("recipient", "status", "urgent", "created_at"), False),
+            (("recipient", "created_at"), False),
+            (("sender", "created_at"), False),
+            (("sender", "recipient", "dedupe_key"), True),
+        )
+
+
+# --- chat ------------------------------------------------------------------------------------
+
+class ChatChannel(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    type = pw.CharField(max_length=10)  # dm, group
+    name = pw.CharField(max_length=100, null=True)
+    dm_key = pw.CharField(max_length=120, null=True, unique=True)
+    created_by = pw.CharField(max_length=50)
+    created_at = pw.DateTimeField()
+    last_message_id = pw.BigIntegerField(null=True)
+
+
+class ChatMember(BaseModel):
+    channel = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50, index=True)
+    joined_at = pw.DateTimeField()
+    last_read_at = pw.DateTimeField(null=True)
+    archived_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        primary_key = pw.CompositeKey("channel", "identity")
+
+
+class ChatMessage(BaseModel):
+    channel = pw.CharField(max_length=36)
+    sender = pw.CharField(max_length=50)
+    body = pw.TextField()
+    created_at = pw.DateTimeField()
+    edited_at = pw.DateTimeField(null=True)
+    deleted_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("channel", "id"), False),)
+
+
+# --- swarm -----------------------------------------------------------------------------------
+
+class Project(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    title = pw.CharField(max_length=255)
+    description = pw.TextField(null=True)
+    website_url = pw.CharField(max_length=500, null=True)
+    onedev_url = pw.CharField(max_length=500, null=True)
+    github_url = pw.CharField(max_length=500, null=True)
+    dokploy_deploy_url = pw.CharField(max_length=500, null=True)
+    color = pw.CharField(max_length=7)
+    project_lead_user_id = pw.CharField(max_length=50, null=True)
+    developer_lead_user_id = pw.CharField(max_length=50, null=True)
+    work_hours_start = pw.IntegerField(null=True)
+    work_hours_end = pw.IntegerField(null=True)
+    work_hours_timezone = pw.CharField(max_length=64, default="America/Chicago")
+    blocking_mode = pw.BooleanField(default=False)
+    archived_at = pw.DateTimeField(null=True)
+    created_at = pw.DateTimeField()
+    updated_at = pw.DateTimeField()
+
+
+class Task(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    project_id = pw.CharField(max_length=36, null=True, index=True)
+    title = pw.CharField(max_length=255)
+    detail = pw.TextField(null=True)
+    follow_up = pw.TextField(null=True)
+    creator_user_id = pw.CharField(max_length=50)
+    assignee_user_id = pw.CharField(max_length=50, null=True)
+    status = pw.CharField(max_length=12, default="ready")
+    issue_url = pw.CharField(max_length=500, null=True)
+    on_or_after_at = pw.DateTimeField(null=True)
+    must_be_done_after_task_id = pw.CharField(max_length=36, null=True)
+    sort_key = pw.FloatField(null=True)
+    next_task_id = pw.CharField(max_length=36, null=True)
+    next_task_assignee_user_id = pw.CharField(max_length=50, null=True)
+    recurring_template_id = pw.CharField(max_length=36, null=True)
+    recurring_instance_at = pw.DateTimeField(null=True)
+    linked_notebook_pages = JSONField(null=True)
+    created_at = pw.DateTimeField()
+    updated_at = pw.DateTimeField()
+    completed_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("assignee_user_id", "status"), False),
+            (("recurring_template_id", "recurring_instance_at"), True),
+        )
+
+
+class TaskEvent(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    task_id = pw.CharField(max_length=36, index=True)
+    actor_user_id = pw.CharField(max_length=50)
+    kind = pw.CharField(max_length=20)
+    before_state = JSONField(null=True)
+    after_state = JSONField(null=True)
+    created_at = pw.DateTimeField()
+
+
+class TaskPageLink(BaseModel):
+    task_id = pw.CharField(max_length=36)
+    notebook_page_id = pw.CharField(max_length=36)
+    created_at = pw.DateTimeField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("task_id", "notebook_page_id")
+
+
+class RecurringTemplate(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    project_id = pw.CharField(max_length=36, null=True)
+    title = pw.CharField(max_length=255)
+    detail = pw.TextField(null=True)
+    assignee_user_id = pw.CharField(max_length=50, null=True)
+    creator_user_id = pw.CharField(max_length=50)
+    cron_expr = pw.CharField(max_length=100)
+    timezone = pw.CharField(max_length=64, default="America/Chicago")
+    initial_status = pw.CharField(max_length=12, default="ready")
+    enabled = pw.BooleanField(default=True)
+    last_run_at = pw.DateTimeField(null=True)
+    next_run_at = pw.DateTimeField(null=True, index=True)
+    created_at = pw.DateTimeField()
+    updated_at = pw.DateTimeField()
+
+
+# --- buzz ------------------------------------------------------------------------------------
+
+class BuzzWebhook(BaseModel):
+    app_name = pw.CharField(max_length=50)
+    token = pw.CharField(max_length=32)
+    title = pw.CharField(max_length=255)
+    owner = pw.CharField(max_length=50, index=True)
+    for_users = pw.CharField(max_length=255, null=True)
+    wake_agent = pw.CharField(max_length=50, null=True, index=True)
+    notify_agent = pw.CharField(max_length=50, null=True, index=True)
+    enabled = pw.BooleanField(default=True)
+    created_at = pw.DateTimeField()
+    last_hit_at = pw.DateTimeField(null=True)
+
+
+class BuzzEvent(BaseModel):
+    webhook_id = pw.BigIntegerField(index=True)
+    app_name = pw.CharField(max_length=50)
+    title = pw.CharField(max_length=255)
+    for_users = pw.CharField(max_length=255, null=True)
+    received_at = pw.DateTimeField()
+    content_type = pw.CharField(max_length=100, default="text/plain")
+    body_text = pw.TextField(null=True)
+    body_json = JSONField(null=True)
+    wake_agent = pw.CharField(max_length=50, null=True)
+    notify_agent = pw.CharField(max_length=50, null=True)
+    wake_delivered_at = pw.DateTimeField(null=True)
+    notify_delivered_at = pw.DateTimeField(null=True)
+    suppressed = pw.BooleanField(default=False)
+    dedup_key = pw.CharField(max_length=255, null=True)
+
+    class Meta:
+        indexes = (
+            (("wake_agent", "wake_delivered_at"), False),
+            (("notify_agent", "notify_delivered_at"), False),
+            (("webhook_id", "dedup_key", "received_at"), False),
+        )
+
+
+# --- notebook and directory ------------------------------------------------------------------
+
+class NotebookPage(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    title = pw.CharField(max_length=255)
+    content = pw.TextField(default="")
+    ydoc = pw.BlobField(null=True)
+    created_by = pw.CharField(max_length=50)
+    tagged_users = JSONField(null=True)
+    tags = JSONField(null=True)
+    expires_at = pw.DateTimeField(null=True)
+    review_at = pw.DateTimeField(null=True)
+    locked = pw.BooleanField(default=False)
+    locked_by = pw.CharField(max_length=50, null=True)
+    archived_at = pw.DateTimeField(null=True)
+    created_at = pw.DateTimeField()
+    updated_at = pw.DateTimeField(index=True)
+
+
+class DirectoryEntry(BaseModel):
+    title = pw.CharField(max_length=255)
+    url = pw.CharField(max_length=2000)
+    description = pw.TextField(null=True)
+    created_by = pw.CharField(max_length=50)
+    tagged_users = JSONField(null=True)
+    created_at = pw.DateTimeField()
+
+
+ALL_MODELS = [
+    SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
+    ChatChannel, ChatMember, ChatMessage, Project, Task, TaskEvent, TaskPageLink, RecurringTemplate,
+    BuzzWebhook, BuzzEvent, NotebookPage, DirectoryEntry,
+]

@@ -1,0 +1,65 @@
+"""Fixed 60 s windows keyed by identity (or client address) and route class."""
+from __future__ import annotations
+
+import math
+import time
+
+from .errors import RateLimited
+
+WINDOW_SECONDS = 60
+LIMITS = {"register": 5, "verify": 20, "invites": 10, "send": 30, "wake": 20, "presence": 30,
+          "ingest": 30, "other": 60}
+
+
+def route_class(method: str, path: str) -> str | None:
+    """None = exempt."""
+    if not path.startswith("/api/") and path != "/api":
+        return None
+    if path == "/api/health" or path.startswith("/api/skill"):
+        return None
+    if path == "/api/auth/register":
+        return "register"
+    if path == "/api/auth/verify":
+        return "verify"
+    if path.startswith("/api/auth/invites"):
+        return "invites"
+    if method == "POST" and path.startswith("/api/mailboxes/") and path.endswith("/messages") \
+            and path.count("/") == 4 and not path.startswith("/api/mailboxes/me/"):
+        return "send"
+    if path == "/api/wake" or path.startswith("/api/wake/"):
+        return "wake"
+    if path == "/api/presence":
+        return "presence"
+    if path.startswith("/api/ingest/"):
+        return "ingest"
+    return "other"
+
+
+class RateLimiter:
+    def __init__(self, overrides: dict[str, int] | None = None, clock=time.time):
+        self.limits = {**LIMITS, **(overrides or {})}
+        self._clock = clock
+        self._windows: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def check(self, klass: str, key: str) -> dict[str, str]:
+        """Counts one request. Returns the X-RateLimit headers, or raises RateLimited."""
+        limit = self.limits[klass]
+        now = self._clock()
+        window = int(now // WINDOW_SECONDS)
+        start, count = self._windows.get((klass, key), (window, 0))
+        if start != window:
+            start, count = window, 0
+            if len(self._windows) > 50_000:
+                self._windows = {k: v for k, v in self._windows.items() if v[0] == window}
+        reset = (window + 1) * WINDOW_SECONDS
+        if count >= limit:
+            error = RateLimited(max(1, math.ceil(reset - now)))
+            error.headers.update(self._headers(limit, 0, reset))
+            raise error
+        self._windows[(klass, key)] = (start, count + 1)
+        return self._headers(limit, limit - count - 1, reset)
+
+    @staticmethod
+    def _headers(limit: int, remaining: int, reset: int) -> dict[str, str]:
+        return {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
+                "X-RateLimit-Reset": str(reset)}

@@ -1,0 +1,114 @@
+"""Presence: who was seen when, kept in memory on the hot path and persisted in the background.
+
+`touch` is called for every authenticated request and by open streams; it never waits on the
+database. Dirty entries are flushed every few seconds and at shutdown, so lastSeen survives restarts.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+
+from ..models import User
+from ..timeutil import from_db, to_db
+
+log = logging.getLogger("coord.presence")
+
+ONLINE_WINDOW = timedelta(minutes=5)
+FLUSH_SECONDS = 5.0
+
+
+def _persist(seen: dict[str, tuple[datetime, str]]) -> None:
+    from ..domain.identities import ensure_user
+    for identity, (when, source) in seen.items():
+        updated = (User.update(last_seen_at=to_db(when), last_seen_source=source)
+                   .where((User.id == identity) & ((User.last_seen_at.is_null()) | (User.last_seen_at < to_db(when))))
+                   .execute())
+        if not updated and not User.select().where(User.id == identity).exists():
+            user = ensure_user(identity)
+            user.last_seen_at, user.last_seen_source = to_db(when), source
+            user.save()
+
+
+def _load() -> dict[str, tuple[datetime, str]]:
+    return {u.id: (from_db(u.last_seen_at), u.last_seen_source or "api")
+            for u in User.select(User.id, User.last_seen_at, User.last_seen_source)
+            .where(User.last_seen_at.is_null(False))}
+
+
+class PresenceTracker:
+    def __init__(self, coord):
+        self.coord = coord
+        self.seen: dict[str, tuple[datetime, str]] = {}
+        self.streams: dict[str, int] = {}
+        self._dirty: dict[str, tuple[datetime, str]] = {}
+        self._online: set[str] = set()
+
+    async def start(self) -> None:
+        self.seen = await self.coord.store.read(_load)
+        now = self.coord.now()
+        self._online = {i for i, (when, _) in self.seen.items() if now - when < ONLINE_WINDOW}
+        self.coord.spawn(self._run(), "presence")
+
+    async def stop(self) -> None:
+        await self.flush()
+
+    def touch(self, identity: str, source: str = "api") -> None:
+        now = self.coord.now()
+        self.seen[identity] = (now, source)
+        self._dirty[identity] = (now, source)
+        if identity not in self._online:
+            self._online.add(identity)
+            self._announce(identity, True)
+
+    def stream_opened(self, identity: str) -> None:
+        self.streams[identity] = self.streams.get(identity, 0) + 1
+        self.touch(identity, "sse")
+
+    def stream_closed(self, identity: str) -> None:
+        count = self.streams.get(identity, 0) - 1
+        if count > 0:
+            self.streams[identity] = count
+        else:
+            self.streams.pop(identity, None)
+        self.touch(identity, "sse")
+
+    def is_online(self, identity: str) -> bool:
+        if self.streams.get(identity):
+            return True
+        seen = self.seen.get(identity)
+        return seen is not None and self.coord.now() - seen[0] < ONLINE_WINDOW
+
+    def last_seen(self, identity: str) -> tuple[datetime, str] | None:
+        return self.seen.get(identity)
+
+    def _announce(self, identity: str, online: bool) -> None:
+        seen = self.seen.get(identity)
+        from ..timeutil import iso
+        self.coord.bus.publish("ephemeral", {"type": "presence", "to": None, "data": {
+            "type": "presence", "identity": identity, "online": online,
+            "lastSeen": iso(seen[0]) if seen else None, "source": seen[1] if seen else None}})
+
+    def sweep(self) -> None:
+        """Announce identities that have gone quiet."""
+        for identity in list(self._online):
+            if not self.is_online(identity):
+                self._online.discard(identity)
+                self._announce(identity, False)
+
+    async def flush(self) -> None:
+        if not self._dirty:
+            return
+        batch, self._dirty = self._dirty, {}
+        try:
+            await self.coord.store.write(_persist, batch)
+        except Exception:
+            log.exception("persisting presence failed; will retry")
+            for identity, value in batch.items():
+                self._dirty.setdefault(identity, value)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            self.sweep()
+            await self.flush()

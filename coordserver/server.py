@@ -1,0 +1,107 @@
+"""Running the real server: `coordserver serve`, `coordtui --serve` and the tests all come through here."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+from .app import create_app
+from .settings import Settings
+from .timeutil import Clock
+
+
+def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool = False) -> Config:
+    config = Config()
+    config.bind = bind
+    config.graceful_timeout = 2.0
+    config.keep_alive_timeout = 75
+    config.loglevel = log_level.upper()
+    config.accesslog = "-" if access_log else None
+    config.errorlog = "-"
+    return config
+
+
+def run(settings: Settings, host: str, port: int, access_log: bool = False) -> None:
+    """Blocking: serve until SIGINT/SIGTERM."""
+    app = create_app(settings)
+    asyncio.run(serve(app, hypercorn_config([f"{host}:{port}"], settings.log_level, access_log)))
+
+
+class ServerThread:
+    """The real server on a loopback port, in a thread of its own (tests and `coordtui --serve`)."""
+
+    def __init__(self, settings: Settings, clock: Clock | None = None, host: str = "127.0.0.1", port: int = 0):
+        self.settings = settings
+        self.clock = clock
+        self.app = create_app(settings, clock)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self._socket.listen(1024)
+        self._socket.set_inheritable(True)
+        self.host, self.port = self._socket.getsockname()[:2]
+        self.url = f"http://{self.host}:{self.port}"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def coord(self):
+        return self.app.extensions["coord"]
+
+    def start(self, timeout: float = 30) -> "ServerThread":
+        self._thread = threading.Thread(target=self._main, name=f"coordserver:{self.port}", daemon=True)
+        self._thread.start()
+        self._ready.wait(timeout)
+        if self._error is not None:
+            raise RuntimeError("server failed to start") from self._error
+        if not self._ready.is_set():
+            raise RuntimeError("server did not start in time")
+        return self
+
+    def _main(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        except BaseException as exc:  # surfaced to start()
+            self._error = exc
+            self._ready.set()
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        config = hypercorn_config([f"fd://{os.dup(self._socket.fileno())}"], "warning")
+
+        @self.app.before_serving
+        async def ready() -> None:
+            self._ready.set()
+
+        await serve(self.app, config, shutdown_trigger=self._stop.wait)
+
+    def call(self, coro_factory, timeout: float = 30):
+        """Run a coroutine on the server's loop from another thread (test helpers)."""
+        return asyncio.run_coroutine_threadsafe(coro_factory(), self._loop).result(timeout)
+
+    def stop(self, timeout: float = 30) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            self._socket.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

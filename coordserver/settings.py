@@ -1,0 +1,137 @@
+"""Configuration: one frozen dataclass read from the environment."""
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+IDENTITY_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+MAX_BODY_BYTES = 50_000
+
+
+@dataclass(frozen=True)
+class EnvToken:
+    identity: str
+    is_admin: bool
+    source: str  # the variable it came from; never the token itself
+
+
+def default_database_url() -> str:
+    data_dir = Path(platformdirs.user_data_dir("coord"))
+    return f"sqlite:///{data_dir / 'coord.db'}"
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in {"0", "off", "false", "no"}
+
+
+def parse_env_tokens(env: dict[str, str]) -> dict[str, EnvToken]:
+    """Environment tokens in the documented order; an earlier source wins for the same token."""
+    tokens: dict[str, EnvToken] = {}
+
+    def add(token: str | None, identity: str | None, is_admin: bool, source: str) -> None:
+        if not token or not identity:
+            return
+        identity = identity.strip().lower()
+        if not IDENTITY_RE.match(identity) or len(identity) > 50:
+            return
+        tokens.setdefault(token.strip(), EnvToken(identity, is_admin, source))
+
+    for prefix in ("SERVICE_TOKEN_", "MAILBOX_TOKEN_"):
+        for key in sorted(env):
+            if key.startswith(prefix) and not key.endswith("_ADMIN") and len(key) > len(prefix):
+                add(env[key], key[len(prefix):], False, key)
+
+    multi = "SERVICE_TOKENS" if env.get("SERVICE_TOKENS") else "MAILBOX_TOKENS"
+    for token, identity in _json_object(env.get(multi)).items():
+        if isinstance(identity, str):
+            add(token, identity, False, multi)
+
+    for key, spec in _json_object(env.get("UI_MAILBOX_KEYS")).items():
+        if isinstance(spec, dict) and isinstance(spec.get("sender"), str):
+            add(key, spec["sender"], spec.get("admin") is True, "UI_MAILBOX_KEYS")
+
+    if not tokens:
+        single = "SERVICE_TOKEN" if env.get("SERVICE_TOKEN") else "MAILBOX_TOKEN"
+        user = env.get("USER") or _login_name()
+        add(env.get(single), user, False, single)
+
+    for key in ("SERVICE_ADMIN_TOKEN", "MAILBOX_ADMIN_TOKEN"):
+        add(env.get(key), "admin", True, key)
+    return tokens
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "user"
+
+
+def _json_object(raw: str | None) -> dict:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def parse_webhook_overrides(env: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """WEBHOOK_<IDENTITY>_URL + WEBHOOK_<IDENTITY>_TOKEN, both set, override an identity's webhook."""
+    overrides = {}
+    for key, url in env.items():
+        match = re.fullmatch(r"WEBHOOK_(.+)_URL", key)
+        if match and url:
+            token = env.get(f"WEBHOOK_{match.group(1)}_TOKEN")
+            if token:
+                overrides[match.group(1).lower()] = (url, token)
+    return overrides
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = field(default_factory=default_database_url)
+    base_url: str = "http://127.0.0.1:8420"
+    env_tokens: dict[str, EnvToken] = field(default_factory=dict)
+    webhook_overrides: dict[str, tuple[str, str]] = field(default_factory=dict)
+    webhook_allowed_hosts: frozenset[str] = frozenset()
+    rate_limits: bool = True
+    rate_limit_overrides: dict[str, int] = field(default_factory=dict)
+    trusted_proxy: bool = False
+    event_retention_days: float = 7.0
+    sse_heartbeat_seconds: float = 30.0
+    scheduler_interval_seconds: float = 60.0
+    push_enabled: bool = True
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        values = dict(
+            database_url=env.get("COORD_DATABASE_URL") or default_database_url(),
+            base_url=(env.get("COORD_BASE_URL") or "http://127.0.0.1:8420").rstrip("/"),
+            env_tokens=parse_env_tokens(env),
+            webhook_overrides=parse_webhook_overrides(env),
+            webhook_allowed_hosts=frozenset(
+                h.strip().lower() for h in env.get("SERVICE_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
+            rate_limits=_flag(env.get("COORD_RATE_LIMITS"), True),
+            rate_limit_overrides={
+                k: int(v) for k, v in _json_object(env.get("COORD_RATE_LIMIT_OVERRIDES")).items()
+                if isinstance(v, int)
+            },
+            trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
+            event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
+            log_level=env.get("COORD_LOG_LEVEL", "info"),
+        )
+        values.update(overrides)
+        return cls(**values)

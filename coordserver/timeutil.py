@@ -1,0 +1,90 @@
+"""Time in one place: UTC-aware datetimes, the wire format, and an injectable clock."""
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Clock:
+    """The server's source of 'now'. Tests replace it with a FrozenClock instead of sleeping."""
+
+    def now(self) -> datetime:
+        return utcnow()
+
+
+class FrozenClock(Clock):
+    def __init__(self, start: datetime | None = None):
+        self._now = start or utcnow()
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def set(self, value: datetime) -> None:
+        with self._lock:
+            self._now = value
+
+    def advance(self, **kwargs) -> datetime:
+        with self._lock:
+            self._now = self._now + timedelta(**kwargs)
+            return self._now
+
+
+def to_db(value: datetime | None) -> datetime | None:
+    """Datetimes are stored naive in UTC so SQLite and PostgreSQL compare them alike."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def from_db(value) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def iso(value) -> str | None:
+    """The wire format: ISO-8601 UTC with milliseconds and Z."""
+    value = from_db(value)
+    if value is None:
+        return None
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_iso(text: str) -> datetime:
+    """Accepts any ISO-8601 value; a value without an offset is taken as UTC. Raises ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("not an ISO-8601 timestamp")
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+def age_text(then: datetime | None, now: datetime) -> str:
+    """Two largest units, no seconds: '1d 4h', '1d', '2h 15m', '2h', '5m', '0m'."""
+    if then is None:
+        return "0m"
+    seconds = max(0, int((now - from_db(then)).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    return f"{minutes}m"

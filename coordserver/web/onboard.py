@@ -1,0 +1,60 @@
+"""The browser onboarding page: a plain HTML form that registers with an invite code, no JavaScript."""
+from __future__ import annotations
+
+from html import escape
+
+from quart import Blueprint, request
+
+from ..errors import ApiError
+
+bp = Blueprint("onboard", __name__)
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#1f2933}
+label{display:block;margin-top:1rem;font-weight:600}input{width:100%;padding:.5rem;font-size:1rem}
+button{margin-top:1.5rem;padding:.6rem 1.2rem;font-size:1rem}.error{color:#b42318;font-weight:600}
+code{display:block;padding:1rem;background:#f3f4f6;word-break:break-all;font-size:1.05rem}
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
+            f"<meta name=viewport content='width=device-width,initial-scale=1'><style>{_STYLE}</style></head>"
+            f"<body><h1>{escape(title)}</h1>{body}</body></html>")
+
+
+def _form(values: dict, error: str | None = None) -> str:
+    def field(name: str, label: str, required: bool = False) -> str:
+        return (f"<label for={name}>{label}</label><input id={name} name={name} "
+                f"value=\"{escape(values.get(name) or '')}\"{' required' if required else ''}>")
+    message = f"<p class=error role=alert>{escape(error)}</p>" if error else ""
+    return _page("Join coord", message + "<p>Choose the identity you will use. Lowercase letters, digits, "
+                 "'-' and '_', starting with a letter.</p><form method=post action=/onboard>"
+                 + field("code", "Invite code", True) + field("identity", "Identity", True)
+                 + field("displayName", "Display name") + field("label", "Token label")
+                 + "<button type=submit>Register</button></form>")
+
+
+def _html(content: str, status: int = 200):
+    return content, status, {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
+
+
+@bp.get("/onboard")
+async def onboard_form():
+    return _html(_form({"code": request.args.get("code", "")}))
+
+
+@bp.post("/onboard")
+async def onboard_submit():
+    from ..api.auth import register_identity
+    form = await request.form
+    values = {k: (form.get(k) or "").strip() for k in ("code", "identity", "displayName", "label")}
+    try:
+        result = await register_identity(values["code"], values["identity"], values["label"] or None,
+                                         values["displayName"] or None)
+    except ApiError as error:
+        return _html(_form(values, error.message), error.status)
+    body = (f"<p>You are registered as <strong>{escape(result['identity'])}</strong>"
+            f"{' (admin)' if result['isAdmin'] else ''}.</p><p>Your token:</p>"
+            f"<code id=token>{escape(result['token'])}</code><p>{escape(result['message'])}</p>")
+    return _html(_page("Welcome to coord", body))
