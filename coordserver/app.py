@@ -14,6 +14,8 @@ from .errors import ApiError
 from .events.bus import make_bus
 from .ratelimit import RateLimiter, route_class
 from .realtime.presence import PresenceTracker
+from .realtime.push import PushService
+from .realtime.sse import SSEHub
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
@@ -29,14 +31,14 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth
+    from .api import auth, presence, stream
     from .web import onboard
-    return [auth.bp, onboard.bp]
+    return [auth.bp, onboard.bp, stream.bp, presence.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"]]
+    return [coord.services["presence"], coord.services["sse"], coord.services["push"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -54,6 +56,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     resolver = TokenResolver(coord)
     coord.services["tokens"] = resolver
     coord.services["presence"] = PresenceTracker(coord)
+    coord.services["sse"] = SSEHub(coord)
+    coord.services["push"] = PushService(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
 
