@@ -90,6 +90,12 @@ def deliveries(srv) -> list[PushDelivery]:
     return srv.call(lambda: srv.coord.store.read(lambda: list(PushDelivery.select().order_by(PushDelivery.created_at))))
 
 
+def first(srv) -> PushDelivery:
+    """The first delivery row; an empty placeholder until the feeder has written one."""
+    rows = deliveries(srv)
+    return rows[0] if rows else PushDelivery(status=None, attempts=0)
+
+
 def wait_until(condition, timeout: float = 10):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -126,7 +132,7 @@ def test_message_push_is_signed_and_described(make_server, receiver):
     assert call["headers"]["X-Coord-Timestamp"] == str(int(clock.now().timestamp()))
     [row] = deliveries(srv)
     assert call["headers"]["X-Coord-Delivery"] == row.id and row.event_id == event_id
-    wait_until(lambda: deliveries(srv)[0].status == "delivered")
+    wait_until(lambda: first(srv).status == "delivered")
     with client(srv, "bob") as http:
         state = http.get("/api/auth/webhook").json()
     assert state["configured"] is True and state["webhookUrl"] == target.url
@@ -141,7 +147,7 @@ def test_failures_are_retried_with_backoff_until_delivered(make_server, receiver
     emit(srv, *message_event("bob", 1))
     target.wait_calls(1)
     for attempt, wait in enumerate((10, 30, 120), start=2):
-        wait_until(lambda: deliveries(srv)[0].attempts == attempt - 1 and deliveries(srv)[0].claimed_until is None)
+        wait_until(lambda: first(srv).attempts == attempt - 1 and first(srv).claimed_until is None)
         clock.advance(seconds=wait - 1)
         kick(srv)
         time.sleep(0.2)
@@ -153,8 +159,8 @@ def test_failures_are_retried_with_backoff_until_delivered(make_server, receiver
     assert len({c["headers"]["X-Coord-Delivery"] for c in calls}) == 1  # stable across retries
     for call in calls:
         verify(call, token)
-    wait_until(lambda: deliveries(srv)[0].status == "delivered")
-    assert deliveries(srv)[0].attempts == 4
+    wait_until(lambda: first(srv).status == "delivered")
+    assert first(srv).attempts == 4
     with client(srv, "bob") as http:
         assert http.get("/api/auth/webhook").json()["deliveries"]["lastError"] is None
 
@@ -165,7 +171,7 @@ def test_other_statuses_fail_permanently_and_show_in_webhook_state(make_server, 
     register(srv, "bob", target.url)
     emit(srv, *message_event("bob", 1))
     target.wait_calls(1)
-    wait_until(lambda: deliveries(srv)[0].status == "failed")
+    wait_until(lambda: first(srv).status == "failed")
     with client(srv, "bob") as http:
         state = http.get("/api/auth/webhook").json()["deliveries"]
     assert state["failed"] == 1 and state["pending"] == 0 and state["lastError"] == "HTTP 404"
@@ -179,10 +185,10 @@ def test_gives_up_after_eight_attempts(make_server, receiver):
     emit(srv, *message_event("bob", 1))
     for attempt in range(1, 9):
         target.wait_calls(attempt)
-        wait_until(lambda: deliveries(srv)[0].attempts == attempt)
+        wait_until(lambda: first(srv).attempts == attempt)
         clock.advance(hours=4)
         kick(srv)
-    wait_until(lambda: deliveries(srv)[0].status == "failed")
+    wait_until(lambda: first(srv).status == "failed")
     time.sleep(0.2)
     assert len(target.calls) == 8
 
@@ -256,8 +262,8 @@ def test_delivery_time_check_refuses_a_private_target(make_server):
     run_unit(srv, lambda: WebhookConfig.create(identity="bob", url="http://127.0.0.1:9/hook", token="t" * 32,
                                                updated_at=to_db(srv.coord.now())))
     emit(srv, *message_event("bob", 1))
-    wait_until(lambda: deliveries(srv) and deliveries(srv)[0].attempts == 1)
-    row = deliveries(srv)[0]
+    wait_until(lambda: first(srv).attempts == 1)
+    row = first(srv)
     assert row.status == "pending" and "refused" in row.last_error and row.last_status is None
 
 
@@ -287,6 +293,6 @@ def test_push_stats_for_doctor(make_server, receiver):
     srv = make_server(env=ALLOW_LOOPBACK, clock=FrozenClock())
     register(srv, "bob", receiver([400]).url)
     emit(srv, *message_event("bob", 1))
-    wait_until(lambda: deliveries(srv)[0].status == "failed")
+    wait_until(lambda: first(srv).status == "failed")
     stats = srv.call(lambda: srv.coord.services["push"].stats())
     assert stats["failed"] == 1 and stats["pending"] == 0 and stats["unfedEvents"] == 0
