@@ -34,6 +34,18 @@ import httpx
 TITLE = re.compile(rb'"title":"bench-(\d+)-(\d+)"')
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process (Linux /proc)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return None
+
+
 def rss_mb(pid: int | None) -> float | None:
     if not pid:
         return None
@@ -125,6 +137,7 @@ async def run_level(args, count: int, run_id: int) -> dict:
             response.raise_for_status()
 
         start = time.perf_counter()
+        cpu_start, own_start = cpu_seconds(args.server_pid), time.process_time()
         sends = []
         for seq in range(total):
             delay = start + seq * interval - time.perf_counter()
@@ -132,6 +145,8 @@ async def run_level(args, count: int, run_id: int) -> dict:
                 await asyncio.sleep(delay)
             sends.append(asyncio.create_task(send(seq)))
         await asyncio.gather(*sends)
+        elapsed = time.perf_counter() - start
+        cpu_end, own_end = cpu_seconds(args.server_pid), time.process_time()
 
     deadline = time.perf_counter() + 10
     while time.perf_counter() < deadline and sum(len(v) for v in received.values()) < total * count:
@@ -150,7 +165,9 @@ async def run_level(args, count: int, run_id: int) -> dict:
             "p50_ms": statistics.median(latencies) if latencies else None,
             "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else None,
             "max_ms": latencies[-1] if latencies else None,
-            "rss_mb_streams_open": rss_open, "rss_mb_after": rss_after}
+            "rss_mb_streams_open": rss_open, "rss_mb_after": rss_after,
+            "server_cpu_pct": (cpu_end - cpu_start) / elapsed * 100 if cpu_start is not None else None,
+            "bench_cpu_pct": (own_end - own_start) / elapsed * 100}
 
 
 def start_server(port: int) -> tuple[subprocess.Popen, str, str, str]:

@@ -72,13 +72,15 @@ class Connection:
             self.frames.clear()
         self.wake.set()
 
-    async def next_frame(self) -> bytes | None:
-        """The next frame to send, or None when the stream must end."""
+    async def next_chunk(self) -> bytes | None:
+        """Every queued frame as one chunk (one write for a burst), or None when the stream must end."""
         while True:
-            while self.frames:
-                event_id, frame = self.frames.popleft()
-                if event_id is None or event_id > self.floor:
-                    return frame
+            if self.frames:
+                chunk = b"".join(frame for event_id, frame in self.frames
+                                 if event_id is None or event_id > self.floor)
+                self.frames.clear()
+                if chunk:
+                    return chunk
             if self.closing:
                 return None
             self.wake.clear()
@@ -263,10 +265,10 @@ class SSEHub:
                     async for frame in self._replay(conn, resume_after):
                         yield frame
             while True:
-                frame = await conn.next_frame()
-                if frame is None:
+                chunk = await conn.next_chunk()
+                if chunk is None:
                     break
-                yield frame
+                yield chunk
             if conn.closing == "slow":
                 yield SLOW_CONSUMER
         finally:
