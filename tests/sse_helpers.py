@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import asynccontextmanager
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import httpx
 
 from coordserver.events import log as event_log
-from tests.conftest import TOKENS
+from tests.conftest import TOKENS, base_env
 
 
 def emit(server, event_type: str, data: dict, to: list[str] | None) -> int:
@@ -112,3 +117,31 @@ async def wait_for(condition, timeout: float = 5.0, interval: float = 0.02):
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+@contextmanager
+def server_process(database_url: str, **env: str):
+    """`coordserver serve` in a process of its own. Two servers inside one test process share the models'
+    database proxy, so several-process behaviour is only honest with a real second process."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    full_env = dict(os.environ, **base_env(database_url, **env), COORD_LOG_LEVEL="warning")
+    process = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)],
+                               env=full_env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("the second server process did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(15)

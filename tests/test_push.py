@@ -15,7 +15,7 @@ from coordserver import db
 from coordserver.models import BuzzEvent, ChatMember, PushDelivery, WebhookConfig
 from coordserver.timeutil import FrozenClock, to_db
 from tests.conftest import client
-from tests.sse_helpers import emit, message_event, run_unit
+from tests.sse_helpers import emit, message_event, run_unit, server_process
 
 ALLOW_LOOPBACK = {"SERVICE_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
 
@@ -193,10 +193,10 @@ def test_gives_up_after_eight_attempts(make_server, receiver):
     assert len(target.calls) == 8
 
 
-def test_delivery_survives_a_restart_and_arrives_once(make_server, receiver, tmp_path):
+def test_delivery_survives_a_restart_and_arrives_once(make_server, receiver, database_url):
     target = receiver([503])
     clock = FrozenClock()
-    url = f"sqlite:///{tmp_path / 'push-restart.db'}"
+    url = database_url
     srv = make_server(env=ALLOW_LOOPBACK, clock=clock, database_url=url)
     register(srv, "bob", target.url)
     emit(srv, *message_event("bob", 1))
@@ -296,3 +296,18 @@ def test_push_stats_for_doctor(make_server, receiver):
     wait_until(lambda: first(srv).status == "failed")
     stats = srv.call(lambda: srv.coord.services["push"].stats())
     assert stats["failed"] == 1 and stats["pending"] == 0 and stats["unfedEvents"] == 0
+
+
+def test_two_processes_on_postgresql_never_send_a_delivery_twice(make_server, receiver, pg_cluster):
+    target = receiver()
+    url = pg_cluster.create_database()
+    first = make_server(env=ALLOW_LOOPBACK, database_url=url)
+    with server_process(url, **ALLOW_LOOPBACK):
+        register(first, "bob", target.url)
+        for n in range(30):
+            emit(first, *message_event("bob", n))
+        calls = target.wait_calls(30)
+        time.sleep(0.5)
+    ids = [c["headers"]["X-Coord-Delivery"] for c in target.calls]
+    assert len(ids) == 30 and len(set(ids)) == 30
+    assert sorted(json.loads(c["body"])["event"]["messageId"] for c in calls) == list(range(30))

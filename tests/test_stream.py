@@ -14,7 +14,7 @@ import pytest
 from coordserver.events import log as event_log
 from coordserver.timeutil import FrozenClock
 from tests.conftest import TOKENS, client
-from tests.sse_helpers import emit, emit_many, message_event, open_stream, run_unit, wait_for
+from tests.sse_helpers import emit, emit_many, message_event, open_stream, run_unit, server_process, wait_for
 
 
 def test_stream_needs_a_valid_token(server):
@@ -293,3 +293,25 @@ async def test_stream_open_pulses_wake_and_marks_presence(server):
 
 async def _subscribe(server, channel, callback):
     server.coord.bus.subscribe(channel, callback)
+
+
+async def test_live_and_resume_on_both_backends(make_server, database_url):
+    srv = make_server(database_url=database_url)
+    async with open_stream(srv, "bob") as bob:
+        first = emit(srv, *message_event("bob", 1))
+        assert (await bob.next()).id == first
+    missed = emit_many(srv, [message_event("bob", n) for n in range(2, 12)])
+    async with open_stream(srv, "bob", last_event_id=first) as bob:
+        assert [(await bob.next()).id for _ in range(10)] == missed
+        live = emit(srv, *message_event("bob", 12))
+        assert (await bob.until(lambda f: f.id is not None)).id == live
+
+
+async def test_an_event_written_by_another_process_reaches_the_stream(make_server, pg_cluster):
+    url = pg_cluster.create_database()
+    writer = make_server(database_url=url)
+    with server_process(url) as other:
+        async with httpx.AsyncClient(base_url=other, timeout=httpx.Timeout(30, read=None)) as http:
+            async with open_stream(writer, "bob", client=http) as bob:
+                sent = emit(writer, *message_event("bob", 1))
+                assert (await bob.until(lambda f: f.id is not None)).id == sent
