@@ -170,7 +170,7 @@ def _names(column: pw.Field, identity: str) -> pw.Expression:
     """`column` (a normalised comma list) names `identity` exactly; LIKE wildcards in it are escaped."""
     pattern = "%," + identity.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ",%"
     padded = pw.Value(",").concat(column).concat(",")
-    return pw.Expression(padded, pw.SQL("LIKE"), pw.NodeList((pw.Value(pattern), pw.SQL("ESCAPE '\\'"))))
+    return pw.NodeList((padded, pw.SQL("LIKE"), pw.Value(pattern), pw.SQL("ESCAPE '\\'")))
 
 
 def list_events(identity: str, app_name: str | None, limit: int) -> list[dict]:
