@@ -305,3 +305,24 @@ def test_wake_tokens_are_per_caller(make_server):
     assert wake_of(srv, "bob")["items"] == []
     assert client(srv, token=TOKENS["alice"]).get("/api/wake").json()["items"][0]["summary"] == "From bob: 'for alice'"
     assert client(srv).get("/api/wake").status_code == 401
+
+
+def test_wake_and_buzz_on_both_backends(make_server, database_url):
+    clock = FrozenClock(NOON_UTC)
+    srv = make_server(clock=clock, database_url=database_url)
+    alice = client(srv, "alice")
+    hook = alice.post("/api/buzz/webhooks", json={"appName": "ci", "title": "CI", "forUsers": "bob_x,carol",
+                                                  "wakeAgent": "bob", "notifyAgent": "carol"}).json()
+    first = client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"title": "red", "dedupKey": "k"}).json()
+    assert client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"dedupKey": "k"}).json()["suppressed"]
+    # forUsers matching is exact: "bob_x" does not name "bob" (nor does "_" act as a wildcard)
+    assert client(srv, "bob").get("/api/buzz/events").json()["events"] == []
+    assert [e["id"] for e in client(srv, "carol").get("/api/buzz/events").json()["events"]][-1] == first["eventId"]
+    add_message(srv, "bob", urgent=True)
+    add_task(srv, "bob", status="review")
+    payload = wake_of(srv, "bob")
+    assert [(i["source"], i["priority"]) for i in payload["items"]] == [
+        ("buzz", "high"), ("message", "high"), ("swarm", "normal")]
+    assert [i["source"] for i in wake_of(srv, "bob")["items"]] == ["message", "swarm"]
+    assert [i["role"] for i in wake_of(srv, "carol")["items"]] == ["notify"]
+    assert wake_of(srv, "carol")["items"] == []
