@@ -21,9 +21,18 @@ def presence_snapshot() -> dict:
 @bp.get("/wake")
 async def my_wake():
     principal = require_identity()
+    return await deliver_wake(principal.identity, query_bool("includeOffHours"))
+
+
+async def deliver_wake(identity: str, include_off_hours: bool) -> dict:
+    """The caller's wake, with its buzz items marked delivered in the unit that returns them.
+    Most wakes hold no buzz item: those are answered from a read unit and never queue on the writer."""
     c = coord()
-    return await c.store.write(wake.wake_payload, principal.identity, c.settings.base_url,
-                               query_bool("includeOffHours"), True, c.env_identities, presence_snapshot())
+    args = (identity, c.settings.base_url, include_off_hours)
+    payload = await c.store.read(wake.wake_payload, *args, False, c.env_identities, presence_snapshot())
+    if not any(item["source"] == "buzz" for item in payload["items"]):
+        return payload
+    return await c.store.write(wake.wake_payload, *args, True, c.env_identities, presence_snapshot())
 
 
 @bp.get("/wake/<identity>")
