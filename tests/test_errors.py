@@ -84,3 +84,11 @@ def test_rate_limits(make_server):
     assert "X-RateLimit-Reset" in limited.headers
     # exempt routes are not limited
     assert all(anon.get("/api/health").status_code == 200 for _ in range(70))
+
+
+def test_openapi_lists_real_routes(server):
+    document = client(server).get("/api/openapi.json").json()
+    assert document["openapi"].startswith("3.")
+    assert "post" in document["paths"]["/api/auth/tokens/{token_id}/rotate"]
+    assert document["paths"]["/api/health"]["get"].get("security") is None
+    assert document["paths"]["/api/users"]["get"]["security"] == [{"bearer": []}]
