@@ -31,9 +31,9 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, buzz, doctor, wake
+    from .api import auth, buzz, doctor, meta, wake
     from .web import onboard
-    return [auth.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp]
+    return [auth.bp, meta.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp]
 
 
 def _services(coord: Coord) -> list:

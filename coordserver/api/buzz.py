@@ -15,6 +15,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
 
     @bp.post("/webhooks")
     async def create_webhook():
+        """Create a buzz webhook config; returns it with its ingestUrl."""
         principal = require_identity()
         body = await json_object()
         if not body.get("appName") or not body.get("title"):
@@ -29,29 +30,33 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
 
     @bp.get("/webhooks")
     async def list_webhooks():
+        """Buzz webhook configs: the caller's own, or all for admins."""
         principal = require_identity()
         c = coord()
         return {"webhooks": await c.store.read(buzz.list_webhooks, principal.identity, principal.is_admin,
                                                c.settings.base_url)}
 
-    @bp.patch("/webhooks/<webhook_id>")
-    async def update_webhook(webhook_id: str):
+    @bp.patch("/webhooks/<id>")
+    async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+        """Change a buzz webhook config (owner or admin)."""
         principal = require_identity()
-        number = path_int(webhook_id)
+        number = path_int(id)
         body = await json_object()
         changes = _changes(body)
         c = coord()
         return await c.store.write(buzz.update_webhook, number, principal.identity, principal.is_admin, changes,
                                    c.settings.base_url, c.env_identities)
 
-    @bp.delete("/webhooks/<webhook_id>")
-    async def delete_webhook(webhook_id: str):
+    @bp.delete("/webhooks/<id>")
+    async def delete_webhook(id: str):  # noqa: A002
+        """Delete a buzz webhook config (owner or admin)."""
         principal = require_identity()
-        await coord().store.write(buzz.delete_webhook, path_int(webhook_id), principal.identity, principal.is_admin)
+        await coord().store.write(buzz.delete_webhook, path_int(id), principal.identity, principal.is_admin)
         return {"ok": True}
 
     @bp.get("/events")
     async def list_events():
+        """Buzz events addressed to everyone or naming the caller, newest first."""
         principal = require_identity()
         app_name = request.args.get("appName") or None
         return {"events": await coord().store.read(buzz.list_events, principal.identity, app_name, query_limit())}
@@ -84,9 +89,10 @@ buzz_bp = _config_blueprint("buzz", "/api/buzz")
 ingest_bp = Blueprint("ingest", __name__, url_prefix="/api")
 
 
-@ingest_bp.post("/ingest/<app_name>/<token>")
-async def ingest(app_name: str, token: str):
+@ingest_bp.post("/ingest/<appName>/<token>")
+async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is named as in the API docs)
+    """Receive an outside event for a buzz webhook (no auth: the URL token is the credential)."""
     raw = await request.get_data()
     parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
                              request.headers.get("X-GitHub-Delivery"))
-    return await coord().store.write(buzz.ingest, app_name, token, parsed)
+    return await coord().store.write(buzz.ingest, appName, token, parsed)

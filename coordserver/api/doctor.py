@@ -73,6 +73,7 @@ def _open_streams(identity: str | None = None) -> int:
 
 @bp.get("/doctor")
 async def caller_report():
+    """Health of the caller's own setup."""
     principal = require_identity()
     return await doctor.run_probes(_caller_probes(principal))
 
@@ -160,5 +161,6 @@ def _size(size: int | None) -> str:
 
 @bp.get("/doctor/admin")
 async def admin_report():
+    """Health of the server's database, event log, outbox, streams, scheduler and event loop (admin)."""
     require_admin("Admin access required", hint="ordinary tokens can call /api/doctor")
     return await doctor.run_probes(_admin_probes())

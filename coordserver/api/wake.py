@@ -20,6 +20,7 @@ def presence_snapshot() -> dict:
 
 @bp.get("/wake")
 async def my_wake():
+    """The caller's wake; buzz items returned are marked delivered."""
     principal = require_identity()
     return await deliver_wake(principal.identity, query_bool("includeOffHours"))
 
@@ -37,6 +38,7 @@ async def deliver_wake(identity: str, include_off_hours: bool) -> dict:
 
 @bp.get("/wake/<identity>")
 async def wake_of(identity: str):
+    """Another identity's wake (admin); marks nothing delivered."""
     require_admin("Admin required")
     target = valid_identity(identity)
     c = coord()
