@@ -1,7 +1,7 @@
 """GET /api/doctor (the caller's own setup) and GET /api/doctor/admin (the server's insides)."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from quart import Blueprint
 
