@@ -13,9 +13,11 @@ from .db import Store
 from .errors import ApiError
 from .events.bus import make_bus
 from .ratelimit import RateLimiter, route_class
+from .realtime.loopmon import LoopMonitor
 from .realtime.presence import PresenceTracker
 from .realtime.push import PushService
 from .realtime.sse import SSEHub
+from .realtime.wake_pulse import WakePulser
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
@@ -31,14 +33,16 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, presence, stream
+    from .api import auth, buzz, doctor, meta, presence, stream, wake
     from .web import onboard
-    return [auth.bp, onboard.bp, stream.bp, presence.bp]
+    return [auth.bp, meta.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp,
+            stream.bp, presence.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"], coord.services["sse"], coord.services["push"]]
+    return [coord.services["presence"], coord.services["loopmon"], coord.services["wake"], coord.services["sse"],
+            coord.services["push"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -56,6 +60,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     resolver = TokenResolver(coord)
     coord.services["tokens"] = resolver
     coord.services["presence"] = PresenceTracker(coord)
+    coord.services["loopmon"] = LoopMonitor(coord)
+    coord.services["wake"] = WakePulser(coord)
     coord.services["sse"] = SSEHub(coord)
     coord.services["push"] = PushService(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)

@@ -75,6 +75,10 @@ class FrameReader:
             elif field == "data":
                 frame.data = json.loads(value)
 
+    async def logged(self, timeout: float = 5.0) -> Frame:
+        """The next frame with an id (skips unlogged ones such as presence and wake pulses)."""
+        return await self.until(lambda f: f.id is not None, timeout)
+
     async def until(self, predicate, timeout: float = 5.0) -> Frame:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:

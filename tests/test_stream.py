@@ -42,14 +42,14 @@ async def test_connected_then_live_events_for_the_identity_only(server):
 
         emit(server, *message_event("carol", 1))
         mine = emit(server, *message_event("bob", 2))
-        frame = await bob.next()
+        frame = await bob.logged()
         assert (frame.id, frame.event) == (mine, "message")
         assert frame.data == {"type": "message", "recipient": "bob", "sender": "alice", "messageId": 2,
                               "title": "note 2", "urgent": False}
 
         everyone = emit(server, "swarm_task_created", {"type": "swarm_task_created", "taskId": "t1", "title": "x",
                                                        "status": "ready", "actor": "alice"}, None)
-        frame = await bob.next()
+        frame = await bob.logged()
         assert (frame.id, frame.event, frame.data["taskId"]) == (everyone, "swarm_task_created", "t1")
 
 
@@ -73,7 +73,7 @@ async def _publish(server, channel, payload):
 async def test_resume_replays_missed_events_in_order_then_goes_live(server):
     async with open_stream(server, "bob") as bob:
         first = emit(server, *message_event("bob", 100))
-        assert (await bob.next()).id == first
+        assert (await bob.logged()).id == first
 
     missed = []
     for n in range(50):
@@ -81,23 +81,23 @@ async def test_resume_replays_missed_events_in_order_then_goes_live(server):
         missed.append(ids[0])
 
     async with open_stream(server, "bob", last_event_id=first) as bob:
-        replayed = [await bob.next() for _ in range(50)]
+        replayed = [await bob.logged() for _ in range(50)]
         assert [f.id for f in replayed] == missed
         assert [f.data["messageId"] for f in replayed] == list(range(1000, 1050))
         live = emit(server, *message_event("bob", 3000))
-        frame = await bob.next()
+        frame = await bob.logged()
         assert frame.id == live
         with pytest.raises(asyncio.TimeoutError):
-            await bob.next(timeout=0.3)  # nothing twice
+            await bob.logged(timeout=0.3)  # nothing twice
 
     async with open_stream(server, "bob", last_event_id=missed[-1], query=True) as bob:
-        assert (await bob.next()).id == live
+        assert (await bob.logged()).id == live
 
 
 async def test_resume_while_events_keep_coming_has_no_gap_and_no_duplicate(server):
     async with open_stream(server, "carol") as carol:
         start = emit(server, *message_event("carol", 1))
-        assert (await carol.next()).id == start
+        assert (await carol.logged()).id == start
     backlog = emit_many(server, [message_event("carol", 10 + n) for n in range(300)])
 
     async def keep_sending():
@@ -109,10 +109,10 @@ async def test_resume_while_events_keep_coming_has_no_gap_and_no_duplicate(serve
 
     sender = asyncio.create_task(keep_sending())
     async with open_stream(server, "carol", last_event_id=start) as carol:
-        received = [(await carol.next()).id for _ in range(len(backlog) + 40)]
+        received = [(await carol.logged()).id for _ in range(len(backlog) + 40)]
         assert received == backlog + await sender
         with pytest.raises(asyncio.TimeoutError):
-            await carol.next(timeout=0.3)
+            await carol.logged(timeout=0.3)
 
 
 async def test_old_resume_point_gets_resync(make_server):
@@ -125,13 +125,13 @@ async def test_old_resume_point_gets_resync(make_server):
     removed = run_unit(srv, event_log.prune, timedelta(days=7))
     assert removed == 2
     async with open_stream(srv, "bob", last_event_id=old) as bob:
-        resync = await bob.next()
+        resync = await bob.next()  # right after connected, before anything queued
         assert resync.event == "resync" and resync.id is None
         assert resync.data == {"type": "resync", "reason": "expired", "oldestEventId": kept}
         live = emit(srv, *message_event("bob", 4))
-        assert (await bob.next()).id == live
+        assert (await bob.logged()).id == live
     async with open_stream(srv, "bob", last_event_id=kept - 1) as bob:
-        assert (await bob.next()).id == kept  # still inside the window: a plain replay
+        assert (await bob.logged()).id == kept  # still inside the window: a plain replay
 
 
 def test_pruning_keeps_the_newest_event_so_ids_only_grow(make_server):
@@ -168,7 +168,7 @@ async def test_slow_consumer_is_closed_without_stalling_others(make_server):
                 ids += emit_many(srv, [("broadcast", {"type": "broadcast", "appName": "ci", "title": big,
                                                       "eventId": batch * 10 + i}, ["bob", "carol"])
                                        for i in range(10)])
-                got = [await bob.next() for _ in range(10)]
+                got = [await bob.logged() for _ in range(10)]
                 assert [f.id for f in got] == ids[-10:]  # bob keeps up and keeps receiving
                 if hub.slow_closed:
                     break
@@ -178,7 +178,7 @@ async def test_slow_consumer_is_closed_without_stalling_others(make_server):
             assert b": closing: slow consumer\n\n" in data
             await wait_for(lambda: "carol" not in hub.streams_by_identity())
             live = emit(srv, *message_event("bob", 9))
-            assert (await bob.next()).id == live
+            assert (await bob.logged()).id == live
     finally:
         stuck.close()
 
@@ -247,7 +247,7 @@ async def test_200_clients_each_get_their_events_while_one_client_never_reads(ma
 
             async def collect(i):
                 who, reader = readers[i]
-                got = [(await reader.until(lambda f: f.id is not None, timeout=15)).id for _ in range(6)]
+                got = [(await reader.logged(timeout=15)).id for _ in range(6)]
                 assert got == sent[who] + [everyone], (i, who, got)
 
             started = time.perf_counter()
@@ -299,12 +299,12 @@ async def test_live_and_resume_on_both_backends(make_server, database_url):
     srv = make_server(database_url=database_url)
     async with open_stream(srv, "bob") as bob:
         first = emit(srv, *message_event("bob", 1))
-        assert (await bob.next()).id == first
+        assert (await bob.logged()).id == first
     missed = emit_many(srv, [message_event("bob", n) for n in range(2, 12)])
     async with open_stream(srv, "bob", last_event_id=first) as bob:
-        assert [(await bob.next()).id for _ in range(10)] == missed
+        assert [(await bob.logged()).id for _ in range(10)] == missed
         live = emit(srv, *message_event("bob", 12))
-        assert (await bob.until(lambda f: f.id is not None)).id == live
+        assert (await bob.logged()).id == live
 
 
 async def test_an_event_written_by_another_process_reaches_the_stream(make_server, pg_cluster):
@@ -314,4 +314,4 @@ async def test_an_event_written_by_another_process_reaches_the_stream(make_serve
         async with httpx.AsyncClient(base_url=other, timeout=httpx.Timeout(30, read=None)) as http:
             async with open_stream(writer, "bob", client=http) as bob:
                 sent = emit(writer, *message_event("bob", 1))
-                assert (await bob.until(lambda f: f.id is not None)).id == sent
+                assert (await bob.logged()).id == sent
