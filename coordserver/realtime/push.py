@@ -19,7 +19,7 @@ import httpx
 import peewee as pw
 
 from .. import db
-from ..models import BuzzEvent, ChatMember, Event, EventTarget, PushDelivery, WebhookConfig, WorkerCursor
+from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
 from ..netcheck import resolved_target_allowed
 from ..timeutil import from_db, to_db
 from .logreader import GapTracker
@@ -71,17 +71,28 @@ def sign(token: str, timestamp: str, body: bytes) -> str:
 
 # --- feeder (runs inside one write unit) -----------------------------------------------------
 
-def _recipients(event_type: str, data: dict) -> list[str]:
-    if event_type == "message":
-        return [data.get("recipient")]
-    if event_type == "chat_message":
-        sender = (data.get("message") or {}).get("sender")
-        members = ChatMember.select(ChatMember.identity).where(ChatMember.channel == data.get("channelId"))
-        return [m.identity for m in members if m.identity != sender]
-    if event_type == "broadcast":
-        buzz = BuzzEvent.get_or_none(BuzzEvent.id == data.get("eventId"))
-        return [buzz.wake_agent, buzz.notify_agent] if buzz else []
-    return []
+def _audiences(rows: list) -> dict[int, set[str]]:
+    """Event id -> who gets a push for it, with two grouped lookups for the whole batch."""
+    channels = {row.data.get("channelId") for row in rows if row.type == "chat_message"}
+    members: dict[str, set[str]] = {}
+    if channels:
+        for member in ChatMember.select(ChatMember.channel, ChatMember.identity).where(ChatMember.channel.in_(channels)):
+            members.setdefault(member.channel, set()).add(member.identity)
+    buzz_ids = [row.data.get("eventId") for row in rows if row.type == "broadcast"]
+    buzz = {b.id: b for b in BuzzEvent.select(BuzzEvent.id, BuzzEvent.wake_agent, BuzzEvent.notify_agent)
+            .where(BuzzEvent.id.in_(buzz_ids))} if buzz_ids else {}
+    audiences = {}
+    for row in rows:
+        if row.type == "message":
+            audience = {row.data.get("recipient")}
+        elif row.type == "chat_message":
+            sender = (row.data.get("message") or {}).get("sender")
+            audience = members.get(row.data.get("channelId"), set()) - {sender}
+        else:
+            event = buzz.get(row.data.get("eventId"))
+            audience = {event.wake_agent, event.notify_agent} if event else set()
+        audiences[row.id] = {identity for identity in audience if isinstance(identity, str) and identity}
+    return audiences
 
 
 def _with_webhook(identities: set[str], overrides: dict) -> set[str]:
@@ -113,14 +124,18 @@ def feed(overrides: dict, gaps: GapTracker, sqlite: bool) -> tuple[int, bool]:
     if not usable:
         return 0, False
     now = to_db(db.now())
-    wanted = [(row, [i for i in _recipients(row.type, row.data) if i]) for row in usable if row.type in PUSHED_TYPES]
-    hooked = _with_webhook({i for _, ids in wanted for i in ids}, overrides)
-    deliveries = [{"identity": identity, "event_id": row.id, "event_type": row.type,
-                   "body": push_body(row.type, row.data), "status": "pending", "attempts": 0,
-                   "next_attempt_at": now, "created_at": now}
-                  for row, ids in wanted for identity in sorted(set(ids)) if identity in hooked]
-    for delivery in deliveries:
-        PushDelivery.create(**delivery)
+    pushed = [row for row in usable if row.type in PUSHED_TYPES]
+    audiences = _audiences(pushed)
+    hooked = _with_webhook(set().union(*audiences.values()) if audiences else set(), overrides)
+    deliveries = []
+    for row in pushed:
+        targets = sorted(audiences[row.id] & hooked)
+        body = push_body(row.type, row.data) if targets else None
+        deliveries += [{"id": new_uuid(), "identity": identity, "event_id": row.id, "event_type": row.type,
+                        "body": body, "status": "pending", "attempts": 0, "next_attempt_at": now, "created_at": now}
+                       for identity in targets]
+    if deliveries:
+        PushDelivery.insert_many(deliveries).execute()
     WorkerCursor.update(last_event_id=usable[-1].id, updated_at=now).where(WorkerCursor.name == CURSOR_NAME).execute()
     gaps.forget_below(usable[-1].id)
     return len(deliveries), len(rows) == FEED_BATCH or len(usable) < len(rows)
