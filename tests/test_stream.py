@@ -253,7 +253,7 @@ async def test_200_clients_each_get_their_events_while_one_client_never_reads(ma
             started = time.perf_counter()
             rest = asyncio.create_task(asyncio.to_thread(_timed_health, srv))
             await asyncio.gather(*(collect(i) for i in range(200)))
-            assert await rest < 1.0  # REST answers promptly next to 201 streams
+            assert await rest < 2.0  # REST answers promptly next to 201 streams
             assert time.perf_counter() - started < 15
     finally:
         stuck.close()
@@ -274,7 +274,7 @@ async def test_shutdown_ends_open_streams_at_once(make_server):
         await wait_for(lambda: srv.coord.services["sse"].open_streams == 3)
         started = time.perf_counter()
         await asyncio.to_thread(srv.stop)
-        assert time.perf_counter() - started < 1.0
+        assert time.perf_counter() - started < 1.5  # Hypercorn would otherwise wait graceful_timeout (2 s)
         for reader in readers:
             with pytest.raises((StopAsyncIteration, httpx.HTTPError)):
                 while True:
