@@ -13,6 +13,7 @@ from .db import Store
 from .errors import ApiError
 from .events.bus import make_bus
 from .ratelimit import RateLimiter, route_class
+from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
@@ -29,14 +30,14 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth
+    from .api import auth, notebook
     from .web import onboard
-    return [auth.bp, onboard.bp]
+    return [auth.bp, onboard.bp, notebook.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"]]
+    return [coord.services["presence"], coord.services["notebook"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     resolver = TokenResolver(coord)
     coord.services["tokens"] = resolver
     coord.services["presence"] = PresenceTracker(coord)
+    coord.services["notebook"] = NotebookRooms(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
 

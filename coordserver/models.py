@@ -334,6 +334,13 @@ class NotebookPage(BaseModel):
     updated_at = pw.DateTimeField(index=True)
 
 
+class NotebookRelay(BaseModel):
+    """A CRDT update too large for a bus notification: other processes load it by id. Short-lived."""
+    page_id = pw.CharField(max_length=36)
+    update = pw.BlobField()
+    created_at = pw.DateTimeField(index=True)
+
+
 class DirectoryEntry(BaseModel):
     title = pw.CharField(max_length=255)
     url = pw.CharField(max_length=2000)
@@ -346,5 +353,5 @@ class DirectoryEntry(BaseModel):
 ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, Task, TaskEvent, TaskPageLink, RecurringTemplate,
-    BuzzWebhook, BuzzEvent, NotebookPage, DirectoryEntry,
+    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, DirectoryEntry,
 ]
