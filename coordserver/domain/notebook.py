@@ -160,17 +160,20 @@ def page_for_room(page_id: str) -> NotebookPage | None:
 
 def list_pages(principal: Principal, q: str | None, limit: int, offset: int) -> list[dict]:
     query = NotebookPage.select().where(NotebookPage.archived_at.is_null())
-    if q:
-        pattern = f"%{q.lower()}%"
-        query = query.where((NotebookPage.title.ilike(pattern)) | (NotebookPage.content.ilike(pattern)))
+    needle = q.casefold() if q else None
+    if q and q.isascii() and "\\" not in q:
+        # A coarse filter in SQL (databases fold only ASCII case alike; % and _ merely widen it);
+        # the exact, case-insensitive match for every script is checked below.
+        pattern = f"%{q}%"
+        query = query.where(NotebookPage.title.ilike(pattern) | NotebookPage.content.ilike(pattern))
     query = query.order_by(NotebookPage.updated_at.desc(), NotebookPage.id)
     pages, skipped = [], 0
     # Visibility depends on a JSON list, so it is checked here; rows stream in order until the page is full.
     for page in query.iterator():
         if not can_see(page.created_by, page.tagged_users, principal.identity, principal.is_admin):
             continue
-        if q and q.lower() not in page.title.lower() and q.lower() not in page.content.lower():
-            continue  # SQLite's LIKE folds ASCII only; this keeps the match exact for every script
+        if needle and needle not in page.title.casefold() and needle not in page.content.casefold():
+            continue
         if skipped < offset:
             skipped += 1
             continue
@@ -284,7 +287,7 @@ def _save_change(page: NotebookPage, principal: Principal, change: str, env_admi
     page.save()
     _emit(page, principal.identity, change, env_admins)
     _announce_to_rooms(page)
-    return {"page": page, "change": change, "merge": False}
+    return {"page": page, "change": change, "merge": None}
 
 
 # --- the stored document ---------------------------------------------------------------------
