@@ -421,3 +421,40 @@ def stored_text_after_restart(make_server, url, page_id) -> str:
     restarted = make_server(database_url=url, **FAST)
     with httpx.Client(base_url=restarted.url, headers={"Authorization": f"Bearer {TOKENS['bob']}"}) as http:
         return http.get(f"/api/notebook/{page_id}").json()["page"]["content"]
+
+
+def yjs_modules() -> str | None:
+    """node_modules holding yjs and ws (COORD_YJS_NODE_PATH, or /tmp/coord-yjs, installed there once)."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+    if shutil.which("node") is None:
+        return None
+    path = Path(os.environ.get("COORD_YJS_NODE_PATH") or "/tmp/coord-yjs/node_modules")
+    if not (path / "yjs").exists() and shutil.which("npm") and not os.environ.get("COORD_YJS_NODE_PATH"):
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(path.parent), "yjs", "ws"],
+                       capture_output=True, timeout=180)
+    return str(path) if (path / "yjs").exists() and (path / "ws").exists() else None
+
+
+async def test_a_javascript_yjs_client_interoperates(make_server):
+    import os
+    from pathlib import Path
+    modules = yjs_modules()
+    if modules is None:
+        pytest.skip("node with the yjs and ws packages is not available")
+    server = make_server(**FAST)
+    page_id = await new_page(server, content="Shared: é ß\n")
+    alice = await session(server, "alice", page_id)
+    script = Path(__file__).parent / "js" / "notebook_client.js"
+    node = await asyncio.create_subprocess_exec(
+        "node", str(script), socket_url(server.url, page_id, TOKENS["bob"]), "JS 😀 中文", "py ñ 🎉",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "NODE_PATH": modules})
+    await alice.wait_for(lambda s: "JS 😀 中文" in s.value)
+    alice.insert(alice.value.index("ß") + 1, "py ñ 🎉")
+    out, err = await asyncio.wait_for(node.communicate(), 20)
+    assert node.returncode == 0, err.decode()
+    js_text = json.loads(out.decode())
+    assert js_text == alice.value == "Shared: é ßpy ñ 🎉\nJS 😀 中文"
+    await alice.close()
