@@ -9,7 +9,7 @@ from quart import Blueprint, request, websocket
 from ..auth import Principal, require_identity
 from ..context import coord
 from ..domain import notebook as pages
-from ..errors import Invalid, NotFound, RateLimited
+from ..errors import Invalid, RateLimited
 from ..ratelimit import route_class
 from ..realtime.notebook_rooms import CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, Peer, frame
 from .common import boolean, json_object, query_int, query_limit, string_list, text, timestamp
@@ -57,8 +57,9 @@ async def create_page():
     return {"page": page}
 
 
-@bp.get("/notebook/<page_id>")
-async def get_page(page_id: str):
+@bp.get("/notebook/<id>")
+async def get_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    page_id = id
     principal = require_identity()
     page = await coord().store.read(pages.get_page, page_id, principal)
     return {"page": _with_live_content(page)}
@@ -91,8 +92,9 @@ def _required_bool(body: dict, key: str) -> bool:
     return value
 
 
-@bp.patch("/notebook/<page_id>")
-async def update_page(page_id: str):
+@bp.patch("/notebook/<id>")
+async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    page_id = id
     principal = require_identity()
     changes = _patch_changes(await json_object())
     c, rooms = coord(), _rooms()
@@ -106,15 +108,17 @@ async def update_page(page_id: str):
     return {"page": _with_live_content(result["page"])}
 
 
-@bp.delete("/notebook/<page_id>")
-async def archive_page(page_id: str):
+@bp.delete("/notebook/<id>")
+async def archive_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    page_id = id
     principal = require_identity()
     await coord().store.write(pages.archive_page, page_id, principal, _env_admins())
     return {"success": True}
 
 
-@bp.post("/notebook/<page_id>/presence")
-async def page_presence(page_id: str):
+@bp.post("/notebook/<id>/presence")
+async def page_presence(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    page_id = id
     principal = require_identity()
     await coord().store.read(pages.get_page, page_id, principal)
     return {"viewers": _rooms().heartbeat(page_id, principal.identity)}
