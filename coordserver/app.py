@@ -30,9 +30,9 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, notebook
+    from .api import auth, meta, notebook
     from .web import onboard
-    return [auth.bp, onboard.bp, notebook.bp]
+    return [auth.bp, meta.bp, onboard.bp, notebook.bp]
 
 
 def _services(coord: Coord) -> list:
