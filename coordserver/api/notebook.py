@@ -35,6 +35,7 @@ def _with_live_content(page) -> dict:
 
 @bp.get("/notebook")
 async def list_pages():
+    """List visible, unarchived pages, most recently updated first."""
     principal = require_identity()
     q = (request.args.get("q") or "").strip() or None
     rows = await coord().store.read(pages.list_pages, principal, q, query_limit(), query_int("offset", 0))
@@ -43,6 +44,7 @@ async def list_pages():
 
 @bp.post("/notebook")
 async def create_page():
+    """Create a page."""
     principal = require_identity()
     body = await json_object()
     fields = {
@@ -59,6 +61,7 @@ async def create_page():
 
 @bp.get("/notebook/<id>")
 async def get_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    """Read a page (live text while it is being edited)."""
     page_id = id
     principal = require_identity()
     page = await coord().store.read(pages.get_page, page_id, principal)
@@ -94,6 +97,7 @@ def _required_bool(body: dict, key: str) -> bool:
 
 @bp.patch("/notebook/<id>")
 async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    """Change a page; content is merged into the live document as a diff."""
     page_id = id
     principal = require_identity()
     changes = _patch_changes(await json_object())
@@ -110,6 +114,7 @@ async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in
 
 @bp.delete("/notebook/<id>")
 async def archive_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    """Archive a page (owner)."""
     page_id = id
     principal = require_identity()
     await coord().store.write(pages.archive_page, page_id, principal, _env_admins())
@@ -118,6 +123,7 @@ async def archive_page(id: str):  # noqa: A002 (the path parameter is {id}, as i
 
 @bp.post("/notebook/<id>/presence")
 async def page_presence(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
+    """Viewer heartbeat; returns who is viewing the page."""
     page_id = id
     principal = require_identity()
     await coord().store.read(pages.get_page, page_id, principal)
