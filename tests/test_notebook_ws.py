@@ -17,7 +17,7 @@ from coordserver.domain import notebook as pages
 from coordserver.events import log
 from coordserver.models import NotebookPage
 from coordserver.realtime import notebook_rooms
-from coordtui.client.notebook import NotebookSession, ReadOnlyError, byte_offset, socket_url
+from coordtui.client.notebook import LOCAL_ORIGIN, NotebookSession, ReadOnlyError, byte_offset, socket_url
 from tests.conftest import TOKENS
 
 FAST = {"notebook_save_seconds": 0.1, "notebook_unload_seconds": 0.3}
@@ -248,6 +248,11 @@ async def test_locking_switches_editors_to_read_only_and_refuses_their_updates(m
         assert not alice.readonly
         with pytest.raises(ReadOnlyError):
             bob.insert(0, "nope")
+        # An edit that bypasses the helpers is refused; the provider then resyncs to the server's copy.
+        with bob.doc.transaction(origin=LOCAL_ORIGIN):
+            bob.text.insert(0, "forced ")
+        assert bob.value.startswith("forced ")
+        await bob.wait_for(lambda s: s.resyncs == 1 and s.value == "locked soon\n" and s.readonly)
 
         refused_before = len(carol.of_type("readonly"))
         await carol.edit(0, "carol sneaks in ")

@@ -176,12 +176,15 @@ async def notebook_socket():
     room = await _rooms().join(page_id, peer)
     if room is None:
         return await _refuse(CLOSE_NOT_FOUND, "Page not found")
+    presence = c.services["presence"]
+    presence.stream_opened(principal.identity)  # an open editor keeps its identity online, like a stream
     sender = asyncio.ensure_future(_send_frames(peer))
     receiver = asyncio.ensure_future(_receive_frames(room, peer))
     try:
         await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         room.leave(peer)
+        presence.stream_closed(principal.identity)
         for task in (sender, receiver):
             task.cancel()
         await asyncio.gather(sender, receiver, return_exceptions=True)

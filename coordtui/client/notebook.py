@@ -102,8 +102,7 @@ class NotebookSession:
         self.page_id = page_id
         self._token = token
         self.open_timeout = open_timeout
-        self.doc = Doc()
-        self.text: Text = self.doc.get(TEXT_NAME, type=Text)
+        self.doc, self.text = self._new_document()
         self.viewers: list[str] = []
         self.readonly = False
         self.readonly_reason: str | None = None
@@ -116,33 +115,83 @@ class NotebookSession:
         self.on_closed: list[Callable[[int | None, str | None], None]] = []
         self._shadow = ""
         self._applying_remote = False
+        self._quiet = False
         self._ws: ClientConnection | None = None
         self._outgoing: asyncio.Queue = asyncio.Queue()
         self._subscribers: list[asyncio.Queue] = []
         self._tasks: list[asyncio.Task] = []
         self._state_changed = asyncio.Event()
-        self.doc.observe(self._on_transaction)
-        self.text.observe(self._on_text_event)
+        self._resyncing = False
+        self._resync_task: asyncio.Task | None = None
+        self.resyncs = 0  # times this session replaced a diverged copy with the server's
+
+    def _new_document(self) -> tuple[Doc, Text]:
+        doc = Doc()
+        text = doc.get(TEXT_NAME, type=Text)
+        doc.observe(self._on_transaction)
+        text.observe(self._on_text_event)
+        return doc, text
 
     # --- connecting --------------------------------------------------------------------------
     async def connect(self) -> "NotebookSession":
-        self._ws = await connect(socket_url(self.base_url, self.page_id),
-                                 additional_headers={"Authorization": f"Bearer {self._token}"},
-                                 max_size=MAX_FRAME_BYTES, open_timeout=self.open_timeout)
+        ws, state = await self._open()
+        self._apply_remote(state)
+        self._start(ws)
+        return self
+
+    async def _open(self) -> tuple[ClientConnection, bytes]:
+        ws = await connect(socket_url(self.base_url, self.page_id),
+                           additional_headers={"Authorization": f"Bearer {self._token}"},
+                           max_size=MAX_FRAME_BYTES, open_timeout=self.open_timeout)
         try:
-            first = json.loads(await asyncio.wait_for(self._ws.recv(), self.open_timeout))
+            first = json.loads(await asyncio.wait_for(ws.recv(), self.open_timeout))
         except ConnectionClosed as closed:
             raise NotebookError(_reason(closed), _code(closed)) from None
         if first.get("type") != "sync":
             message = first.get("message") or "unexpected first frame"
             try:
-                await asyncio.wait_for(self._ws.wait_closed(), self.open_timeout)
+                await asyncio.wait_for(ws.wait_closed(), self.open_timeout)
             except asyncio.TimeoutError:
                 pass
-            raise NotebookError(message, self._ws.close_code)
-        self._apply_remote(bytes(first["update"]))
-        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._write())]
-        return self
+            raise NotebookError(message, ws.close_code)
+        return ws, bytes(first["update"])
+
+    def _start(self, ws: ClientConnection) -> None:
+        self._ws = ws
+        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
+
+    async def _resync(self) -> None:
+        """The server refused an edit already applied here, so this copy has diverged: reconnect,
+        take the server's state as a fresh document and report the difference as one remote change."""
+        self._resyncing = True
+        try:
+            old_ws, old_tasks = self._ws, self._tasks
+            await old_ws.close()
+            for task in old_tasks:
+                task.cancel()
+            await asyncio.gather(*old_tasks, return_exceptions=True)
+            self._outgoing = asyncio.Queue()
+            self.readonly = False  # the new connection says again whether we may edit
+            ws, state = await self._open()
+            before = self._shadow
+            self.doc, self.text = self._new_document()
+            self._shadow = ""
+            self._applying_remote, self._quiet = True, True
+            try:
+                self.doc.apply_update(state)
+            finally:
+                self._applying_remote, self._quiet = False, False
+            self.resyncs += 1
+            if self._shadow != before:
+                self._emit([TextChange("delete", 0, length=len(before)), TextChange("insert", 0, text=self._shadow)])
+            self._start(ws)
+        except (OSError, NotebookError, ConnectionClosed) as exc:
+            self.close_code = getattr(exc, "code", None) or 1006
+            self.close_message = str(exc)
+            self._finish()
+        finally:
+            self._resyncing = False
+            self._state_changed.set()
 
     async def close(self) -> None:
         if self._ws is not None:
@@ -236,11 +285,14 @@ class NotebookSession:
 
     def _on_text_event(self, event: TextEvent) -> None:
         changes, self._shadow = delta_to_changes(self._shadow, event.delta)
-        if self._applying_remote and changes:
-            for callback in self.on_change:
-                callback(changes)
-            for queue in self._subscribers:
-                queue.put_nowait(changes)
+        if self._applying_remote and changes and not self._quiet:
+            self._emit(changes)
+
+    def _emit(self, changes: list[TextChange]) -> None:
+        for callback in self.on_change:
+            callback(changes)
+        for queue in self._subscribers:
+            queue.put_nowait(changes)
 
     def _apply_remote(self, update: bytes) -> None:
         self._applying_remote = True
@@ -250,28 +302,29 @@ class NotebookSession:
         finally:
             self._applying_remote = False
 
-    async def _write(self) -> None:
-        assert self._ws is not None
+    async def _write(self, ws: ClientConnection) -> None:
         while True:
             update = await self._outgoing.get()
-            await self._ws.send(json.dumps({"type": "update", "update": list(update)}, separators=(",", ":")))
+            await ws.send(json.dumps({"type": "update", "update": list(update)}, separators=(",", ":")))
 
-    async def _read(self) -> None:
-        assert self._ws is not None
+    async def _read(self, ws: ClientConnection) -> None:
         try:
-            async for raw in self._ws:
+            async for raw in ws:
                 self._handle(json.loads(raw))
                 self._state_changed.set()
         except ConnectionClosed:
             pass
-        finally:
-            self.close_code = self._ws.close_code if self._ws.close_code is not None else 1006
-            self.close_message = self.close_message or self._ws.close_reason
-            for callback in self.on_closed:
-                callback(self.close_code, self.close_message)
-            for queue in self._subscribers:
-                queue.put_nowait(None)
-            self._state_changed.set()
+        if not self._resyncing:
+            self.close_code = ws.close_code if ws.close_code is not None else 1006
+            self.close_message = self.close_message or ws.close_reason
+            self._finish()
+
+    def _finish(self) -> None:
+        for callback in self.on_closed:
+            callback(self.close_code, self.close_message)
+        for queue in self._subscribers:
+            queue.put_nowait(None)
+        self._state_changed.set()
 
     def _handle(self, message: dict) -> None:
         kind = message.get("type")
@@ -282,6 +335,10 @@ class NotebookSession:
             for callback in self.on_viewers:
                 callback(self.viewers)
         elif kind == "readonly":
+            if self.readonly and not self._resyncing:
+                # Already read-only, so this answers an update of ours that was refused.
+                self._resync_task = asyncio.ensure_future(self._resync())
+                return
             self._set_readonly(True, message.get("reason"), message.get("message"))
         elif kind == "editable":
             self._set_readonly(False, None, None)
