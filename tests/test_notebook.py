@@ -176,3 +176,19 @@ def test_auth_is_required(server):
         assert anonymous.get("/api/notebook").status_code == 401
     with client(server, token="nope") as wrong:
         assert wrong.post("/api/notebook", json={"title": "x"}).status_code == 401
+
+
+def test_list_and_patch_on_both_backends(make_server, database_url):
+    server = make_server(database_url=database_url)
+    with client(server, "alice") as alice, client(server, "bob") as bob, client(server, "carol") as carol:
+        open_page = alice.post("/api/notebook", json={"title": "Deploy 50%_off", "content": "Straße"}).json()["page"]
+        tagged = alice.post("/api/notebook", json={"title": "deploy secret", "taggedUsers": ["bob"]}).json()["page"]
+        assert [p["id"] for p in bob.get("/api/notebook", params={"q": "DEPLOY"}).json()["pages"]] == \
+            [tagged["id"], open_page["id"]]
+        assert [p["id"] for p in carol.get("/api/notebook", params={"q": "deploy"}).json()["pages"]] == [open_page["id"]]
+        assert [p["id"] for p in carol.get("/api/notebook", params={"q": "50%_"}).json()["pages"]] == [open_page["id"]]
+        assert [p["id"] for p in carol.get("/api/notebook", params={"q": "STRASSE"}).json()["pages"]] == []
+        assert [p["id"] for p in carol.get("/api/notebook", params={"q": "straße"}).json()["pages"]] == [open_page["id"]]
+        merged = bob.patch(f"/api/notebook/{open_page['id']}", json={"content": "Große Straße"}).json()["page"]
+        assert merged["content"] == "Große Straße"
+        assert stored(server, open_page["id"]) == ("Große Straße", "Große Straße")

@@ -160,7 +160,7 @@ def page_for_room(page_id: str) -> NotebookPage | None:
 
 def list_pages(principal: Principal, q: str | None, limit: int, offset: int) -> list[dict]:
     query = NotebookPage.select().where(NotebookPage.archived_at.is_null())
-    needle = q.casefold() if q else None
+    needle = q.lower() if q else None
     if q and q.isascii() and "\\" not in q:
         # A coarse filter in SQL (databases fold only ASCII case alike; % and _ merely widen it);
         # the exact, case-insensitive match for every script is checked below.
@@ -172,7 +172,7 @@ def list_pages(principal: Principal, q: str | None, limit: int, offset: int) -> 
     for page in query.iterator():
         if not can_see(page.created_by, page.tagged_users, principal.identity, principal.is_admin):
             continue
-        if needle and needle not in page.title.casefold() and needle not in page.content.casefold():
+        if needle and needle not in page.title.lower() and needle not in page.content.lower():
             continue
         if skipped < offset:
             skipped += 1
