@@ -438,8 +438,11 @@ def yjs_modules() -> str | None:
         return None
     path = Path(os.environ.get("COORD_YJS_NODE_PATH") or "/tmp/coord-yjs/node_modules")
     if not (path / "yjs").exists() and shutil.which("npm") and not os.environ.get("COORD_YJS_NODE_PATH"):
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(path.parent), "yjs", "ws"],
-                       capture_output=True, timeout=180)
+        try:
+            subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(path.parent), "yjs", "ws"],
+                           capture_output=True, timeout=90)
+        except (OSError, subprocess.SubprocessError):
+            return None
     return str(path) if (path / "yjs").exists() and (path / "ws").exists() else None
 
 
