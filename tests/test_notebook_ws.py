@@ -466,3 +466,31 @@ async def test_a_javascript_yjs_client_interoperates(make_server):
     js_text = json.loads(out.decode())
     assert js_text == alice.value == "Shared: é ßpy ñ 🎉\nJS 😀 中文"
     await alice.close()
+
+
+async def test_a_patch_keeps_what_editors_typed_after_the_writer_read_the_page(make_server):
+    server = make_server(**FAST)
+    page_id = await new_page(server, content="one\ntwo\nthree\n")
+    alice = await session(server, "alice", page_id)
+    async with api(server, "bob") as bob_http:
+        seen = (await bob_http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
+        # After bob read the page, alice types at the top and deletes a line bob is not touching.
+        alice.insert(0, "late é ")
+        alice.delete(alice.value.index("three\n"), len("three\n"))
+        await until(lambda: server.coord.services["notebook"].live_text(page_id) == "late é one\ntwo\n")
+        response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": seen.replace("two", "TWO 😀")})
+        assert response.json()["page"]["content"] == "late é one\nTWO 😀\n"
+    await until(lambda: alice.value == "late é one\nTWO 😀\n")
+    await alice.close()
+    await until(lambda: page_id not in rooms(server))
+
+    # The same three-way merge when nobody is editing: bob's base is what he last read.
+    async with api(server, "bob") as bob_http:
+        seen = (await bob_http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
+        carol = await session(server, "carol", page_id)
+        carol.insert(len(carol.value), "carol ß\n")
+        await carol.close()
+        await until(lambda: page_id not in rooms(server) and stored_text(server, page_id)[0].endswith("carol ß\n"))
+        response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": "bob: " + seen})
+        assert response.json()["page"]["content"] == "bob: late é one\nTWO 😀\ncarol ß\n"
+    assert stored_text(server, page_id) == ("bob: late é one\nTWO 😀\ncarol ß\n",) * 2

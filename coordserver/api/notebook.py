@@ -65,7 +65,12 @@ async def get_page(id: str):  # noqa: A002 (the path parameter is {id}, as in th
     page_id = id
     principal = require_identity()
     page = await coord().store.read(pages.get_page, page_id, principal)
+    _rooms().remember_read(page_id, principal.identity, _stored_state(page))
     return {"page": _with_live_content(page)}
+
+
+def _stored_state(page) -> bytes | None:
+    return bytes(page.ydoc) if page.ydoc is not None else None
 
 
 def _patch_changes(body: dict) -> dict:
@@ -102,14 +107,18 @@ async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in
     principal = require_identity()
     changes = _patch_changes(await json_object())
     c, rooms = coord(), _rooms()
+    base = rooms.read_base(page_id, principal.identity) if "content" in changes else None
     result = await c.store.write(pages.update_page, page_id, principal, changes, _env_admins(),
-                                 page_id not in rooms.rooms)
+                                 page_id not in rooms.rooms, base)
     content = result["merge"]
-    if content is not None and not await rooms.merge_content(page_id, content):
+    if content is not None and not await rooms.merge_content(page_id, content, base):
         # The room was unloaded while the change committed: merge into the stored document instead.
-        await c.store.write(pages.update_page, page_id, principal, {"content": content}, _env_admins(), True)
+        await c.store.write(pages.update_page, page_id, principal, {"content": content}, _env_admins(), True, base)
         result = {"page": await c.store.read(pages.get_page, page_id, principal)}
-    return {"page": _with_live_content(result["page"])}
+    page = result["page"]
+    if "content" in changes:
+        rooms.remember_read(page_id, principal.identity, _stored_state(page))
+    return {"page": _with_live_content(page)}
 
 
 @bp.delete("/notebook/<id>")

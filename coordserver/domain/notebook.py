@@ -72,6 +72,18 @@ def merge_text(doc: Doc, new_content: str, origin=None) -> bytes | None:
     return doc.get_update(before)
 
 
+def merge_text_from(doc: Doc, base: bytes | None, new_content: str) -> bytes | None:
+    """A three-way merge: the edits that turn `base` (the document state the writer last read) into
+    `new_content` are made on a copy of `base` and applied to `doc` as CRDT operations, so whatever
+    others changed since the writer read the page survives. Without a base, diff against `doc` itself."""
+    if base is None:
+        return merge_text(doc, new_content)
+    update = merge_text(load_document(base), new_content)
+    if update is not None:
+        doc.apply_update(update)
+    return update
+
+
 def _opcodes(old: str, new: str) -> list[tuple[str, int, int, int, int]]:
     """difflib opcodes, with the common prefix and suffix cut first (cheap for the usual small edit)."""
     prefix = 0
@@ -212,7 +224,7 @@ def create_page(principal: Principal, fields: dict, env_admins: frozenset[str]) 
 
 
 def update_page(page_id: str, principal: Principal, changes: dict, env_admins: frozenset[str],
-                merge_here: bool) -> dict:
+                merge_here: bool, base: bytes | None = None) -> dict:
     """Apply a PATCH. Content is merged as a diff into the CRDT document: here, into the stored one,
     when `merge_here` (no room of this process holds the page; rooms elsewhere hear the update on the
     bus), else by the caller into the live room after commit.
@@ -258,7 +270,7 @@ def update_page(page_id: str, principal: Principal, changes: dict, env_admins: f
         kinds.add("lock")
     content = changes.get("content")
     if content is not None and merge_here:
-        update = _merge_into_stored(page, content)
+        update = _merge_into_stored(page, content, base)
         if update is not None:
             kinds.add("content")
             db.after_commit(channel(page.id), bus_update(page.id, update, origin=None))
@@ -333,9 +345,9 @@ def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list
     return missing if _has_content(missing) else None
 
 
-def _merge_into_stored(page: NotebookPage, new_content: str) -> bytes | None:
+def _merge_into_stored(page: NotebookPage, new_content: str, base: bytes | None) -> bytes | None:
     doc = load_document(bytes(page.ydoc)) if page.ydoc is not None else new_document(page.content)
-    update = merge_text(doc, new_content)
+    update = merge_text_from(doc, base if page.ydoc is not None else None, new_content)
     if update is not None:
         page.ydoc = doc.get_update()
         page.content = document_text(doc)

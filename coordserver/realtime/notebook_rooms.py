@@ -18,6 +18,7 @@ import base64
 import json
 import logging
 import uuid
+from collections import OrderedDict
 from datetime import timedelta
 from typing import Callable
 
@@ -31,6 +32,7 @@ log = logging.getLogger("coord.notebook")
 HEARTBEAT_WINDOW = timedelta(seconds=45)
 SAVE_RETRY_SECONDS = 2.0
 MAX_QUEUED_FRAMES = 5000
+MAX_READ_BASES = 512  # (page, reader) document states kept as bases for three-way PATCH merges
 
 CLOSE_NOT_FOUND = 4004
 CLOSE_INVALID_DATA = 1007
@@ -156,9 +158,9 @@ class Room:
         self.broadcast(update_frame(update), exclude=peer)
         self.manager.publish_update(self, update)
 
-    def merge_content(self, content: str) -> None:
+    def merge_content(self, content: str, base: bytes | None) -> None:
         """A REST PATCH of content, as a diff: peers get an update and keep their own edits."""
-        update = pages.merge_text(self.doc, content)
+        update = pages.merge_text_from(self.doc, base, content)
         if update is None:
             return
         self.version += 1  # the PATCH logged its own event, so this edit names no editor
@@ -288,6 +290,7 @@ class NotebookRooms:
         self.bus = coord.bus
         self.rooms: dict[str, Room] = {}
         self.heartbeats: dict[str, dict[str, object]] = {}
+        self.read_bases: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._opening: dict[str, asyncio.Task] = {}
         self.env_admins = frozenset(t.identity for t in coord.settings.env_tokens.values() if t.is_admin)
 
@@ -386,14 +389,30 @@ class NotebookRooms:
         room = self.rooms.get(page_id)
         return pages.document_text(room.doc) if room is not None else None
 
-    async def merge_content(self, page_id: str, content: str) -> bool:
+    async def merge_content(self, page_id: str, content: str, base: bytes | None) -> bool:
         """Merge a PATCHed content into the live room and save it. False if no room holds the page."""
         room = self.rooms.get(page_id)
         if room is None:
             return False
-        room.merge_content(content)
+        room.merge_content(content, base)
         await room.flush()
         return True
+
+    def remember_read(self, page_id: str, identity: str, stored_state: bytes | None) -> None:
+        """The document state `identity` just read (the live one if a room is open): the base of
+        their next PATCH of content, so that PATCH merges three-way."""
+        room = self.rooms.get(page_id)
+        state = room.doc.get_update() if room is not None else stored_state
+        if state is None:
+            return
+        key = (page_id, identity)
+        self.read_bases.pop(key, None)
+        self.read_bases[key] = state
+        while len(self.read_bases) > MAX_READ_BASES:
+            self.read_bases.popitem(last=False)
+
+    def read_base(self, page_id: str, identity: str) -> bytes | None:
+        return self.read_bases.get((page_id, identity))
 
     def heartbeat(self, page_id: str, identity: str) -> list[str]:
         now = self.coord.now()

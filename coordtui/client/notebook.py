@@ -193,7 +193,13 @@ class NotebookSession:
             self._resyncing = False
             self._state_changed.set()
 
-    async def close(self) -> None:
+    async def close(self, flush_timeout: float = 5.0) -> None:
+        """Send local edits still queued, then close."""
+        if not self.closed and self._tasks:
+            try:
+                await asyncio.wait_for(self._outgoing.join(), flush_timeout)
+            except asyncio.TimeoutError:
+                pass
         if self._ws is not None:
             await self._ws.close()
         for task in self._tasks:
@@ -305,7 +311,10 @@ class NotebookSession:
     async def _write(self, ws: ClientConnection) -> None:
         while True:
             update = await self._outgoing.get()
-            await ws.send(json.dumps({"type": "update", "update": list(update)}, separators=(",", ":")))
+            try:
+                await ws.send(json.dumps({"type": "update", "update": list(update)}, separators=(",", ":")))
+            finally:
+                self._outgoing.task_done()
 
     async def _read(self, ws: ClientConnection) -> None:
         try:
