@@ -16,7 +16,7 @@ from .. import db
 from ..auth import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
-from ..models import NotebookPage, NotebookRelay, Token, User
+from ..models import NotebookPage, NotebookRelay, Token, User, database_proxy
 from ..timeutil import iso, to_db
 from .identities import valid_identity
 from .visibility import can_see, is_owner
@@ -153,8 +153,17 @@ def channel(page_id: str) -> str:
 
 # --- reading ---------------------------------------------------------------------------------
 
-def _visible_page(page_id: str, principal: Principal) -> NotebookPage:
-    page = NotebookPage.get_or_none(NotebookPage.id == page_id)
+def _page_for_update(page_id: str) -> NotebookPage | None:
+    """The row, locked until the unit commits on PostgreSQL (several processes may save one page);
+    SQLite's single writer already serialises units."""
+    query = NotebookPage.select().where(NotebookPage.id == page_id)
+    if not db.is_sqlite(database_proxy.obj):
+        query = query.for_update()
+    return query.first()
+
+
+def _visible_page(page_id: str, principal: Principal, for_update: bool = True) -> NotebookPage:
+    page = _page_for_update(page_id) if for_update else NotebookPage.get_or_none(NotebookPage.id == page_id)
     if page is None:
         raise NotFound("Not found")
     if not can_see(page.created_by, page.tagged_users, principal.identity, principal.is_admin):
@@ -163,7 +172,7 @@ def _visible_page(page_id: str, principal: Principal) -> NotebookPage:
 
 
 def get_page(page_id: str, principal: Principal) -> NotebookPage:
-    return _visible_page(page_id, principal)
+    return _visible_page(page_id, principal, for_update=False)
 
 
 def page_for_room(page_id: str) -> NotebookPage | None:
@@ -326,7 +335,7 @@ def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list
     """Persist a room's document, merged with what is stored (another process may have saved in
     between), and the plain text. Emits one content event if peers edited since the last save.
     Returns what the stored document had that the room lacked (None when nothing)."""
-    page = NotebookPage.get_or_none(NotebookPage.id == page_id)
+    page = _page_for_update(page_id)
     if page is None:
         return None
     doc = load_document(bytes(page.ydoc) if page.ydoc is not None else None)
