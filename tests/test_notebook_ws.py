@@ -17,6 +17,7 @@ from coordserver.domain import notebook as pages
 from coordserver.events import log
 from coordserver.models import NotebookPage
 from coordserver.realtime import notebook_rooms
+from coordtui.client import notebook as notebook_client
 from coordtui.client.notebook import LOCAL_ORIGIN, NotebookSession, ReadOnlyError, byte_offset, socket_url
 from tests.conftest import TOKENS
 
@@ -494,3 +495,33 @@ async def test_a_patch_keeps_what_editors_typed_after_the_writer_read_the_page(m
         response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": "bob: " + seen})
         assert response.json()["page"]["content"] == "bob: late é one\nTWO 😀\ncarol ß\n"
     assert stored_text(server, page_id) == ("bob: late é one\nTWO 😀\ncarol ß\n",) * 2
+
+
+async def test_remote_changes_arrive_with_code_point_positions(make_server):
+    server = make_server(**FAST)
+    page_id = await new_page(server, content="😀é中ß|end")
+    alice, bob = await session(server, "alice", page_id), await session(server, "bob", page_id)
+    stream = bob.changes()
+    alice.insert(5, "🎉x")          # after "😀é中ß|": code point 5, byte 12
+    alice.delete(1, 2)              # "é中"
+    received = [await asyncio.wait_for(stream.__anext__(), 5), await asyncio.wait_for(stream.__anext__(), 5)]
+    assert received[0] == [notebook_client.TextChange("insert", 5, text="🎉x")]
+    assert received[1] == [notebook_client.TextChange("delete", 1, length=2)]
+    assert bob.value == alice.value == "😀ß|🎉xend"
+    await alice.close()
+    await bob.wait_for(lambda s: s.viewers == ["bob"])
+    await bob.close()
+    assert await asyncio.wait_for(anext(stream, None), 5) is None  # the iterator ends with the session
+
+
+async def test_the_socket_upgrade_is_rate_limited(make_server):
+    server = make_server(env={"COORD_RATE_LIMITS": "on"}, rate_limit_overrides={"other": 3})
+    page_id = await new_page(server)
+    first = await session(server, "bob", page_id)
+    second = await session(server, "bob", page_id)
+    third = await session(server, "bob", page_id)
+    limited = await RawClient(server, page_id, "bob").connect()
+    code, _ = await limited.closed()
+    assert code == 1013 and limited.frames[0]["type"] == "error"
+    for s in (first, second, third):
+        await s.close()
