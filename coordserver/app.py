@@ -14,6 +14,7 @@ from .errors import ApiError
 from .events.bus import make_bus
 from .ratelimit import RateLimiter, route_class
 from .realtime.presence import PresenceTracker
+from .scheduler import Scheduler
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
@@ -29,14 +30,14 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth
+    from .api import auth, recurring, swarm
     from .web import onboard
-    return [auth.bp, onboard.bp]
+    return [auth.bp, swarm.bp, recurring.bp, onboard.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"]]
+    return [coord.services["presence"], coord.services["scheduler"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     resolver = TokenResolver(coord)
     coord.services["tokens"] = resolver
     coord.services["presence"] = PresenceTracker(coord)
+    coord.services["scheduler"] = Scheduler(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
 

@@ -248,6 +248,10 @@ class TaskEvent(BaseModel):
     before_state = JSONField(null=True)
     after_state = JSONField(null=True)
     created_at = pw.DateTimeField()
+    seq = pw.IntegerField(default=0)  # per-task order of history entries (created_at ties under a frozen clock)
+
+    class Meta:
+        indexes = ((("task_id", "seq"), True),)
 
 
 class TaskPageLink(BaseModel):
