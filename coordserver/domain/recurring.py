@@ -28,7 +28,7 @@ from croniter.croniter import CroniterError
 
 from .. import db
 from ..errors import Invalid, NotFound
-from ..models import RecurringTemplate, Task, database_proxy
+from ..models import RecurringTemplate, database_proxy
 from ..timeutil import from_db, iso, to_db
 from . import swarm
 
@@ -248,9 +248,6 @@ def _run_template(template: RecurringTemplate, now: datetime) -> int:
 
 def _create_instance(template: RecurringTemplate, instant: datetime) -> bool:
     """Insert the instance's task; False when another run (maybe another process) already made it."""
-    if Task.select().where((Task.recurring_template_id == template.id)
-                           & (Task.recurring_instance_at == to_db(instant))).exists():
-        return False
     columns = {"project_id": template.project_id, "title": template.title, "detail": template.detail,
                "assignee_user_id": template.assignee_user_id, "status": template.initial_status,
                "recurring_template_id": template.id, "recurring_instance_at": to_db(instant)}
