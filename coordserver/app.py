@@ -30,9 +30,9 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, recurring, swarm
+    from .api import auth, meta, recurring, swarm
     from .web import onboard
-    return [auth.bp, swarm.bp, recurring.bp, onboard.bp]
+    return [auth.bp, meta.bp, swarm.bp, recurring.bp, onboard.bp]
 
 
 def _services(coord: Coord) -> list:
