@@ -223,7 +223,8 @@ def run_due() -> dict:
     now = db.now()
     created = errors = 0
     lag = 0.0
-    for template in list(_due(now)):
+    # A fixed order: processes running passes side by side take row locks in the same order (no deadlock).
+    for template in list(_due(now).order_by(RecurringTemplate.id)):
         lag = max(lag, (now - from_db(template.next_run_at)).total_seconds())
         try:
             with database_proxy.atomic():  # a savepoint: one broken template never spoils the others

@@ -46,7 +46,7 @@ URL_MAX, TITLE_MAX, TEXT_MAX, REASON_MAX = 500, 255, 20_000, 1000
 
 def valid_status(value: object, field: str = "status") -> str:
     if not isinstance(value, str) or value not in STATUSES:
-        raise Invalid(f"Unknown {field}: {value!r}", allowed=list(STATUSES))
+        raise Invalid(f"Unknown {field}: {value}", allowed=list(STATUSES))
     return value
 
 
