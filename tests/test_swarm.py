@@ -23,8 +23,7 @@ CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     path = tmp_path_factory.mktemp("swarm") / "coord.db"
-    extra = {f"SERVICE_TOKEN_{name.upper()}": token for name, token in CLAIMER_TOKENS.items()}
-    server = ServerThread(Settings.from_env(base_env(f"sqlite:///{path}", **extra),
+    server = ServerThread(Settings.from_env(base_env(f"sqlite:///{path}"),
                                             scheduler_interval_seconds=3600)).start()
     yield server
     server.stop()
@@ -332,7 +331,18 @@ def test_status_body_errors(alice):
     assert events_of(alice, task["id"])[0]["kind"] == "created"
 
 
-def test_claim_race_has_exactly_one_winner(srv, alice):
+CLAIMER_ENV = {f"SERVICE_TOKEN_{name.upper()}": token for name, token in CLAIMER_TOKENS.items()}
+
+
+def test_claim_race_has_exactly_one_winner(make_server, database_url):
+    """On PostgreSQL the four writer threads really run the claims side by side."""
+    srv = make_server(env=CLAIMER_ENV, database_url=database_url, scheduler_interval_seconds=3600)
+    with client(srv, "alice") as alice:
+        for _ in range(3):
+            _claim_race(srv, alice)
+
+
+def _claim_race(srv, alice):
     task = new_task(alice)
     barrier = threading.Barrier(len(CLAIMERS))
 
@@ -354,8 +364,11 @@ def test_claim_race_has_exactly_one_winner(srv, alice):
     assert history[0]["actorUserId"] == winners[0]
 
 
-def test_concurrent_moves_never_both_apply(srv, alice):
-    """Two anyone-moves from one state race (in_progress -> review and -> holding): one applies."""
+def test_concurrent_moves_never_both_apply(make_server, database_url):
+    """Two anyone-moves from one state race (in_progress -> review and -> holding): each applies
+    only from the state it was decided on, so history stays a chain."""
+    srv = make_server(database_url=database_url, scheduler_interval_seconds=3600)
+    alice = client(srv, "alice")
     for _ in range(5):
         task = new_task(alice, status="in_progress", assigneeUserId="alice")
         barrier = threading.Barrier(2)
@@ -375,6 +388,7 @@ def test_concurrent_moves_never_both_apply(srv, alice):
         else:
             assert codes == [200, 200] and len(changes) == 2
             assert changes[1]["afterState"]["status"] == changes[0]["beforeState"]["status"]
+    alice.close()
 
 
 # --- notebook-page links ---------------------------------------------------------------------
