@@ -17,6 +17,7 @@ recurring_instance_at), and a duplicate insert (another process got there first)
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Iterator
@@ -107,6 +108,9 @@ def parse_schedule(cron_expr: object, tz_name: object) -> Schedule:
         raise Invalid("cronExpr must have 5 fields: minute hour day-of-month month day-of-week")
     if not croniter.is_valid(cron_expr):
         raise Invalid(f"Invalid cronExpr: {cron_expr}")
+    if re.search(r"[rh]", re.sub(r"[a-z]{3}", "", cron_expr.lower())):
+        # croniter's R (random) and H (hashed) would give each process its own instants.
+        raise Invalid(f"Invalid cronExpr: {cron_expr} (R and H fields are not supported)")
     swarm.valid_timezone(tz_name, "timezone")
     return Schedule(cron_expr, tz_name)
 

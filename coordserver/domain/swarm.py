@@ -55,7 +55,7 @@ def valid_timezone(value: object, field: str) -> str:
         raise Invalid(f"{field} must be an IANA timezone name such as America/Chicago")
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory such as "America"
         raise Invalid(f"Unknown timezone: {value}") from None
     return value
 
