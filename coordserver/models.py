@@ -178,6 +178,7 @@ class Message(BaseModel):
             (("recipient", "created_at"), False),
             (("sender", "created_at"), False),
             (("sender", "recipient", "dedupe_key"), True),
+            (("recipient", "response_waiting"), False),  # wake: pending replies
         )
 
 
@@ -310,7 +311,7 @@ class RecurringTemplate(BaseModel):
 # --- buzz ------------------------------------------------------------------------------------
 
 class BuzzWebhook(BaseModel):
-    app_name = pw.CharField(max_length=50)
+    app_name = pw.CharField(max_length=50, index=True)
     token = pw.CharField(max_length=32)
     title = pw.CharField(max_length=255)
     owner = pw.CharField(max_length=50, index=True)
@@ -343,6 +344,7 @@ class BuzzEvent(BaseModel):
             (("wake_agent", "wake_delivered_at"), False),
             (("notify_agent", "notify_delivered_at"), False),
             (("webhook_id", "dedup_key", "received_at"), False),
+            (("webhook_id", "received_at"), False),
         )
 
 
