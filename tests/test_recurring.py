@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from coordserver.events import log
+from coordserver.models import RecurringTemplate
 from coordserver.timeutil import FrozenClock, iso
 from tests.conftest import client
 
@@ -228,16 +229,16 @@ def test_two_servers_ticking_never_duplicate(make_server, database_url):
         assert instants(b, template["id"]) == _minutes("2026-03-08T07:51:00", 15)
 
 
-def test_restart_catches_up_with_exactly_one_task(make_server, sqlite_url):
+def test_restart_catches_up_with_exactly_one_task(make_server, database_url):
     clock = FrozenClock(at("2026-02-17T12:00:00"))
-    srv = make_server(clock=clock, database_url=sqlite_url, **SLOW_SCHEDULER)
+    srv = make_server(clock=clock, database_url=database_url, **SLOW_SCHEDULER)
     with client(srv, "alice") as alice:
         template = ok(alice.post("/api/swarm/recurring", json={"title": "Every 5", "cronExpr": "*/5 * * * *"}))
         assert template["nextRunAt"] == "2026-02-17T12:05:00.000Z"
     srv.stop()
 
     clock.advance(hours=3, minutes=2)  # 36 instants missed while down
-    again = make_server(clock=clock, database_url=sqlite_url, **SLOW_SCHEDULER)
+    again = make_server(clock=clock, database_url=database_url, **SLOW_SCHEDULER)
     with client(again, "alice") as alice:
         tick(alice)  # the service's start-up pass may already have made it; either way one task
         assert tick(alice) == {"created": 0, "errors": 0}
@@ -276,3 +277,20 @@ def test_scheduler_reports_lag_and_overdue_templates(make_server):
         assert scheduler.last_lag_seconds == 2.5 * 3600
         assert scheduler.last_tick_at == at("2026-02-17T15:30:00")
         assert srv.call(scheduler.overdue_templates) == 0
+
+
+def test_a_broken_template_is_counted_and_does_not_stop_the_others(make_server):
+    clock = FrozenClock(at("2026-02-17T12:00:00"))
+    srv = make_server(clock=clock, **SLOW_SCHEDULER)
+    with client(srv, "alice") as alice:
+        good = ok(alice.post("/api/swarm/recurring", json={"title": "Good", "cronExpr": "0 * * * *"}))
+        bad = ok(alice.post("/api/swarm/recurring", json={"title": "Bad", "cronExpr": "0 * * * *"}))
+
+        def corrupt():  # e.g. a row written by a buggy older version
+            RecurringTemplate.update(timezone="No/Such_Zone").where(RecurringTemplate.id == bad["id"]).execute()
+        srv.call(lambda: srv.coord.store.write(corrupt))
+
+        clock.advance(hours=1)
+        assert tick(alice) == {"created": 1, "errors": 1}
+        assert len(instants(alice, good["id"])) == 1 and instants(alice, bad["id"]) == []
+        assert tick(alice) == {"created": 0, "errors": 1}  # retried every pass, still counted
