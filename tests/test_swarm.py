@@ -14,10 +14,11 @@ from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import to_db, utcnow
-from tests.conftest import TOKENS, base_env, client
+from tests.conftest import base_env, client
 
 CLAIMERS = [f"u{i}" for i in range(1, 21)]
 CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
+CLAIMER_ENV = {f"SERVICE_TOKEN_{name.upper()}": token for name, token in CLAIMER_TOKENS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -329,9 +330,6 @@ def test_status_body_errors(alice):
     assert alice.patch("/api/swarm/tasks/nope/status", json={"status": "ready"}).json() == {"error": "Task not found"}
     assert alice.get("/api/swarm/tasks/nope/events").status_code == 404
     assert events_of(alice, task["id"])[0]["kind"] == "created"
-
-
-CLAIMER_ENV = {f"SERVICE_TOKEN_{name.upper()}": token for name, token in CLAIMER_TOKENS.items()}
 
 
 def test_claim_race_has_exactly_one_winner(make_server, database_url):

@@ -146,9 +146,9 @@ def list_templates(include_disabled: bool) -> list[dict]:
 def _template_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     if "title" in body:
-        columns["title"] = swarm._required_title(body["title"])
+        columns["title"] = swarm.required_title(body["title"])
     if "detail" in body:
-        columns["detail"] = swarm._optional_text(body["detail"], "detail", swarm.TEXT_MAX)
+        columns["detail"] = swarm.optional_text(body["detail"], "detail", swarm.TEXT_MAX)
     if "projectId" in body:
         columns["project_id"] = swarm.existing_project_id(body["projectId"])
     if "assigneeUserId" in body:

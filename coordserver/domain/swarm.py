@@ -69,7 +69,7 @@ def known_identity(value: object, field: str, env_identities: frozenset[str]) ->
     return identity
 
 
-def _optional_text(value: object, field: str, max_len: int) -> str | None:
+def optional_text(value: object, field: str, max_len: int) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -79,7 +79,7 @@ def _optional_text(value: object, field: str, max_len: int) -> str | None:
     return value
 
 
-def _required_title(value: object) -> str:
+def required_title(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("title is required")
     if len(value) > TITLE_MAX:
@@ -117,7 +117,7 @@ def _project_columns(body: dict, env_identities: frozenset[str]) -> dict[str, An
     """The columns a create or PATCH body sets, validated. Only keys present in the body appear."""
     columns: dict[str, Any] = {}
     if "title" in body:
-        columns["title"] = _required_title(body["title"])
+        columns["title"] = required_title(body["title"])
     if "color" in body:
         color = body["color"]
         if not isinstance(color, str) or not COLOR_RE.match(color):
@@ -125,7 +125,7 @@ def _project_columns(body: dict, env_identities: frozenset[str]) -> dict[str, An
         columns["color"] = color.lower()
     for key, (column, max_len) in _PROJECT_TEXT.items():
         if key in body:
-            columns[column] = _optional_text(body[key], key, max_len)
+            columns[column] = optional_text(body[key], key, max_len)
     for key, column in _PROJECT_LEADS.items():
         if key in body:
             columns[column] = None if body[key] is None else known_identity(body[key], key, env_identities)
@@ -280,14 +280,14 @@ def _task_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
     """Validated columns for the writable Task fields present in the body (status excluded)."""
     columns: dict[str, Any] = {}
     if "title" in body:
-        columns["title"] = _required_title(body["title"])
+        columns["title"] = required_title(body["title"])
     if "projectId" in body:
         columns["project_id"] = existing_project_id(body["projectId"])
     for key, column in (("detail", "detail"), ("followUp", "follow_up")):
         if key in body:
-            columns[column] = _optional_text(body[key], key, TEXT_MAX)
+            columns[column] = optional_text(body[key], key, TEXT_MAX)
     if "issueUrl" in body:
-        columns["issue_url"] = _optional_text(body["issueUrl"], "issueUrl", URL_MAX)
+        columns["issue_url"] = optional_text(body["issueUrl"], "issueUrl", URL_MAX)
     for key, column in (("assigneeUserId", "assignee_user_id"),
                         ("nextTaskAssigneeUserId", "next_task_assignee_user_id")):
         if key in body:
