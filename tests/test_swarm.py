@@ -21,10 +21,14 @@ CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
 CLAIMER_ENV = {f"SERVICE_TOKEN_{name.upper()}": token for name, token in CLAIMER_TOKENS.items()}
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("swarm") / "coord.db"
-    server = ServerThread(Settings.from_env(base_env(f"sqlite:///{path}"),
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def srv(request, tmp_path_factory):
+    """One server per backend for the module; every test runs against both."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('swarm') / 'coord.db'}"
+    else:
+        url = request.getfixturevalue("pg_cluster").create_database()
+    server = ServerThread(Settings.from_env(base_env(url),
                                             scheduler_interval_seconds=3600)).start()
     yield server
     server.stop()
