@@ -17,6 +17,7 @@ from .realtime.loopmon import LoopMonitor
 from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
 from .realtime.wake_pulse import WakePulser
+from .scheduler import Scheduler
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
@@ -32,15 +33,16 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, buzz, doctor, meta, notebook, wake
+    from .api import auth, buzz, doctor, meta, notebook, recurring, swarm, wake
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp,
-            notebook.bp]
+            notebook.bp, swarm.bp, recurring.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"], coord.services["loopmon"], coord.services["wake"], coord.services["notebook"]]
+    return [coord.services["presence"], coord.services["loopmon"], coord.services["wake"],
+            coord.services["notebook"], coord.services["scheduler"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -61,6 +63,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["loopmon"] = LoopMonitor(coord)
     coord.services["wake"] = WakePulser(coord)
     coord.services["notebook"] = NotebookRooms(coord)
+    coord.services["scheduler"] = Scheduler(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
 
