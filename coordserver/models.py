@@ -2,11 +2,38 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import peewee as pw
 
-database_proxy = pw.DatabaseProxy()
+
+class ThreadBoundDatabaseProxy(pw.DatabaseProxy):
+    """A DatabaseProxy whose target is bound per thread. Each Store binds its own database on the
+    threads it owns, so several stores (servers) can share one process, as tests with two servers
+    do; a thread that bound nothing sees the database initialized last."""
+    __slots__ = ("_default", "_local")
+
+    def __init__(self):
+        object.__setattr__(self, "_local", threading.local())
+        object.__setattr__(self, "_default", None)
+        super().__init__()
+
+    @property
+    def obj(self):
+        return getattr(self._local, "database", None) or self._default
+
+    def __setattr__(self, attr, value):
+        if attr == "obj":
+            object.__setattr__(self, "_default", value)
+        else:
+            object.__setattr__(self, attr, value)
+
+    def bind_thread(self, database) -> None:
+        self._local.database = database
+
+
+database_proxy = ThreadBoundDatabaseProxy()
 
 
 def new_uuid() -> str:
@@ -249,6 +276,10 @@ class TaskEvent(BaseModel):
     before_state = JSONField(null=True)
     after_state = JSONField(null=True)
     created_at = pw.DateTimeField()
+    seq = pw.IntegerField(default=0)  # per-task order of history entries (created_at ties under a frozen clock)
+
+    class Meta:
+        indexes = ((("task_id", "seq"), True),)
 
 
 class TaskPageLink(BaseModel):
@@ -336,6 +367,13 @@ class NotebookPage(BaseModel):
     updated_at = pw.DateTimeField(index=True)
 
 
+class NotebookRelay(BaseModel):
+    """A CRDT update too large for a bus notification: other processes load it by id. Short-lived."""
+    page_id = pw.CharField(max_length=36)
+    update = pw.BlobField()
+    created_at = pw.DateTimeField(index=True)
+
+
 class DirectoryEntry(BaseModel):
     title = pw.CharField(max_length=255)
     url = pw.CharField(max_length=2000)
@@ -348,5 +386,5 @@ class DirectoryEntry(BaseModel):
 ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, Task, TaskEvent, TaskPageLink, RecurringTemplate,
-    BuzzWebhook, BuzzEvent, NotebookPage, DirectoryEntry,
+    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, DirectoryEntry,
 ]
