@@ -148,24 +148,22 @@ class Claimed:
     id: str
     identity: str
     body: str
-    attempts: int
 
 
 def claim_due(limit: int, sqlite: bool) -> list[Claimed]:
+    """Lease due rows to this process. PostgreSQL: SKIP LOCKED, so processes claiming at once split
+    the rows; SQLite: the writer holds the database lock for the whole unit."""
     now = to_db(db.now())
-    due = ((PushDelivery.status == "pending") & (PushDelivery.next_attempt_at <= now)
-           & (PushDelivery.claimed_until.is_null() | (PushDelivery.claimed_until < now)))
-    query = PushDelivery.select(PushDelivery.id).where(due).order_by(PushDelivery.next_attempt_at).limit(limit)
+    query = (PushDelivery.select(PushDelivery.id, PushDelivery.identity, PushDelivery.body)
+             .where((PushDelivery.status == "pending") & (PushDelivery.next_attempt_at <= now)
+                    & (PushDelivery.claimed_until.is_null() | (PushDelivery.claimed_until < now)))
+             .order_by(PushDelivery.next_attempt_at).limit(limit))
     if not sqlite:
         query = query.for_update(skip_locked=True)
-    ids = [row.id for row in query]
-    if not ids:
-        return []
-    # The condition is repeated in the UPDATE: a row claimed meanwhile (another process) is not taken twice.
-    PushDelivery.update(claimed_until=now + LEASE).where(PushDelivery.id.in_(ids) & due).execute()
-    rows = PushDelivery.select(PushDelivery.id, PushDelivery.identity, PushDelivery.body, PushDelivery.attempts) \
-        .where(PushDelivery.id.in_(ids) & (PushDelivery.claimed_until == now + LEASE))
-    return [Claimed(r.id, r.identity, r.body, r.attempts) for r in rows]
+    claimed = [Claimed(row.id, row.identity, row.body) for row in query]
+    if claimed:
+        PushDelivery.update(claimed_until=now + LEASE).where(PushDelivery.id.in_([c.id for c in claimed])).execute()
+    return claimed
 
 
 def record_outcome(delivery_id: str, outcome: str, status_code: int | None, error: str | None) -> None:
@@ -231,11 +229,9 @@ class PushService:
 
     def __init__(self, coord):
         self.coord = coord
-        self.sent = 0
         self._wake_feeder = asyncio.Event()
         self._wake_sender = asyncio.Event()
         self._gaps = GapTracker()
-        self._slots = asyncio.Semaphore(CONCURRENCY)
         self._in_flight: set[str] = set()
         self._client: httpx.AsyncClient | None = None
         self._unsubscribe = None
@@ -331,8 +327,6 @@ class PushService:
             outcome, status_code, error = "retry", None, f"internal error: {type(exc).__name__}"
         try:
             await self.coord.store.write(record_outcome, delivery.id, outcome, status_code, error)
-            if outcome == "delivered":
-                self.sent += 1
         finally:
             self._in_flight.discard(delivery.id)
             self._wake_sender.set()
@@ -351,13 +345,12 @@ class PushService:
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}",
                    "X-Coord-Delivery": delivery.id, "X-Coord-Timestamp": timestamp,
                    "X-Coord-Signature": sign(token, timestamp, body)}
-        async with self._slots:
-            try:
-                response = await self._client.post(url, content=body, headers=headers)
-            except httpx.TimeoutException:
-                return "retry", None, f"timeout after {ATTEMPT_TIMEOUT:g} s"
-            except httpx.HTTPError as exc:
-                return "retry", None, f"network error: {type(exc).__name__}"
+        try:
+            response = await self._client.post(url, content=body, headers=headers)
+        except httpx.TimeoutException:
+            return "retry", None, f"timeout after {ATTEMPT_TIMEOUT:g} s"
+        except httpx.HTTPError as exc:
+            return "retry", None, f"network error: {type(exc).__name__}"
         outcome = _classify(response.status_code)
         return outcome, response.status_code, None if outcome == "delivered" else f"HTTP {response.status_code}"
 
