@@ -275,16 +275,21 @@ class SSEHub:
             self.unregister(conn)
 
     async def _replay(self, conn: Connection, after_id: int):
-        """Logged events for this identity after `after_id`. The connection is already registered, so
-        anything committed from now on reaches its queue; `floor` drops what the replay already sent."""
-        while True:
+        """Logged events for this identity after `after_id`, up to where the hub has fanned out.
+
+        The connection is registered first, so everything the hub fans out from then on reaches its
+        queue. The replay stops at the hub's position (taken now): later events arrive live, in the
+        hub's order, which waits out ids still committing; `floor` drops live copies of replayed ones."""
+        upto, resume_point = self._cursor, after_id
+        while after_id < upto:
             rows = await self.coord.store.read(event_log.for_identity_after, conn.identity, after_id, READ_BATCH)
-            for event_id, event_type, data in rows:
+            wanted = [row for row in rows if row[0] <= upto]
+            for event_id, event_type, data in wanted:
                 yield logged_frame(event_id, event_type, data)
                 after_id = event_id
-            conn.floor = after_id
-            if len(rows) < READ_BATCH:
-                return
+            if len(wanted) < READ_BATCH:
+                break
+        conn.floor = max(upto, resume_point)
 
 
 def _log_bounds() -> tuple[int, int | None]:
