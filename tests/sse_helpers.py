@@ -79,11 +79,11 @@ class FrameReader:
         """The next frame with an id (skips unlogged ones such as presence and wake pulses)."""
         return await self.until(lambda f: f.id is not None, timeout)
 
-    async def until(self, predicate, timeout: float = 5.0) -> Frame:
+    async def until(self, predicate, timeout: float = 5.0, comments: bool = False) -> Frame:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             remaining = deadline - asyncio.get_running_loop().time()
-            frame = await self.next(max(0.01, remaining))
+            frame = await self.next(max(0.01, remaining), comments)
             if predicate(frame):
                 return frame
 

@@ -145,31 +145,37 @@ def test_pruning_keeps_the_newest_event_so_ids_only_grow(make_server):
 
 
 async def test_heartbeat_comment_refreshes_presence(make_server):
-    srv = make_server(sse_heartbeat_seconds=0.2)
+    clock = FrozenClock()
+    srv = make_server(clock=clock, sse_heartbeat_seconds=0.2)
     async with open_stream(srv, "bob") as bob:
-        frame = await bob.next(timeout=3, comments=True)
-        while frame.comment is None:
-            frame = await bob.next(timeout=3, comments=True)
+        later = clock.advance(minutes=10)
+        frame = await bob.until(lambda f: f.comment is not None, timeout=3, comments=True)
         assert frame.comment == "heartbeat"
-    assert srv.coord.services["presence"].last_seen("bob")[1] == "sse"
+        assert srv.coord.services["presence"].last_seen("bob") == (later, "sse")
+
+
+def _big_broadcasts(count: int, to: list[str], size: int) -> list:
+    return [("broadcast", {"type": "broadcast", "appName": "ci", "title": "x" * size, "eventId": i}, to)
+            for i in range(count)]
+
+
+async def _stuck_carol(srv, queue_size: int):
+    """A raw-socket stream for carol that reads nothing, on a hub with a small per-stream queue."""
+    hub = srv.coord.services["sse"]
+    hub.queue_size = queue_size
+    stuck = _raw_stream(srv, "carol")
+    await wait_for(lambda: hub.streams_by_identity().get("carol") == 1)
+    return hub, stuck
 
 
 async def test_slow_consumer_is_closed_without_stalling_others(make_server):
     srv = make_server()
-    hub = srv.coord.services["sse"]
-    hub.queue_size = 20
-    stuck = _raw_stream(srv, "carol")
+    hub, stuck = await _stuck_carol(srv, queue_size=20)
     try:
-        await wait_for(lambda: hub.streams_by_identity().get("carol") == 1)
         async with open_stream(srv, "bob") as bob:
-            big = "x" * 20_000
-            ids = []
-            for batch in range(40):
-                ids += emit_many(srv, [("broadcast", {"type": "broadcast", "appName": "ci", "title": big,
-                                                      "eventId": batch * 10 + i}, ["bob", "carol"])
-                                       for i in range(10)])
-                got = [await bob.logged() for _ in range(10)]
-                assert [f.id for f in got] == ids[-10:]  # bob keeps up and keeps receiving
+            for _ in range(40):
+                ids = emit_many(srv, _big_broadcasts(10, ["bob", "carol"], 20_000))
+                assert [(await bob.logged()).id for _ in range(10)] == ids  # bob keeps up and keeps receiving
                 if hub.slow_closed:
                     break
             assert hub.slow_closed == 1
@@ -185,19 +191,13 @@ async def test_slow_consumer_is_closed_without_stalling_others(make_server):
 
 async def test_a_client_that_never_reads_is_cut_off(make_server):
     srv = make_server()
-    hub = srv.coord.services["sse"]
-    hub.queue_size = 5
-    stuck = _raw_stream(srv, "carol")
+    hub, stuck = await _stuck_carol(srv, queue_size=5)
     try:
-        await wait_for(lambda: hub.streams_by_identity().get("carol") == 1)
-        for _ in range(20):
-            emit_many(srv, [message_event("carol", n) for n in range(20)])
+        for _ in range(200):
+            emit_many(srv, _big_broadcasts(20, ["carol"], 50_000))
             if hub.slow_closed:
                 break
-        big = "y" * 50_000
-        while not hub.slow_closed:
-            emit_many(srv, [("broadcast", {"type": "broadcast", "appName": "ci", "title": big, "eventId": i},
-                             ["carol"]) for i in range(20)])
+        assert hub.slow_closed == 1
         await wait_for(lambda: "carol" not in hub.streams_by_identity(), timeout=5)
     finally:
         stuck.close()
