@@ -159,12 +159,19 @@ async def run_level(args, count: int, run_id: int) -> dict:
     await asyncio.gather(*tasks, return_exceptions=True)
 
     latencies = sorted((t - sent[seq]) * 1000 for seq, times in received.items() for t in times)
+    # Per message: how long until the first subscriber had it, and how long the fan-out to all took.
+    first = sorted((min(times) - sent[seq]) * 1000 for seq, times in received.items())
+    spread = sorted((max(times) - min(times)) * 1000 for times in received.values())
     expected = total * count
     return {"subscribers": count, "messages": total, "rate": args.rate, "receipts": len(latencies),
             "expected": expected,
             "p50_ms": statistics.median(latencies) if latencies else None,
             "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else None,
             "max_ms": latencies[-1] if latencies else None,
+            "first_receipt_p50_ms": statistics.median(first) if first else None,
+            "first_receipt_max_ms": first[-1] if first else None,
+            "fanout_spread_p50_ms": statistics.median(spread) if spread else None,
+            "fanout_spread_max_ms": spread[-1] if spread else None,
             "rss_mb_streams_open": rss_open, "rss_mb_after": rss_after,
             "server_cpu_pct": (cpu_end - cpu_start) / elapsed * 100 if cpu_start is not None else None,
             "bench_cpu_pct": (own_end - own_start) / elapsed * 100}
