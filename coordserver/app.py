@@ -29,9 +29,9 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth
+    from .api import auth, chat, directory, messages, skills
     from .web import onboard
-    return [auth.bp, onboard.bp]
+    return [auth.bp, messages.bp, chat.bp, directory.bp, skills.bp, onboard.bp]
 
 
 def _services(coord: Coord) -> list:

@@ -146,12 +146,18 @@ class Message(BaseModel):
     waiting_since = pw.DateTimeField(null=True)
 
     class Meta:
+        # Each listing order has an index it can walk without sorting (see domain/messages.py).
         indexes = (
-            (("recipient", "status", "urgent", "created_at"), False),
-            (("recipient", "created_at"), False),
-            (("sender", "created_at"), False),
+            (("recipient", "status", "created_at", "id"), False),
+            (("recipient", "created_at", "id"), False),
+            (("sender", "created_at", "id"), False),
             (("sender", "recipient", "dedupe_key"), True),
         )
+
+
+# The unread inbox order: urgent first, then oldest first.
+Message.add_index(Message.index(Message.recipient, Message.status, Message.urgent.desc(), Message.created_at,
+                                Message.id, name="message_unread_order"))
 
 
 # --- chat ------------------------------------------------------------------------------------
