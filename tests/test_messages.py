@@ -214,8 +214,10 @@ def test_cursor_walk_visits_each_message_once_while_new_ones_arrive(make_server,
     existing = set()
     for i in range(250):
         existing.add(send(alice, "bob", title=f"m{i}", urgent=i % 7 == 0)["id"])
-        if i % 50 == 0:
-            clock.advance(seconds=1)  # many share a timestamp: the id breaks ties
+        if i % 3 == 0:
+            # Sub-millisecond steps (the wire shows milliseconds; the cursor must not round) and ties
+            # (several share a timestamp: the id breaks them).
+            clock.advance(microseconds=400)
     params = {"limit": 100}
     if status:
         params["status"] = status

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
+from functools import lru_cache
 
 import peewee as pw
 
@@ -16,7 +17,7 @@ from .. import db
 from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
-from ..timeutil import from_db, iso, to_db
+from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import is_known
 
@@ -26,47 +27,84 @@ THREAD_MAX = 100
 DEDUPE_MAX = 255
 BATCH_ACK_MAX = 1000
 
-_COLUMNS = (Message.id, Message.recipient, Message.sender, Message.title, Message.body, Message.status,
-            Message.urgent, Message.created_at, Message.viewed_at, Message.thread_id,
-            Message.reply_to_message_id, Message.dedupe_key, Message.metadata, Message.response_waiting,
-            Message.waiting_responder, Message.waiting_since)
+# The hot paths (send, inbox, sent) use fixed SQL text with cached placeholders and build the wire
+# JSON from row tuples: Peewee's per-call SQL generation and model instantiation cost more than the
+# queries themselves (see bench/messages.py). Everything else uses Peewee with `.tuples()`.
+_FIELDS = ("id", "recipient", "sender", "title", "body", "status", "urgent", "created_at", "viewed_at", "thread_id",
+           "reply_to_message_id", "dedupe_key", "metadata", "response_waiting", "waiting_responder", "waiting_since")
+_COLUMNS = tuple(getattr(Message, name) for name in _FIELDS)
+_SELECT = "SELECT " + ", ".join(_FIELDS) + " FROM message"
+_INSERT = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
+           "reply_to_message_id, dedupe_key, metadata, response_waiting) "
+           "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?) RETURNING id")
+
+
+def _database() -> pw.Database:
+    return Message._meta.database.obj
+
+
+@lru_cache(maxsize=64)
+def _placeholders(sql: str, param: str) -> str:
+    return sql if param == "?" else sql.replace("?", param)
+
+
+def _rows(sql: str, params: tuple | list) -> list[tuple]:
+    database = _database()
+    return database.execute_sql(_placeholders(sql, database.param), params).fetchall()
 
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def message_json(m: Message) -> dict:
-    return {"id": m.id, "recipient": m.recipient, "sender": m.sender, "title": m.title, "body": m.body,
-            "status": m.status, "urgent": bool(m.urgent), "createdAt": iso(m.created_at),
-            "viewedAt": iso(m.viewed_at), "threadId": m.thread_id, "replyToMessageId": m.reply_to_message_id,
-            "dedupeKey": m.dedupe_key, "metadata": m.metadata, "responseWaiting": bool(m.response_waiting),
-            "waitingResponder": m.waiting_responder, "waitingSince": iso(m.waiting_since)}
+def _wire_time(value) -> str | None:
+    """iso() for raw column values: SQLite hands back the stored naive-UTC text, PostgreSQL a datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) in (19, 26) and value[10] == " ":
+        return f"{value[:10]}T{value[11:19]}.{value[20:23] if len(value) == 26 else '000'}Z"
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.isoformat(timespec="milliseconds") + "Z"
+    return iso(value)
 
 
-def search_row(m: Message) -> dict:
+def _metadata(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def message_json(r: tuple) -> dict:
+    """A row in _FIELDS order as the wire Message."""
+    return {"id": r[0], "recipient": r[1], "sender": r[2], "title": r[3], "body": r[4], "status": r[5],
+            "urgent": bool(r[6]), "createdAt": _wire_time(r[7]), "viewedAt": _wire_time(r[8]), "threadId": r[9],
+            "replyToMessageId": r[10], "dedupeKey": r[11], "metadata": _metadata(r[12]),
+            "responseWaiting": bool(r[13]), "waitingResponder": r[14], "waitingSince": _wire_time(r[15])}
+
+
+def search_row(r: tuple) -> dict:
     """The v1 snake_case row returned by search."""
-    return {"id": m.id, "recipient": m.recipient, "sender": m.sender, "title": m.title, "body": m.body,
-            "status": m.status, "urgent": bool(m.urgent), "created_at": iso(m.created_at),
-            "viewed_at": iso(m.viewed_at), "thread_id": m.thread_id, "reply_to_message_id": m.reply_to_message_id,
-            "dedupe_key": m.dedupe_key, "metadata": m.metadata, "response_waiting": bool(m.response_waiting),
-            "waiting_responder": m.waiting_responder, "waiting_since": iso(m.waiting_since)}
-
-
-def _event(m: Message) -> dict:
-    return {"type": "message", "recipient": m.recipient, "sender": m.sender, "messageId": m.id,
-            "title": m.title, "urgent": bool(m.urgent)}
+    return {"id": r[0], "recipient": r[1], "sender": r[2], "title": r[3], "body": r[4], "status": r[5],
+            "urgent": bool(r[6]), "created_at": _wire_time(r[7]), "viewed_at": _wire_time(r[8]), "thread_id": r[9],
+            "reply_to_message_id": r[10], "dedupe_key": r[11], "metadata": _metadata(r[12]),
+            "response_waiting": bool(r[13]), "waiting_responder": r[14], "waiting_since": _wire_time(r[15])}
 
 
 # --- sending ---------------------------------------------------------------------------------
 
-def _deliver(message: Message) -> None:
-    """Announce a new message: logged event to the recipient, and a pulse of their wake."""
-    log.append("message", _event(message), to=[message.recipient])
-    db.after_commit("wake", {"identity": message.recipient})
+def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thread_id: str | None,
+           reply_to: int | None, dedupe_key: str | None, metadata) -> dict:
+    """Insert one unread message, log its `message` event and pulse the recipient's wake."""
+    created = to_db(db.now())
+    stored_metadata = Message.metadata.db_value(metadata)
+    message_id = _rows(_INSERT, (recipient, sender, title, body, urgent, created, thread_id, reply_to, dedupe_key,
+                                 stored_metadata, False))[0][0]
+    log.append("message", {"type": "message", "recipient": recipient, "sender": sender, "messageId": message_id,
+                           "title": title, "urgent": urgent}, to=[recipient])
+    db.after_commit("wake", {"identity": recipient})
+    return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
+                         reply_to, dedupe_key, stored_metadata, False, None, None))
 
 
-def _find_dedupe(sender: str, recipient: str, key: str) -> Message | None:
-    return Message.get_or_none((Message.sender == sender) & (Message.recipient == recipient)
-                               & (Message.dedupe_key == key))
+def _find_dedupe(sender: str, recipient: str, key: str) -> dict | None:
+    rows = _rows(_SELECT + " WHERE sender = ? AND recipient = ? AND dedupe_key = ?", (sender, recipient, key))
+    return message_json(rows[0]) if rows else None
 
 
 def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[str]) -> dict:
@@ -74,47 +112,37 @@ def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[st
     if not is_known(recipient, env_identities):
         raise Invalid("Invalid recipient mailbox")
     key = fields.get("dedupe_key")
-    if key is not None:
-        first = _find_dedupe(sender, recipient, key)
-        if first is not None:
-            return message_json(first)
-    row = dict(recipient=recipient, sender=sender, title=fields["title"], body=fields.get("body") or "",
-               status="unread", urgent=bool(fields.get("urgent")), created_at=to_db(db.now()),
-               thread_id=fields.get("thread_id"), reply_to_message_id=fields.get("reply_to_message_id"),
-               dedupe_key=key, metadata=fields.get("metadata"))
+    values = (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
+              fields.get("thread_id"), fields.get("reply_to_message_id"), key, fields.get("metadata"))
     if key is None:
-        message = Message.create(**row)
-    else:
-        try:
-            with Message._meta.database.atomic():
-                message = Message.create(**row)
-        except pw.IntegrityError:
-            # A concurrent writer stored the same (sender, recipient, dedupeKey) first: its message wins.
-            first = _find_dedupe(sender, recipient, key)
-            if first is None:
-                raise
-            return message_json(first)
-    _deliver(message)
-    return message_json(message)
+        return _store(*values)
+    first = _find_dedupe(sender, recipient, key)
+    if first is not None:
+        return first
+    try:
+        with _database().atomic():
+            return _store(*values)
+    except pw.IntegrityError:
+        # A concurrent writer stored the same (sender, recipient, dedupeKey) first: its message wins.
+        first = _find_dedupe(sender, recipient, key)
+        if first is None:
+            raise
+        return first
 
 
-def _own(message_id: int, identity: str) -> Message:
-    message = Message.get_or_none((Message.id == message_id) & (Message.recipient == identity))
-    if message is None:
+def _own(message_id: int, identity: str) -> tuple:
+    rows = _rows(_SELECT + " WHERE id = ? AND recipient = ?", (message_id, identity))
+    if not rows:
         raise NotFound("Message not found")
-    return message
+    return rows[0]
 
 
 def reply(identity: str, message_id: int, body: str) -> dict:
-    original = _own(message_id, identity)
-    title = original.title if original.title.startswith("Re: ") else f"Re: {original.title}"
-    message = Message.create(
-        recipient=original.sender, sender=identity, title=title[:TITLE_MAX], body=body[:BODY_MAX],
-        status="unread", urgent=False, created_at=to_db(db.now()),
-        thread_id=original.thread_id if original.thread_id is not None else str(original.id),
-        reply_to_message_id=original.id)
-    _deliver(message)
-    return message_json(message)
+    original = message_json(_own(message_id, identity))
+    title = original["title"] if original["title"].startswith("Re: ") else f"Re: {original['title']}"
+    thread = original["threadId"] if original["threadId"] is not None else str(original["id"])
+    return _store(original["sender"], identity, title[:TITLE_MAX], body[:BODY_MAX], False, thread, original["id"],
+                  None, None)
 
 
 # --- acknowledging and pending ---------------------------------------------------------------
@@ -166,9 +194,10 @@ def set_pending(identity: str, message_id: int, waiting: bool) -> dict:
 
 # --- listing ---------------------------------------------------------------------------------
 
-# Orders: "unread" = urgent first, then oldest first; "newest" = newest first.
-def _encode_cursor(order: str, m: Message) -> str:
-    raw = json.dumps([order, int(bool(m.urgent)), iso(m.created_at), m.id], separators=(",", ":"))
+# Orders: "unread" = urgent first, then oldest first; "newest" = newest first. A cursor is the last
+# row's sort key (urgent, created_at at full stored precision, id), so pages never overlap or skip.
+def _encode_cursor(order: str, row: tuple) -> str:
+    raw = json.dumps([order, int(bool(row[6])), str(row[7]), row[0]], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -176,47 +205,44 @@ def decode_cursor(cursor: str, order: str) -> tuple[int, datetime, int]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         kind, urgent, created, message_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if kind != order or urgent not in (0, 1) or not isinstance(message_id, int):
+        if kind != order or urgent not in (0, 1) or not isinstance(message_id, int) or isinstance(message_id, bool):
             raise ValueError
-        return urgent, to_db(from_db(datetime.fromisoformat(created.replace("Z", "+00:00")))), message_id
-    except (ValueError, TypeError, AttributeError, UnicodeDecodeError, json.JSONDecodeError):
+        return urgent, to_db(datetime.fromisoformat(created)), message_id
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError, OverflowError):
         raise Invalid("Invalid cursor") from None
 
 
-def _after_cursor(order: str, position: tuple[int, datetime, int]):
-    urgent, created, message_id = position
-    if order == "unread":
-        later = (Message.created_at > created) | ((Message.created_at == created) & (Message.id > message_id))
-        if urgent:
-            return (Message.urgent == False) | ((Message.urgent == True) & later)  # noqa: E712
-        return (Message.urgent == False) & later  # noqa: E712
-    return (Message.created_at < created) | ((Message.created_at == created) & (Message.id < message_id))
-
-
 def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:
-    order = "unread" if status == "unread" else "newest"
-    where = Message.recipient == identity
+    where, params = "recipient = ?", [identity]
     if status is not None:
-        where &= Message.status == status
-    total = Message.select(pw.fn.COUNT(Message.id)).where(where).scalar()
-    query = Message.select(*_COLUMNS).where(where)
-    if cursor:
-        query = query.where(_after_cursor(order, decode_cursor(cursor, order)))
-    if order == "unread":
-        query = query.order_by(Message.urgent.desc(), Message.created_at, Message.id)
+        where, params = where + " AND status = ?", params + [status]
+    total = _rows("SELECT COUNT(*) FROM message WHERE " + where, params)[0][0]
+    if status == "unread":
+        order, order_by = "unread", " ORDER BY urgent DESC, created_at, id LIMIT ?"
+        if cursor:
+            urgent, created, message_id = decode_cursor(cursor, order)
+            if urgent:
+                where += " AND (urgent = ? OR (urgent = ? AND (created_at, id) > (?, ?)))"
+                params += [False, True, created, message_id]
+            else:
+                where += " AND urgent = ? AND (created_at, id) > (?, ?)"
+                params += [False, created, message_id]
     else:
-        query = query.order_by(Message.created_at.desc(), Message.id.desc())
-    rows = list(query.limit(limit + 1))
-    result = {"messages": [message_json(m) for m in rows[:limit]], "total": total}
+        order, order_by = "newest", " ORDER BY created_at DESC, id DESC LIMIT ?"
+        if cursor:
+            _urgent, created, message_id = decode_cursor(cursor, order)
+            where += " AND (created_at, id) < (?, ?)"
+            params += [created, message_id]
+    rows = _rows(_SELECT + " WHERE " + where + order_by, params + [limit + 1])
+    result = {"messages": [message_json(r) for r in rows[:limit]], "total": total}
     if len(rows) > limit:
         result["nextCursor"] = _encode_cursor(order, rows[limit - 1])
     return result
 
 
 def sent(identity: str, limit: int) -> dict:
-    rows = (Message.select(*_COLUMNS).where(Message.sender == identity)
-            .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit))
-    return {"messages": [message_json(m) for m in rows]}
+    rows = _rows(_SELECT + " WHERE sender = ? ORDER BY created_at DESC, id DESC LIMIT ?", (identity, limit))
+    return {"messages": [message_json(r) for r in rows]}
 
 
 # --- search ---------------------------------------------------------------------------------
@@ -231,5 +257,5 @@ def search(identity: str, q: str, limit: int) -> dict:
         return {"messages": []}
     matching = fulltext.condition(Message, "message_fts", _MESSAGE_DOCUMENT, terms)
     rows = (Message.select(*_COLUMNS).where((Message.recipient == identity) & matching)
-            .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit))
+            .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit).tuples())
     return {"messages": [search_row(m) for m in rows]}
