@@ -206,14 +206,16 @@ def test_limit_defaults_to_50_and_is_clamped_to_100(fresh):
     assert bob.get("/api/mailboxes/me/messages", params={"limit": 0}).status_code == 400
 
 
-@pytest.mark.parametrize("status", ["unread", None])
-def test_cursor_walk_visits_each_message_once_while_new_ones_arrive(make_server, status):
+@pytest.mark.parametrize("status", ["unread", "read", None])
+def test_cursor_walk_visits_each_message_once_while_new_ones_arrive(make_server, database_url, status):
     clock = FrozenClock(datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc))
-    srv = make_server(clock=clock)
+    srv = make_server(clock=clock, database_url=database_url)
     alice, bob = client(srv, "alice"), client(srv, "bob")
     existing = set()
     for i in range(250):
         existing.add(send(alice, "bob", title=f"m{i}", urgent=i % 7 == 0)["id"])
+    if status == "read":
+        bob.post("/api/mailboxes/me/messages/ack", json={"ids": sorted(existing)})
         if i % 3 == 0:
             # Sub-millisecond steps (the wire shows milliseconds; the cursor must not round) and ties
             # (several share a timestamp: the id breaks them).
@@ -229,7 +231,9 @@ def test_cursor_walk_visits_each_message_once_while_new_ones_arrive(make_server,
         seen.extend(m["id"] for m in page["messages"])
         # New mail (urgent and not) arrives between pages.
         for urgent in (True, False):
-            send(alice, "bob", title="late", urgent=urgent)
+            late = send(alice, "bob", title="late", urgent=urgent)
+            if status == "read":
+                bob.post(f"/api/mailboxes/me/messages/{late['id']}/ack")
             arrived += 1
         if "nextCursor" not in page:
             break
