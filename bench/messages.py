@@ -22,6 +22,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -86,26 +87,52 @@ def wrk(url: str, script: str, env: dict, duration: int, connections: int, threa
             "socket_errors": socket_errors.group(0) if socket_errors else None}
 
 
-def run_suite(base: str, token: str, recipient: str, bare: str | None, args) -> dict:
-    """Send and inbox against coordserver (and the bare app when given), each after a short warm-up."""
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a local process (Linux), so figures survive other load on the machine."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_suite(base: str, token: str, recipient: str, bare: str | None, args, probe: str | None = None,
+              pids: dict | None = None) -> dict:
+    """Send and inbox against coordserver (and the bare app / core probes when given), each after a warm-up."""
     results = {}
     cases = [("send", f"{base}/api/mailboxes/{recipient}/messages", "send.lua"),
              ("inbox", f"{base}/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")]
     if bare:
         cases += [("bare send", f"{bare}/api/mailboxes/{recipient}/messages", "send.lua"),
                   ("bare inbox", f"{bare}/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")]
+    if probe:
+        cases += [(f"core {name}", f"{probe}/api/bench/{name}", "get.lua" if name == "store-read" else "probe.lua")
+                  for name in ("hooks", "store-write", "store-log", "store-read")]
     for name, url, script in cases:
         token_for = args.reader_token if name == "inbox" else token
         env = {"TOKEN": token_for or token, "RECIPIENT": recipient}
         wrk(url, script, env, 2, args.connections, args.threads)  # warm-up
-        results[name] = wrk(url, script, env, args.duration, args.connections, args.threads)
-        print(f"  {name:<11} {results[name]['rps']:8.0f} req/s  p50 {results[name]['p50_ms']:6.2f} ms  "
-              f"p99 {results[name]['p99_ms']:6.2f} ms  non-2xx {results[name]['non2xx']}"
-              + (f"  {results[name]['socket_errors']}" if results[name]['socket_errors'] else ""), flush=True)
+        pid = (pids or {}).get(name.split()[0] if name.split()[0] in ("bare", "core") else "coord")
+        cpu_before = cpu_seconds(pid)
+        result = results[name] = wrk(url, script, env, args.duration, args.connections, args.threads)
+        cpu_after = cpu_seconds(pid)
+        if cpu_before is not None and cpu_after is not None:
+            # Server CPU per request: on a dedicated core, 1e6 / this = the throughput ceiling.
+            result["server_cpu_us"] = (cpu_after - cpu_before) * 1e6 / (result["rps"] * args.duration)
+        print(f"  {name:<17} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  p99 {result['p99_ms']:6.2f} ms"
+              + (f"  server CPU {result['server_cpu_us']:5.0f} us/req" if "server_cpu_us" in result else "")
+              + f"  non-2xx {result['non2xx']}"
+              + (f"  {result['socket_errors']}" if result['socket_errors'] else ""), flush=True)
     if bare:
         results["send/bare"] = results["send"]["rps"] / results["bare send"]["rps"]
         results["inbox/bare"] = results["inbox"]["rps"] / results["bare inbox"]["rps"]
-        print(f"  ratios: send {results['send/bare']:.0%} of bare, inbox {results['inbox/bare']:.0%} of bare")
+        print(f"  throughput ratios: send {results['send/bare']:.0%} of bare, inbox {results['inbox/bare']:.0%} of bare")
+        if "server_cpu_us" in results["send"] and "server_cpu_us" in results["bare send"]:
+            send_cpu = results["bare send"]["server_cpu_us"] / results["send"]["server_cpu_us"]
+            inbox_cpu = results["bare inbox"]["server_cpu_us"] / results["inbox"]["server_cpu_us"]
+            print(f"  CPU-per-request ratios (bare / coord): send {send_cpu:.0%}, inbox {inbox_cpu:.0%}")
     return results
 
 
@@ -151,19 +178,35 @@ def local(args) -> None:
             env = {**os.environ, "COORD_DATABASE_URL": f"sqlite:///{db_path}", "COORD_RATE_LIMITS": "off",
                    "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(ROOT),
                    **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in TOKENS.items()}}
-            subprocess.run([python, "-m", "coordserver.cli", "migrate"], env=env, check=True, cwd=ROOT,
-                           capture_output=True)
-            seconds = preload(db_path, size)
-            print(f"preload {size:,} messages (+{READER_UNREAD + READER_READ} for the reader): {seconds:.1f} s",
-                  flush=True)
+            if args.from_db:
+                shutil.copyfile(args.from_db, db_path)
+                print(f"copied {args.from_db} (made earlier with --keep-db)", flush=True)
+            else:
+                subprocess.run([python, "-m", "coordserver.cli", "migrate"], env=env, check=True, cwd=ROOT,
+                               capture_output=True)
+                seconds = preload(db_path, size)
+                print(f"preload {size:,} messages (+{READER_UNREAD + READER_READ} for the reader): {seconds:.1f} s",
+                      flush=True)
+                if args.keep_db:
+                    shutil.copyfile(db_path, f"{args.keep_db}.{size}")
             procs = [subprocess.Popen([python, "-m", "coordserver.cli", "serve", "--port", str(port)], env=env, cwd=ROOT),
                      subprocess.Popen([python, str(HERE / "bare_app.py"), "--port", str(bare_port)], env=env, cwd=ROOT)]
+            probe = None
+            if args.probe:
+                probe_port = free_port()
+                probe_env = {**env, "COORD_DATABASE_URL": f"sqlite:///{Path(tmp) / 'probe.db'}"}
+                procs.append(subprocess.Popen([python, str(HERE / "core_probe.py"), "--port", str(probe_port)],
+                                              env=probe_env, cwd=ROOT))
+                probe = f"http://127.0.0.1:{probe_port}"
             try:
                 base, bare = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
                 wait_up(f"{base}/api/health")
                 wait_up(f"{bare}/api/mailboxes/me/messages")
+                if probe:
+                    wait_up(f"{probe}/api/health")
                 args.reader_token = TOKENS["reader"]
-                results[size] = run_suite(base, TOKENS["bench"], "sink", bare, args)
+                pids = {"coord": procs[0].pid, "bare": procs[1].pid, "core": procs[2].pid if probe else None}
+                results[size] = run_suite(base, TOKENS["bench"], "sink", bare, args, probe, pids)
             finally:
                 for proc in procs:
                     proc.terminate()
@@ -193,10 +236,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--local", action="store_true", help="start coordserver and the bare app here")
     parser.add_argument("--preload", type=int, nargs="*", default=[0], help="local: messages stored first")
+    parser.add_argument("--keep-db", help="local: save each preloaded database as <path>.<size> for --from-db")
+    parser.add_argument("--from-db", help="local: start from a copy of this SQLite file instead of preloading")
     parser.add_argument("--url", help="coordserver base URL")
     parser.add_argument("--token", help="API token for --url")
     parser.add_argument("--recipient", help="send target for --url (default: yourself)")
     parser.add_argument("--bare-url", help="base URL of a running bench/bare_app.py")
+    parser.add_argument("--probe", action="store_true", help="local: also measure the core probes (core_probe.py)")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")

@@ -331,3 +331,30 @@ def test_send_limits_and_bad_input(fresh):
     assert client(fresh, token="wrong").post("/api/mailboxes/bob/messages", json={"title": "x"}).status_code == 401
     # Nothing half-written: only the one good message reached bob.
     assert client(fresh, "bob").get("/api/mailboxes/me/messages").json()["total"] == 1
+
+
+def test_inbox_rows_are_exactly_the_message_objects(make_server, database_url):
+    """The inbox rows are encoded by the database: they must equal what send, ack and pending return."""
+    clock = FrozenClock(datetime(2026, 2, 17, 12, 0, 0, 999_700, tzinfo=timezone.utc))  # truncation, not rounding
+    srv = make_server(clock=clock, database_url=database_url)
+    alice, bob = client(srv, "alice"), client(srv, "bob")
+    sent = [
+        send(alice, "bob", title='Quotes " and \\ and é ß 😀', body="line1\nline2\t\u2028", urgent=True,
+             threadId="t-1", replyToMessageId=41, dedupeKey="k-1",
+             metadata={"nested": {"list": [1, 2.5, None, True, "x"]}, "unicode": "ü"}),
+        send(alice, "bob", title="plain", metadata="just a string"),
+        send(alice, "bob", title="no metadata"),
+        send(alice, "bob", title="zero", metadata=0),
+    ]
+    assert sent[0]["createdAt"] == "2026-02-17T12:00:00.999Z"
+    clock.advance(seconds=1)
+    acked = bob.post(f"/api/mailboxes/me/messages/{sent[1]['id']}/ack").json()
+    pending = bob.post(f"/api/mailboxes/me/messages/{sent[2]['id']}/pending").json()
+    expected = {m["id"]: m for m in sent}
+    expected[acked["id"]], expected[pending["id"]] = acked, pending
+    listed = bob.get("/api/mailboxes/me/messages").json()
+    assert listed["total"] == 4
+    assert {m["id"]: m for m in listed["messages"]} == expected
+    assert [m["id"] for m in listed["messages"]] == [s["id"] for s in reversed(sent)]
+    unread = bob.get("/api/mailboxes/me/messages", params={"status": "unread"}).json()["messages"]
+    assert unread[0] == sent[0]

@@ -1,7 +1,7 @@
 """Mailbox endpoints: parse and authorise here, rules in domain/messages.py."""
 from __future__ import annotations
 
-from quart import Blueprint, request
+from quart import Blueprint, Response, request
 
 from ..auth import require_identity
 from ..context import coord
@@ -54,9 +54,11 @@ async def inbox():
     if cursor is not None:
         messages.decode_cursor(cursor, "unread" if status == "unread" else "newest")  # 400 before any work
     c = coord()
-    result = await c.store.read(messages.inbox, principal.identity, status, limit, cursor)
+    encoded, total, next_cursor = await c.store.read(messages.inbox_page, principal.identity, status, limit, cursor)
     c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "list"))
-    return result
+    # The rows arrive JSON-encoded by the database; only the envelope is written here.
+    tail = f',"nextCursor":"{next_cursor}"' if next_cursor else ""
+    return Response(f'{{"messages":{encoded},"total":{total}{tail}}}', content_type="application/json")
 
 
 @bp.get("/me/sent")

@@ -212,7 +212,35 @@ def decode_cursor(cursor: str, order: str) -> tuple[int, datetime, int]:
         raise Invalid("Invalid cursor") from None
 
 
-def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:
+def _wire_time_sql(column: str, sqlite: bool) -> str:
+    """SQL for _wire_time: the same text, truncated (not rounded) to milliseconds."""
+    if sqlite:
+        return (f"CASE WHEN {column} IS NULL THEN NULL ELSE substr({column}, 1, 10) || 'T' || substr({column}, 12, 8)"
+                f" || '.' || CASE WHEN length({column}) = 26 THEN substr({column}, 21, 3) ELSE '000' END || 'Z' END")
+    return f"""to_char({column}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+
+
+@lru_cache(maxsize=2)
+def _message_json_sql(sqlite: bool) -> str:
+    """A select-list expression giving each row as the wire Message, encoded by the database.
+
+    The inbox is the hottest read: letting the database encode rows saves building and encoding 50
+    dicts per request in Python (see bench/messages.py for the figures)."""
+    def boolean(column: str) -> str:
+        return f"json(CASE WHEN {column} THEN 'true' ELSE 'false' END)" if sqlite else column
+    pairs = [("id", "id"), ("recipient", "recipient"), ("sender", "sender"), ("title", "title"), ("body", "body"),
+             ("status", "status"), ("urgent", boolean("urgent")), ("createdAt", _wire_time_sql("created_at", sqlite)),
+             ("viewedAt", _wire_time_sql("viewed_at", sqlite)), ("threadId", "thread_id"),
+             ("replyToMessageId", "reply_to_message_id"), ("dedupeKey", "dedupe_key"),
+             ("metadata", "json(metadata)" if sqlite else "metadata::json"),
+             ("responseWaiting", boolean("response_waiting")), ("waitingResponder", "waiting_responder"),
+             ("waitingSince", _wire_time_sql("waiting_since", sqlite))]
+    body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
+    return f"json_object({body})" if sqlite else f"json_build_object({body})::text"
+
+
+def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None) -> tuple[str, int, str | None]:
+    """One inbox page as (JSON array text of Messages, total, nextCursor or None)."""
     where, params = "recipient = ?", [identity]
     if status is not None:
         where, params = where + " AND status = ?", params + [status]
@@ -233,10 +261,22 @@ def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> 
             _urgent, created, message_id = decode_cursor(cursor, order)
             where += " AND (created_at, id) < (?, ?)"
             params += [created, message_id]
-    rows = _rows(_SELECT + " WHERE " + where + order_by, params + [limit + 1])
-    result = {"messages": [message_json(r) for r in rows[:limit]], "total": total}
+    encoded = _message_json_sql(db.is_sqlite(_database()))
+    rows = _rows(f"SELECT {encoded}, id, urgent, created_at FROM message WHERE " + where + order_by,
+                 params + [limit + 1])
+    next_cursor = None
     if len(rows) > limit:
-        result["nextCursor"] = _encode_cursor(order, rows[limit - 1])
+        last = rows[limit - 1]
+        next_cursor = _encode_cursor(order, (last[1], None, None, None, None, None, last[2], last[3]))
+    return "[" + ",".join(r[0] for r in rows[:limit]) + "]", total, next_cursor
+
+
+def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:
+    """The inbox page as the wire object (what GET /api/mailboxes/me/messages returns)."""
+    encoded, total, next_cursor = inbox_page(identity, status, limit, cursor)
+    result = {"messages": json.loads(encoded), "total": total}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
     return result
 
 
