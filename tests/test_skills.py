@@ -1,7 +1,9 @@
 """Skill docs: served as markdown without auth or rate limits, and they name every route and no other."""
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
+import json
 import re
 import shutil
 import threading
@@ -10,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from coordserver.api import skills
-from tests.conftest import client
+from tests.conftest import TOKENS, client
 
 _DOC_ROUTE = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+(/api(?:/[^\s`'\"()\[\]?,;#]*)?)")
 _RULE_PARAM = re.compile(r"<[^>]+>")
@@ -161,3 +163,44 @@ def test_reference_monitor_resumes_with_last_event_id(server, tmp_path):
 @pytest.mark.parametrize("page", ["messages", "chat", "directory", "onboarding"])
 def test_pages_have_curl_examples(server, page):
     assert "curl " in client(server).get(f"/api/skill/{page}").text
+
+
+def _monitor_module(server, tmp_path):
+    script = tmp_path / "monitor_live.py"
+    script.write_text(client(server).get("/api/skill/script").text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("monitor_live", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_reference_monitor_against_the_real_stream(make_server, tmp_path):
+    srv = make_server()
+    if ("GET", "/api/stream") not in app_routes(srv.app):
+        pytest.skip("GET /api/stream is not in this build yet")
+    monitor = _monitor_module(srv, tmp_path)
+    alice = client(srv, "alice")
+
+    def first_message_events(last_event_id, count):
+        found = []
+        for event_id, event_type, data in monitor.events(srv.url, TOKENS["bob"], last_event_id):
+            if event_type == "connected":
+                ready.set()
+            if event_type == "message":
+                found.append((event_id, json.loads(data)))
+                if len(found) == count:
+                    return found
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ready = threading.Event()
+        live = pool.submit(first_message_events, None, 1)
+        assert ready.wait(10)
+        one = alice.post("/api/mailboxes/bob/messages", json={"title": "one"}).json()
+        [(first_id, data)] = live.result(10)
+        assert data["messageId"] == one["id"] and first_id is not None
+        # While disconnected, two more arrive; resuming from first_id replays exactly those.
+        two = alice.post("/api/mailboxes/bob/messages", json={"title": "two"}).json()
+        three = alice.post("/api/mailboxes/bob/messages", json={"title": "three"}).json()
+        ready = threading.Event()
+        resumed = pool.submit(first_message_events, first_id, 2).result(10)
+        assert [d["messageId"] for _, d in resumed] == [two["id"], three["id"]]
