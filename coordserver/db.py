@@ -15,6 +15,7 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -152,6 +153,29 @@ def migrate(database: pw.Database) -> tuple[int | None, int]:
             SchemaVersion.delete().execute()
             SchemaVersion.create(version=version)
         return found, SCHEMA_VERSION
+
+
+# --- fixed SQL for hot paths ----------------------------------------------------------------
+
+def current_database() -> pw.Database:
+    """The database bound to this thread (inside a unit of work)."""
+    return database_proxy.obj
+
+
+@lru_cache(maxsize=128)
+def _placeholders(sql: str, param: str) -> str:
+    return sql if param == "?" else sql.replace("?", param)
+
+
+def sql_execute(sql: str, params: tuple | list = ()):
+    """Runs fixed SQL written with '?' placeholders on either backend; returns the cursor.
+    For hot paths where building the query with Peewee costs more than running it."""
+    database = current_database()
+    return database.execute_sql(_placeholders(sql, database.param), params)
+
+
+def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
+    return sql_execute(sql, params).fetchall()
 
 
 # --- unit-of-work context --------------------------------------------------------------------

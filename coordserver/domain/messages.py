@@ -39,18 +39,8 @@ _INSERT = ("INSERT INTO message (recipient, sender, title, body, status, urgent,
            "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?) RETURNING id")
 
 
-def _database() -> pw.Database:
-    return Message._meta.database.obj
-
-
-@lru_cache(maxsize=64)
-def _placeholders(sql: str, param: str) -> str:
-    return sql if param == "?" else sql.replace("?", param)
-
-
-def _rows(sql: str, params: tuple | list) -> list[tuple]:
-    database = _database()
-    return database.execute_sql(_placeholders(sql, database.param), params).fetchall()
+_database = db.current_database
+_rows = db.sql_rows
 
 
 # --- wire shapes -----------------------------------------------------------------------------
