@@ -1,0 +1,115 @@
+"""What every pane shares: a coalesced reload worker, event routing hooks and error display."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.widget import Widget
+
+from ..client.api import ApiError, ConnectionFailed
+from ..client.models import ServerEvent
+
+if TYPE_CHECKING:
+    from ..app import CoordApp
+
+
+class Pane(Widget, can_focus=False):
+    """A live view. Subclasses implement `load()` (SDK calls) and `show(data)` (widgets).
+
+    `request_reload()` never stacks requests: while one load runs, further requests set a flag and exactly one
+    more load follows. Events arrive in batches through `handle_events`.
+    """
+
+    TITLE: ClassVar[str] = ""
+    EVENT_TYPES: ClassVar[frozenset[str]] = frozenset()
+    KEYS: ClassVar[list[tuple[str, str]]] = []
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._loading = False
+        self._again = False
+        self.stale = True
+        self.loads = 0
+        self.last_error: str | None = None
+
+    @property
+    def coord(self) -> "CoordApp":
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def client(self):
+        return self.coord.client
+
+    @property
+    def active(self) -> bool:
+        return self.coord.active_pane is self
+
+    def request_reload(self) -> None:
+        if self.client is None:
+            return
+        if not self.active:
+            self.stale = True
+            return
+        self.stale = False
+        if self._loading:
+            self._again = True
+            return
+        self._loading = True
+        self.run_worker(self._reload(), group=f"load-{self.id}", exit_on_error=False)
+
+    async def _reload(self) -> None:
+        try:
+            while True:
+                self._again = False
+                try:
+                    data = await self.load()
+                except (ApiError, ConnectionFailed) as exc:
+                    self.show_error(exc)
+                else:
+                    self.last_error = None
+                    self.loads += 1
+                    self.show(data)
+                if not self._again:
+                    break
+        finally:
+            self._loading = False
+
+    @property
+    def busy(self) -> bool:
+        return self._loading
+
+    async def load(self) -> Any:
+        raise NotImplementedError
+
+    def show(self, data: Any) -> None:
+        raise NotImplementedError
+
+    def show_error(self, exc: Exception) -> None:
+        if isinstance(exc, ApiError) and exc.unsupported:
+            self.last_error = f"This server does not support this view ({exc.message})."
+        else:
+            self.last_error = str(exc)
+        self.notify(self.last_error, title=self.TITLE, severity="error", timeout=4)
+
+    def handle_events(self, events: list[ServerEvent]) -> None:
+        """A batch of events; the default reloads once if any concerns this pane."""
+        if any(e.type in self.EVENT_TYPES for e in events):
+            self.request_reload()
+
+    def activated(self) -> None:
+        if self.stale:
+            self.request_reload()
+
+    async def act(self, coro, success: str | None = None) -> Any:
+        """Runs one SDK call for a key action; refusals become a toast, never an exception."""
+        try:
+            result = await coro
+        except ApiError as exc:
+            text = exc.message + (f" (allowed: {', '.join(exc.allowed)})" if exc.allowed else "")
+            self.notify(text, title="Refused", severity="error", timeout=6)
+            return None
+        except ConnectionFailed as exc:
+            self.notify(str(exc), title="Not connected", severity="error", timeout=6)
+            return None
+        if success:
+            self.notify(success, timeout=3)
+        return result if result is not None else True

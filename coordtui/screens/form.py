@@ -1,0 +1,95 @@
+"""One modal form for compose, reply, task create/edit and reasons: fields in, a dict out (None when cancelled)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    label: str
+    default: object = ""
+    kind: str = "input"  # input, text, check, select
+    options: tuple = ()
+    required: bool = False
+
+
+class FormScreen(ModalScreen[dict | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Send/Save", priority=True)]
+
+    def __init__(self, title: str, fields: list[Field], submit_label: str = "Save"):
+        super().__init__(classes="form-screen")
+        self.form_title = title
+        self.fields = fields
+        self.submit_label = submit_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="form"):
+            yield Label(self.form_title, id="form-title")
+            for field in self.fields:
+                widget_id = f"field-{field.name}"
+                if field.kind == "check":
+                    yield Checkbox(field.label, bool(field.default), id=widget_id)
+                    continue
+                yield Label(field.label + (" *" if field.required else ""), classes="field-label")
+                if field.kind == "text":
+                    area = TextArea(str(field.default or ""), id=widget_id, soft_wrap=True, classes="form-text")
+                    area.cursor_blink = False
+                    yield area
+                elif field.kind == "select":
+                    yield Select([(str(o), o) for o in field.options], value=field.default, allow_blank=False,
+                                 id=widget_id)
+                else:
+                    yield Input(str(field.default or ""), id=widget_id)
+            yield Label("", id="form-error")
+            with Horizontal(id="form-buttons"):
+                yield Button(self.submit_label + " (ctrl+s)", id="submit", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        for widget in self.query("Input, TextArea"):
+            if hasattr(widget, "cursor_blink"):
+                widget.cursor_blink = False
+        focusable = [w for w in self.query("Input, TextArea, Select, Checkbox") if not getattr(w, "value", None)
+                     or isinstance(w, (Checkbox, Select))]
+        first = focusable[0] if focusable else None
+        if first is not None:
+            first.focus()
+
+    def values(self) -> dict:
+        result = {}
+        for field in self.fields:
+            widget = self.query_one(f"#field-{field.name}")
+            value = widget.text if isinstance(widget, TextArea) else widget.value
+            result[field.name] = value.strip() if isinstance(value, str) else value
+        return result
+
+    def action_submit(self) -> None:
+        values = self.values()
+        missing = [f.label for f in self.fields if f.required and not values.get(f.name)]
+        if missing:
+            self.query_one("#form-error", Label).update(f"Required: {', '.join(missing)}")
+            return
+        self.dismiss(values)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        inputs = list(self.query(Input))
+        if event.input is inputs[-1] and not self.query(TextArea):
+            self.action_submit()
+        else:
+            self.focus_next()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "submit":
+            self.action_submit()
+        else:
+            self.action_cancel()
