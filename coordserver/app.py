@@ -29,9 +29,9 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth
+    from .api import auth, meta
     from .web import onboard
-    return [auth.bp, onboard.bp]
+    return [auth.bp, meta.bp, onboard.bp]
 
 
 def _services(coord: Coord) -> list:

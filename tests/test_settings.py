@@ -1,0 +1,32 @@
+"""Environment tokens are read in the documented order."""
+from __future__ import annotations
+
+import json
+
+from coordserver.settings import Settings, parse_env_tokens
+
+
+def test_env_token_sources():
+    tokens = parse_env_tokens({
+        "SERVICE_TOKEN_ALICE": "t-alice", "MAILBOX_TOKEN_BOB": "t-bob", "SERVICE_TOKEN_X_ADMIN": "ignored",
+        "SERVICE_TOKENS": json.dumps({"t-multi": "Carol"}), "MAILBOX_TOKENS": json.dumps({"t-unused": "dave"}),
+        "UI_MAILBOX_KEYS": json.dumps({"t-ui": {"sender": "Erin", "admin": True}}),
+        "SERVICE_TOKEN": "t-single", "SERVICE_ADMIN_TOKEN": "t-admin", "MAILBOX_ADMIN_TOKEN": "t-admin2",
+    })
+    summary = {t: (s.identity, s.is_admin) for t, s in tokens.items()}
+    assert summary == {"t-alice": ("alice", False), "t-bob": ("bob", False), "t-multi": ("carol", False),
+                       "t-ui": ("erin", True), "t-admin": ("admin", True), "t-admin2": ("admin", True)}
+
+
+def test_single_token_only_when_nothing_else():
+    tokens = parse_env_tokens({"MAILBOX_TOKEN": "solo", "USER": "Operator"})
+    assert {t: s.identity for t, s in tokens.items()} == {"solo": "operator"}
+
+
+def test_settings_defaults_and_flags(tmp_path):
+    settings = Settings.from_env({"COORD_RATE_LIMITS": "off", "SERVICE_WEBHOOK_ALLOWED_HOSTS": "A.example, b.test",
+                                  "COORD_BASE_URL": "https://coord.example/"})
+    assert settings.rate_limits is False
+    assert settings.webhook_allowed_hosts == frozenset({"a.example", "b.test"})
+    assert settings.base_url == "https://coord.example"
+    assert settings.database_url.startswith("sqlite:///") and settings.database_url.endswith("coord.db")

@@ -1,0 +1,90 @@
+"""The storage runner and the event log: group commit isolation, after-commit effects, resume queries."""
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from coordserver import db
+from coordserver.db import Store
+from coordserver.errors import Conflict
+from coordserver.events import log
+from coordserver.models import User
+from coordserver.server import ServerThread
+from coordserver.settings import Settings
+from coordserver.timeutil import FrozenClock, to_db
+from tests.conftest import base_env, client
+
+
+def add_user(name: str, fail: bool = False) -> str:
+    now = to_db(db.now())
+    User.create(id=name, display_name=name, created_at=now, updated_at=now)
+    log.append("test", {"name": name}, to=[name])
+    db.after_commit("effects", {"name": name})
+    if fail:
+        raise Conflict(f"{name} refused")
+    return name
+
+
+@pytest.fixture
+def store(database_url):
+    store = Store(database_url, FrozenClock())
+    store.open()
+    yield store
+    store.close()
+
+
+async def test_units_in_one_batch_are_isolated(store):
+    published = []
+    store.on_commit = lambda max_id, effects: published.append((max_id, effects))
+    results = await asyncio.gather(*(store.write(add_user, f"user{i}", fail=(i % 3 == 0)) for i in range(12)),
+                                   return_exceptions=True)
+    failed = [r for r in results if isinstance(r, Conflict)]
+    assert len(failed) == 4
+    names = await store.read(lambda: sorted(u.id for u in User.select()))
+    assert names == sorted(f"user{i}" for i in range(12) if i % 3)
+    # only committed units announce their events and effects
+    assert sorted(e[1][0][1]["name"] for e in published) == names
+    logged = await store.read(lambda: [d["name"] for _, _, d, _, _ in log.range_after(0)])
+    assert sorted(logged) == names
+
+
+async def test_resume_query_sees_only_own_and_broadcast_events(store):
+    def seed():
+        log.append("mine", {"n": 1}, to=["bob"])
+        log.append("theirs", {"n": 2}, to=["carol"])
+        log.append("everyone", {"n": 3}, to=None)
+        log.append("both", {"n": 4}, to=["bob", "carol"])
+    await store.write(seed)
+    bob = await store.read(log.for_identity_after, "bob", 0)
+    assert [t for _, t, _ in bob] == ["mine", "everyone", "both"]
+    after_first = await store.read(log.for_identity_after, "bob", bob[0][0])
+    assert [t for _, t, _ in after_first] == ["everyone", "both"]
+
+
+async def test_prune_respects_retention(store):
+    clock = store.clock
+    await store.write(lambda: log.append("old", {}, to=["bob"]))
+    clock.advance(days=8)
+    newest = await store.write(lambda: log.append("new", {}, to=["bob"]))
+    removed = await store.write(log.prune, timedelta(days=7))
+    assert removed == 1
+    assert await store.read(log.oldest_id) == newest
+    assert [t for _, t, _ in await store.read(log.for_identity_after, "bob", 0)] == ["new"]
+
+
+def test_effects_outside_a_unit_are_refused():
+    with pytest.raises(RuntimeError):
+        db.after_commit("x", {})
+
+
+def test_unexpected_error_is_a_bare_500(tmp_path):
+    srv = ServerThread(Settings.from_env(base_env(f"sqlite:///{tmp_path / 'c.db'}")))
+
+    async def boom():
+        raise RuntimeError("secret internals /etc/passwd")
+    srv.app.add_url_rule("/api/boom", "boom", boom)
+    with srv:
+        response = client(srv).get("/api/boom")
+    assert response.status_code == 500 and response.json() == {"error": "Internal server error"}
