@@ -1,6 +1,7 @@
 """The coordtui App: connection state, the panes, and events routed to them in batches."""
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timezone
 from typing import Callable, Iterable
@@ -135,6 +136,8 @@ class CoordApp(App):
     async def on_unmount(self) -> None:
         if self.client is not None:
             await self.client.aclose()
+        if self.embedded is not None:
+            await asyncio.to_thread(self.embedded.stop)  # --serve: the bundled server ends with the app
 
     # connection state
     def on_stream_state(self, state: str, detail: str) -> None:
