@@ -92,11 +92,24 @@ class NotebookPane(Pane):
                 self.render_status()
             return
         session = NotebookSession(self.client.base_url, self.client.token, page_id)
-        await session.connect()
+        try:
+            await session.connect()
+        except Exception as exc:  # refused (4004 not visible, 4001 token) or unreachable
+            self.notify(str(exc) or "cannot open the page", title="Notebook", severity="error")
+            return
         self.session = session
+        session.on_viewers.append(lambda viewers: self.apply_session_state())
+        session.on_readonly.append(lambda readonly, reason: self.apply_session_state())
+        session.on_closed.append(lambda code, message: self.session_closed(session, message))
         editor.bind(session.text)
         self.apply_session_state()
         editor.focus()
+
+    def session_closed(self, session, message: str | None) -> None:
+        if session is self.session:
+            self.readonly_reason = f"disconnected{': ' + message if message else ''}"
+            self.query_one("#notebook-editor", CollabTextArea).read_only = True
+            self.render_status()
 
     def apply_session_state(self) -> None:
         session = self.session

@@ -42,3 +42,30 @@ def table_text(app, selector: str) -> str:
     for row_key in table.rows:
         lines.append(" | ".join(str(getattr(cell, "plain", cell)) for cell in table.get_row(row_key)))
     return "\n".join(lines)
+
+
+def select_row(app, selector: str, key: str) -> None:
+    """Puts the cursor of a DataTable on the row with `key` (what the arrow keys would do)."""
+    table = app.query_one(selector)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(key))
+
+
+def row_keys(app, selector: str) -> list[str]:
+    return [row_key.value for row_key in app.query_one(selector).rows]
+
+
+async def fill_form(pilot, **values) -> None:
+    """Fills the open FormScreen's fields (typing into inputs) and submits with ctrl+s."""
+    screen = pilot.app.screen
+    for name, value in values.items():
+        widget = screen.query_one(f"#field-{name}")
+        if isinstance(value, bool):
+            widget.value = value
+            continue
+        widget.focus()
+        if hasattr(widget, "clear"):
+            widget.clear()
+        await pilot.press(*value) if value else None
+    await pilot.press("ctrl+s")
+    await pilot.pause(0.1)
