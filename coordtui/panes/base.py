@@ -92,8 +92,14 @@ class Pane(Widget, can_focus=False):
 
     def handle_events(self, events: list[ServerEvent]) -> None:
         """A batch of events; the default reloads once if any concerns this pane."""
-        if any(e.type in self.EVENT_TYPES for e in events):
+        if any(self.concerns(e) for e in events):
             self.request_reload()
+
+    def concerns(self, event: ServerEvent) -> bool:
+        if event.type == "inbox_check":
+            # our own list/search calls announce themselves; only an ack (maybe from another client) changes data
+            return event.type in self.EVENT_TYPES and event.data.get("action") == "ack"
+        return event.type in self.EVENT_TYPES
 
     def activated(self) -> None:
         if self.stale:

@@ -81,6 +81,9 @@ class WakePane(Pane):
                 self.stale = True
         super().handle_events(events)
 
+    def concerns(self, event: ServerEvent) -> bool:
+        return event.type in self.EVENT_TYPES or (event.type == "inbox_check" and event.data.get("action") == "ack")
+
     def _with_kept_alerts(self, wake: Wake) -> Wake:
         """Buzz items are delivered once by the server; keep them on screen until dismissed (a) or turned into a task."""
         for item in wake.items:
