@@ -19,7 +19,7 @@ class TaskDetailScreen(ModalScreen[None]):
     def __init__(self, task_id: str):
         super().__init__()
         self.task_id = task_id
-        self.task = None
+        self.current_task = None
         self.history = []
 
     def compose(self) -> ComposeResult:
@@ -36,7 +36,7 @@ class TaskDetailScreen(ModalScreen[None]):
         target = self.query_one("#task-detail-text", Static)
         try:
             tasks = await client.tasks(include_completed=True)
-            self.task = next((t for t in tasks if t.id == self.task_id), None)
+            self.current_task = next((t for t in tasks if t.id == self.task_id), None)
             try:
                 self.history = await client.task_events(self.task_id)
             except ApiError as exc:
@@ -47,7 +47,7 @@ class TaskDetailScreen(ModalScreen[None]):
         self.render_task()
 
     def render_task(self) -> None:
-        task = self.task
+        task = self.current_task
         target = self.query_one("#task-detail-text", Static)
         if task is None:
             target.update("Task not found.")
@@ -71,9 +71,9 @@ class TaskDetailScreen(ModalScreen[None]):
         self.dismiss(None)
 
     def action_move(self) -> None:
-        if self.task is not None:
-            self.app.move_task_dialog(self.task.id, self.task.title, on_done=lambda *_: self.load())
+        if self.current_task is not None:
+            self.app.move_task_dialog(self.current_task.id, self.current_task.title, on_done=lambda *_: self.load())
 
     def action_claim(self) -> None:
-        if self.task is not None:
-            self.app.move_task(self.task.id, "in_progress", on_done=lambda *_: self.load())
+        if self.current_task is not None:
+            self.app.move_task(self.current_task.id, "in_progress", on_done=lambda *_: self.load())
