@@ -29,6 +29,8 @@ class DoctorPane(Pane):
     TITLE = "Doctor"
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)")]
 
+    refresh_seconds = REFRESH_SECONDS
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.report: DoctorReport | None = None
@@ -41,7 +43,7 @@ class DoctorPane(Pane):
         yield tree
 
     def on_mount(self) -> None:
-        self.set_interval(REFRESH_SECONDS, self._tick)
+        self.set_interval(self.refresh_seconds, self._tick)
 
     def _tick(self) -> None:
         if self.active and not self.busy:
