@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
@@ -75,6 +76,7 @@ class CoordApp(App):
         self._seen_urgent: set[str] | None = None
         self._ever_connected = False
         self.events_received = 0
+        self.recent_events: deque[ServerEvent] = deque(maxlen=200)
         self.batches = 0
         self.first_wake_painted: float | None = None
 
@@ -183,6 +185,7 @@ class CoordApp(App):
     # events, in batches
     def on_stream_event(self, event: ServerEvent) -> None:
         self.events_received += 1
+        self.recent_events.append(event)
         self._pending.append(event)
 
     def flush_events(self) -> None:
