@@ -179,7 +179,9 @@ class CoordApp(App):
         if self.identity:
             who = f"{self.identity}{' (admin)' if self.is_admin else ''}"
         if self.profile is not None:
-            who += f" @ {self.profile.url.split('://', 1)[-1]}"
+            where = self.profile.name if self.profile.name not in ("command line", "environment") else \
+                self.profile.url.split("://", 1)[-1]
+            who += f" @ {where}"
         self.query_one("#who", Static).update(who)
 
     # events, in batches
