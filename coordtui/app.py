@@ -205,14 +205,16 @@ class CoordApp(App):
 
     def wake_seen(self, wake: Wake) -> None:
         """Toasts high-priority wake items that were not there before (not on the first load)."""
-        if self.first_wake_painted is None:
-            self.first_wake_painted = time.perf_counter()
         urgent = {i.key: i for i in wake.items if i.priority == "high"}
         if self._seen_urgent is not None:
             for key, item in urgent.items():
                 if key not in self._seen_urgent and item.source != "message":  # mail toasts on its own event
                     self.alert(item.summary)
         self._seen_urgent = (self._seen_urgent or set()) | set(urgent)
+
+    def wake_painted(self) -> None:
+        if self.first_wake_painted is None:
+            self.first_wake_painted = time.perf_counter()
 
     def alert(self, text: str) -> None:
         self.notify(text, title="Urgent", severity="warning", timeout=8)

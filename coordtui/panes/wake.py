@@ -67,6 +67,7 @@ class WakePane(Pane):
                               Text(item.summary), key=item.key)
         summary = wake.summary or "All clear: nothing is waiting for you."
         self.query_one("#wake-summary", Static).update(summary)
+        self.call_after_refresh(self.coord.wake_painted)
         if selected and selected in self.items:
             table.move_cursor(row=table.get_row_index(selected))
         elif self.items:
