@@ -13,7 +13,11 @@ from .db import Store
 from .errors import ApiError
 from .events.bus import make_bus
 from .ratelimit import RateLimiter, route_class
+from .realtime.loopmon import LoopMonitor
+from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
+from .realtime.wake_pulse import WakePulser
+from .scheduler import Scheduler
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
@@ -29,14 +33,16 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, meta
+    from .api import auth, buzz, doctor, meta, notebook, recurring, swarm, wake
     from .web import onboard
-    return [auth.bp, meta.bp, onboard.bp]
+    return [auth.bp, meta.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp,
+            notebook.bp, swarm.bp, recurring.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"]]
+    return [coord.services["presence"], coord.services["loopmon"], coord.services["wake"],
+            coord.services["notebook"], coord.services["scheduler"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -54,6 +60,10 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     resolver = TokenResolver(coord)
     coord.services["tokens"] = resolver
     coord.services["presence"] = PresenceTracker(coord)
+    coord.services["loopmon"] = LoopMonitor(coord)
+    coord.services["wake"] = WakePulser(coord)
+    coord.services["notebook"] = NotebookRooms(coord)
+    coord.services["scheduler"] = Scheduler(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
 

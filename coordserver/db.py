@@ -212,6 +212,7 @@ class Store:
 
     def _bind_thread(self) -> None:
         _unit.clock = self.clock
+        database_proxy.bind_thread(self.database)
 
     # running units of work
     async def write(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
@@ -226,7 +227,8 @@ class Store:
 
     def run_sync(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         """For the CLI and startup code, which own the thread they run on."""
-        _unit.clock, _unit.effects, _unit.max_event = self.clock, [], None
+        self._bind_thread()
+        _unit.effects, _unit.max_event = [], None
         try:
             with self.database.atomic():
                 return fn(*args, **kwargs)
@@ -260,7 +262,10 @@ class Store:
     def _run_batch(self, batch: list[_Job]) -> None:
         started = time.perf_counter()
         try:
-            with self.database.atomic():
+            # SQLite: take the write lock up front. A deferred transaction that reads first and writes
+            # later fails at once with "database is locked" when another process wrote meanwhile;
+            # BEGIN IMMEDIATE waits (busy_timeout) instead, so several processes can share one file.
+            with self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
                 for job in batch:
                     self._run_job(job)
         except Exception as exc:  # the commit itself failed: every unit in it failed

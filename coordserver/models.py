@@ -2,11 +2,38 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import peewee as pw
 
-database_proxy = pw.DatabaseProxy()
+
+class ThreadBoundDatabaseProxy(pw.DatabaseProxy):
+    """A DatabaseProxy whose target is bound per thread. Each Store binds its own database on the
+    threads it owns, so several stores (servers) can share one process, as tests with two servers
+    do; a thread that bound nothing sees the database initialized last."""
+    __slots__ = ("_default", "_local")
+
+    def __init__(self):
+        object.__setattr__(self, "_local", threading.local())
+        object.__setattr__(self, "_default", None)
+        super().__init__()
+
+    @property
+    def obj(self):
+        return getattr(self._local, "database", None) or self._default
+
+    def __setattr__(self, attr, value):
+        if attr == "obj":
+            object.__setattr__(self, "_default", value)
+        else:
+            object.__setattr__(self, attr, value)
+
+    def bind_thread(self, database) -> None:
+        self._local.database = database
+
+
+database_proxy = ThreadBoundDatabaseProxy()
 
 
 def new_uuid() -> str:
@@ -151,6 +178,7 @@ class Message(BaseModel):
             (("recipient", "created_at"), False),
             (("sender", "created_at"), False),
             (("sender", "recipient", "dedupe_key"), True),
+            (("recipient", "response_waiting"), False),  # wake: pending replies
         )
 
 
@@ -248,6 +276,10 @@ class TaskEvent(BaseModel):
     before_state = JSONField(null=True)
     after_state = JSONField(null=True)
     created_at = pw.DateTimeField()
+    seq = pw.IntegerField(default=0)  # per-task order of history entries (created_at ties under a frozen clock)
+
+    class Meta:
+        indexes = ((("task_id", "seq"), True),)
 
 
 class TaskPageLink(BaseModel):
@@ -279,7 +311,7 @@ class RecurringTemplate(BaseModel):
 # --- buzz ------------------------------------------------------------------------------------
 
 class BuzzWebhook(BaseModel):
-    app_name = pw.CharField(max_length=50)
+    app_name = pw.CharField(max_length=50, index=True)
     token = pw.CharField(max_length=32)
     title = pw.CharField(max_length=255)
     owner = pw.CharField(max_length=50, index=True)
@@ -312,6 +344,7 @@ class BuzzEvent(BaseModel):
             (("wake_agent", "wake_delivered_at"), False),
             (("notify_agent", "notify_delivered_at"), False),
             (("webhook_id", "dedup_key", "received_at"), False),
+            (("webhook_id", "received_at"), False),
         )
 
 
@@ -334,6 +367,13 @@ class NotebookPage(BaseModel):
     updated_at = pw.DateTimeField(index=True)
 
 
+class NotebookRelay(BaseModel):
+    """A CRDT update too large for a bus notification: other processes load it by id. Short-lived."""
+    page_id = pw.CharField(max_length=36)
+    update = pw.BlobField()
+    created_at = pw.DateTimeField(index=True)
+
+
 class DirectoryEntry(BaseModel):
     title = pw.CharField(max_length=255)
     url = pw.CharField(max_length=2000)
@@ -346,5 +386,5 @@ class DirectoryEntry(BaseModel):
 ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, Task, TaskEvent, TaskPageLink, RecurringTemplate,
-    BuzzWebhook, BuzzEvent, NotebookPage, DirectoryEntry,
+    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, DirectoryEntry,
 ]

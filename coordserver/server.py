@@ -10,7 +10,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from .app import create_app
-from .settings import Settings
+from .settings import MAX_WEBSOCKET_FRAME_BYTES, Settings
 from .timeutil import Clock
 
 
@@ -19,6 +19,7 @@ def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool 
     config.bind = bind
     config.graceful_timeout = 2.0
     config.keep_alive_timeout = 75
+    config.websocket_max_message_size = MAX_WEBSOCKET_FRAME_BYTES  # larger frames: close 1009
     config.loglevel = log_level.upper()
     config.accesslog = "-" if access_log else None
     config.errorlog = "-"

@@ -12,6 +12,7 @@ import platformdirs
 
 IDENTITY_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 MAX_BODY_BYTES = 50_000
+MAX_WEBSOCKET_FRAME_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ class Settings:
     scheduler_interval_seconds: float = 60.0
     push_enabled: bool = True
     log_level: str = "info"
+    notebook_save_seconds: float = 5.0     # debounce of CRDT saves
+    notebook_unload_seconds: float = 10.0  # an idle page's document is dropped this long after its last save
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
@@ -132,6 +135,8 @@ class Settings:
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
             log_level=env.get("COORD_LOG_LEVEL", "info"),
+            notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),
+            notebook_unload_seconds=float(env.get("COORD_NOTEBOOK_UNLOAD_SECONDS") or 10),
         )
         values.update(overrides)
         return cls(**values)

@@ -1,0 +1,98 @@
+"""Buzz webhook configs (served under /api/broadcast and, identically, /api/buzz) and the public ingest."""
+from __future__ import annotations
+
+from quart import Blueprint, request
+
+from ..auth import require_identity
+from ..context import coord
+from ..domain import buzz
+from ..errors import Invalid
+from .common import boolean, json_object, path_int, query_limit
+
+
+def _config_blueprint(name: str, prefix: str) -> Blueprint:
+    bp = Blueprint(name, __name__, url_prefix=prefix)
+
+    @bp.post("/webhooks")
+    async def create_webhook():
+        """Create a buzz webhook config; returns it with its ingestUrl."""
+        principal = require_identity()
+        body = await json_object()
+        if not body.get("appName") or not body.get("title"):
+            raise Invalid("appName and title are required")
+        fields = {"appName": buzz.clean_app_name(body.get("appName")), "title": buzz.clean_title(body.get("title")),
+                  "forUsers": buzz.clean_for_users(body.get("forUsers")),
+                  "wakeAgent": buzz.clean_agent(body.get("wakeAgent"), "wakeAgent"),
+                  "notifyAgent": buzz.clean_agent(body.get("notifyAgent"), "notifyAgent")}
+        c = coord()
+        return await c.store.write(buzz.create_webhook, principal.identity, fields, c.settings.base_url,
+                                   c.env_identities)
+
+    @bp.get("/webhooks")
+    async def list_webhooks():
+        """Buzz webhook configs: the caller's own, or all for admins."""
+        principal = require_identity()
+        c = coord()
+        return {"webhooks": await c.store.read(buzz.list_webhooks, principal.identity, principal.is_admin,
+                                               c.settings.base_url)}
+
+    @bp.patch("/webhooks/<id>")
+    async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+        """Change a buzz webhook config (owner or admin)."""
+        principal = require_identity()
+        number = path_int(id)
+        body = await json_object()
+        changes = _changes(body)
+        c = coord()
+        return await c.store.write(buzz.update_webhook, number, principal.identity, principal.is_admin, changes,
+                                   c.settings.base_url, c.env_identities)
+
+    @bp.delete("/webhooks/<id>")
+    async def delete_webhook(id: str):  # noqa: A002
+        """Delete a buzz webhook config (owner or admin)."""
+        principal = require_identity()
+        await coord().store.write(buzz.delete_webhook, path_int(id), principal.identity, principal.is_admin)
+        return {"ok": True}
+
+    @bp.get("/events")
+    async def list_events():
+        """Buzz events addressed to everyone or naming the caller, newest first."""
+        principal = require_identity()
+        app_name = request.args.get("appName") or None
+        return {"events": await coord().store.read(buzz.list_events, principal.identity, app_name, query_limit())}
+
+    return bp
+
+
+def _changes(body: dict) -> dict:
+    changes: dict = {}
+    if "title" in body:
+        changes["title"] = buzz.clean_title(body["title"])
+    if "appName" in body:
+        changes["appName"] = buzz.clean_app_name(body["appName"])
+    if "enabled" in body:
+        if not isinstance(body["enabled"], bool):
+            raise Invalid("enabled must be true or false")
+        changes["enabled"] = boolean(body, "enabled")
+    if "forUsers" in body:
+        changes["forUsers"] = buzz.clean_for_users(body["forUsers"])
+    for key in ("wakeAgent", "notifyAgent"):
+        if key in body:
+            changes[key] = buzz.clean_agent(body[key], key)
+    if not changes:
+        raise Invalid("No fields to update")
+    return changes
+
+
+broadcast_bp = _config_blueprint("broadcast", "/api/broadcast")
+buzz_bp = _config_blueprint("buzz", "/api/buzz")
+ingest_bp = Blueprint("ingest", __name__, url_prefix="/api")
+
+
+@ingest_bp.post("/ingest/<appName>/<token>")
+async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is named as in the API docs)
+    """Receive an outside event for a buzz webhook (no auth: the URL token is the credential)."""
+    raw = await request.get_data()
+    parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
+                             request.headers.get("X-GitHub-Delivery"))
+    return await coord().store.write(buzz.ingest, appName, token, parsed)

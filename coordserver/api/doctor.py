@@ -1,0 +1,166 @@
+"""GET /api/doctor (the caller's own setup) and GET /api/doctor/admin (the server's insides)."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from quart import Blueprint
+
+from ..auth import Principal, require_admin, require_identity
+from ..context import coord
+from ..domain import doctor, identities
+from ..domain.doctor import FAIL, PASS, WARN
+from ..timeutil import from_db, iso, parse_iso
+from .wake import presence_snapshot
+
+bp = Blueprint("doctor", __name__, url_prefix="/api")
+
+
+# --- caller probes ---------------------------------------------------------------------------
+
+def _caller_probes(principal: Principal) -> list:
+    c = coord()
+    identity = principal.identity
+
+    async def auth():
+        kind = f"database token #{principal.token_id}" if principal.source == "db" else "environment token"
+        return PASS, f"Token valid ({kind}{', admin' if principal.is_admin else ''})", {
+            "source": principal.source, "tokenId": principal.token_id, "isAdmin": principal.is_admin}
+
+    async def who():
+        facts = await c.store.read(doctor.identity_facts, identity, c.env_identities)
+        if facts["archived"]:
+            return WARN, f"Identity {identity} is archived", facts
+        if not facts["known"]:
+            return WARN, f"Identity {identity} is not a known identity", facts
+        return PASS, f"Signed in as {identity}", facts
+
+    async def stream():
+        open_streams = _open_streams(identity)
+        details = {"canOpen": True, "open": open_streams, "url": f"{c.settings.base_url}/api/stream"}
+        if open_streams:
+            return PASS, f"{open_streams} event stream{'s' if open_streams != 1 else ''} open", details
+        return PASS, "Token can open GET /api/stream; no stream open now", details
+
+    async def webhooks():
+        override = c.settings.webhook_overrides.get(identity)
+        state = await c.store.read(identities.webhook_state, identity, override)
+        deliveries = state["deliveries"]
+        details = {"webhookUrl": state["webhookUrl"], **deliveries}
+        if not state["configured"]:
+            return WARN, "No webhook URL registered", details
+        if deliveries["failed"] or deliveries["lastError"]:
+            return WARN, f"Webhook registered; last delivery problem: {deliveries['lastError'] or 'failed'}", details
+        return PASS, "Webhook registered" + (f"; last delivery at {deliveries['lastSuccessAt']}"
+                                             if deliveries["lastSuccessAt"] else "; nothing delivered yet"), details
+
+    async def pending():
+        facts = await c.store.read(doctor.pending_facts, identity, c.settings.base_url, c.env_identities,
+                                   presence_snapshot())
+        summary = (f"{facts['unread']} unread ({facts['urgent']} urgent), {facts['pendingReplies']} replies owed, "
+                   f"{facts['wakeItems']} in wake")
+        return PASS, summary, facts
+
+    return [("auth", "Authentication", auth), ("identity", "Identity", who), ("stream", "Event stream", stream),
+            ("webhooks", "Webhooks", webhooks), ("pending", "Pending work", pending)]
+
+
+def _open_streams(identity: str | None = None) -> int:
+    c = coord()
+    presence = c.services.get("presence")
+    streams = dict(presence.streams) if presence else {}
+    return streams.get(identity, 0) if identity else sum(streams.values())
+
+
+@bp.get("/doctor")
+async def caller_report():
+    """Health of the caller's own setup."""
+    principal = require_identity()
+    return await doctor.run_probes(_caller_probes(principal))
+
+
+# --- admin probes ----------------------------------------------------------------------------
+
+def _admin_probes() -> list:
+    c = coord()
+
+    async def database():
+        facts = await c.store.read(doctor.database_facts, c.store)
+        summary = (f"{facts['backend']} schema v{facts['schemaVersion']}, "
+                   f"{_size(facts['sizeBytes'])}, query {facts['queryMs']} ms")
+        return (WARN if facts["queryMs"] > doctor.SLOW_QUERY_MS else PASS), summary, facts
+
+    async def events():
+        facts = await c.store.read(doctor.event_facts)
+        retention = timedelta(days=c.settings.event_retention_days)
+        oldest = parse_iso(facts["oldestAt"]) if facts["oldestAt"] else None
+        facts["oldestAge"] = doctor.age(facts["oldestAt"], c.now())
+        facts["retentionDays"] = c.settings.event_retention_days
+        if oldest and c.now() - oldest > retention + timedelta(days=1):
+            return WARN, f"{facts['rows']} events; oldest {facts['oldestAge']} old, past retention (pruning?)", facts
+        return PASS, f"{facts['rows']} events in the log" + (
+            f", oldest {facts['oldestAge']} old" if facts["oldestAge"] else ""), facts
+
+    async def outbox():
+        facts = await c.store.read(doctor.outbox_facts)
+        facts["oldestPendingAge"] = doctor.age(facts["oldestPendingAt"], c.now())
+        summary = f"{facts['pending']} pending, {facts['failed']} failed pushes"
+        stale = facts["oldestPendingAt"] and c.now() - parse_iso(facts["oldestPendingAt"]) > doctor.OUTBOX_STALE
+        if stale:
+            return WARN, summary + f"; oldest pending {facts['oldestPendingAge']} old", facts
+        if facts["failed"]:
+            return WARN, summary + (f"; last failure: {facts['lastFailure']}" if facts["lastFailure"] else ""), facts
+        return PASS, summary, facts
+
+    async def streams():
+        total = _open_streams()
+        sse = c.services.get("sse")
+        details = {"open": total, "identities": len(coord().services["presence"].streams),
+                   "sseService": sse is not None}
+        return PASS, f"{total} open stream{'s' if total != 1 else ''}", details
+
+    async def scheduler():
+        service = c.services.get("scheduler")
+        interval = c.settings.scheduler_interval_seconds
+        overdue = await c.store.read(doctor.overdue_templates, c.now() - timedelta(seconds=3 * interval))
+        details: dict = {"running": service is not None, "intervalSeconds": interval, **overdue}
+        if service is None:
+            return WARN, "Recurring-task scheduler is not running", details
+        last_tick = getattr(service, "last_tick_at", None)
+        details["lastTickAt"] = iso(last_tick)
+        lag = (c.now() - from_db(last_tick)).total_seconds() - interval if last_tick else None
+        details["lagSeconds"] = round(lag, 1) if lag is not None else None
+        if lag is not None and lag > 2 * interval:
+            return WARN, f"Scheduler last ran {doctor.age(iso(last_tick), c.now())} ago", details
+        if overdue["overdue"]:
+            return WARN, f"{overdue['overdue']} recurring template(s) overdue", details
+        return PASS, "Scheduler running" + ("" if last_tick else "; no tick yet"), details
+
+    async def loop():
+        monitor = c.services.get("loopmon")
+        stats = monitor.stats() if monitor else {"samples": 0, "maxMs": None, "avgMs": None, "lastMs": None}
+        if not stats["samples"]:
+            return PASS, "Event loop: no lag samples yet", stats
+        summary = f"Event-loop lag over the last minute: max {stats['maxMs']} ms, avg {stats['avgMs']} ms"
+        if stats["maxMs"] > doctor.STUCK_LOOP_MS:
+            return FAIL, summary, stats
+        return (WARN if stats["maxMs"] > doctor.SLOW_LOOP_MS else PASS), summary, stats
+
+    return [("database", "Database", database), ("events", "Event log", events), ("outbox", "Push outbox", outbox),
+            ("streams", "Streams", streams), ("scheduler", "Scheduler", scheduler), ("loop", "Event loop", loop)]
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "size unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"
+
+
+@bp.get("/doctor/admin")
+async def admin_report():
+    """Health of the server's database, event log, outbox, streams, scheduler and event loop (admin)."""
+    require_admin("Admin access required", hint="ordinary tokens can call /api/doctor")
+    return await doctor.run_probes(_admin_probes())

@@ -1,0 +1,373 @@
+"""Buzz: webhook configs that turn outside alerts (CI, Alertmanager, GitHub, scripts) into wake items.
+
+Plain functions run inside Store units of work. An ingest does all of its effects in one unit:
+lastHitAt, the BuzzEvent row, the `broadcast` log event and the wake pulses of its agents.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+
+import peewee as pw
+
+from .. import db
+from ..errors import Forbidden, Invalid, NotFound, RateLimited
+from ..events import log
+from ..models import BuzzEvent, BuzzWebhook
+from ..timeutil import from_db, iso, to_db
+from .identities import is_known, valid_identity
+
+APP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DEDUP_WINDOW = timedelta(seconds=300)
+INGEST_WINDOW = timedelta(seconds=60)
+INGESTS_PER_WINDOW = 60
+TITLE_MAX = 255
+FOR_USERS_MAX = 255
+
+
+# --- wire shapes -----------------------------------------------------------------------------
+
+def ingest_url(base_url: str, webhook: BuzzWebhook) -> str:
+    return f"{base_url}/api/ingest/{webhook.app_name}/{webhook.token}"
+
+
+def webhook_json(webhook: BuzzWebhook, base_url: str) -> dict:
+    return {"id": webhook.id, "appName": webhook.app_name, "token": webhook.token, "title": webhook.title,
+            "owner": webhook.owner, "forUsers": webhook.for_users, "wakeAgent": webhook.wake_agent,
+            "notifyAgent": webhook.notify_agent, "enabled": webhook.enabled, "createdAt": iso(webhook.created_at),
+            "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook)}
+
+
+def event_json(event: BuzzEvent) -> dict:
+    return {"id": event.id, "webhookId": event.webhook_id, "appName": event.app_name, "title": event.title,
+            "forUsers": event.for_users, "receivedAt": iso(event.received_at), "contentType": event.content_type,
+            "bodyText": event.body_text, "bodyJson": event.body_json,
+            "wakeDeliveredAt": iso(event.wake_delivered_at), "notifyDeliveredAt": iso(event.notify_delivered_at),
+            "suppressed": event.suppressed}
+
+
+# --- field validation (pure: called by the API before any unit runs) -------------------------
+
+def clean_app_name(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("appName and title are required")
+    value = value.strip()
+    if len(value) > 50:
+        raise Invalid("appName is longer than 50 characters")
+    if not APP_NAME_RE.match(value):
+        raise Invalid("appName may contain only letters, digits, '.', '_' and '-' (it is part of the ingest URL)")
+    return value
+
+
+def clean_title(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("appName and title are required")
+    value = value.strip()
+    if len(value) > TITLE_MAX:
+        raise Invalid(f"title is longer than {TITLE_MAX} characters")
+    return value
+
+
+def clean_for_users(value: Any) -> str | None:
+    """A comma-separated string or an array of identities; stored normalised ("alice,bob") or null."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        parts = value
+    else:
+        raise Invalid("forUsers must be a comma-separated string or an array of identities")
+    names: list[str] = []
+    for part in parts:
+        if not part.strip():
+            continue
+        try:
+            name = valid_identity(part)
+        except Invalid:
+            raise Invalid(f"forUsers contains an invalid identity: {part.strip()[:60]}") from None
+        if name not in names:
+            names.append(name)
+    if not names:
+        return None
+    joined = ",".join(names)
+    if len(joined) > FOR_USERS_MAX:
+        raise Invalid(f"forUsers is longer than {FOR_USERS_MAX} characters")
+    return joined
+
+
+def clean_agent(value: Any, key: str) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise Invalid(f"{key} must be an identity")
+    try:
+        return valid_identity(value)
+    except Invalid:
+        raise Invalid(f"{key} is not a valid identity") from None
+
+
+def _require_known(agent: str | None, key: str, env_identities: frozenset[str]) -> None:
+    if agent is not None and not is_known(agent, env_identities):
+        raise Invalid(f"{key} is not a known identity: {agent}")
+
+
+# --- webhook configs -------------------------------------------------------------------------
+
+def create_webhook(owner: str, fields: dict, base_url: str, env_identities: frozenset[str]) -> dict:
+    for key in ("wakeAgent", "notifyAgent"):
+        _require_known(fields.get(key), key, env_identities)
+    webhook = BuzzWebhook.create(
+        app_name=fields["appName"], token=secrets.token_hex(7), title=fields["title"], owner=owner,
+        for_users=fields.get("forUsers"), wake_agent=fields.get("wakeAgent"), notify_agent=fields.get("notifyAgent"),
+        enabled=True, created_at=to_db(db.now()))
+    return webhook_json(webhook, base_url)
+
+
+def list_webhooks(identity: str, is_admin: bool, base_url: str) -> list[dict]:
+    query = BuzzWebhook.select()
+    if not is_admin:
+        query = query.where(BuzzWebhook.owner == identity)
+    return [webhook_json(w, base_url) for w in query.order_by(BuzzWebhook.created_at.desc(), BuzzWebhook.id.desc())]
+
+
+def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhook:
+    webhook = BuzzWebhook.get_or_none(BuzzWebhook.id == webhook_id)
+    if webhook is None:
+        raise NotFound("Webhook not found")
+    if not is_admin and webhook.owner != identity:
+        raise Forbidden("Only the webhook's owner or an admin may change it")
+    return webhook
+
+
+_COLUMNS = {"title": "title", "appName": "app_name", "enabled": "enabled", "forUsers": "for_users",
+            "wakeAgent": "wake_agent", "notifyAgent": "notify_agent"}
+
+
+def update_webhook(webhook_id: int, identity: str, is_admin: bool, changes: dict, base_url: str,
+                   env_identities: frozenset[str]) -> dict:
+    webhook = _owned_webhook(webhook_id, identity, is_admin)
+    for key in ("wakeAgent", "notifyAgent"):
+        if key in changes:
+            _require_known(changes[key], key, env_identities)
+    for key, value in changes.items():
+        setattr(webhook, _COLUMNS[key], value)
+    webhook.save()
+    return webhook_json(webhook, base_url)
+
+
+def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:
+    webhook = _owned_webhook(webhook_id, identity, is_admin)
+    webhook.delete_instance()
+
+
+def _names(column: pw.Field, identity: str) -> pw.Expression:
+    """`column` (a normalised comma list) names `identity` exactly; LIKE wildcards in it are escaped."""
+    pattern = "%," + identity.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ",%"
+    padded = pw.Value(",").concat(column).concat(",")
+    return pw.NodeList((padded, pw.SQL("LIKE"), pw.Value(pattern), pw.SQL("ESCAPE '\\'")))
+
+
+def list_events(identity: str, app_name: str | None, limit: int) -> list[dict]:
+    """Newest first; only events addressed to everyone or naming the caller (filtered before the limit)."""
+    query = BuzzEvent.select().where(BuzzEvent.for_users.is_null() | _names(BuzzEvent.for_users, identity))
+    if app_name:
+        query = query.where(BuzzEvent.app_name == app_name)
+    return [event_json(e) for e in query.order_by(BuzzEvent.id.desc()).limit(limit)]
+
+
+# --- ingest ----------------------------------------------------------------------------------
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line[:limit]
+
+
+def summarise_alertmanager(payload: dict) -> tuple[str, str]:
+    alerts = [a for a in payload.get("alerts") or [] if isinstance(a, dict)]
+    status = str(payload.get("status") or "firing")
+    labels = payload.get("commonLabels") if isinstance(payload.get("commonLabels"), dict) else {}
+    annotations = payload.get("commonAnnotations") if isinstance(payload.get("commonAnnotations"), dict) else {}
+    first = alerts[0] if alerts else {}
+    name = labels.get("alertname") or (first.get("labels") or {}).get("alertname") or "alert"
+    title = f"[{status.upper()}:{len(alerts)}] {name}"
+    if labels.get("severity"):
+        title += f" ({labels['severity']})"
+    lines = []
+    common = annotations.get("summary") or annotations.get("description")
+    if common:
+        lines.append(str(common))
+    for alert in alerts[:10]:
+        alert_labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
+        alert_notes = alert.get("annotations") if isinstance(alert.get("annotations"), dict) else {}
+        where = alert_labels.get("instance") or alert_labels.get("job") or ""
+        text = alert_notes.get("summary") or alert_notes.get("description") or alert_labels.get("alertname") or ""
+        lines.append(f"- {alert.get('status', status)} {where}: {text}".replace("  ", " ").strip())
+    if len(alerts) > 10:
+        lines.append(f"... and {len(alerts) - 10} more")
+    return title, "\n".join(lines)
+
+
+def _repo(payload: dict) -> str:
+    repository = payload.get("repository")
+    return repository.get("full_name", "repository") if isinstance(repository, dict) else "repository"
+
+
+def _login(obj: Any) -> str:
+    return obj.get("login", "someone") if isinstance(obj, dict) else "someone"
+
+
+def summarise_github(event: str, payload: dict) -> tuple[str, str]:
+    repo = _repo(payload)
+    action = payload.get("action")
+    if event == "push":
+        commits = [c for c in payload.get("commits") or [] if isinstance(c, dict)]
+        branch = str(payload.get("ref", "")).rsplit("/", 1)[-1] or "?"
+        pusher = (payload.get("pusher") or {}).get("name") if isinstance(payload.get("pusher"), dict) else None
+        title = f"{repo}: {pusher or _login(payload.get('sender'))} pushed {len(commits)} commit" \
+                f"{'' if len(commits) == 1 else 's'} to {branch}"
+        body = "\n".join(f"- {_first_line(c.get('message', ''))}" for c in commits[:10])
+        return title, body or str(payload.get("compare") or "")
+    if event == "pull_request" and isinstance(payload.get("pull_request"), dict):
+        pr = payload["pull_request"]
+        verb = "merged" if action == "closed" and pr.get("merged") else action
+        return (f"{repo}: PR #{pr.get('number')} {verb}: {pr.get('title', '')}",
+                f"by {_login(pr.get('user'))} {pr.get('html_url', '')}".strip())
+    if event == "issues" and isinstance(payload.get("issue"), dict):
+        issue = payload["issue"]
+        return (f"{repo}: issue #{issue.get('number')} {action}: {issue.get('title', '')}",
+                f"by {_login(issue.get('user'))} {issue.get('html_url', '')}".strip())
+    if event == "issue_comment" and isinstance(payload.get("issue"), dict):
+        issue, comment = payload["issue"], payload.get("comment") or {}
+        return (f"{repo}: {_login(comment.get('user'))} commented on #{issue.get('number')}: {issue.get('title', '')}",
+                _first_line(comment.get("body", ""), 300))
+    if event == "workflow_run" and isinstance(payload.get("workflow_run"), dict):
+        run = payload["workflow_run"]
+        outcome = run.get("conclusion") or run.get("status") or action
+        return (f"{repo}: workflow {run.get('name', '?')} {outcome} on {run.get('head_branch', '?')}",
+                f"{_first_line((run.get('head_commit') or {}).get('message', ''))} {run.get('html_url', '')}".strip())
+    if event == "check_run" and isinstance(payload.get("check_run"), dict):
+        check = payload["check_run"]
+        outcome = check.get("conclusion") or check.get("status") or action
+        return (f"{repo}: check {check.get('name', '?')} {outcome}",
+                str(check.get("html_url") or check.get("details_url") or ""))
+    if event == "release" and isinstance(payload.get("release"), dict):
+        release = payload["release"]
+        return (f"{repo}: release {release.get('tag_name', '?')} {action}", str(release.get("html_url") or ""))
+    if event == "ping":
+        return f"{repo}: GitHub webhook ping", str(payload.get("zen") or "")
+    return f"{repo}: GitHub {event}{' ' + action if isinstance(action, str) else ''}", ""
+
+
+def is_alertmanager(payload: dict) -> bool:
+    return isinstance(payload.get("alerts"), list) and "status" in payload and (
+        "groupKey" in payload or "receiver" in payload or "commonLabels" in payload)
+
+
+def _short_key(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 255 else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
+               github_delivery: str | None) -> dict:
+    """What an ingest records: contentType, bodyText, bodyJson, title override and dedup key."""
+    content_type = (content_type or "").strip()[:100] or "text/plain"
+    text = raw.decode("utf-8", errors="replace")
+    payload = None
+    looks_json = "json" in content_type.lower() or text.lstrip()[:1] in ("{", "[")
+    if looks_json and text.strip():
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = None
+    parsed = {"content_type": content_type, "body_text": text if payload is None else None,
+              "body_json": payload, "title": None, "dedup_key": None}
+    if not isinstance(payload, dict):
+        return parsed
+    if isinstance(payload.get("title"), str) and payload["title"].strip():
+        parsed["title"] = payload["title"].strip()
+    if "body" in payload and payload["body"] is not None:
+        parsed["body_text"] = payload["body"] if isinstance(payload["body"], str) else json.dumps(payload["body"])
+    if is_alertmanager(payload):
+        title, body = summarise_alertmanager(payload)
+        parsed["title"] = parsed["title"] or title
+        parsed["body_text"] = parsed["body_text"] or body
+        parsed["dedup_key"] = _short_key(payload.get("fingerprint")) or _short_key(
+            f"{payload['groupKey']}|{payload.get('status')}" if payload.get("groupKey") else None)
+    elif github_event:
+        title, body = summarise_github(github_event, payload)
+        parsed["title"] = parsed["title"] or title
+        parsed["body_text"] = parsed["body_text"] or body
+        parsed["dedup_key"] = _short_key(github_delivery and f"github:{github_delivery}")
+    if payload.get("dedupKey") not in (None, ""):
+        parsed["dedup_key"] = _short_key(payload["dedupKey"])
+    return parsed
+
+
+def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
+    """Constant-time comparison against every webhook of that app name; disabled ones do not match."""
+    found = None
+    for webhook in BuzzWebhook.select().where(BuzzWebhook.app_name == app_name):
+        if hmac.compare_digest(webhook.token.encode(), token.encode()) and webhook.enabled:
+            found = webhook
+    if found is None:
+        raise NotFound("Invalid webhook")
+    return found
+
+
+def _check_rate(webhook: BuzzWebhook, now) -> None:
+    since = to_db(now - INGEST_WINDOW)
+    recent = (BuzzEvent.select(BuzzEvent.received_at)
+              .where((BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.received_at > since))
+              .order_by(BuzzEvent.received_at.desc()).limit(INGESTS_PER_WINDOW))
+    times = [from_db(row.received_at) for row in recent]
+    if len(times) >= INGESTS_PER_WINDOW:
+        oldest = min(times)
+        retry = max(1, int((oldest + INGEST_WINDOW - now).total_seconds() + 0.999))
+        raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
+
+
+def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now) -> bool:
+    if not dedup_key:
+        return False
+    return (BuzzEvent.select().where(
+        (BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.dedup_key == dedup_key)
+        & (BuzzEvent.received_at > to_db(now - DEDUP_WINDOW)) & (BuzzEvent.suppressed == False))  # noqa: E712
+        .exists())
+
+
+def _audience(webhook: BuzzWebhook) -> list[str] | None:
+    if webhook.for_users is None:
+        return None
+    names = set(webhook.for_users.split(","))
+    names.update(a for a in (webhook.wake_agent, webhook.notify_agent) if a)
+    return sorted(names)
+
+
+def ingest(app_name: str, token: str, parsed: dict) -> dict:
+    webhook = _webhook_for(app_name, token)
+    now = db.now()
+    _check_rate(webhook, now)
+    suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
+    title = (parsed["title"] or webhook.title)[:TITLE_MAX]
+    event = BuzzEvent.create(
+        webhook_id=webhook.id, app_name=webhook.app_name, title=title, for_users=webhook.for_users,
+        received_at=to_db(now), content_type=parsed["content_type"], body_text=parsed["body_text"],
+        body_json=parsed["body_json"], wake_agent=webhook.wake_agent, notify_agent=webhook.notify_agent,
+        suppressed=suppressed, dedup_key=parsed["dedup_key"])
+    if suppressed:
+        return {"ok": True, "eventId": event.id, "suppressed": True}
+    BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
+    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id},
+               to=_audience(webhook))
+    for agent in {webhook.wake_agent, webhook.notify_agent} - {None}:
+        db.after_commit("wake", {"identity": agent})
+    return {"ok": True, "eventId": event.id}

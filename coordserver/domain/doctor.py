@@ -1,0 +1,114 @@
+"""Doctor: health probes for the caller (GET /api/doctor) and for operators (GET /api/doctor/admin).
+
+Each probe is an async function returning (status, summary, details); `run_probes` times them and
+builds the DoctorReport. Database facts are gathered by plain functions run in read units, never on
+the event loop. Admin probes query the real tables (Δ13).
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from importlib import metadata
+from typing import Awaitable, Callable
+
+import peewee as pw
+
+from ..models import Event, Message, PushDelivery, RecurringTemplate, SchemaVersion, User
+from ..timeutil import age_text, iso, parse_iso, to_db
+from . import identities, wake
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+_RANK = {PASS: 0, WARN: 1, FAIL: 2}
+SLOW_QUERY_MS = 250
+SLOW_LOOP_MS = 200
+STUCK_LOOP_MS = 2000
+OUTBOX_STALE = timedelta(hours=1)
+
+Probe = Callable[[], Awaitable[tuple[str, str, dict | None]]]
+
+
+def version() -> str:
+    try:
+        return metadata.version("coord")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+async def run_probes(probes: list[tuple[str, str, Probe]]) -> dict:
+    started = time.perf_counter()
+    results = []
+    for probe_id, name, probe in probes:
+        probe_started = time.perf_counter()
+        try:
+            status, summary, details = await probe()
+        except Exception as exc:  # a probe that breaks is itself a finding
+            status, summary, details = FAIL, f"{name} check failed: {type(exc).__name__}", {"error": str(exc)[:300]}
+        results.append({"id": probe_id, "name": name, "status": status, "summary": summary, "details": details,
+                        "durationMs": round((time.perf_counter() - probe_started) * 1000)})
+    worst = max((r["status"] for r in results), key=_RANK.__getitem__, default=PASS)
+    return {"version": version(), "ok": worst == PASS, "status": worst,
+            "warnings": [r["summary"] for r in results if r["status"] == WARN],
+            "errors": [r["summary"] for r in results if r["status"] == FAIL],
+            "probes": results, "totalDurationMs": round((time.perf_counter() - started) * 1000)}
+
+
+# --- caller facts (read units) ---------------------------------------------------------------
+
+def identity_facts(identity: str, env_identities: frozenset[str]) -> dict:
+    user = User.get_or_none(User.id == identity)
+    return {"known": identities.is_known(identity, env_identities),
+            "displayName": user.display_name if user else None,
+            "archived": bool(user and user.archived_at), "lastSeenAt": iso(user.last_seen_at) if user else None}
+
+
+def pending_facts(identity: str, base_url: str, env_identities: frozenset[str], seen: dict) -> dict:
+    unread = Message.select().where((Message.recipient == identity) & (Message.status == "unread")).count()
+    urgent = Message.select().where((Message.recipient == identity) & (Message.status == "unread")
+                                    & (Message.urgent == True)).count()  # noqa: E712
+    pending = Message.select().where((Message.recipient == identity)
+                                     & (Message.response_waiting == True)).count()  # noqa: E712
+    payload = wake.wake_payload(identity, base_url, False, False, env_identities, seen)
+    return {"unread": unread, "urgent": urgent, "pendingReplies": pending, "wakeItems": len(payload["items"]),
+            "wakeSummary": payload["summary"]}
+
+
+# --- admin facts (read units) ----------------------------------------------------------------
+
+def database_facts(store) -> dict:
+    version_row = SchemaVersion.select(pw.fn.MAX(SchemaVersion.version)).scalar()
+    started = time.perf_counter()
+    messages = Message.select(pw.fn.COUNT(Message.id)).scalar()
+    latency_ms = (time.perf_counter() - started) * 1000
+    return {"schemaVersion": version_row, "sizeBytes": store.size_bytes(), "queryMs": round(latency_ms, 2),
+            "messages": messages, "backend": "sqlite" if store.sqlite else "postgresql"}
+
+
+def event_facts() -> dict:
+    count = Event.select(pw.fn.COUNT(Event.id)).scalar() or 0
+    oldest = Event.select(pw.fn.MIN(Event.created_at)).scalar()
+    newest_id = Event.select(pw.fn.MAX(Event.id)).scalar()
+    return {"rows": count, "oldestAt": iso(oldest), "latestId": newest_id}
+
+
+def outbox_facts() -> dict:
+    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                  .group_by(PushDelivery.status).tuples())
+    oldest = (PushDelivery.select(pw.fn.MIN(PushDelivery.created_at))
+              .where(PushDelivery.status == "pending").scalar())
+    last_error = (PushDelivery.select(PushDelivery.last_error).where(PushDelivery.status == "failed")
+                  .order_by(PushDelivery.created_at.desc()).limit(1).scalar())
+    return {"pending": counts.get("pending", 0), "failed": counts.get("failed", 0),
+            "delivered": counts.get("delivered", 0), "oldestPendingAt": iso(oldest), "lastFailure": last_error}
+
+
+def overdue_templates(cutoff: datetime) -> dict:
+    query = RecurringTemplate.select(RecurringTemplate.id, RecurringTemplate.title, RecurringTemplate.next_run_at).where(
+        (RecurringTemplate.enabled == True) & (RecurringTemplate.next_run_at < to_db(cutoff)))  # noqa: E712
+    rows = list(query.order_by(RecurringTemplate.next_run_at).limit(5))
+    return {"overdue": query.count(), "examples": [{"id": t.id, "title": t.title, "nextRunAt": iso(t.next_run_at)}
+                                                   for t in rows]}
+
+
+def age(value: str | None, now: datetime) -> str | None:
+    """Age of a wire timestamp, e.g. '2h 15m'."""
+    return age_text(parse_iso(value), now) if value else None

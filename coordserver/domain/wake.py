@@ -1,0 +1,243 @@
+"""Wake: what is waiting for one identity right now, in one payload (GET /api/wake and wake_pulse).
+
+Cheap by construction: every query is an indexed range over rows that are in THIS identity's wake
+(unread or pending messages, assigned active tasks, undelivered buzz events, tokens naming it as
+backup), never over history. Each source returns at most MAX_ITEMS_PER_SOURCE items, oldest first;
+when a source has more, the summary counts them all (one extra indexed count).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import peewee as pw
+
+from .. import db
+from ..models import BuzzEvent, Message, Project, Task, Token, User
+from ..timeutil import age_text, from_db, iso, to_db
+
+MAX_ITEMS_PER_SOURCE = 50
+WAKEABLE_STATUSES = ("ready", "in_progress", "review")
+INSTRUCTIONS = "Each actions entry names a kind of waiting work; its skill_url explains how to handle it."
+_PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
+
+_TASK_ACTIONS = {
+    "ready": "Ready and assigned to you: start it (PATCH its status to in_progress) or hand it on.",
+    "in_progress": "In progress under your name: keep it moving and set its status when finished.",
+    "review": "Waiting for review by you: approve it (complete) or send it back (in_progress).",
+}
+_ACTIONS = {
+    "message": ("messages", "Read, answer and acknowledge your unread mail.", "/api/skill"),
+    "message_pending": ("pending", "Someone is waiting for your reply: answer, then clear the pending flag.",
+                        "/api/skill"),
+    "swarm": ("swarm", "Start ready tasks, push in-progress ones along, finish reviews.", "/api/skill/swarm"),
+    "buzz": ("buzz", "Alerts: open a task for each. Notifications: just read.", "/api/skill/buzz"),
+    "backup": ("backup", "An agent you back up has gone silent with work waiting: check on it or take over.",
+               "/api/skill/wake"),
+}
+_SOURCE_ORDER = ["buzz", "backup", "message", "message_pending", "swarm"]
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+# --- sources ---------------------------------------------------------------------------------
+
+def _limited(query: pw.SelectQuery, count_query: pw.SelectQuery) -> tuple[list, int]:
+    rows = list(query.limit(MAX_ITEMS_PER_SOURCE + 1))
+    if len(rows) > MAX_ITEMS_PER_SOURCE:
+        return rows[:MAX_ITEMS_PER_SOURCE], count_query.count()
+    return rows, len(rows)
+
+
+def _message_summary(message: Message) -> str:
+    return f"From {message.sender}: '{message.title}'"
+
+
+def unread_messages(identity: str) -> tuple[list[dict], int]:
+    where = (Message.recipient == identity) & (Message.status == "unread")
+    rows, total = _limited(Message.select(Message.id, Message.sender, Message.title, Message.urgent,
+                                          Message.created_at).where(where)
+                           .order_by(Message.urgent.desc(), Message.created_at, Message.id),
+                           Message.select().where(where))
+    return [{"source": "message", "id": m.id, "summary": _message_summary(m),
+             "action": "Read it, answer, then acknowledge it.", "priority": "high" if m.urgent else "normal",
+             "projectId": None, "ephemeral": False, "_at": from_db(m.created_at)} for m in rows], total
+
+
+def pending_messages(identity: str) -> tuple[list[dict], int]:
+    where = (Message.recipient == identity) & (Message.response_waiting == True)  # noqa: E712
+    rows, total = _limited(Message.select(Message.id, Message.sender, Message.title, Message.created_at,
+                                          Message.waiting_since).where(where).order_by(Message.id),
+                           Message.select().where(where))
+    return [{"source": "message_pending", "id": m.id, "summary": _message_summary(m),
+             "action": "You marked this as needing your reply: answer it, then clear pending.",
+             "priority": "normal", "projectId": None, "ephemeral": False,
+             "_at": from_db(m.waiting_since or m.created_at)} for m in rows], total
+
+
+def in_work_hours(start: int | None, end: int | None, timezone: str | None, now: datetime) -> bool:
+    """Start hour inclusive, end exclusive, in the project's timezone; a window may cross midnight.
+    No window (either bound null) or start == end means always."""
+    if start is None or end is None or start == end:
+        return True
+    try:
+        zone = ZoneInfo(timezone or "America/Chicago")
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("America/Chicago")
+    hour = now.astimezone(zone).hour
+    if start < end:
+        return start <= hour < end
+    return hour >= start or hour < end
+
+
+def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
+    return (Task.select(Task.id, Task.title, Task.status, Task.project_id, Task.created_at,
+                        Project.work_hours_start, Project.work_hours_end, Project.work_hours_timezone)
+            .join(Project, pw.JOIN.LEFT_OUTER, on=(Task.project_id == Project.id))
+            .where((Task.assignee_user_id == identity) & (Task.status.in_(WAKEABLE_STATUSES))
+                   & (Task.on_or_after_at.is_null() | (Task.on_or_after_at <= to_db(now))))
+            .order_by(Task.created_at, Task.id))
+
+
+def _visible_tasks(identity: str, now: datetime, include_off_hours: bool, limit: int | None) -> tuple[list, int]:
+    """Assigned active tasks, without those outside their project's work hours (unless asked).
+    The rows scanned are this identity's active tasks only (index on assignee, status)."""
+    visible, total = [], 0
+    for task in _task_query(identity, now).objects():
+        if not include_off_hours and not in_work_hours(task.work_hours_start, task.work_hours_end,
+                                                       task.work_hours_timezone, now):
+            continue
+        total += 1
+        if limit is None or len(visible) < limit:
+            visible.append(task)
+    return visible, total
+
+
+def active_tasks(identity: str, now: datetime, include_off_hours: bool) -> tuple[list[dict], int]:
+    rows, total = _visible_tasks(identity, now, include_off_hours, MAX_ITEMS_PER_SOURCE)
+    return [{"source": "swarm", "id": t.id, "summary": t.title, "status": t.status,
+             "action": _TASK_ACTIONS[t.status], "priority": "normal", "projectId": t.project_id,
+             "ephemeral": False, "_at": from_db(t.created_at)} for t in rows], total
+
+
+def _buzz_summary(event: BuzzEvent) -> str:
+    body = (event.body_text or "").strip()
+    return f"{event.title}: {body[:100]}" if body else event.title
+
+
+def buzz_items(identity: str, role: str) -> tuple[list[dict], int]:
+    agent, delivered = ((BuzzEvent.wake_agent, BuzzEvent.wake_delivered_at) if role == "wake"
+                        else (BuzzEvent.notify_agent, BuzzEvent.notify_delivered_at))
+    where = (agent == identity) & delivered.is_null() & (BuzzEvent.suppressed == False)  # noqa: E712
+    rows, total = _limited(BuzzEvent.select(BuzzEvent.id, BuzzEvent.title, BuzzEvent.body_text, BuzzEvent.app_name,
+                                            BuzzEvent.received_at).where(where).order_by(BuzzEvent.id),
+                           BuzzEvent.select().where(where))
+    if role == "wake":
+        action, priority = "You watch this feed: open a ready task and look into it.", "high"
+    else:
+        action, priority = "For your information: read it; nothing else is needed.", "low"
+    return [{"source": "buzz", "id": e.id, "role": role, "summary": _buzz_summary(e), "action": action,
+             "priority": priority, "appName": e.app_name, "ephemeral": True, "_at": from_db(e.received_at)}
+            for e in rows], total
+
+
+def _mark_delivered(items: list[dict], now: datetime) -> list[dict]:
+    """One-shot delivery: a conditional UPDATE per item, so of two racing wakes only one gets it."""
+    kept = []
+    for item in items:
+        column = "wake_delivered_at" if item["role"] == "wake" else "notify_delivered_at"
+        field = getattr(BuzzEvent, column)
+        claimed = (BuzzEvent.update({field: to_db(now)})
+                   .where((BuzzEvent.id == item["id"]) & field.is_null()).execute())
+        if claimed:
+            kept.append(item)
+    return kept
+
+
+def waiting_for(identity: str, now: datetime, include_off_hours: bool) -> int:
+    """Unread messages plus wakeable tasks: what makes a silent agent worth a backup alert."""
+    unread = Message.select().where((Message.recipient == identity) & (Message.status == "unread")).count()
+    return unread + _visible_tasks(identity, now, include_off_hours, 0)[1]
+
+
+def backup_items(identity: str, now: datetime, include_off_hours: bool,
+                 seen: Mapping[str, datetime]) -> list[dict]:
+    """Agents this identity backs up that have been silent past their trigger with work waiting.
+    `seen` is the in-memory presence snapshot; the persisted User.last_seen_at covers restarts and
+    other processes (the later of the two wins). Never seen counts as silent since the token was made."""
+    tokens = list(Token.select(Token.identity, Token.stale_trigger_hours, Token.created_at)
+                  .where((Token.backup_agent == identity) & Token.revoked_at.is_null())
+                  .order_by(Token.id).limit(MAX_ITEMS_PER_SOURCE))
+    thresholds: dict[str, tuple[int, datetime]] = {}
+    for token in tokens:
+        hours, created = thresholds.get(token.identity, (token.stale_trigger_hours, from_db(token.created_at)))
+        thresholds[token.identity] = (min(hours, token.stale_trigger_hours), min(created, from_db(token.created_at)))
+    if not thresholds:
+        return []
+    persisted = {u.id: from_db(u.last_seen_at) for u in User.select(User.id, User.last_seen_at)
+                 .where(User.id.in_(list(thresholds)) & User.last_seen_at.is_null(False))}
+    items = []
+    for target, (hours, created) in sorted(thresholds.items()):
+        last = max([t for t in (seen.get(target), persisted.get(target)) if t is not None], default=None)
+        since = last or created
+        silent_hours = (now - since).total_seconds() / 3600
+        if silent_hours < hours:
+            continue
+        waiting = waiting_for(target, now, include_off_hours)
+        if not waiting:
+            continue
+        silent = f"silent {int(silent_hours)}h" if last else f"never seen ({int(silent_hours)}h)"
+        items.append({"source": "backup", "id": f"backup-{target}", "targetAgent": target,
+                      "summary": f"{target} {silent}, {_plural(waiting, 'item', 'items')} waiting",
+                      "action": f"You are {target}'s backup: check on {target}, and take over its urgent work "
+                                f"or tell a human if it stays silent.",
+                      "priority": "high", "staleSince": iso(since), "ephemeral": False, "_at": since})
+    return items
+
+
+# --- the payload -----------------------------------------------------------------------------
+
+def _summary(counts: dict[str, int]) -> str | None:
+    parts = []
+    for key, one, many in (("alert", "alert", "alerts"), ("backup", "backup alert", "backup alerts"),
+                           ("message", "unread message", "unread messages"),
+                           ("message_pending", "reply owed", "replies owed"),
+                           ("swarm", "active task", "active tasks"),
+                           ("notification", "notification", "notifications")):
+        if counts.get(key):
+            parts.append(_plural(counts[key], one, many))
+    total = sum(counts.values())
+    return f"{total} waiting: {', '.join(parts)}." if total else None
+
+
+def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_delivered: bool,
+                 env_identities: frozenset[str], seen: Mapping[str, datetime] | None = None) -> dict:
+    """The WakePayload of §9. With mark_delivered (GET /api/wake and pulses: run it in a write unit)
+    the buzz items returned are marked delivered in the same unit; without it nothing is written.
+    `env_identities` is accepted for symmetry with other domain calls (wake is per identity: no lookups)."""
+    now = db.now()
+    messages, unread_total = unread_messages(identity)
+    pending, pending_total = pending_messages(identity)
+    tasks, task_total = active_tasks(identity, now, include_off_hours)
+    alerts, alert_total = buzz_items(identity, "wake")
+    notes, note_total = buzz_items(identity, "notify")
+    if mark_delivered:
+        delivered_alerts, delivered_notes = _mark_delivered(alerts, now), _mark_delivered(notes, now)
+        alert_total -= len(alerts) - len(delivered_alerts)
+        note_total -= len(notes) - len(delivered_notes)
+        alerts, notes = delivered_alerts, delivered_notes
+    backups = backup_items(identity, now, include_off_hours, seen or {})
+    items = alerts + notes + backups + messages + pending + tasks
+    items.sort(key=lambda item: (_PRIORITY_RANK[item["priority"]], item["_at"]))
+    for item in items:
+        item["age"] = age_text(item.pop("_at"), now)
+    present = {item["source"] for item in items}
+    actions = [{"item": _ACTIONS[source][0], "action": _ACTIONS[source][1],
+                "skill_url": base_url + _ACTIONS[source][2]} for source in _SOURCE_ORDER if source in present]
+    counts = {"alert": alert_total, "notification": note_total, "backup": len(backups), "message": unread_total,
+              "message_pending": pending_total, "swarm": task_total}
+    return {"instructions": INSTRUCTIONS, "skill_url": f"{base_url}/api/skill", "items": items, "actions": actions,
+            "summary": _summary(counts), "timestamp": iso(now)}

@@ -1,0 +1,134 @@
+"""Wake pulses: a `wake_pulse` (the full WakePayload) to an identity's open streams when something
+enters its wake, coalesced per identity, on connect, and every 30 minutes.
+
+Debounce per identity: the first signal after a quiet window pulses at once (leading edge); signals
+arriving during the window are folded into one trailing pulse at the window's end. A burst of 100
+signals therefore gives two pulses. A pulse is computed only for identities with an open stream in
+this process, once per pulse, and delivers buzz items (mark_delivered=True) like GET /api/wake.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from ..domain import wake
+
+log = logging.getLogger("coord.wake")
+
+
+@dataclass
+class _State:
+    last_pulse: float = float("-inf")
+    running: bool = False
+    pending: bool = False
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class WakePulser:
+    def __init__(self, coord, window_seconds: float = 1.5, periodic_seconds: float = 1800.0,
+                 monotonic=time.monotonic):
+        self.coord = coord
+        self.window_seconds = window_seconds
+        self.periodic_seconds = periodic_seconds
+        self._monotonic = monotonic
+        self._states: dict[str, _State] = {}
+        self._unsubscribe = None
+        self.pulses_sent = 0
+
+    async def start(self) -> None:
+        self._unsubscribe = self.coord.bus.subscribe("wake", self._on_signal)
+        self.coord.spawn(self._periodic(), "wake-periodic")
+
+    async def stop(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+        for state in self._states.values():
+            if state.timer:
+                state.timer.cancel()
+        self._states.clear()
+
+    # signals
+    def _on_signal(self, payload: dict) -> None:
+        identity = payload.get("identity") if isinstance(payload, dict) else None
+        if isinstance(identity, str) and identity:
+            self.signal(identity)
+
+    def has_stream(self, identity: str) -> bool:
+        sse = self.coord.services.get("sse")
+        if sse is not None and hasattr(sse, "has_stream"):
+            return bool(sse.has_stream(identity))
+        presence = self.coord.services.get("presence")
+        return bool(presence and presence.streams.get(identity))
+
+    def signal(self, identity: str) -> None:
+        if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
+            return
+        if not self.has_stream(identity):
+            return
+        state = self._states.setdefault(identity, _State())
+        now = self._monotonic()
+        if state.running or now - state.last_pulse < self.window_seconds:
+            state.pending = True
+            self._schedule_trailing(identity, state, now)
+            return
+        self._fire(identity, state)
+
+    def _schedule_trailing(self, identity: str, state: _State, now: float) -> None:
+        if state.timer is not None or state.running:
+            return  # a trailing pulse is already due, or will be scheduled when the running one ends
+        delay = max(0.0, state.last_pulse + self.window_seconds - now)
+        state.timer = asyncio.get_running_loop().call_later(delay, self._trailing, identity)
+
+    def _trailing(self, identity: str) -> None:
+        state = self._states.get(identity)
+        if state is None:
+            return
+        state.timer = None
+        if state.pending and not state.running:
+            if self.has_stream(identity):
+                self._fire(identity, state)
+            else:
+                self._states.pop(identity, None)
+
+    def _fire(self, identity: str, state: _State) -> None:
+        state.running, state.pending = True, False
+        state.last_pulse = self._monotonic()
+        self.coord.spawn(self._pulse(identity, state), f"wake-pulse:{identity}")
+
+    async def _pulse(self, identity: str, state: _State) -> None:
+        try:
+            payload = await self.coord.store.write(
+                wake.wake_payload, identity, self.coord.settings.base_url, False, True,
+                self.coord.env_identities, self._presence_snapshot())
+            self.coord.bus.publish("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+            self.pulses_sent += 1
+        except Exception:
+            log.exception("computing the wake pulse for %s failed", identity)
+        finally:
+            state.running = False
+            if state.pending:
+                self._schedule_trailing(identity, state, self._monotonic())
+            elif state.timer is None:
+                self._forget_later(identity)
+
+    def _forget_later(self, identity: str) -> None:
+        """Drop idle per-identity state once its window has passed, so the map stays small."""
+        def forget() -> None:
+            state = self._states.get(identity)
+            if state and not state.running and not state.pending and state.timer is None \
+                    and self._monotonic() - state.last_pulse >= self.window_seconds:
+                self._states.pop(identity, None)
+        asyncio.get_running_loop().call_later(self.window_seconds, forget)
+
+    def _presence_snapshot(self) -> dict:
+        presence = self.coord.services.get("presence")
+        return {i: when for i, (when, _s) in list(presence.seen.items())} if presence else {}
+
+    async def _periodic(self) -> None:
+        while True:
+            await asyncio.sleep(self.periodic_seconds)
+            presence = self.coord.services.get("presence")
+            for identity in list(presence.streams if presence else ()):
+                self.signal(identity)

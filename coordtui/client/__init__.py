@@ -1,0 +1,1 @@
+"""coordtui client SDK: the only code in coordtui that knows URLs and wire shapes."""

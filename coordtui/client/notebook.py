@@ -1,0 +1,370 @@
+"""Collaborative notebook pages: a CRDT provider over the coord notebook WebSocket (UI-free).
+
+    session = NotebookSession("http://127.0.0.1:8420", token, page_id)
+    await session.connect()            # waits for the server's full state
+    session.insert(0, "héllo ")        # code-point positions; sent to the server at once
+    async for changes in session.changes():
+        ...                            # remote edits as TextChange lists, code-point positions
+
+The document is a pycrdt `Doc` holding a `Text` named "content". pycrdt positions are UTF-8 byte
+offsets; this module converts, so callers only ever see code points. A UI binding its own editor may
+also edit `session.text` directly inside `session.doc.transaction(origin=LOCAL_ORIGIN)`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from pycrdt import Doc, Text, TextEvent
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+LOCAL_ORIGIN = "coordtui-local"
+REMOTE_ORIGIN = "coordtui-remote"
+TEXT_NAME = "content"
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # a full-state sync of a large page can exceed the server's 1 MiB inbound cap
+
+
+class NotebookError(Exception):
+    """The server refused or closed the session (`code` is the WebSocket close code)."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class ReadOnlyError(NotebookError):
+    pass
+
+
+@dataclass(frozen=True)
+class TextChange:
+    """One remote edit, applied in order: insert `text` at `index`, or delete `length` characters."""
+    kind: str  # "insert" or "delete"
+    index: int
+    text: str = ""
+    length: int = 0
+
+
+def byte_offset(text: str, index: int) -> int:
+    return len(text[:index].encode())
+
+
+def socket_url(base_url: str, page_id: str, token: str | None = None) -> str:
+    parts = urlsplit(base_url)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    query = {"page": page_id, **({"token": token} if token else {})}
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/api/notebook/ws", urlencode(query), ""))
+
+
+def delta_to_changes(before: str, delta: list[dict]) -> tuple[list[TextChange], str]:
+    """Convert a pycrdt delta (byte counts) against the text `before` into code-point changes.
+    Returns the changes and the text after them."""
+    changes: list[TextChange] = []
+    out: list[str] = []
+    old_index = 0      # code points consumed from `before`
+    new_index = 0      # code-point position in the text being built
+    for op in delta:
+        if "retain" in op:
+            count = _chars_for_bytes(before, old_index, op["retain"])
+            out.append(before[old_index:old_index + count])
+            old_index += count
+            new_index += count
+        elif "insert" in op:
+            inserted = op["insert"] if isinstance(op["insert"], str) else ""
+            if inserted:
+                changes.append(TextChange("insert", new_index, text=inserted))
+                out.append(inserted)
+                new_index += len(inserted)
+        elif "delete" in op:
+            count = _chars_for_bytes(before, old_index, op["delete"])
+            changes.append(TextChange("delete", new_index, length=count))
+            old_index += count
+    out.append(before[old_index:])
+    return changes, "".join(out)
+
+
+def _chars_for_bytes(text: str, start: int, byte_count: int) -> int:
+    """How many code points from `start` make up `byte_count` UTF-8 bytes."""
+    consumed, index = 0, start
+    while consumed < byte_count and index < len(text):
+        consumed += len(text[index].encode())
+        index += 1
+    return index - start
+
+
+class NotebookSession:
+    def __init__(self, base_url: str, token: str, page_id: str, *, open_timeout: float = 10.0):
+        self.base_url = base_url
+        self.page_id = page_id
+        self._token = token
+        self.open_timeout = open_timeout
+        self.doc, self.text = self._new_document()
+        self.viewers: list[str] = []
+        self.readonly = False
+        self.readonly_reason: str | None = None
+        self.readonly_message: str | None = None
+        self.close_code: int | None = None
+        self.close_message: str | None = None
+        self.on_change: list[Callable[[list[TextChange]], None]] = []
+        self.on_viewers: list[Callable[[list[str]], None]] = []
+        self.on_readonly: list[Callable[[bool, str | None], None]] = []
+        self.on_closed: list[Callable[[int | None, str | None], None]] = []
+        self._shadow = ""
+        self._applying_remote = False
+        self._quiet = False
+        self._ws: ClientConnection | None = None
+        self._outgoing: asyncio.Queue = asyncio.Queue()
+        self._subscribers: list[asyncio.Queue] = []
+        self._tasks: list[asyncio.Task] = []
+        self._state_changed = asyncio.Event()
+        self._resyncing = False
+        self._resync_task: asyncio.Task | None = None
+        self.resyncs = 0  # times this session replaced a diverged copy with the server's
+
+    def _new_document(self) -> tuple[Doc, Text]:
+        doc = Doc()
+        text = doc.get(TEXT_NAME, type=Text)
+        doc.observe(self._on_transaction)
+        text.observe(self._on_text_event)
+        return doc, text
+
+    # --- connecting --------------------------------------------------------------------------
+    async def connect(self) -> "NotebookSession":
+        ws, state = await self._open()
+        self._apply_remote(state)
+        self._start(ws)
+        return self
+
+    async def _open(self) -> tuple[ClientConnection, bytes]:
+        ws = await connect(socket_url(self.base_url, self.page_id),
+                           additional_headers={"Authorization": f"Bearer {self._token}"},
+                           max_size=MAX_FRAME_BYTES, open_timeout=self.open_timeout)
+        try:
+            first = json.loads(await asyncio.wait_for(ws.recv(), self.open_timeout))
+        except ConnectionClosed as closed:
+            raise NotebookError(_reason(closed), _code(closed)) from None
+        if first.get("type") != "sync":
+            message = first.get("message") or "unexpected first frame"
+            try:
+                await asyncio.wait_for(ws.wait_closed(), self.open_timeout)
+            except asyncio.TimeoutError:
+                pass
+            raise NotebookError(message, ws.close_code)
+        return ws, bytes(first["update"])
+
+    def _start(self, ws: ClientConnection) -> None:
+        self._ws = ws
+        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
+
+    async def _resync(self) -> None:
+        """The server refused an edit already applied here, so this copy has diverged: reconnect,
+        take the server's state as a fresh document and report the difference as one remote change."""
+        self._resyncing = True
+        try:
+            old_ws, old_tasks = self._ws, self._tasks
+            await old_ws.close()
+            for task in old_tasks:
+                task.cancel()
+            await asyncio.gather(*old_tasks, return_exceptions=True)
+            self._outgoing = asyncio.Queue()
+            self.readonly = False  # the new connection says again whether we may edit
+            ws, state = await self._open()
+            before = self._shadow
+            self.doc, self.text = self._new_document()
+            self._shadow = ""
+            self._applying_remote, self._quiet = True, True
+            try:
+                self.doc.apply_update(state)
+            finally:
+                self._applying_remote, self._quiet = False, False
+            self.resyncs += 1
+            if self._shadow != before:
+                self._emit([TextChange("delete", 0, length=len(before)), TextChange("insert", 0, text=self._shadow)])
+            self._start(ws)
+        except (OSError, NotebookError, ConnectionClosed) as exc:
+            self.close_code = getattr(exc, "code", None) or 1006
+            self.close_message = str(exc)
+            self._finish()
+        finally:
+            self._resyncing = False
+            self._state_changed.set()
+
+    async def close(self, flush_timeout: float = 5.0) -> None:
+        """Send local edits still queued, then close."""
+        if not self.closed and self._tasks:
+            try:
+                await asyncio.wait_for(self._outgoing.join(), flush_timeout)
+            except asyncio.TimeoutError:
+                pass
+        if self._ws is not None:
+            await self._ws.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> "NotebookSession":
+        return await self.connect()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.close_code is not None
+
+    # --- local edits (code points) -----------------------------------------------------------
+    @property
+    def value(self) -> str:
+        return self._shadow
+
+    def insert(self, index: int, value: str) -> None:
+        self._check_editable()
+        current = self._shadow
+        index = max(0, min(index, len(current)))
+        with self.doc.transaction(origin=LOCAL_ORIGIN):
+            self.text.insert(byte_offset(current, index), value)
+
+    def delete(self, index: int, length: int) -> None:
+        self._check_editable()
+        current = self._shadow
+        start = max(0, min(index, len(current)))
+        end = max(start, min(index + length, len(current)))
+        if end > start:
+            with self.doc.transaction(origin=LOCAL_ORIGIN):
+                del self.text[byte_offset(current, start):byte_offset(current, end)]
+
+    def replace(self, start: int, end: int, value: str) -> None:
+        self._check_editable()
+        current = self._shadow
+        start = max(0, min(start, len(current)))
+        end = max(start, min(end, len(current)))
+        with self.doc.transaction(origin=LOCAL_ORIGIN):
+            if end > start:
+                del self.text[byte_offset(current, start):byte_offset(current, end)]
+            if value:
+                self.text.insert(byte_offset(current, start), value)
+
+    def _check_editable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyError(self.readonly_message or "Page is read-only")
+        if self.closed:
+            raise NotebookError("session is closed", self.close_code)
+
+    # --- remote changes ----------------------------------------------------------------------
+    def changes(self) -> AsyncIterator[list[TextChange]]:
+        """Remote edits as they arrive (ends when the session closes)."""
+        queue: asyncio.Queue = asyncio.Queue()
+        self._subscribers.append(queue)
+
+        async def iterate():
+            try:
+                while True:
+                    item = await queue.get()
+                    if item is None:
+                        return
+                    yield item
+            finally:
+                if queue in self._subscribers:
+                    self._subscribers.remove(queue)
+        return iterate()
+
+    async def wait_for(self, predicate: Callable[["NotebookSession"], bool], timeout: float = 10.0) -> None:
+        """Wait until `predicate(self)` holds (checked after every frame)."""
+        async def loop():
+            while not predicate(self):
+                self._state_changed.clear()
+                if predicate(self):
+                    return
+                if self.closed:
+                    raise NotebookError(self.close_message or "session closed", self.close_code)
+                await self._state_changed.wait()
+        await asyncio.wait_for(loop(), timeout)
+
+    # --- internals ---------------------------------------------------------------------------
+    def _on_transaction(self, event) -> None:
+        if not self._applying_remote:
+            self._outgoing.put_nowait(event.update)
+
+    def _on_text_event(self, event: TextEvent) -> None:
+        changes, self._shadow = delta_to_changes(self._shadow, event.delta)
+        if self._applying_remote and changes and not self._quiet:
+            self._emit(changes)
+
+    def _emit(self, changes: list[TextChange]) -> None:
+        for callback in self.on_change:
+            callback(changes)
+        for queue in self._subscribers:
+            queue.put_nowait(changes)
+
+    def _apply_remote(self, update: bytes) -> None:
+        self._applying_remote = True
+        try:
+            with self.doc.transaction(origin=REMOTE_ORIGIN):
+                self.doc.apply_update(update)
+        finally:
+            self._applying_remote = False
+
+    async def _write(self, ws: ClientConnection) -> None:
+        while True:
+            update = await self._outgoing.get()
+            try:
+                await ws.send(json.dumps({"type": "update", "update": list(update)}, separators=(",", ":")))
+            finally:
+                self._outgoing.task_done()
+
+    async def _read(self, ws: ClientConnection) -> None:
+        try:
+            async for raw in ws:
+                self._handle(json.loads(raw))
+                self._state_changed.set()
+        except ConnectionClosed:
+            pass
+        if not self._resyncing:
+            self.close_code = ws.close_code if ws.close_code is not None else 1006
+            self.close_message = self.close_message or ws.close_reason
+            self._finish()
+
+    def _finish(self) -> None:
+        for callback in self.on_closed:
+            callback(self.close_code, self.close_message)
+        for queue in self._subscribers:
+            queue.put_nowait(None)
+        self._state_changed.set()
+
+    def _handle(self, message: dict) -> None:
+        kind = message.get("type")
+        if kind in ("update", "sync"):
+            self._apply_remote(bytes(message["update"]))
+        elif kind == "viewers":
+            self.viewers = list(message.get("viewers") or [])
+            for callback in self.on_viewers:
+                callback(self.viewers)
+        elif kind == "readonly":
+            if self.readonly and not self._resyncing:
+                # Already read-only, so this answers an update of ours that was refused.
+                self._resync_task = asyncio.ensure_future(self._resync())
+                return
+            self._set_readonly(True, message.get("reason"), message.get("message"))
+        elif kind == "editable":
+            self._set_readonly(False, None, None)
+        elif kind == "error":
+            self.close_message = message.get("message")
+
+    def _set_readonly(self, readonly: bool, reason: str | None, message: str | None) -> None:
+        changed = readonly != self.readonly or reason != self.readonly_reason
+        self.readonly, self.readonly_reason, self.readonly_message = readonly, reason, message
+        if changed:
+            for callback in self.on_readonly:
+                callback(readonly, reason)
+
+
+def _code(closed: ConnectionClosed) -> int | None:
+    return closed.rcvd.code if closed.rcvd is not None else None
+
+
+def _reason(closed: ConnectionClosed) -> str:
+    return (closed.rcvd.reason if closed.rcvd is not None else "") or "connection closed"
