@@ -9,7 +9,7 @@ from pycrdt import Text, TextEvent, UndoManager
 from textual.widgets import TextArea
 from textual.widgets.text_area import Edit, EditResult
 
-LOCAL = "coordtui-local"
+from ..client.notebook import LOCAL_ORIGIN as LOCAL  # the provider sends every non-remote transaction
 
 
 def byte_offset(text: str, index: int) -> int:

@@ -8,7 +8,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
-from ..client.models import Page, ServerEvent, age_text
+from ..client.models import Page, age_text
+from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
 from .base import Pane
 from .collab import CollabTextArea
@@ -55,9 +56,6 @@ class NotebookPane(Pane):
             table.move_cursor(row=table.get_row_index(self.page_id))
         self.render_status()
 
-    def handle_events(self, events: list[ServerEvent]) -> None:
-        super().handle_events(events)
-
     def render_status(self) -> None:
         page = self.pages.get(self.page_id or "")
         if page is None and self.page_id is None:
@@ -78,19 +76,6 @@ class NotebookPane(Pane):
         await self.close_session()
         self.page_id = page_id
         editor = self.query_one("#notebook-editor", CollabTextArea)
-        try:
-            from ..client.notebook import NotebookSession  # written by the notebook area
-        except ImportError:
-            NotebookSession = None
-        if NotebookSession is None:
-            page = await self.act(self.client.page(page_id))
-            if isinstance(page, Page):
-                editor.unbind()
-                editor.load_text(page.content or "")
-                editor.read_only = True
-                self.readonly_reason = "live editing unavailable"
-                self.render_status()
-            return
         session = NotebookSession(self.client.base_url, self.client.token, page_id)
         try:
             await session.connect()

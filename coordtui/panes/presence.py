@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from ..client.models import PresenceEntry, ServerEvent, age_text
+from ..client.models import PresenceEntry, age_text
 from .base import Pane
 
 

@@ -15,9 +15,17 @@ def isolated_config(tmp_path, monkeypatch):
     return tmp_path / "config"
 
 
-def require_route(server, method: str, path: str) -> None:
-    """Skips when the server area behind `path` has not landed yet (the contract route answers 404)."""
-    response = httpx.request(method, server.url + path, headers={"Authorization": f"Bearer {TOKENS['admin']}"},
-                             json={} if method != "GET" else None, timeout=10)
-    if response.status_code == 404 and response.json().get("error") == "Not found":
-        pytest.skip(f"{method} {path} is not served yet")
+ALL_AREAS = ("/api/wake", "/api/mailboxes/me/messages", "/api/chat/channels", "/api/directory", "/api/presence",
+             "/api/stream", "/api/notebook", "/api/swarm/tasks", "/api/broadcast/events", "/api/doctor")
+
+
+def require_route(server, method: str, *paths: str) -> None:
+    """Skips when a server area behind `paths` has not landed yet (the contract route answers 404).
+    Responses are streamed and closed at once, so an endless SSE stream can be probed too."""
+    headers = {"Authorization": f"Bearer {TOKENS['admin']}"}
+    for path in paths:
+        with httpx.stream(method, server.url + path, headers=headers, timeout=10) as response:
+            missing = response.status_code == 404 and "text/event-stream" not in response.headers.get(
+                "content-type", "")
+        if missing:
+            pytest.skip(f"{method} {path} is not served yet")

@@ -1,7 +1,6 @@
 """Helpers for driving coordtui against a real server."""
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime, timezone
 

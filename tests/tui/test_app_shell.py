@@ -35,7 +35,7 @@ async def test_number_keys_palette_help_and_mouse(server):
 
 
 async def test_urgent_mail_toasts_and_rings_the_bell(server):
-    require_route(server, "GET", "/api/wake")
+    require_route(server, "GET", "/api/wake", "/api/stream", "/api/mailboxes/me/messages")
     app = make_app(server, "carol", bell=True)
     rings = []
     app.bell = lambda: rings.append(1)

@@ -81,7 +81,7 @@ def test_send_to_unknown_recipient_exits_1(server):
 
 
 def test_wake_json_and_text(server):
-    require_route(server, "GET", "/api/wake")
+    require_route(server, "GET", "/api/wake", "/api/mailboxes/me/messages")
     with client(server, "alice") as alice:
         alice.post("/api/mailboxes/carol/messages", json={"title": "Wake me", "urgent": True}).raise_for_status()
     as_json = run("--url", server.url, "--token", TOKENS["carol"], "wake", "--json")

@@ -15,7 +15,7 @@ from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_t
 
 async def test_presence_online_first_and_live(make_server):
     server = make_server()
-    require_route(server, "GET", "/api/presence")
+    require_route(server, "GET", "/api/presence", "/api/stream", "/api/mailboxes/me/messages")
     app = make_app(server, "alice")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("5")
@@ -99,7 +99,7 @@ async def test_directory_add_search_delete(server):
 
 
 async def test_buzz_events_live(server):
-    require_route(server, "GET", "/api/broadcast/events")
+    require_route(server, "GET", "/api/broadcast/events", "/api/stream")
     with client(server, "alice") as alice:
         hook = alice.post("/api/broadcast/webhooks", json={"appName": "deploys", "title": "Deploys",
                                                            "forUsers": "carol", "notifyAgent": "carol"}).json()

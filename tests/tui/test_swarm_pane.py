@@ -19,7 +19,7 @@ def notes(app) -> str:
 
 
 async def test_board_moves_tasks_and_explains_refusals(server):
-    require_route(server, "GET", "/api/swarm/tasks")
+    require_route(server, "GET", "/api/swarm/tasks", "/api/stream")
     with client(server, "alice") as alice:
         project = alice.post("/api/swarm/projects", json={"title": "Website", "color": "#3b82f6"}).json()
         queued = alice.post("/api/swarm/tasks", json={"title": "Queued work", "status": "queued",
@@ -76,7 +76,7 @@ async def test_board_moves_tasks_and_explains_refusals(server):
 
 
 async def test_board_creates_edits_and_filters(server):
-    require_route(server, "GET", "/api/swarm/tasks")
+    require_route(server, "GET", "/api/swarm/tasks", "/api/stream")
     with client(server, "alice") as alice:
         one = alice.post("/api/swarm/projects", json={"title": "Alpha", "color": "#ff0000"}).json()
         two = alice.post("/api/swarm/projects", json={"title": "Beta", "color": "#00ff00"}).json()

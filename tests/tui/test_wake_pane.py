@@ -21,7 +21,7 @@ def message(server, who, message_id):
 
 
 async def test_wake_shows_items_updates_live_and_acks(server):
-    require_route(server, "GET", "/api/wake")
+    require_route(server, "GET", "/api/wake", "/api/stream", "/api/mailboxes/me/messages")
     first = send(server, "alice", "carol", "Deploy window", urgent=True)
     app = make_app(server, "carol")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -55,8 +55,7 @@ async def test_wake_shows_items_updates_live_and_acks(server):
 
 
 async def test_wake_claims_tasks_and_turns_alerts_into_tasks(server):
-    require_route(server, "GET", "/api/wake")
-    require_route(server, "GET", "/api/swarm/tasks")
+    require_route(server, "GET", "/api/wake", "/api/stream", "/api/swarm/tasks", "/api/broadcast/events")
     with client(server, "alice") as alice:
         task = alice.post("/api/swarm/tasks", json={"title": "Rotate keys", "assigneeUserId": "bob"}).json()
         hook = alice.post("/api/broadcast/webhooks", json={"appName": "ci", "title": "CI", "wakeAgent": "bob"}).json()
