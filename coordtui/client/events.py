@@ -97,8 +97,9 @@ class EventStream:
         if not isinstance(data, dict):
             data = {"value": data}
         event_type = event_type if event_type != "message" or "type" not in data else data.get("type") or event_type
-        event_id = int(raw_id) if raw_id and raw_id.isdigit() else None
-        if event_type in LOGGED_TYPES and event_id is not None:
+        # httpx-sse repeats the last id on frames without one (as the SSE spec says): only logged types own theirs
+        event_id = int(raw_id) if event_type in LOGGED_TYPES and raw_id and raw_id.isdigit() else None
+        if event_id is not None:
             if self.last_event_id is not None and event_id <= self.last_event_id:
                 return  # a replay of something already handled
             self.last_event_id = event_id

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from coordtui.screens.form import FormScreen
+from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
 from tests.tui.conftest import require_route
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
@@ -34,6 +35,12 @@ async def test_wake_shows_items_updates_live_and_acks(server):
         assert "(2)" in table_text(app, "#wake-table")
 
         select_row(app, "#wake-table", f"message:{first['id']}")
+        await pilot.press("enter")  # opens the message in the inbox
+        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.pane("inbox").selected() is not None
+                       and app.pane("inbox").selected().id == first["id"], what="opened in inbox")
+        await pilot.press("1")
+        await wait_idle(pilot, app)
+        select_row(app, "#wake-table", f"message:{first['id']}")
         await pilot.press("a")
         await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="ack")
         await wait_for(pilot, lambda: f"message:{first['id']}" not in row_keys(app, "#wake-table"), what="gone")
@@ -62,6 +69,12 @@ async def test_wake_claims_tasks_and_turns_alerts_into_tasks(server):
     app = make_app(server, "bob")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: f"swarm:{task['id']}" in row_keys(app, "#wake-table"), what="task item")
+        select_row(app, "#wake-table", f"swarm:{task['id']}")
+        await pilot.press("enter")  # opens the task detail
+        await wait_for(pilot, lambda: isinstance(app.screen, TaskDetailScreen), what="task detail")
+        await wait_for(pilot, lambda: "Rotate keys" in str(app.screen.query_one("#task-detail-text").render()),
+                       what="detail loaded")
+        await pilot.press("escape")
         select_row(app, "#wake-table", f"swarm:{task['id']}")
         await pilot.press("c")
 
