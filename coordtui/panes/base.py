@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.markup import escape
 from textual.widget import Widget
 
 from ..client.api import ApiError, ConnectionFailed
@@ -30,6 +31,7 @@ class Pane(Widget, can_focus=False):
         self.stale = True
         self.loads = 0
         self.last_error: str | None = None
+        self.unsupported = False
 
     @property
     def coord(self) -> "CoordApp":
@@ -66,6 +68,7 @@ class Pane(Widget, can_focus=False):
                     self.show_error(exc)
                 else:
                     self.last_error = None
+                    self.unsupported = False
                     self.loads += 1
                     self.show(data)
                 if not self._again:
@@ -84,11 +87,18 @@ class Pane(Widget, can_focus=False):
         raise NotImplementedError
 
     def show_error(self, exc: Exception) -> None:
-        if isinstance(exc, ApiError) and exc.unsupported:
-            self.last_error = f"This server does not support this view ({exc.message})."
+        """Says why the pane is empty: in its summary line, and once as a toast."""
+        self.unsupported = isinstance(exc, ApiError) and exc.unsupported
+        if self.unsupported:
+            text = f"This server does not support this view ({exc.message})."
         else:
-            self.last_error = str(exc)
-        self.notify(self.last_error, title=self.TITLE, severity="error", timeout=4)
+            text = str(exc)
+        for summary in self.query(".pane-summary"):
+            summary.update(f"[red]{escape(text)}[/red]")
+            break
+        if text != self.last_error:
+            self.notify(text, title=self.TITLE, severity="error", timeout=4)
+        self.last_error = text
 
     def handle_events(self, events: list[ServerEvent]) -> None:
         """A batch of events; the default reloads once if any concerns this pane."""

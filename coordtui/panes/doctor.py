@@ -46,7 +46,7 @@ class DoctorPane(Pane):
         self.set_interval(self.refresh_seconds, self._tick)
 
     def _tick(self) -> None:
-        if self.active and not self.busy:
+        if self.active and not self.busy and not self.unsupported:
             self.request_reload()
 
     async def load(self) -> DoctorReport:

@@ -48,6 +48,7 @@ class SwarmPane(Pane):
         self.tasks: dict[str, Task] = {}
         self.projects: list[Project] = []
         self.project_id: str | None = None
+        self.filter_label = "all projects"
 
     def compose(self) -> ComposeResult:
         yield Static("", id="swarm-summary", classes="pane-summary")
@@ -82,10 +83,11 @@ class SwarmPane(Pane):
                 table.add_row(Text(task.title, style=colours.get(task.project_id) or "") + Text(who, style="dim"),
                               key=task.id)
             table.refresh()
-        project = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
-        self.query_one("#swarm-summary", Static).update(f"{len(tasks)} tasks · {project} (f cycles)")
+        self.filter_label = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
+        self.query_one("#swarm-summary", Static).update(f"{len(tasks)} tasks · {self.filter_label} (f cycles)")
         if selected is not None and selected.id in self.tasks:
             self.select_task(selected.id)
+            self.describe(self.tasks[selected.id])
 
     def select_task(self, task_id: str) -> None:
         task = self.tasks.get(task_id)
@@ -120,6 +122,23 @@ class SwarmPane(Pane):
         index = BOARD.index(focused.id[4:]) if isinstance(focused, DataTable) and (focused.id or "").startswith(
             "col-") else -1
         self.query_one(f"#col-{BOARD[(index + step) % len(BOARD)]}", DataTable).focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        task = self.tasks.get(event.row_key.value) if event.row_key is not None else None
+        if task is not None and event.data_table.has_focus:
+            self.describe(task)
+
+    def on_descendant_focus(self, event) -> None:
+        task = self.selected()
+        if task is not None:
+            self.describe(task)
+
+    def describe(self, task: Task) -> None:
+        """The board truncates titles at 80 columns: the summary line shows the selected task in full."""
+        who = f" · @{task.assignee}" if task.assignee else " · unassigned"
+        self.query_one("#swarm-summary", Static).update(Text(f"[{self.filter_label}] "
+                                                             f"{BOARD_TITLES.get(task.status, task.status)}: "
+                                                             f"{task.title}{who}"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         task = self.tasks.get(event.row_key.value)
