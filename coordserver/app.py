@@ -16,6 +16,8 @@ from .ratelimit import RateLimiter, route_class
 from .realtime.loopmon import LoopMonitor
 from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
+from .realtime.push import PushService
+from .realtime.sse import SSEHub
 from .realtime.wake_pulse import WakePulser
 from .scheduler import Scheduler
 from .settings import MAX_BODY_BYTES, Settings
@@ -33,16 +35,16 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, buzz, doctor, meta, notebook, recurring, swarm, wake
+    from .api import auth, buzz, doctor, meta, notebook, presence, recurring, stream, swarm, wake
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp,
-            notebook.bp, swarm.bp, recurring.bp]
+            notebook.bp, swarm.bp, recurring.bp, stream.bp, presence.bp]
 
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
     return [coord.services["presence"], coord.services["loopmon"], coord.services["wake"],
-            coord.services["notebook"], coord.services["scheduler"]]
+            coord.services["notebook"], coord.services["scheduler"], coord.services["sse"], coord.services["push"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -64,6 +66,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["wake"] = WakePulser(coord)
     coord.services["notebook"] = NotebookRooms(coord)
     coord.services["scheduler"] = Scheduler(coord)
+    coord.services["sse"] = SSEHub(coord)
+    coord.services["push"] = PushService(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
 

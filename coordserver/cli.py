@@ -32,6 +32,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     from .server import run
     settings = Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in ("hypercorn.error", "hypercorn.access"):  # Hypercorn logs through its own handlers
+        logging.getLogger(name).propagate = False
     run(settings, host, port, access_log)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import threading
 
@@ -26,10 +27,32 @@ def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool 
     return config
 
 
+def announcing_shutdown(app, wait):
+    """Hypercorn's shutdown trigger, wrapped so the app hears about shutdown *before* Hypercorn waits
+    (graceful_timeout) for open connections: streams end at once instead of holding the stop up."""
+    async def trigger() -> None:
+        await wait()
+        shutting_down = app.extensions["coord"].shutting_down
+        if shutting_down is not None:
+            shutting_down.set()
+    return trigger
+
+
+async def _serve_until_signal(app, config: Config) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for name in ("SIGINT", "SIGTERM"):
+        try:
+            loop.add_signal_handler(getattr(signal, name), stop.set)
+        except (NotImplementedError, AttributeError):
+            signal.signal(getattr(signal, name), lambda *_: loop.call_soon_threadsafe(stop.set))
+    await serve(app, config, shutdown_trigger=announcing_shutdown(app, stop.wait))
+
+
 def run(settings: Settings, host: str, port: int, access_log: bool = False) -> None:
     """Blocking: serve until SIGINT/SIGTERM."""
     app = create_app(settings)
-    asyncio.run(serve(app, hypercorn_config([f"{host}:{port}"], settings.log_level, access_log)))
+    asyncio.run(_serve_until_signal(app, hypercorn_config([f"{host}:{port}"], settings.log_level, access_log)))
 
 
 class ServerThread:
@@ -85,7 +108,7 @@ class ServerThread:
         async def ready() -> None:
             self._ready.set()
 
-        await serve(self.app, config, shutdown_trigger=self._stop.wait)
+        await serve(self.app, config, shutdown_trigger=announcing_shutdown(self.app, self._stop.wait))
 
     def call(self, coro_factory, timeout: float = 30):
         """Run a coroutine on the server's loop from another thread (test helpers)."""

@@ -59,10 +59,15 @@ def for_identity_after(identity: str, after_id: int, limit: int = 1000) -> list[
 
 
 def prune(retention: timedelta) -> int:
-    """Drop events older than the retention window. Returns how many were removed."""
+    """Drop events older than the retention window. Returns how many were removed.
+
+    The newest event always stays: SQLite reuses the highest rowid once it is deleted, and ids must
+    only grow (stream resume points and worker cursors compare them)."""
     cutoff = to_db(db.now() - retention)
     newest_old = Event.select(pw.fn.MAX(Event.id)).where(Event.created_at < cutoff).scalar()
-    if newest_old is None:
+    if newest_old is not None:
+        newest_old = min(newest_old, latest_id() - 1)
+    if newest_old is None or newest_old < 1:
         return 0
     EventTarget.delete().where(EventTarget.event <= newest_old).execute()
     return Event.delete().where(Event.id <= newest_old).execute()

@@ -9,7 +9,9 @@ import asyncio
 import logging
 from datetime import datetime, timedelta
 
-from ..models import User
+import peewee as pw
+
+from ..models import Message, Task, User
 from ..timeutil import from_db, to_db
 
 log = logging.getLogger("coord.presence")
@@ -112,3 +114,17 @@ class PresenceTracker:
             await asyncio.sleep(FLUSH_SECONDS)
             self.sweep()
             await self.flush()
+
+
+ACTIVE_TASK_STATUSES = ("ready", "in_progress", "review")
+
+
+def presence_counts(env_identities: frozenset[str]) -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """Known identities, unread mail per recipient and active tasks per assignee: three queries in all."""
+    from ..domain.identities import known_identities
+    unread = dict(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
+                  .where(Message.status == "unread").group_by(Message.recipient).tuples())
+    tasks = dict(Task.select(Task.assignee_user_id, pw.fn.COUNT(Task.id))
+                 .where(Task.status.in_(ACTIVE_TASK_STATUSES) & Task.assignee_user_id.is_null(False))
+                 .group_by(Task.assignee_user_id).tuples())
+    return known_identities(env_identities), unread, tasks

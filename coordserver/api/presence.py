@@ -1,0 +1,28 @@
+"""`GET /api/presence`: who is online, with unread mail and active task counts."""
+from __future__ import annotations
+
+from quart import Blueprint
+
+from ..auth import require_identity
+from ..context import coord
+from ..realtime.presence import presence_counts
+from ..timeutil import iso
+
+bp = Blueprint("presence", __name__, url_prefix="/api")
+
+
+@bp.get("/presence")
+async def presence():
+    require_identity()
+    c = coord()
+    tracker = c.services["presence"]
+    known, unread, tasks = await c.store.read(presence_counts, c.env_identities)
+    identities = known | set(tracker.seen) | set(unread)
+    result = {}
+    for identity in sorted(identities):
+        seen = tracker.last_seen(identity)
+        result[identity] = {"online": tracker.is_online(identity),
+                            "lastSeen": iso(seen[0]) if seen else None,
+                            "source": seen[1] if seen else None,
+                            "unread": unread.get(identity, 0), "tasks": tasks.get(identity, 0)}
+    return result

@@ -1,0 +1,364 @@
+"""Webhook push: a persistent outbox derived from the event log.
+
+The FEEDER reads the log from a persisted cursor and, in the same unit that moves the cursor, writes
+one PushDelivery row per (event, identity with a webhook): a crash never loses or doubles one. The
+SENDER claims due rows with a lease (SKIP LOCKED on PostgreSQL), POSTs each signed body in its own
+task, and records the outcome: delivered, retried later with backoff, or failed.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+import peewee as pw
+
+from .. import db
+from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
+from ..netcheck import resolved_target_allowed
+from ..timeutil import from_db, to_db
+from .logreader import GapTracker
+
+log = logging.getLogger("coord.push")
+
+CURSOR_NAME = "push"
+PUSHED_TYPES = ("message", "chat_message", "broadcast")
+BACKOFF_SECONDS = (10, 30, 120, 600, 1800, 3600, 10800)  # waits after attempts 1..7
+MAX_ATTEMPTS = 8
+ATTEMPT_TIMEOUT = 5.0
+LEASE = timedelta(seconds=60)
+CLAIM_BATCH = 50
+CONCURRENCY = 32
+FEED_BATCH = 500
+IDLE_POLL_SECONDS = 5.0
+
+
+# --- the body a receiver gets ----------------------------------------------------------------
+
+def push_text(event_type: str, data: dict) -> str:
+    """What happened and what to call next; prose for the receiving agent, not for parsing."""
+    if event_type == "message":
+        urgent = "an urgent message" if data.get("urgent") else "a message"
+        return (f"{data.get('sender')} sent you {urgent} \"{data.get('title')}\" (message {data.get('messageId')}): "
+                "GET /api/mailboxes/me/messages?status=unread")
+    if event_type == "chat_message":
+        message = data.get("message") or {}
+        body = str(message.get("body") or "")
+        preview = body if len(body) <= 200 else body[:199] + "…"
+        channel = data.get("channelId")
+        return (f"{message.get('sender')} wrote in chat channel {channel}: \"{preview}\": "
+                f"GET /api/chat/channels/{channel}/messages")
+    title = data.get("title")
+    return f"{data.get('appName')} alert \"{title}\" (buzz event {data.get('eventId')}): GET /api/wake"
+
+
+def push_body(event_type: str, data: dict) -> str:
+    if "type" not in data:
+        data = {"type": event_type, **data}
+    return json.dumps({"message": push_text(event_type, data), "wakeMode": "now", "event": data},
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def sign(token: str, timestamp: str, body: bytes) -> str:
+    digest = hmac.new(token.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+# --- feeder (runs inside one write unit) -----------------------------------------------------
+
+def _audiences(rows: list) -> dict[int, set[str]]:
+    """Event id -> who gets a push for it, with two grouped lookups for the whole batch."""
+    channels = {row.data.get("channelId") for row in rows if row.type == "chat_message"}
+    members: dict[str, set[str]] = {}
+    if channels:
+        for member in ChatMember.select(ChatMember.channel, ChatMember.identity).where(ChatMember.channel.in_(channels)):
+            members.setdefault(member.channel, set()).add(member.identity)
+    buzz_ids = [row.data.get("eventId") for row in rows if row.type == "broadcast"]
+    buzz = {b.id: b for b in BuzzEvent.select(BuzzEvent.id, BuzzEvent.wake_agent, BuzzEvent.notify_agent)
+            .where(BuzzEvent.id.in_(buzz_ids))} if buzz_ids else {}
+    audiences = {}
+    for row in rows:
+        if row.type == "message":
+            audience = {row.data.get("recipient")}
+        elif row.type == "chat_message":
+            sender = (row.data.get("message") or {}).get("sender")
+            audience = members.get(row.data.get("channelId"), set()) - {sender}
+        else:
+            event = buzz.get(row.data.get("eventId"))
+            audience = {event.wake_agent, event.notify_agent} if event else set()
+        audiences[row.id] = {identity for identity in audience if isinstance(identity, str) and identity}
+    return audiences
+
+
+def _with_webhook(identities: set[str], overrides: dict) -> set[str]:
+    configured = {w.identity for w in WebhookConfig.select(WebhookConfig.identity).where(
+        WebhookConfig.identity.in_(identities) & WebhookConfig.url.is_null(False))} if identities else set()
+    return configured | (identities & set(overrides))
+
+
+def _lock_cursor(sqlite: bool) -> WorkerCursor:
+    def locked() -> WorkerCursor | None:
+        query = WorkerCursor.select().where(WorkerCursor.name == CURSOR_NAME)
+        return (query if sqlite else query.for_update()).get_or_none()
+    cursor = locked()
+    if cursor is None:
+        start = Event.select(pw.fn.MAX(Event.id)).scalar() or 0
+        WorkerCursor.insert(name=CURSOR_NAME, last_event_id=start, updated_at=to_db(db.now())) \
+            .on_conflict_ignore().execute()
+        cursor = locked()
+    return cursor
+
+
+def feed(overrides: dict, gaps: GapTracker, sqlite: bool) -> tuple[int, bool]:
+    """Turn new log rows into deliveries and move the cursor, atomically.
+    Returns (deliveries created, whether more rows are waiting)."""
+    cursor = _lock_cursor(sqlite)
+    rows = list(Event.select(Event.id, Event.type, Event.data).where(Event.id > cursor.last_event_id)
+                .order_by(Event.id).limit(FEED_BATCH))
+    usable = rows[:gaps.usable(cursor.last_event_id, [r.id for r in rows])]
+    if not usable:
+        return 0, False
+    now = to_db(db.now())
+    pushed = [row for row in usable if row.type in PUSHED_TYPES]
+    audiences = _audiences(pushed)
+    hooked = _with_webhook(set().union(*audiences.values()) if audiences else set(), overrides)
+    deliveries = []
+    for row in pushed:
+        targets = sorted(audiences[row.id] & hooked)
+        body = push_body(row.type, row.data) if targets else None
+        deliveries += [{"id": new_uuid(), "identity": identity, "event_id": row.id, "event_type": row.type,
+                        "body": body, "status": "pending", "attempts": 0, "next_attempt_at": now, "created_at": now}
+                       for identity in targets]
+    if deliveries:
+        PushDelivery.insert_many(deliveries).execute()
+    WorkerCursor.update(last_event_id=usable[-1].id, updated_at=now).where(WorkerCursor.name == CURSOR_NAME).execute()
+    gaps.forget_below(usable[-1].id)
+    return len(deliveries), len(rows) == FEED_BATCH or len(usable) < len(rows)
+
+
+# --- sender units ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Claimed:
+    id: str
+    identity: str
+    body: str
+
+
+def claim_due(limit: int, sqlite: bool) -> list[Claimed]:
+    """Lease due rows to this process. PostgreSQL: SKIP LOCKED, so processes claiming at once split
+    the rows; SQLite: the writer holds the database lock for the whole unit."""
+    now = to_db(db.now())
+    query = (PushDelivery.select(PushDelivery.id, PushDelivery.identity, PushDelivery.body)
+             .where((PushDelivery.status == "pending") & (PushDelivery.next_attempt_at <= now)
+                    & (PushDelivery.claimed_until.is_null() | (PushDelivery.claimed_until < now)))
+             .order_by(PushDelivery.next_attempt_at).limit(limit))
+    if not sqlite:
+        query = query.for_update(skip_locked=True)
+    claimed = [Claimed(row.id, row.identity, row.body) for row in query]
+    if claimed:
+        PushDelivery.update(claimed_until=now + LEASE).where(PushDelivery.id.in_([c.id for c in claimed])).execute()
+    return claimed
+
+
+def record_outcome(delivery_id: str, outcome: str, status_code: int | None, error: str | None) -> None:
+    """outcome: "delivered", "retry" or "failed"."""
+    row = PushDelivery.get_or_none(PushDelivery.id == delivery_id)
+    if row is None or row.status != "pending":
+        return
+    now = db.now()
+    attempts = row.attempts + 1
+    changes = {"attempts": attempts, "claimed_until": None, "last_status": status_code}
+    if outcome == "delivered":
+        changes.update(status="delivered", delivered_at=to_db(now), last_error=None)
+    elif outcome == "retry" and attempts < MAX_ATTEMPTS:
+        changes.update(next_attempt_at=to_db(now + timedelta(seconds=BACKOFF_SECONDS[attempts - 1])),
+                       last_error=(error or "")[:300])
+    else:
+        changes.update(status="failed", last_error=(error or "")[:300])
+    PushDelivery.update(**changes).where((PushDelivery.id == delivery_id) & (PushDelivery.status == "pending")).execute()
+
+
+def next_due_at() -> datetime | None:
+    return from_db(PushDelivery.select(pw.fn.MIN(PushDelivery.next_attempt_at))
+                   .where(PushDelivery.status == "pending").scalar())
+
+
+def backlog_stats() -> dict:
+    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                  .group_by(PushDelivery.status).tuples())
+    oldest = PushDelivery.select(pw.fn.MIN(PushDelivery.created_at)).where(PushDelivery.status == "pending").scalar()
+    cursor = WorkerCursor.get_or_none(WorkerCursor.name == CURSOR_NAME)
+    latest = Event.select(pw.fn.MAX(Event.id)).scalar() or 0
+    return {"pending": counts.get("pending", 0), "failed": counts.get("failed", 0),
+            "delivered": counts.get("delivered", 0), "oldestPendingAt": from_db(oldest),
+            "unfedEvents": max(0, latest - (cursor.last_event_id if cursor else 0))}
+
+
+def prune_finished(retention: timedelta) -> int:
+    cutoff = to_db(db.now() - retention)
+    return PushDelivery.delete().where(PushDelivery.status.in_(("delivered", "failed"))
+                                       & (PushDelivery.created_at < cutoff)).execute()
+
+
+def _target(identity: str, overrides: dict) -> tuple[str, str] | None:
+    if identity in overrides:
+        return overrides[identity]
+    config = WebhookConfig.get_or_none(WebhookConfig.identity == identity)
+    return (config.url, config.token) if config and config.url else None
+
+
+# --- the service ---------------------------------------------------------------------------
+
+def _classify(status_code: int) -> str:
+    if 200 <= status_code < 300:
+        return "delivered"
+    if status_code in (408, 429) or status_code >= 500:
+        return "retry"
+    return "failed"
+
+
+class PushService:
+    """coord.services["push"]: feeder and sender loops. `kick()` makes both look again now (tests
+    advance a FrozenClock and kick instead of sleeping)."""
+
+    def __init__(self, coord):
+        self.coord = coord
+        self._wake_feeder = asyncio.Event()
+        self._wake_sender = asyncio.Event()
+        self._gaps = GapTracker()
+        self._in_flight: set[str] = set()
+        self._client: httpx.AsyncClient | None = None
+        self._unsubscribe = None
+
+    async def start(self) -> None:
+        if not self.coord.settings.push_enabled:
+            return
+        self._client = httpx.AsyncClient(timeout=ATTEMPT_TIMEOUT, follow_redirects=False,
+                                         limits=httpx.Limits(max_connections=CONCURRENCY * 2))
+        self._unsubscribe = self.coord.bus.subscribe("events", lambda _payload: self._wake_feeder.set())
+        self._wake_feeder.set()
+        self._wake_sender.set()
+        self.coord.spawn(self._feed_loop(), "push-feeder")
+        self.coord.spawn(self._send_loop(), "push-sender")
+        self.coord.spawn(self._prune_loop(), "push-prune")
+
+    async def stop(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._client is not None:
+            await self._client.aclose()
+
+    def kick(self) -> None:
+        self._wake_feeder.set()
+        self._wake_sender.set()
+
+    async def stats(self) -> dict:
+        """Backlog and failures for doctor."""
+        stats = await self.coord.store.read(backlog_stats)
+        stats["inFlight"] = len(self._in_flight)
+        return stats
+
+    # feeder
+    async def _feed_loop(self) -> None:
+        store = self.coord.store
+        while True:
+            await self._wake_feeder.wait()
+            self._wake_feeder.clear()
+            try:
+                created, more = await store.write(feed, self.coord.settings.webhook_overrides, self._gaps, store.sqlite)
+            except Exception:
+                log.exception("feeding the push outbox failed; retrying")
+                created, more = 0, False
+                await asyncio.sleep(1.0)
+                self._wake_feeder.set()
+            if created:
+                self._wake_sender.set()
+            if more or self._gaps.waiting():
+                if not more:
+                    await asyncio.sleep(0.05)
+                self._wake_feeder.set()
+
+    # sender
+    async def _send_loop(self) -> None:
+        while True:
+            try:
+                await self._claim_and_send()
+                delay = await self._idle_delay()
+            except Exception:
+                log.exception("claiming push deliveries failed; retrying")
+                delay = 1.0
+            try:
+                await asyncio.wait_for(self._wake_sender.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+            self._wake_sender.clear()
+
+    async def _claim_and_send(self) -> None:
+        store = self.coord.store
+        while True:
+            free = CONCURRENCY - len(self._in_flight)
+            if free <= 0:
+                return
+            claimed = await store.write(claim_due, min(free, CLAIM_BATCH), store.sqlite)
+            for delivery in claimed:
+                self._in_flight.add(delivery.id)
+                self.coord.spawn(self._attempt(delivery), "push-attempt")
+            if len(claimed) < min(free, CLAIM_BATCH):
+                return
+
+    async def _idle_delay(self) -> float:
+        due = await self.coord.store.read(next_due_at)
+        if due is None:
+            return IDLE_POLL_SECONDS
+        return min(IDLE_POLL_SECONDS, max(0.0, (due - self.coord.now()).total_seconds()))
+
+    async def _attempt(self, delivery: Claimed) -> None:
+        try:
+            outcome, status_code, error = await self._post(delivery)
+        except Exception as exc:  # never leave a claimed row without an outcome
+            log.exception("push attempt %s crashed", delivery.id)
+            outcome, status_code, error = "retry", None, f"internal error: {type(exc).__name__}"
+        try:
+            await self.coord.store.write(record_outcome, delivery.id, outcome, status_code, error)
+        finally:
+            self._in_flight.discard(delivery.id)
+            self._wake_sender.set()
+
+    async def _post(self, delivery: Claimed) -> tuple[str, int | None, str | None]:
+        settings = self.coord.settings
+        target = await self.coord.store.read(_target, delivery.identity, settings.webhook_overrides)
+        if target is None:
+            return "failed", None, "no webhook URL registered any more"
+        url, token = target
+        allowed, reason = await asyncio.to_thread(resolved_target_allowed, url, settings.webhook_allowed_hosts)
+        if not allowed:
+            return "retry", None, f"refused: {reason}"
+        body = delivery.body.encode()
+        timestamp = str(int(self.coord.now().timestamp()))
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}",
+                   "X-Coord-Delivery": delivery.id, "X-Coord-Timestamp": timestamp,
+                   "X-Coord-Signature": sign(token, timestamp, body)}
+        try:
+            response = await self._client.post(url, content=body, headers=headers)
+        except httpx.TimeoutException:
+            return "retry", None, f"timeout after {ATTEMPT_TIMEOUT:g} s"
+        except httpx.HTTPError as exc:
+            return "retry", None, f"network error: {type(exc).__name__}"
+        outcome = _classify(response.status_code)
+        return outcome, response.status_code, None if outcome == "delivered" else f"HTTP {response.status_code}"
+
+    async def _prune_loop(self) -> None:
+        retention = timedelta(days=self.coord.settings.event_retention_days)
+        while True:
+            try:
+                await self.coord.store.write(prune_finished, retention)
+            except Exception:
+                log.exception("pruning push deliveries failed")
+            await asyncio.sleep(3600)

@@ -1,0 +1,296 @@
+"""The SSE hub: one reader of the event log fans new events out to every open stream.
+
+The bus says "the log has rows up to id N"; the hub reads each new row once and hands the encoded
+frame to the bounded queue of every connection entitled to it. A connection that falls too far
+behind is closed (it resumes with Last-Event-ID), so a stuck client never holds up the hub or other
+streams. Resume replays from the log itself, so a stream never depends on what the hub kept.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from datetime import timedelta
+
+from ..events import log as event_log
+from .logreader import GapTracker
+
+log = logging.getLogger("coord.sse")
+
+QUEUE_SIZE = 1000          # frames a connection may have waiting before it counts as a slow consumer
+FORCE_CLOSE_SECONDS = 1.0  # a stream that cannot even take its closing comment is cut after this
+PRUNE_INTERVAL_SECONDS = 3600.0
+READ_BATCH = 1000
+
+HEARTBEAT = b": heartbeat\n\n"
+SLOW_CONSUMER = b": closing: slow consumer\n\n"
+
+
+def encode_frame(event_type: str, data: dict, event_id: int | None = None) -> bytes:
+    """One SSE frame; `data` is one line of JSON (json.dumps escapes every newline)."""
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event_type}\ndata: {body}\n\n".encode()
+
+
+def logged_frame(event_id: int, event_type: str, data: dict) -> bytes:
+    if "type" not in data:
+        data = {"type": event_type, **data}
+    return encode_frame(event_type, data, event_id)
+
+
+class Connection:
+    """One open stream: a bounded queue of encoded frames, filled by the hub, drained by the response."""
+
+    __slots__ = ("identity", "limit", "frames", "wake", "closing", "floor", "task")
+
+    def __init__(self, identity: str, limit: int):
+        self.identity = identity
+        self.limit = limit
+        self.frames: deque[tuple[int | None, bytes]] = deque()
+        self.wake = asyncio.Event()
+        self.closing: str | None = None   # "slow" or "shutdown" once the stream must end
+        self.floor = 0                    # live events with id <= floor were already replayed
+        self.task: asyncio.Task | None = None
+
+    def offer(self, frame: bytes, event_id: int | None = None) -> bool:
+        """Queue a frame. False when the connection overflowed and must be closed."""
+        if self.closing:
+            return True
+        if event_id is not None and event_id <= self.floor:
+            return True
+        if len(self.frames) >= self.limit:
+            return False
+        self.frames.append((event_id, frame))
+        self.wake.set()
+        return True
+
+    def close(self, reason: str) -> None:
+        if self.closing is None:
+            self.closing = reason
+            self.frames.clear()
+        self.wake.set()
+
+    async def next_chunk(self) -> bytes | None:
+        """Every queued frame as one chunk (one write for a burst), or None when the stream must end."""
+        while True:
+            if self.frames:
+                chunk = b"".join(frame for event_id, frame in self.frames
+                                 if event_id is None or event_id > self.floor)
+                self.frames.clear()
+                if chunk:
+                    return chunk
+            if self.closing:
+                return None
+            self.wake.clear()
+            await self.wake.wait()
+
+    def force_close(self) -> None:
+        """The response is stuck sending (a client that never reads): cancel it."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+class SSEHub:
+    def __init__(self, coord):
+        self.coord = coord
+        self.queue_size = QUEUE_SIZE
+        self.connections: set[Connection] = set()
+        self.by_identity: dict[str, set[Connection]] = {}
+        self.slow_closed = 0
+        self._cursor = 0
+        self._announced = 0
+        self._new_events = asyncio.Event()
+        self._gaps = GapTracker()
+        self._unsubscribe: list = []
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._cursor = self._announced = await self.coord.store.read(event_log.latest_id)
+        bus = self.coord.bus
+        self._unsubscribe = [bus.subscribe("events", self._on_events),
+                             bus.subscribe("ephemeral", self._on_ephemeral)]
+        self.coord.spawn(self._pump(), "sse-pump")
+        self.coord.spawn(self._heartbeat(), "sse-heartbeat")
+        self.coord.spawn(self._prune(), "event-prune")
+        self.coord.spawn(self._close_all_on_shutdown(), "sse-shutdown")
+
+    async def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        self._close_all("shutdown")
+
+    # --- facts for doctor ----------------------------------------------------------------
+
+    @property
+    def open_streams(self) -> int:
+        return len(self.connections)
+
+    def streams_by_identity(self) -> dict[str, int]:
+        return {identity: len(conns) for identity, conns in self.by_identity.items()}
+
+    @property
+    def lag(self) -> int:
+        """Announced event ids not yet fanned out."""
+        return max(0, self._announced - self._cursor)
+
+    # --- connections ---------------------------------------------------------------------
+
+    def register(self, identity: str) -> Connection:
+        conn = Connection(identity, self.queue_size)
+        self.connections.add(conn)
+        self.by_identity.setdefault(identity, set()).add(conn)
+        if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
+            conn.close("shutdown")
+        self.coord.services["presence"].stream_opened(identity)
+        self.coord.bus.publish("wake", {"identity": identity, "reason": "connect"})
+        return conn
+
+    def unregister(self, conn: Connection) -> None:
+        if conn not in self.connections:
+            return
+        self.connections.discard(conn)
+        peers = self.by_identity.get(conn.identity)
+        if peers is not None:
+            peers.discard(conn)
+            if not peers:
+                del self.by_identity[conn.identity]
+        self.coord.services["presence"].stream_closed(conn.identity)
+
+    def _overflowed(self, conn: Connection) -> None:
+        self.slow_closed += 1
+        log.info("closing a slow SSE consumer (%s)", conn.identity)
+        self._end(conn, "slow")
+
+    def _end(self, conn: Connection, reason: str) -> None:
+        conn.close(reason)
+        asyncio.get_running_loop().call_later(FORCE_CLOSE_SECONDS, conn.force_close)
+
+    def _close_all(self, reason: str) -> None:
+        for conn in list(self.connections):
+            self._end(conn, reason)
+
+    async def _close_all_on_shutdown(self) -> None:
+        await self.coord.shutting_down.wait()
+        self._close_all("shutdown")
+
+    # --- fan-out ---------------------------------------------------------------------------
+
+    def _deliver(self, frame: bytes, event_id: int | None, audience) -> None:
+        """`audience` None = every connection, else identities."""
+        if audience is None:
+            targets = list(self.connections)
+        else:
+            targets = [c for identity in audience for c in self.by_identity.get(identity, ())]
+        for conn in targets:
+            if not conn.offer(frame, event_id):
+                self._overflowed(conn)
+
+    def _on_events(self, payload: dict) -> None:
+        max_id = payload.get("maxId")
+        if isinstance(max_id, int) and max_id > self._announced:
+            self._announced = max_id
+            self._new_events.set()
+
+    def _on_ephemeral(self, payload: dict) -> None:
+        event_type, data = payload.get("type"), payload.get("data")
+        if not isinstance(event_type, str) or not isinstance(data, dict):
+            return
+        to = payload.get("to")
+        self._deliver(encode_frame(event_type, data), None, None if to is None else list(to))
+
+    async def _pump(self) -> None:
+        """Reads each new log row once, in id order, and fans it out."""
+        while True:
+            await self._new_events.wait()
+            self._new_events.clear()
+            try:
+                await self._drain_log()
+            except Exception:
+                log.exception("reading the event log for SSE failed; retrying")
+                await asyncio.sleep(0.5)
+                self._new_events.set()
+
+    async def _drain_log(self) -> None:
+        while self._cursor < self._announced or self._gaps.waiting():
+            rows = await self.coord.store.read(event_log.range_after, self._cursor, None, READ_BATCH)
+            usable = self._gaps.usable(self._cursor, [row[0] for row in rows])
+            for event_id, event_type, data, to_all, targets in rows[:usable]:
+                self._deliver(logged_frame(event_id, event_type, data), event_id, None if to_all else targets)
+                self._cursor = event_id
+            self._gaps.forget_below(self._cursor)
+            if rows:
+                self._announced = max(self._announced, rows[-1][0])
+            if usable < len(rows) or (not rows and self._gaps.waiting()):
+                await asyncio.sleep(0.02)  # a lower id is still committing elsewhere
+            elif not rows:
+                self._announced = self._cursor
+                return
+
+    async def _heartbeat(self) -> None:
+        presence = self.coord.services["presence"]
+        while True:
+            await asyncio.sleep(self.coord.settings.sse_heartbeat_seconds)
+            for identity in list(self.by_identity):
+                presence.touch(identity, "sse")
+            self._deliver(HEARTBEAT, None, None)
+
+    async def _prune(self) -> None:
+        retention = timedelta(days=self.coord.settings.event_retention_days)
+        while True:
+            try:
+                removed = await self.coord.store.write(event_log.prune, retention)
+                if removed:
+                    log.info("pruned %d events older than %s", removed, retention)
+            except Exception:
+                log.exception("pruning the event log failed")
+            await asyncio.sleep(PRUNE_INTERVAL_SECONDS)
+
+    # --- one stream ------------------------------------------------------------------------
+
+    async def stream(self, identity: str, resume_after: int | None):
+        """The body of one `GET /api/stream` response (an async generator of frames)."""
+        conn = self.register(identity)
+        conn.task = asyncio.current_task()
+        try:
+            latest, oldest = await self.coord.store.read(_log_bounds)
+            yield encode_frame("connected", {"identity": identity, "lastEventId": latest})
+            if resume_after is not None:
+                if oldest is not None and resume_after < oldest - 1:
+                    yield encode_frame("resync", {"type": "resync", "reason": "expired", "oldestEventId": oldest})
+                else:
+                    async for frame in self._replay(conn, resume_after):
+                        yield frame
+            while True:
+                chunk = await conn.next_chunk()
+                if chunk is None:
+                    break
+                yield chunk
+            if conn.closing == "slow":
+                yield SLOW_CONSUMER
+        finally:
+            self.unregister(conn)
+
+    async def _replay(self, conn: Connection, after_id: int):
+        """Logged events for this identity after `after_id`, up to where the hub has fanned out.
+
+        The connection is registered first, so everything the hub fans out from then on reaches its
+        queue. The replay stops at the hub's position (taken now): later events arrive live, in the
+        hub's order, which waits out ids still committing; `floor` drops live copies of replayed ones."""
+        upto, resume_point = self._cursor, after_id
+        while after_id < upto:
+            rows = await self.coord.store.read(event_log.for_identity_after, conn.identity, after_id, READ_BATCH)
+            wanted = [row for row in rows if row[0] <= upto]
+            for event_id, event_type, data in wanted:
+                yield logged_frame(event_id, event_type, data)
+                after_id = event_id
+            if len(wanted) < READ_BATCH:
+                break
+        conn.floor = max(upto, resume_point)
+
+
+def _log_bounds() -> tuple[int, int | None]:
+    return event_log.latest_id(), event_log.oldest_id()

@@ -1,0 +1,94 @@
+"""GET /api/presence: online state, sources, unread and task counts, persistence across restarts."""
+from __future__ import annotations
+
+from coordserver import db
+from coordserver.models import Message, Task
+from coordserver.timeutil import FrozenClock, iso, to_db
+from tests.conftest import client
+from tests.sse_helpers import open_stream, run_unit, wait_for
+
+
+def _mail_and_tasks():
+    now = to_db(db.now())
+    for n, (recipient, status) in enumerate([("bob", "unread"), ("bob", "unread"), ("bob", "read"),
+                                             ("dave", "unread")]):
+        Message.create(recipient=recipient, sender="alice", title=f"m{n}", status=status, created_at=now)
+    for status, assignee in [("ready", "bob"), ("in_progress", "bob"), ("review", "carol"), ("done", "bob"),
+                             ("ready", None)]:
+        Task.create(title=f"t-{status}", creator_user_id="alice", assignee_user_id=assignee, status=status,
+                    created_at=now, updated_at=now)
+
+
+def test_presence_needs_a_token(server):
+    with client(server) as anonymous:
+        response = anonymous.get("/api/presence")
+    assert response.status_code == 401 and "error" in response.json()
+
+
+def test_presence_lists_known_identities_with_counts(make_server):
+    clock = FrozenClock()
+    srv = make_server(clock=clock)
+    run_unit(srv, _mail_and_tasks)
+    with client(srv, "alice") as alice:
+        presence = alice.get("/api/presence").json()
+    assert {"alice", "bob", "carol", "dave"} <= set(presence)  # dave: unread mail though unknown
+    assert presence["alice"] == {"online": True, "lastSeen": iso(clock.now()), "source": "api",
+                                 "unread": 0, "tasks": 0}
+    assert presence["bob"] == {"online": False, "lastSeen": None, "source": None, "unread": 2, "tasks": 2}
+    assert presence["carol"]["tasks"] == 1 and presence["dave"]["unread"] == 1
+
+    clock.advance(minutes=6)
+    with client(srv, "bob") as bob:
+        presence = bob.get("/api/presence").json()
+    assert presence["alice"]["online"] is False  # quiet for more than five minutes
+    assert presence["bob"]["online"] is True
+
+
+async def test_an_open_stream_keeps_an_identity_online(make_server):
+    clock = FrozenClock()
+    srv = make_server(clock=clock)
+    async with open_stream(srv, "carol"):
+        clock.advance(minutes=30)
+        with client(srv, "alice") as alice:
+            carol = alice.get("/api/presence").json()["carol"]
+        assert carol["online"] is True and carol["source"] == "sse"
+    with client(srv, "alice") as alice:
+        await wait_for(lambda: srv.coord.services["sse"].open_streams == 0)
+        clock.advance(minutes=6)
+        assert alice.get("/api/presence").json()["carol"]["online"] is False
+
+
+async def test_presence_events_announce_going_online_and_offline(make_server):
+    clock = FrozenClock()
+    srv = make_server(clock=clock)
+    async with open_stream(srv, "bob") as bob:
+        with client(srv, "carol") as carol:
+            carol.get("/api/presence")
+        online = await bob.until(lambda f: f.event == "presence" and f.data["identity"] == "carol")
+        assert online.id is None
+        assert online.data == {"type": "presence", "identity": "carol", "online": True,
+                               "lastSeen": iso(clock.now()), "source": "api"}
+        clock.advance(minutes=6)
+        srv.call(lambda: _sweep(srv))
+        offline = await bob.until(lambda f: f.event == "presence" and f.data["identity"] == "carol")
+        assert offline.data["online"] is False
+
+
+async def _sweep(srv):
+    srv.coord.services["presence"].sweep()
+
+
+def test_last_seen_survives_a_restart(make_server, tmp_path):
+    clock = FrozenClock()
+    url = f"sqlite:///{tmp_path / 'presence.db'}"
+    srv = make_server(clock=clock, database_url=url)
+    with client(srv, "carol") as carol:
+        carol.get("/api/users")
+    seen_at = clock.now()
+    srv.stop()
+    clock.advance(hours=2)
+    again = make_server(clock=clock, database_url=url)
+    with client(again, "alice") as alice:
+        presence = alice.get("/api/presence").json()
+    assert presence["carol"] == {"online": False, "lastSeen": iso(seen_at), "source": "api", "unread": 0,
+                                 "tasks": 0}
