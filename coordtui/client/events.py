@@ -45,6 +45,7 @@ class EventStream:
         self.last_event_id: int | None = None
         self.state = CONNECTING
         self.connections = 0
+        self.query_token = False
 
     def _set_state(self, state: str, detail: str = "") -> None:
         self.state = state
@@ -77,11 +78,16 @@ class EventStream:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
         if self.last_event_id is not None:
             headers["Last-Event-ID"] = str(self.last_event_id)
+        params = {"token": self.token} if self.query_token else None
         got_events = False
-        async with aconnect_sse(http, "GET", "/api/stream", headers=headers) as source:
+        async with aconnect_sse(http, "GET", "/api/stream", headers=headers, params=params) as source:
             response = source.response
             if response.status_code in (401, 403):
                 await response.aread()
+                if not self.query_token:
+                    # other v1 servers read the stream token only from ?token=: try that once before giving up
+                    self.query_token = True
+                    return await self._stream_once(http)
                 raise _Refused(error_text(response.status_code, _json(response.text), "token refused"))
             if response.status_code != 200:
                 await response.aread()

@@ -49,10 +49,32 @@ async def test_resume_header_dedupe_and_resync():
     assert CONNECTED in states
 
 
-async def test_refused_token_stops_the_stream():
-    transport = httpx.MockTransport(lambda request: httpx.Response(401, json={"error": "Invalid token"}))
+async def test_refused_token_stops_the_stream_after_trying_the_query_token():
+    urls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        urls.append(str(request.url))
+        return httpx.Response(401, json={"error": "Invalid token"})
     states = []
     stream = EventStream("http://v1.test", "bad", lambda e: None, lambda s, d: states.append((s, d)),
-                         transport=transport)
+                         transport=httpx.MockTransport(handler))
     await asyncio.wait_for(stream.run(), 5)
     assert states == [(REFUSED, "Invalid token")]
+    assert urls == ["http://v1.test/api/stream", "http://v1.test/api/stream?token=bad"]
+
+
+async def test_a_v1_server_that_only_reads_the_query_token():
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("token") != "t":
+            return httpx.Response(401, json={"error": "token required"})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=sse('event: connected\ndata: {"identity":"bob"}\n\n'))
+    events = []
+    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: None, min_backoff=0.01,
+                         transport=httpx.MockTransport(handler))
+    task = asyncio.ensure_future(stream.run())
+    while not events:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert events[0].type == "connected" and stream.query_token
