@@ -147,3 +147,30 @@ async def test_notebook_collaborative_editing(server):
             assert other.value == "🎉 Grüße à tous\n"
         finally:
             await other.close()
+
+
+async def test_notebook_new_page_and_lock_keys(server):
+    require_route(server, "GET", "/api/notebook")
+    app = make_app(server, "carol")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await wait_idle(pilot, app)
+        app.query_one("#notebook-pages").focus()
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="new page form")
+        await fill_form(pilot, title="Carnet de bord", tags="ops, été")
+        pane = app.pane("notebook")
+        editor = app.query_one("#notebook-editor", CollabTextArea)
+        await wait_for(pilot, lambda: pane.session is not None and editor.shared is not None, what="opened")
+        with client(server, "carol") as carol:
+            page = carol.get(f"/api/notebook/{pane.page_id}").json()["page"]
+            assert page["title"] == "Carnet de bord" and page["tags"] == ["ops", "été"]
+            await pilot.press(*"Notizen für heute")
+            await wait_for(pilot, lambda: carol.get(f"/api/notebook/{pane.page_id}").json()["page"]["content"]
+                           == "Notizen für heute", what="typing saved (live document)")
+            await wait_for(pilot, lambda: pane.page_id in pane.pages, what="listed")
+            app.query_one("#notebook-pages").focus()
+            await pilot.press("ctrl+l")
+            await wait_for(pilot, lambda: carol.get(f"/api/notebook/{pane.page_id}").json()["page"]["locked"],
+                           what="locked by key")
+            assert not editor.read_only, "the owner keeps editing a locked page"
