@@ -12,6 +12,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
@@ -235,7 +236,10 @@ class CoordApp(App):
             return None
         if not active:
             return None
-        return self.query_one(f"#{active.removeprefix('tab-')}", Pane)
+        try:
+            return self.query_one(f"#{active.removeprefix('tab-')}", Pane)
+        except NoMatches:  # while the app is being torn down
+            return None
 
     def pane(self, pane_id: str) -> Pane:
         return self.query_one(f"#{pane_id}", Pane)

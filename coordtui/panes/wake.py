@@ -40,6 +40,7 @@ class WakePane(Pane):
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
         self.kept_alerts: dict[str, WakeItem] = {}
+        self._signature: tuple = ()
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -54,6 +55,15 @@ class WakePane(Pane):
         wake = self._with_kept_alerts(wake)
         self.wake = wake
         self.coord.wake_seen(wake)
+        summary = wake.summary or "All clear: nothing is waiting for you."
+        self.query_one("#wake-summary", Static).update(summary)
+        signature = tuple((i.key, i.priority, i.age, i.summary) for i in wake.items)
+        if signature != self._signature:  # bursts often change only the counts in the summary
+            self._signature = signature
+            self._fill_table(wake)
+        self.call_after_refresh(self.coord.wake_painted)
+
+    def _fill_table(self, wake: Wake) -> None:
         table = self.query_one("#wake-table", DataTable)
         selected = self.selected_key()
         table.clear()
@@ -65,9 +75,6 @@ class WakePane(Pane):
                 self.items[item.key] = item
                 table.add_row(Text(item.priority, style=PRIORITY_STYLE.get(item.priority, "")), item.age,
                               Text(item.summary), key=item.key)
-        summary = wake.summary or "All clear: nothing is waiting for you."
-        self.query_one("#wake-summary", Static).update(summary)
-        self.call_after_refresh(self.coord.wake_painted)
         if selected and selected in self.items:
             table.move_cursor(row=table.get_row_index(selected))
         elif self.items:
