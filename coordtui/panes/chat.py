@@ -35,6 +35,7 @@ class ChatPane(Pane):
         self.typing: dict[str, float] = {}
         self._typing_sent = 0.0
         self._typing_text = ""
+        self.need_messages = True
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -57,7 +58,10 @@ class ChatPane(Pane):
         messages = None
         if self.current is None and channels:
             self.current = channels[0].id
-        if self.current:
+            self.need_messages = True
+        if self.current and self.need_messages:
+            # live messages arrive by event; the history is fetched on opening a channel or after a gap
+            self.need_messages = False
             messages = await self.client.chat_messages(self.current, limit=100)
             current = next((c for c in channels if c.id == self.current), None)
             if current is not None and current.unread and self.active:
@@ -115,6 +119,8 @@ class ChatPane(Pane):
                 self.messages[message.id] = message
                 self.typing.pop(message.sender, None)
                 changed = True
+        if any(e.type in ("resync", "reconnected") for e in events):
+            self.need_messages = True
         if changed and self.is_mounted:
             self.render_messages()
         self.render_typing()
@@ -129,6 +135,7 @@ class ChatPane(Pane):
             self.current = channel_id
             self.messages = {}
             self.typing = {}
+        self.need_messages = True
         self.request_reload()
 
     def action_next_unread(self) -> None:
@@ -184,6 +191,4 @@ class ChatPane(Pane):
         if values:
             channel_id = await self.act(self.client.open_dm(values["identity"]))
             if isinstance(channel_id, str):
-                self.current = channel_id
-                self.messages = {}
-                self.request_reload()
+                self.open_channel(channel_id)

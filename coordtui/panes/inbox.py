@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from ..client.api import ApiError
 from ..client.models import Message, age_text
 from ..screens.form import Field, FormScreen
 from .base import Pane
@@ -58,13 +59,15 @@ class InboxPane(Pane):
         if self.query_text:
             found = await self.client.search_inbox(self.query_text)
             return found, [], len(found)
-        unread = await self.client.inbox_all("unread")
+        unread = await self.client.inbox("unread", limit=100)  # urgent first, then oldest: the first 100 to act on
         everything = await self.client.inbox(limit=100)
         try:
             sent = await self.client.sent(limit=100)
-        except Exception:
+        except ApiError as exc:  # (ours) on other v1 servers? the thread view then shows received mail only
+            if not exc.unsupported:
+                raise
             sent = []
-        return order_inbox(unread + everything.messages), sent, len(unread)
+        return order_inbox(unread.messages + everything.messages), sent, unread.total
 
     def show(self, data) -> None:
         messages, self.sent, unread = data
