@@ -91,3 +91,17 @@ def test_wake_json_and_text(server):
     as_text = run("--url", server.url, "--token", TOKENS["carol"], "wake")
     assert as_text.exit_code == 0
     assert payload["summary"] in as_text.stdout and "Wake me" in as_text.stdout and "[high" in as_text.stdout
+
+
+def test_data_without_serve_is_a_usage_error(tmp_path):
+    result = run("--data", str(tmp_path))
+    assert result.exit_code == 2
+    assert "--data needs --serve" in result.stderr
+
+
+def test_a_broken_profile_file_is_a_config_error(isolated_config):
+    isolated_config.mkdir(parents=True, exist_ok=True)
+    (isolated_config / "profiles.json").write_text("{not json")
+    result = run("inbox")
+    assert result.exit_code == 2
+    assert "cannot read" in result.stderr
