@@ -19,15 +19,15 @@ class ConnectScreen(Screen[Profile | None]):
         with Vertical(id="connect"):
             yield Label("[b]Connect to a coord server[/b]")
             yield Label("Server URL")
-            yield Input(placeholder="https://coord.example.net", id="url")
+            yield Input(placeholder="https://coord.example.net", id="url", compact=True)
             yield Label("Token")
-            yield Input(placeholder="64 hex chars", password=True, id="token")
+            yield Input(placeholder="64 hex chars", password=True, id="token", compact=True)
             yield Label("Save as profile")
-            yield Input("default", id="name")
+            yield Input("default", id="name", compact=True)
             yield Label("", id="connect-status")
             with Horizontal(id="connect-buttons"):
-                yield Button("Test", id="test")
-                yield Button("Save & connect", id="save", variant="primary")
+                yield Button("Test", id="test", compact=True)
+                yield Button("Save & connect", id="save", variant="primary", compact=True)
         yield Footer()
 
     def on_mount(self) -> None:

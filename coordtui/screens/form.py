@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -31,26 +32,27 @@ class FormScreen(ModalScreen[dict | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="form"):
-            yield Label(self.form_title, id="form-title")
+            yield Label(f"[b]{escape(self.form_title)}[/b]  [dim]ctrl+s {self.submit_label.lower()} · esc cancel[/dim]",
+                        id="form-title")
             for field in self.fields:
                 widget_id = f"field-{field.name}"
                 if field.kind == "check":
-                    yield Checkbox(field.label, bool(field.default), id=widget_id)
+                    yield Checkbox(field.label, bool(field.default), id=widget_id, compact=True)
                     continue
                 yield Label(field.label + (" *" if field.required else ""), classes="field-label")
                 if field.kind == "text":
-                    area = TextArea(str(field.default or ""), id=widget_id, soft_wrap=True, classes="form-text")
+                    area = TextArea(str(field.default or ""), id=widget_id, soft_wrap=True, classes="form-text", compact=True)
                     area.cursor_blink = False
                     yield area
                 elif field.kind == "select":
                     yield Select([(str(o), o) for o in field.options], value=field.default, allow_blank=False,
-                                 id=widget_id)
+                                 id=widget_id, compact=True)
                 else:
-                    yield Input(str(field.default or ""), id=widget_id)
+                    yield Input(str(field.default or ""), id=widget_id, compact=True)
             yield Label("", id="form-error")
             with Horizontal(id="form-buttons"):
-                yield Button(self.submit_label + " (ctrl+s)", id="submit", variant="primary")
-                yield Button("Cancel", id="cancel")
+                yield Button(self.submit_label, id="submit", variant="primary", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         for widget in self.query("Input, TextArea"):
