@@ -55,14 +55,13 @@ class FormScreen(ModalScreen[dict | None]):
                 yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
-        for widget in self.query("Input, TextArea"):
-            if hasattr(widget, "cursor_blink"):
-                widget.cursor_blink = False
-        focusable = [w for w in self.query("Input, TextArea, Select, Checkbox") if not getattr(w, "value", None)
-                     or isinstance(w, (Checkbox, Select))]
-        first = focusable[0] if focusable else None
-        if first is not None:
-            first.focus()
+        """Focus starts in the first field still to fill in (e.g. the body of a reply)."""
+        fields = [self.query_one(f"#field-{field.name}") for field in self.fields]
+        empty = [w for w in fields if isinstance(w, (Input, TextArea)) and not (w.value if isinstance(w, Input)
+                                                                                else w.text)]
+        target = empty[0] if empty else (fields[0] if fields else None)
+        if target is not None:
+            target.focus()
 
     def values(self) -> dict:
         result = {}
