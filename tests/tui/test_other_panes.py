@@ -138,13 +138,22 @@ async def test_notebook_collaborative_editing(server):
             await pilot.press(*" à tous")
             await other.wait_for(lambda s: s.value == "🎉 Grüße à tous\n", timeout=10)
 
+            await asyncio.sleep(0.5)  # past the undo capture window
+            other.insert(len(other.value), "PS")
+            await wait_for(pilot, lambda: editor.text == "🎉 Grüße à tous\nPS", what="second remote edit")
+            await pilot.press("ctrl+z")  # undoes bob's typing only, and the peer sees it
+            await wait_for(pilot, lambda: editor.text == "🎉 Grüße\nPS", what="own edit undone")
+            await other.wait_for(lambda s: s.value == "🎉 Grüße\nPS", timeout=10)
+            await pilot.press("ctrl+y")
+            await other.wait_for(lambda s: s.value == "🎉 Grüße à tous\nPS", timeout=10)
+
             with client(server, "alice") as alice:  # the owner locks it: bob becomes read-only
                 alice.patch(f"/api/notebook/{page['id']}", json={"locked": True}).raise_for_status()
             await wait_for(pilot, lambda: editor.read_only, what="read-only")
             assert "read-only" in str(app.query_one("#notebook-status").render())
             await pilot.press("x")
             await asyncio.sleep(0.3)
-            assert other.value == "🎉 Grüße à tous\n"
+            assert other.value == "🎉 Grüße à tous\nPS"
         finally:
             await other.close()
 
