@@ -54,6 +54,15 @@ def _fail(code: int, message: str) -> None:
 
 def _connection(ctx: typer.Context) -> Profile:
     options: Options = ctx.obj
+    if options.serve:  # e.g. `coordtui --serve inbox`: the bundled server, for this one command
+        from .embedded import EmbeddedServer
+        server = EmbeddedServer(options.data)
+        try:
+            server.start()
+        except Exception as exc:
+            _fail(EXIT_USAGE, f"cannot start the bundled server: {exc}")
+        ctx.call_on_close(server.stop)
+        return Profile("local", server.url, server.token)
     try:
         profile = resolve(options)
     except ConfigError as exc:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from typer.testing import CliRunner
 
 from coordtui.cli import cli
@@ -105,3 +107,14 @@ def test_a_broken_profile_file_is_a_config_error(isolated_config):
     result = run("inbox")
     assert result.exit_code == 2
     assert "cannot read" in result.stderr
+
+
+def test_subcommands_with_the_bundled_server(tmp_path):
+    pytest.importorskip("coordserver.api.messages", reason="the mailbox area is not merged yet")
+    data = str(tmp_path / "data")
+    result = run("--serve", "--data", data, "send", "admin", "Note to self", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["recipient"] == "admin"
+    listed = run("--serve", "--data", data, "inbox", "--json")  # a second run: same database, same admin token
+    assert listed.exit_code == 0, listed.stderr
+    assert [m["title"] for m in json.loads(listed.stdout)] == ["Note to self"]
