@@ -126,7 +126,8 @@ class CoordApp(App):
         if who is not None:
             self.identity, self.is_admin = who.identity, who.is_admin
             self.render_connection()
-            self.active_pane.request_reload() if self.active_pane else None
+            if self.active_pane is not None:
+                self.active_pane.request_reload()
         if self.use_stream:
             self.run_stream()
 

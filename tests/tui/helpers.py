@@ -65,6 +65,7 @@ async def fill_form(pilot, **values) -> None:
         widget.focus()
         if hasattr(widget, "clear"):
             widget.clear()
-        await pilot.press(*value) if value else None
+        if value:
+            await pilot.press(*value)
     await pilot.press("ctrl+s")
     await pilot.pause(0.1)
