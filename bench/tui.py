@@ -1,7 +1,8 @@
 """coordtui under load: launch-to-first-painted-wake with 1,000 waiting items, and key latency at 100 events/s.
 
-    python -m bench.tui                                   # starts its own server (rate limits off)
-    python -m bench.tui --url URL --token T --sender-token S --recipient NAME   # against a running server
+    python bench/tui.py                                   # starts its own server (rate limits off)
+    python bench/tui.py --events mail                     # every event changes the visible wake
+    python bench/tui.py --url URL --token T --sender-token S --recipient NAME   # against a running server
 
 The app runs headless (80x24). Targets: first wake painted <= 1.5 s; keys answered within 100 ms while
 100 events/s arrive; panes update in batches (events per batch is reported).
@@ -15,6 +16,9 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's coordtui, run as a script
 
 import httpx
 from textual import events as textual_events
