@@ -101,7 +101,9 @@ class WakePane(Pane):
         kept = [item for key, item in self.kept_alerts.items() if key not in present]
         if not kept:
             return wake
-        return Wake(wake.items + kept, wake.summary, wake.instructions, wake.timestamp)
+        note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
+        summary = f"{wake.summary} · {note}" if wake.summary else note
+        return Wake(wake.items + kept, summary, wake.instructions, wake.timestamp)
 
     def selected_key(self) -> str | None:
         table = self.query_one("#wake-table", DataTable)

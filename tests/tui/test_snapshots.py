@@ -103,9 +103,19 @@ def prepare(pane: str, after=None):
     return run_before
 
 
+def undeliver_alerts(server) -> None:
+    """Buzz wake items are one-shot: make the seeded alert waiting again, whichever snapshot ran first."""
+    from coordserver.models import BuzzEvent
+
+    def reset():
+        BuzzEvent.update(wake_delivered_at=None, notify_delivered_at=None).execute()
+    server.call(lambda: server.coord.store.write(reset))
+
+
 @pytest.mark.parametrize("pane", ["wake", "inbox", "chat", "swarm", "presence", "directory", "buzz"])
 def test_pane_snapshot(snap_server, snap_compare, pane):
     require_route(snap_server, "GET", *ALL_AREAS)
+    undeliver_alerts(snap_server)
     assert snap_compare(snapshot_app(snap_server), run_before=prepare(pane), terminal_size=(80, 24))
 
 
