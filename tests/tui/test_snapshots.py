@@ -93,6 +93,11 @@ def prepare(pane: str, after=None):
         while target.loads == 0 or target.busy or app._pending:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never loaded"
             await pilot.pause(0.05)
+        loads = target.loads  # one more load after the stream's connect-time events: the same picture every run
+        await pilot.press("ctrl+r")
+        while target.loads == loads or target.busy or app._pending:
+            assert asyncio.get_running_loop().time() < deadline, f"{pane} never reloaded"
+            await pilot.pause(0.05)
         if after is not None:
             await after(pilot)
         for widget in app.query("Input, TextArea"):
