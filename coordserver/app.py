@@ -35,10 +35,12 @@ _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 
 
 def _blueprints():
-    from .api import auth, buzz, doctor, meta, notebook, presence, recurring, stream, swarm, wake
+    from .api import (auth, buzz, chat, directory, doctor, messages, meta, notebook, presence, recurring, skills,
+                      stream, swarm, wake)
     from .web import onboard
-    return [auth.bp, meta.bp, onboard.bp, buzz.broadcast_bp, buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp,
-            notebook.bp, swarm.bp, recurring.bp, stream.bp, presence.bp]
+    return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
+            buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, recurring.bp, stream.bp,
+            presence.bp]
 
 
 def _services(coord: Coord) -> list:

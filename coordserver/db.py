@@ -78,11 +78,25 @@ def _add_missing_columns(database: pw.Database, model: type[pw.Model], names: li
 
 
 def _create_search_index(database: pw.Database) -> None:
-    """Full text over message title and body: FTS5 on SQLite, a GIN expression index on PostgreSQL."""
+    """Full text over message title and body and chat bodies: FTS5 on SQLite, GIN expression indexes on PostgreSQL."""
     if is_sqlite(database):
         database.execute_sql(
             "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5("
             "title, body, content='message', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
+        database.execute_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS chat_message_fts USING fts5("
+            "body, content='chat_message', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
+        for name, sql in {
+            "chat_message_fts_ai": "AFTER INSERT ON chat_message BEGIN INSERT INTO chat_message_fts(rowid, body) "
+                                   "VALUES (new.id, new.body); END",
+            "chat_message_fts_ad": "AFTER DELETE ON chat_message BEGIN INSERT INTO chat_message_fts("
+                                   "chat_message_fts, rowid, body) VALUES ('delete', old.id, old.body); END",
+            "chat_message_fts_au": "AFTER UPDATE OF body ON chat_message BEGIN "
+                                   "INSERT INTO chat_message_fts(chat_message_fts, rowid, body) "
+                                   "VALUES ('delete', old.id, old.body); "
+                                   "INSERT INTO chat_message_fts(rowid, body) VALUES (new.id, new.body); END",
+        }.items():
+            database.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {name} {sql}")
         for name, sql in {
             "message_fts_ai": "AFTER INSERT ON message BEGIN INSERT INTO message_fts(rowid, title, body) "
                               "VALUES (new.id, new.title, new.body); END",
@@ -97,6 +111,9 @@ def _create_search_index(database: pw.Database) -> None:
         database.execute_sql(
             "CREATE INDEX IF NOT EXISTS message_fts_idx ON message USING GIN "
             "(to_tsvector('simple', coalesce(title, '') || ' ' || coalesce(body, '')))")
+        database.execute_sql(
+            "CREATE INDEX IF NOT EXISTS chat_message_fts_idx ON chat_message USING GIN "
+            "(to_tsvector('simple', body))")
 
 
 def _migration_2(database: pw.Database) -> None:

@@ -173,13 +173,19 @@ class Message(BaseModel):
     waiting_since = pw.DateTimeField(null=True)
 
     class Meta:
+        # Each listing order has an index it can walk without sorting (see domain/messages.py).
         indexes = (
-            (("recipient", "status", "urgent", "created_at"), False),
-            (("recipient", "created_at"), False),
-            (("sender", "created_at"), False),
+            (("recipient", "status", "created_at", "id"), False),
+            (("recipient", "created_at", "id"), False),
+            (("sender", "created_at", "id"), False),
             (("sender", "recipient", "dedupe_key"), True),
             (("recipient", "response_waiting"), False),  # wake: pending replies
         )
+
+
+# The unread inbox order: urgent first, then oldest first.
+Message.add_index(Message.index(Message.recipient, Message.status, Message.urgent.desc(), Message.created_at,
+                                Message.id, name="message_unread_order"))
 
 
 # --- chat ------------------------------------------------------------------------------------

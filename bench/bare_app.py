@@ -1,0 +1,53 @@
+"""The baseline: a bare Quart app on Hypercorn, started exactly like coordserver (same config helper).
+
+POST /api/mailboxes/<recipient>/messages parses the JSON body and returns a message-shaped JSON object;
+GET /api/mailboxes/me/messages returns 50 message-shaped objects. No auth, no database: what the
+framework and server cost on their own.
+
+    python bench/bare_app.py --port 8431
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+
+from hypercorn.asyncio import serve
+from quart import Quart, request
+
+from coordserver.server import hypercorn_config
+
+app = Quart("bare")
+app.json.sort_keys = False
+_ids = itertools.count(1)
+
+
+def _message(i: int, recipient: str, title: str, body: str) -> dict:
+    return {"id": i, "recipient": recipient, "sender": "bench", "title": title, "body": body, "status": "unread",
+            "urgent": False, "createdAt": "2026-02-17T12:00:00.000Z", "viewedAt": None, "threadId": None,
+            "replyToMessageId": None, "dedupeKey": None, "metadata": None, "responseWaiting": False,
+            "waitingResponder": None, "waitingSince": None}
+
+
+@app.post("/api/mailboxes/<recipient>/messages")
+async def send(recipient: str):
+    body = await request.get_json()
+    return _message(next(_ids), recipient, body.get("title", ""), body.get("body", ""))
+
+
+@app.get("/api/mailboxes/me/messages")
+async def inbox():
+    return {"messages": [_message(i, "me", f"title {i}", "body " * 10) for i in range(50)], "total": 50,
+            "nextCursor": "x"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8431)
+    args = parser.parse_args()
+    asyncio.run(serve(app, hypercorn_config([f"{args.host}:{args.port}"], "warning")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Chat endpoints: parse and authorise here, rules in domain/chat.py."""
+from __future__ import annotations
+
+from quart import Blueprint, request
+
+from ..auth import require_identity
+from ..context import coord
+from ..domain import chat
+from ..errors import Invalid
+from ..timeutil import parse_iso
+from .common import json_object, path_int, query_bool, query_limit, text
+
+bp = Blueprint("chat", __name__, url_prefix="/api/chat")
+
+
+@bp.get("/channels")
+async def list_channels():
+    principal = require_identity()
+    return await coord().store.read(chat.list_channels, principal.identity, query_bool("archived"))
+
+
+@bp.post("/channels")
+async def create_channel():
+    principal = require_identity()
+    body = await json_object()
+    kind = body.get("type")
+    c = coord()
+    if kind == "dm":
+        other = body.get("identity")
+        if not isinstance(other, str) or not other.strip():
+            raise Invalid("identity required for DM")
+        return await c.store.write(chat.open_dm, principal.identity, other, c.env_identities)
+    if kind == "group":
+        name, members = body.get("name"), body.get("members")
+        if not isinstance(name, str) or not name.strip() or not isinstance(members, list) or not members:
+            raise Invalid("name and members required for group chat")
+        name = name.strip()
+        if len(name) > chat.NAME_MAX:
+            raise Invalid(f"name is longer than {chat.NAME_MAX} characters")
+        if len(members) > chat.MEMBERS_MAX:
+            raise Invalid(f"members may hold at most {chat.MEMBERS_MAX} identities")
+        return await c.store.write(chat.create_group, principal.identity, name, members, c.env_identities)
+    raise Invalid('type must be "dm" or "group"')
+
+
+@bp.get("/channels/<channel_id>/messages")
+async def list_messages(channel_id: str):
+    principal = require_identity()
+    raw_before = request.args.get("before")
+    before = path_int(raw_before, "before") if raw_before else None
+    return await coord().store.read(chat.messages, principal.identity, channel_id, query_limit(), before)
+
+
+@bp.post("/channels/<channel_id>/messages")
+async def post_message(channel_id: str):
+    principal = require_identity()
+    body = await json_object()
+    content = text(body, "body", required=True, strip=True, message="body required")
+    if len(content) > chat.BODY_MAX:
+        raise Invalid(f"body is longer than {chat.BODY_MAX} characters")
+    return await coord().store.write(chat.post, principal.identity, channel_id, content)
+
+
+@bp.post("/channels/<channel_id>/read")
+async def mark_read(channel_id: str):
+    principal = require_identity()
+    return await coord().store.write(chat.mark_read, principal.identity, channel_id)
+
+
+@bp.post("/channels/<channel_id>/typing")
+async def typing(channel_id: str):
+    principal = require_identity()
+    c = coord()
+    others = await c.store.read(chat.typing_audience, channel_id, principal.identity)
+    if others:
+        c.bus.publish("ephemeral", {"type": "chat_typing", "to": others, "data": {
+            "type": "chat_typing", "channelId": channel_id, "identity": principal.identity}})
+    return {"ok": True}
+
+
+@bp.post("/channels/<channel_id>/archive")
+async def archive(channel_id: str):
+    principal = require_identity()
+    return await coord().store.write(chat.set_archived, principal.identity, channel_id, True)
+
+
+@bp.post("/channels/<channel_id>/unarchive")
+async def unarchive(channel_id: str):
+    principal = require_identity()
+    return await coord().store.write(chat.set_archived, principal.identity, channel_id, False)
+
+
+def _query_time(name: str):
+    raw = request.args.get(name)
+    if not raw:
+        return None
+    try:
+        return parse_iso(raw)
+    except (ValueError, TypeError):
+        raise Invalid(f"{name} must be an ISO-8601 timestamp") from None
+
+
+@bp.get("/search")
+async def search():
+    principal = require_identity()
+    q = request.args.get("q", "")
+    if not q.strip():
+        raise Invalid("q is required")
+    if len(q) > 500:
+        raise Invalid("q is longer than 500 characters")
+    filters = (request.args.get("channelId") or None, (request.args.get("sender") or "").strip().lower() or None,
+               _query_time("before"), _query_time("after"))
+    return await coord().store.read(chat.search, principal.identity, q, *filters, query_limit())

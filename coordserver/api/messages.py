@@ -1,0 +1,122 @@
+"""Mailbox endpoints: parse and authorise here, rules in domain/messages.py."""
+from __future__ import annotations
+
+from quart import Blueprint, Response, request
+
+from ..auth import require_identity
+from ..context import coord
+from ..domain import messages
+from ..errors import Invalid
+from .common import boolean, integer, json_object, path_int, query_limit, text
+
+bp = Blueprint("messages", __name__, url_prefix="/api/mailboxes")
+
+
+def _thread_id(body: dict) -> str | None:
+    value = body.get("threadId")
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise Invalid("threadId must be a string")
+    if len(value) > messages.THREAD_MAX:
+        raise Invalid(f"threadId is longer than {messages.THREAD_MAX} characters")
+    return value or None
+
+
+@bp.post("/<recipient>/messages")
+async def send(recipient: str):
+    principal = require_identity()
+    body = await json_object()
+    fields = {
+        "title": text(body, "title", required=True, max_len=messages.TITLE_MAX, cut=True),
+        "body": text(body, "body", max_len=messages.BODY_MAX, cut=True, default=""),
+        "urgent": boolean(body, "urgent", False),
+        "thread_id": _thread_id(body),
+        "reply_to_message_id": integer(body, "replyToMessageId", minimum=1),
+        "dedupe_key": text(body, "dedupeKey", max_len=messages.DEDUPE_MAX) or None,
+        "metadata": body.get("metadata"),
+    }
+    c = coord()
+    return await c.store.write(messages.send, principal.identity, recipient.strip().lower(), fields,
+                               c.env_identities)
+
+
+@bp.get("/me/messages")
+async def inbox():
+    principal = require_identity()
+    status = request.args.get("status") or None
+    if status not in (None, "unread", "read"):
+        raise Invalid("status must be unread or read")
+    limit = query_limit()
+    cursor = request.args.get("cursor") or None
+    if cursor is not None:
+        messages.decode_cursor(cursor, "unread" if status == "unread" else "newest")  # 400 before any work
+    c = coord()
+    encoded, total, next_cursor = await c.store.read(messages.inbox_page, principal.identity, status, limit, cursor)
+    c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "list"))
+    # The rows arrive JSON-encoded by the database; only the envelope is written here.
+    tail = f',"nextCursor":"{next_cursor}"' if next_cursor else ""
+    return Response(f'{{"messages":{encoded},"total":{total}{tail}}}', content_type="application/json")
+
+
+@bp.get("/me/sent")
+async def sent():
+    principal = require_identity()
+    return await coord().store.read(messages.sent, principal.identity, query_limit())
+
+
+@bp.get("/me/messages/search")
+async def search():
+    principal = require_identity()
+    q = request.args.get("q", "")
+    if not q.strip():
+        raise Invalid("q is required")
+    if len(q) > 500:
+        raise Invalid("q is longer than 500 characters")
+    c = coord()
+    result = await c.store.read(messages.search, principal.identity, q, query_limit())
+    c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "search"))
+    return result
+
+
+@bp.post("/me/messages/ack")
+async def ack_many():
+    principal = require_identity()
+    body = await json_object()
+    ids = body.get("ids")
+    if not isinstance(ids, list):
+        raise Invalid("ids must be an array of message ids")
+    if len(ids) > messages.BATCH_ACK_MAX:
+        raise Invalid(f"ids may hold at most {messages.BATCH_ACK_MAX} entries")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**62 for i in ids):
+        raise Invalid("ids must be an array of message ids")
+    return await coord().store.write(messages.ack_many, principal.identity, ids)
+
+
+@bp.post("/me/messages/<message_id>/ack")
+async def ack(message_id: str):
+    principal = require_identity()
+    return await coord().store.write(messages.ack, principal.identity, path_int(message_id))
+
+
+@bp.post("/me/messages/<message_id>/reply")
+async def reply(message_id: str):
+    principal = require_identity()
+    number = path_int(message_id)
+    body = await json_object()
+    content = text(body, "body", required=True, max_len=messages.BODY_MAX, cut=True)
+    return await coord().store.write(messages.reply, principal.identity, number, content)
+
+
+@bp.post("/me/messages/<message_id>/pending")
+async def set_pending(message_id: str):
+    principal = require_identity()
+    return await coord().store.write(messages.set_pending, principal.identity, path_int(message_id), True)
+
+
+@bp.delete("/me/messages/<message_id>/pending")
+async def clear_pending(message_id: str):
+    principal = require_identity()
+    return await coord().store.write(messages.set_pending, principal.identity, path_int(message_id), False)

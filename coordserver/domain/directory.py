@@ -1,0 +1,49 @@
+"""The directory: shared links, visible under the same tagging rule as notebook pages."""
+from __future__ import annotations
+
+from .. import db
+from ..errors import Forbidden, NotFound
+from ..models import DirectoryEntry
+from ..timeutil import iso, to_db
+from .visibility import can_see, is_owner
+
+TITLE_MAX = 255
+URL_MAX = 2000
+DESCRIPTION_MAX = 10_000
+
+
+def entry_json(e: DirectoryEntry) -> dict:
+    return {"id": e.id, "title": e.title, "url": e.url, "description": e.description, "createdBy": e.created_by,
+            "taggedUsers": e.tagged_users, "createdAt": iso(e.created_at)}
+
+
+def list_entries(identity: str, is_admin: bool, q: str | None, limit: int, offset: int) -> list[dict]:
+    """Visible entries, newest first. Visibility depends on a JSON list, so it is applied here, before paging."""
+    query = DirectoryEntry.select()
+    if q:
+        query = query.where(DirectoryEntry.title.contains(q) | DirectoryEntry.description.contains(q))
+    visible = (e for e in query.order_by(DirectoryEntry.created_at.desc(), DirectoryEntry.id.desc()).iterator()
+               if can_see(e.created_by, e.tagged_users, identity, is_admin))
+    page = []
+    for index, entry in enumerate(visible):
+        if index >= offset + limit:
+            break
+        if index >= offset:
+            page.append(entry_json(entry))
+    return page
+
+
+def create(identity: str, title: str, url: str, description: str | None, tagged_users: list[str] | None) -> dict:
+    entry = DirectoryEntry.create(title=title, url=url, description=description, created_by=identity,
+                                  tagged_users=tagged_users or None, created_at=to_db(db.now()))
+    return entry_json(entry)
+
+
+def delete(identity: str, is_admin: bool, entry_id: int) -> dict:
+    entry = DirectoryEntry.get_or_none(DirectoryEntry.id == entry_id)
+    if entry is None or not can_see(entry.created_by, entry.tagged_users, identity, is_admin):
+        raise NotFound("Entry not found")
+    if not is_owner(entry.created_by, identity, is_admin):
+        raise Forbidden("Only the creator or an admin may delete this entry")
+    entry.delete_instance()
+    return {"success": True, "id": entry_id}
