@@ -1,0 +1,319 @@
+"""The coordtui App: connection state, the panes, and events routed to them in batches."""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from datetime import datetime, timezone
+from typing import Callable, Iterable
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.css.query import NoMatches
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from .client.api import ApiError, ConnectionFailed, CoordClient
+from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
+from .client.models import ServerEvent, Wake, WakeItem
+from .config import Profile
+from .panes.base import Pane
+from .panes.buzz import BuzzPane
+from .panes.chat import ChatPane
+from .panes.directory import DirectoryPane
+from .panes.doctor import DoctorPane
+from .panes.inbox import InboxPane
+from .panes.notebook import NotebookPane
+from .panes.presence import PresencePane
+from .panes.swarm import BOARD, SwarmPane
+from .panes.wake import WakePane
+from .screens.connect import ConnectScreen
+from .screens.form import Field, FormScreen
+from .screens.help import HelpScreen
+from .screens.task_detail import TaskDetailScreen
+
+PANES: list[tuple[str, str, type[Pane]]] = [
+    ("wake", "Wake", WakePane), ("inbox", "Inbox", InboxPane), ("chat", "Chat", ChatPane),
+    ("swarm", "Swarm", SwarmPane), ("presence", "Who", PresencePane), ("doctor", "Doctor", DoctorPane),
+    ("notebook", "Notes", NotebookPane), ("directory", "Links", DirectoryPane), ("buzz", "Buzz", BuzzPane),
+]
+
+STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connecting", "yellow"),
+              RECONNECTING: ("◌ reconnecting", "yellow"), DISCONNECTED: ("○ disconnected", "red"),
+              REFUSED: ("✕ token refused", "red")}
+
+
+class CoordApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "coord"
+    BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False) for n, (pid, label, _) in
+                enumerate(PANES, start=1)] + [
+        Binding("question_mark", "help", "Help"), Binding("ctrl+r", "reload", "Refresh"),
+        Binding("ctrl+q", "quit", "Quit", priority=True)]
+
+    conn_state = reactive(CONNECTING)
+
+    def __init__(self, profile: Profile | None, *, bell: bool = False, embedded=None,
+                 clock: Callable[[], datetime] | None = None, batch_interval: float = 0.06,
+                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0)):
+        super().__init__()
+        self.profile = profile
+        self.ring_bell = bell
+        self.embedded = embedded
+        self.clock = clock
+        self.batch_interval = batch_interval
+        self.use_stream = stream
+        self.backoff = backoff
+        self.client: CoordClient | None = None
+        self.identity: str | None = None
+        self.is_admin = False
+        self.stream: EventStream | None = None
+        self.conn_detail = ""
+        self._pending: list[ServerEvent] = []
+        self._seen_urgent: set[str] | None = None
+        self._ever_connected = False
+        self.events_received = 0
+        self.recent_events: deque[ServerEvent] = deque(maxlen=200)
+        self.batches = 0
+        self.first_wake_painted: float | None = None
+
+    def now(self) -> datetime:
+        return self.clock() if self.clock else datetime.now(timezone.utc)
+
+    # layout
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="topbar"):
+            yield Static("coord", id="brand")
+            yield Static("", id="who")
+            yield Static("", id="conn")
+        with TabbedContent(id="panes"):
+            for number, (pane_id, label, cls) in enumerate(PANES, start=1):
+                with TabPane(f"{number} {label}", id=f"tab-{pane_id}"):
+                    yield cls(id=pane_id)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.render_connection()
+        self.set_interval(self.batch_interval, self.flush_events)
+        if self.profile is None:
+            self.push_screen(ConnectScreen(), self.connect_to)
+        else:
+            self.connect_to(self.profile)
+
+    def connect_to(self, profile: Profile | None) -> None:
+        if profile is None:
+            self.exit()
+            return
+        self.profile = profile
+        self.client = CoordClient(profile.url, profile.token)
+        self.start_session()
+
+    @work(exclusive=True, group="session", exit_on_error=False)
+    async def start_session(self) -> None:
+        try:
+            who = await self.client.verify()
+        except ApiError as exc:
+            self.conn_state, self.conn_detail = REFUSED, exc.message
+            self.notify(f"{exc.message}: check the token", title="Refused", severity="error", timeout=10)
+            return
+        except ConnectionFailed as exc:
+            who = None
+            self.conn_state, self.conn_detail = DISCONNECTED, str(exc)
+        if who is not None:
+            self.identity, self.is_admin = who.identity, who.is_admin
+            self.render_connection()
+            if self.active_pane is not None:
+                self.active_pane.request_reload()
+        if self.use_stream:
+            self.run_stream()
+
+    @work(exclusive=True, group="sse", exit_on_error=False)
+    async def run_stream(self) -> None:
+        self.stream = EventStream(self.client.base_url, self.client.token, self.on_stream_event,
+                                  self.on_stream_state, min_backoff=self.backoff[0], max_backoff=self.backoff[1])
+        await self.stream.run()
+
+    async def on_unmount(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+        if self.embedded is not None:
+            await asyncio.to_thread(self.embedded.stop)  # --serve: the bundled server ends with the app
+
+    # connection state
+    def on_stream_state(self, state: str, detail: str) -> None:
+        reconnected = state == CONNECTED and self.conn_state != CONNECTED and self._ever_connected
+        if state == CONNECTED:
+            self._ever_connected = True
+            if self.identity is None and detail:
+                self.identity = detail
+                self.verify_later()
+        self.conn_detail = detail
+        self.conn_state = state
+        if reconnected:
+            self._pending.append(ServerEvent("reconnected", {}))
+
+    @work(group="session", exit_on_error=False)
+    async def verify_later(self) -> None:
+        try:
+            who = await self.client.verify()
+        except (ApiError, ConnectionFailed):
+            return
+        self.identity, self.is_admin = who.identity, who.is_admin
+        self.render_connection()
+        for pane in self.panes():
+            pane.stale = True
+        if self.active_pane:
+            self.active_pane.request_reload()
+
+    def watch_conn_state(self) -> None:
+        self.render_connection()
+
+    def render_connection(self) -> None:
+        if not self.is_mounted:
+            return
+        text, colour = STATE_LOOK.get(self.conn_state, (self.conn_state, "white"))
+        self.query_one("#conn", Static).update(Text(text, style=f"bold {colour}"))
+        who = ""
+        if self.identity:
+            who = f"{self.identity}{' (admin)' if self.is_admin else ''}"
+        if self.profile is not None:
+            where = self.profile.name if self.profile.name not in ("command line", "environment") else \
+                self.profile.url.split("://", 1)[-1]
+            who += f" @ {where}"
+        self.query_one("#who", Static).update(who)
+
+    # events, in batches
+    def on_stream_event(self, event: ServerEvent) -> None:
+        self.events_received += 1
+        self.recent_events.append(event)
+        self._pending.append(event)
+
+    def flush_events(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        self.batches += 1
+        for pane in self.panes():
+            pane.handle_events(batch)
+        for event in batch:
+            if event.type == "message" and event.data.get("urgent"):
+                self.alert(f"Urgent from {event.data.get('sender')}: {event.data.get('title')}")
+            elif event.type == "wake_pulse":
+                self.wake_seen(Wake.parse(event.data))
+
+    def wake_seen(self, wake: Wake) -> None:
+        """Toasts high-priority wake items that were not there before (not on the first load)."""
+        urgent = {i.key: i for i in wake.items if i.priority == "high"}
+        if self._seen_urgent is not None:
+            for key, item in urgent.items():
+                if key not in self._seen_urgent and item.source != "message":  # mail toasts on its own event
+                    self.alert(item.summary)
+        self._seen_urgent = (self._seen_urgent or set()) | set(urgent)
+
+    def wake_painted(self) -> None:
+        if self.first_wake_painted is None:
+            self.first_wake_painted = time.perf_counter()
+
+    def alert(self, text: str) -> None:
+        self.notify(text, title="Urgent", severity="warning", timeout=8)
+        if self.ring_bell:
+            self.bell()
+
+    # panes
+    def panes(self) -> list[Pane]:
+        return list(self.query(Pane))
+
+    @property
+    def active_pane(self) -> Pane | None:
+        if not self.is_mounted:
+            return None
+        try:
+            active = self.query_one("#panes", TabbedContent).active
+        except Exception:
+            return None
+        if not active:
+            return None
+        try:
+            return self.query_one(f"#{active.removeprefix('tab-')}", Pane)
+        except NoMatches:  # while the app is being torn down
+            return None
+
+    def pane(self, pane_id: str) -> Pane:
+        return self.query_one(f"#{pane_id}", Pane)
+
+    def action_pane(self, pane_id: str) -> None:
+        self.query_one("#panes", TabbedContent).active = f"tab-{pane_id}"
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane = self.active_pane
+        if pane is not None and self.client is not None:
+            pane.activated()
+            focusable = [w for w in pane.query("DataTable, Tree") if w.display]
+            if focusable:
+                focusable[0].focus()
+
+    def action_reload(self) -> None:
+        pane = self.active_pane
+        if pane is not None:
+            pane.request_reload()
+
+    def action_help(self) -> None:
+        pane = self.active_pane
+        self.push_screen(HelpScreen(pane.TITLE if pane else "", pane.KEYS if pane else []))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for number, (pane_id, label, cls) in enumerate(PANES, start=1):
+            yield SystemCommand(f"Pane: {cls.TITLE}", f"Show the {cls.TITLE} pane (key {number})",
+                                lambda pane_id=pane_id: self.action_pane(pane_id))
+        yield SystemCommand("Refresh pane", "Reload the active pane from the server (ctrl+r)", self.action_reload)
+        yield SystemCommand("Keys", "List the keys (?)", self.action_help)
+
+    # cross-pane actions
+    def open_wake_item(self, item: WakeItem) -> None:
+        if item.source in ("message", "message_pending"):
+            self.action_pane("inbox")
+            inbox = self.pane("inbox")
+            inbox.request_reload()
+            self.call_later(lambda: inbox.select_message(item.id))
+        elif item.source == "swarm":
+            self.open_task(str(item.id))
+        else:
+            self.notify(f"{item.summary}\n\n{item.action}", title=item.source, timeout=10)
+
+    def open_task(self, task_id: str) -> None:
+        self.push_screen(TaskDetailScreen(task_id))
+
+    @work(group="task-move", exit_on_error=False)
+    async def move_task(self, task_id: str, status: str, reason: str | None = None, assignee: str | None = None,
+                        on_done: Callable | None = None) -> None:
+        if status == "holding" and not reason:
+            values = await self.push_screen_wait(FormScreen("Why is it holding?",
+                                                            [Field("reason", "Reason", required=True)], "Move"))
+            if not values:
+                return
+            reason = values["reason"]
+        try:
+            task = await self.client.move_task(task_id, status, reason, assignee)
+        except ApiError as exc:
+            allowed = f" Allowed from here: {', '.join(exc.allowed)}." if exc.allowed else ""
+            self.notify(f"{exc.message}.{allowed}", title="Move refused", severity="error", timeout=8)
+            return
+        except ConnectionFailed as exc:
+            self.notify(str(exc), title="Not connected", severity="error")
+            return
+        self.notify(f"{task.title} → {task.status}", timeout=3)
+        if on_done is not None:
+            on_done(task)
+
+    @work(group="task-move", exit_on_error=False)
+    async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None) -> None:
+        values = await self.push_screen_wait(FormScreen(f"Move: {title}", [
+            Field("status", "New status", "in_progress", kind="select", options=BOARD),
+            Field("reason", "Reason (holding)"), Field("assignee", "Reassign to (optional)")], "Move"))
+        if values:
+            self.move_task(task_id, values["status"], values["reason"] or None, values["assignee"] or None, on_done)

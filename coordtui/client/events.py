@@ -1,0 +1,134 @@
+"""The event stream: SSE over httpx-sse with reconnect backoff, Last-Event-ID resume and resync."""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Awaitable, Callable
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from .api import error_text
+from .models import ServerEvent
+
+LOGGED_TYPES = frozenset({"message", "chat_message", "swarm_task_created", "swarm_task_updated", "broadcast",
+                          "notebook_page_updated"})
+
+CONNECTING, CONNECTED, RECONNECTING, DISCONNECTED, REFUSED = (
+    "connecting", "connected", "reconnecting", "disconnected", "refused")
+
+EventHandler = Callable[[ServerEvent], None]
+StateHandler = Callable[[str, str], None]
+
+
+class EventStream:
+    """Keeps one `/api/stream` open: reconnects with capped exponential backoff and resumes from the last event id.
+
+    Handlers are called on the caller's event loop. A replayed event is never handed out twice: logged events
+    carry increasing ids and anything at or below the last seen id is dropped.
+    """
+
+    def __init__(self, base_url: str, token: str, on_event: EventHandler, on_state: StateHandler,
+                 on_resync: Callable[[], Awaitable[None] | None] | None = None, *,
+                 min_backoff: float = 0.25, max_backoff: float = 8.0, read_timeout: float = 95.0,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.on_event = on_event
+        self.on_state = on_state
+        self.on_resync = on_resync
+        self.min_backoff = min_backoff
+        self.max_backoff = max_backoff
+        self.read_timeout = read_timeout
+        self.transport = transport
+        self.last_event_id: int | None = None
+        self.state = CONNECTING
+        self.connections = 0
+        self.query_token = False
+
+    def _set_state(self, state: str, detail: str = "") -> None:
+        self.state = state
+        self.on_state(state, detail)
+
+    async def run(self) -> None:
+        """Runs until cancelled (or the token is refused)."""
+        delay = self.min_backoff
+        timeout = httpx.Timeout(10.0, read=self.read_timeout)
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=self.transport) as http:
+            while True:
+                try:
+                    got_events = await self._stream_once(http)
+                except _Refused as refused:
+                    self._set_state(REFUSED, str(refused))
+                    return
+                except (httpx.TransportError, httpx.StreamError) as exc:
+                    got_events = False
+                    was_connected = self.state == CONNECTED
+                    self._set_state(RECONNECTING if was_connected else DISCONNECTED,
+                                    f"{exc.__class__.__name__}; retrying in {delay:.1f}s")
+                else:
+                    self._set_state(RECONNECTING, f"stream ended; retrying in {delay:.1f}s")
+                if got_events:
+                    delay = self.min_backoff
+                await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
+                delay = min(self.max_backoff, delay * 2)
+
+    async def _stream_once(self, http: httpx.AsyncClient) -> bool:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
+        if self.last_event_id is not None:
+            headers["Last-Event-ID"] = str(self.last_event_id)
+        params = {"token": self.token} if self.query_token else None
+        got_events = False
+        async with aconnect_sse(http, "GET", "/api/stream", headers=headers, params=params) as source:
+            response = source.response
+            if response.status_code in (401, 403):
+                await response.aread()
+                if not self.query_token:
+                    # other v1 servers read the stream token only from ?token=: try that once before giving up
+                    self.query_token = True
+                    return await self._stream_once(http)
+                raise _Refused(error_text(response.status_code, _json(response.text), "token refused"))
+            if response.status_code != 200:
+                await response.aread()
+                raise httpx.TransportError(f"HTTP {response.status_code}")
+            self.connections += 1
+            async for sse in source.aiter_sse():
+                got_events = True
+                self._dispatch(sse.event or "message", sse.data, sse.id)
+        return got_events
+
+    def _dispatch(self, event_type: str, raw: str, raw_id: str) -> None:
+        data = _json(raw)
+        if not isinstance(data, dict):
+            data = {"value": data}
+        event_type = event_type if event_type != "message" or "type" not in data else data.get("type") or event_type
+        # httpx-sse repeats the last id on frames without one (as the SSE spec says): only logged types own theirs
+        event_id = int(raw_id) if event_type in LOGGED_TYPES and raw_id and raw_id.isdigit() else None
+        if event_id is not None:
+            if self.last_event_id is not None and event_id <= self.last_event_id:
+                return  # a replay of something already handled
+            self.last_event_id = event_id
+        if event_type == "connected":
+            if self.last_event_id is None and isinstance(data.get("lastEventId"), int):
+                self.last_event_id = data["lastEventId"]
+            self._set_state(CONNECTED, str(data.get("identity") or ""))
+        elif event_type == "resync":
+            if isinstance(data.get("oldestEventId"), int):
+                self.last_event_id = max(self.last_event_id or 0, data["oldestEventId"] - 1)
+            if self.on_resync is not None:
+                result = self.on_resync()
+                if asyncio.iscoroutine(result):
+                    asyncio.ensure_future(result)
+        self.on_event(ServerEvent(event_type, data, event_id))
+
+
+class _Refused(Exception):
+    pass
+
+
+def _json(text: str):
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return {"text": text}

@@ -1,0 +1,380 @@
+"""The Python objects the panes speak: parsed leniently from any v1 server's JSON."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+def parse_time(value: Any) -> datetime | None:
+    """ISO-8601 with `Z` or an offset, or database text like `2026-02-17 12:00:00.123+00`; naive = UTC."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip().replace(" ", "T", 1)
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    elif len(text) >= 3 and text[-3] in "+-" and text[-2:].isdigit() and "T" in text and ":" not in text[-3:]:
+        text += ":00"  # "+00" -> "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+def parse_id(value: Any) -> Any:
+    """Integer ids may arrive as strings ("42"); uuids stay strings."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value
+
+
+def pick(row: dict, *names: str, default: Any = None) -> Any:
+    """The first present key among camelCase and snake_case spellings."""
+    for name in names:
+        if name in row and row[name] is not None:
+            return row[name]
+    return default
+
+
+def age_text(then: datetime | None, now: datetime) -> str:
+    """Two largest units, no seconds, like the server's wake ages."""
+    if then is None:
+        return ""
+    seconds = max(0, int((now - then).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    return f"{minutes}m"
+
+
+@dataclass(frozen=True)
+class Identity:
+    identity: str
+    is_admin: bool
+
+    @classmethod
+    def parse(cls, row: dict) -> "Identity":
+        return cls(str(row.get("identity") or ""), bool(pick(row, "isAdmin", "is_admin", default=False)))
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    recipient: str
+    sender: str
+    title: str
+    body: str
+    status: str
+    urgent: bool
+    created_at: datetime | None
+    viewed_at: datetime | None = None
+    thread_id: str | None = None
+    reply_to: int | None = None
+    response_waiting: bool = False
+
+    @property
+    def unread(self) -> bool:
+        return self.status == "unread"
+
+    @classmethod
+    def parse(cls, row: dict) -> "Message":
+        thread = pick(row, "threadId", "thread_id")
+        return cls(
+            id=parse_id(row.get("id")), recipient=str(row.get("recipient") or ""), sender=str(row.get("sender") or ""),
+            title=str(row.get("title") or ""), body=str(row.get("body") or ""),
+            status=str(row.get("status") or "unread"), urgent=bool(row.get("urgent")),
+            created_at=parse_time(pick(row, "createdAt", "created_at")),
+            viewed_at=parse_time(pick(row, "viewedAt", "viewed_at")),
+            thread_id=None if thread is None else str(thread),
+            reply_to=parse_id(pick(row, "replyToMessageId", "reply_to_message_id")),
+            response_waiting=bool(pick(row, "responseWaiting", "response_waiting", default=False)))
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    messages: list[Message]
+    total: int
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Channel:
+    id: str
+    type: str
+    name: str | None
+    members: list[str]
+    unread: int
+    last_body: str | None
+    last_at: datetime | None
+
+    def label(self, me: str) -> str:
+        if self.type == "group" and self.name:
+            return f"#{self.name}"
+        others = [m for m in self.members if m != me]
+        return "@" + ",".join(others or self.members or ["?"])
+
+    @classmethod
+    def parse(cls, row: dict) -> "Channel":
+        members = []
+        for member in row.get("members") or []:
+            name = member.get("identity") if isinstance(member, dict) else member
+            if name:
+                members.append(str(name))
+        last = row.get("last_message") or row.get("lastMessage") or {}
+        return cls(id=str(row.get("id")), type=str(row.get("type") or "group"), name=row.get("name"),
+                   members=members, unread=int(parse_id(pick(row, "unread_count", "unreadCount", default=0)) or 0),
+                   last_body=last.get("body") if isinstance(last, dict) else None,
+                   last_at=parse_time(pick(last, "created_at", "createdAt")) if isinstance(last, dict) else None)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    id: int
+    channel_id: str
+    sender: str
+    body: str
+    created_at: datetime | None
+
+    @classmethod
+    def parse(cls, row: dict, channel_id: str | None = None) -> "ChatMessage":
+        return cls(id=parse_id(row.get("id")), channel_id=str(pick(row, "channelId", "channel_id", default=channel_id)),
+                   sender=str(row.get("sender") or ""), body=str(row.get("body") or ""),
+                   created_at=parse_time(pick(row, "createdAt", "created_at")))
+
+
+TASK_STATUSES = ("queued", "ready", "in_progress", "review", "holding", "complete")
+
+
+@dataclass(frozen=True)
+class Project:
+    id: str
+    title: str
+    color: str | None
+
+    @classmethod
+    def parse(cls, row: dict) -> "Project":
+        return cls(id=str(row.get("id")), title=str(row.get("title") or ""), color=row.get("color"))
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    project_id: str | None
+    title: str
+    detail: str | None
+    status: str
+    assignee: str | None
+    creator: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    issue_url: str | None = None
+
+    @classmethod
+    def parse(cls, row: dict) -> "Task":
+        return cls(id=str(row.get("id")), project_id=pick(row, "projectId", "project_id"),
+                   title=str(row.get("title") or ""), detail=row.get("detail"),
+                   status=str(row.get("status") or "ready"),
+                   assignee=pick(row, "assigneeUserId", "assignee_user_id"),
+                   creator=pick(row, "creatorUserId", "creator_user_id"),
+                   created_at=parse_time(pick(row, "createdAt", "created_at")),
+                   updated_at=parse_time(pick(row, "updatedAt", "updated_at")),
+                   issue_url=pick(row, "issueUrl", "issue_url"))
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    id: str
+    actor: str | None
+    kind: str
+    before: dict
+    after: dict
+    created_at: datetime | None
+
+    def describe(self) -> str:
+        if self.kind == "status_changed":
+            text = f"{self.before.get('status', '?')} → {self.after.get('status', '?')}"
+            if self.after.get("reason"):
+                text += f" ({self.after['reason']})"
+            if self.after.get("assigneeUserId"):
+                text += f", assigned to {self.after['assigneeUserId']}"
+            return text
+        if self.kind == "assigned":
+            return f"assigned to {self.after.get('assigneeUserId') or self.after.get('assignee') or '-'}"
+        return self.kind
+
+    @classmethod
+    def parse(cls, row: dict) -> "TaskEvent":
+        before = pick(row, "beforeState", "before_state", default={})
+        after = pick(row, "afterState", "after_state", default={})
+        return cls(id=str(row.get("id")), actor=pick(row, "actorUserId", "actor_user_id"),
+                   kind=str(row.get("kind") or ""), before=before if isinstance(before, dict) else {},
+                   after=after if isinstance(after, dict) else {},
+                   created_at=parse_time(pick(row, "createdAt", "created_at")))
+
+
+PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
+
+
+@dataclass(frozen=True)
+class WakeItem:
+    source: str
+    id: Any
+    summary: str
+    action: str
+    priority: str
+    age: str
+    status: str | None = None
+    project_id: str | None = None
+    app_name: str | None = None
+    role: str | None = None
+    target_agent: str | None = None
+    ephemeral: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}:{self.id}"
+
+    @classmethod
+    def parse(cls, row: dict) -> "WakeItem":
+        return cls(source=str(row.get("source") or "other"), id=parse_id(row.get("id")),
+                   summary=str(row.get("summary") or ""), action=str(row.get("action") or ""),
+                   priority=str(row.get("priority") or "normal"), age=str(row.get("age") or ""),
+                   status=row.get("status"), project_id=row.get("projectId"), app_name=row.get("appName"),
+                   role=row.get("role"), target_agent=row.get("targetAgent"), ephemeral=bool(row.get("ephemeral")))
+
+
+@dataclass(frozen=True)
+class Wake:
+    items: list[WakeItem]
+    summary: str | None
+    instructions: str | None
+    timestamp: datetime | None
+
+    @classmethod
+    def parse(cls, row: dict) -> "Wake":
+        return cls(items=[WakeItem.parse(i) for i in row.get("items") or [] if isinstance(i, dict)],
+                   summary=row.get("summary"), instructions=row.get("instructions"),
+                   timestamp=parse_time(row.get("timestamp")))
+
+
+@dataclass(frozen=True)
+class PresenceEntry:
+    identity: str
+    online: bool
+    last_seen: datetime | None
+    source: str | None
+    unread: int
+    tasks: int | None
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    name: str
+    status: str
+    summary: str
+    details: Any
+    duration_ms: float | None
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    status: str
+    ok: bool
+    version: str | None
+    probes: list[Probe]
+    warnings: list[str]
+    errors: list[str]
+    total_ms: float | None
+
+    @classmethod
+    def parse(cls, row: dict) -> "DoctorReport":
+        probes = [Probe(id=str(p.get("id") or p.get("name") or ""), name=str(p.get("name") or p.get("id") or ""),
+                        status=str(p.get("status") or "warn"), summary=str(p.get("summary") or ""),
+                        details=p.get("details"), duration_ms=p.get("durationMs"))
+                  for p in row.get("probes") or [] if isinstance(p, dict)]
+        return cls(status=str(row.get("status") or ("pass" if row.get("ok") else "warn")), ok=bool(row.get("ok")),
+                   version=row.get("version"), probes=probes, warnings=list(row.get("warnings") or []),
+                   errors=list(row.get("errors") or []), total_ms=row.get("totalDurationMs"))
+
+
+@dataclass(frozen=True)
+class Page:
+    id: str
+    title: str
+    content: str | None
+    created_by: str | None
+    locked: bool
+    locked_by: str | None
+    tags: list[str]
+    updated_at: datetime | None
+    tagged_users: list[str] | None = None
+
+    @classmethod
+    def parse(cls, row: dict) -> "Page":
+        return cls(id=str(row.get("id")), title=str(row.get("title") or ""), content=row.get("content"),
+                   created_by=pick(row, "createdBy", "created_by"), locked=bool(row.get("locked")),
+                   locked_by=pick(row, "lockedBy", "locked_by"), tags=list(row.get("tags") or []),
+                   updated_at=parse_time(pick(row, "updatedAt", "updated_at")),
+                   tagged_users=pick(row, "taggedUsers", "tagged_users"))
+
+
+@dataclass(frozen=True)
+class DirectoryEntry:
+    id: int
+    title: str
+    url: str
+    description: str | None
+    created_by: str | None
+    created_at: datetime | None
+
+    @classmethod
+    def parse(cls, row: dict) -> "DirectoryEntry":
+        return cls(id=parse_id(row.get("id")), title=str(row.get("title") or ""), url=str(row.get("url") or ""),
+                   description=row.get("description"), created_by=pick(row, "createdBy", "created_by"),
+                   created_at=parse_time(pick(row, "createdAt", "created_at")))
+
+
+@dataclass(frozen=True)
+class BuzzEvent:
+    id: int
+    app_name: str
+    title: str
+    body: str | None
+    received_at: datetime | None
+    suppressed: bool = False
+
+    @classmethod
+    def parse(cls, row: dict) -> "BuzzEvent":
+        return cls(id=parse_id(row.get("id")), app_name=str(pick(row, "appName", "app_name", default="")),
+                   title=str(row.get("title") or ""), body=pick(row, "bodyText", "body_text"),
+                   received_at=parse_time(pick(row, "receivedAt", "received_at")),
+                   suppressed=bool(row.get("suppressed")))
+
+
+@dataclass(frozen=True)
+class User:
+    id: str
+    display_name: str
+    is_agent: bool
+
+    @classmethod
+    def parse(cls, row: dict) -> "User":
+        return cls(id=str(row.get("id")), display_name=str(pick(row, "displayName", "display_name", default=row.get("id"))),
+                   is_agent=bool(pick(row, "isAgent", "is_agent", default=False)))
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """One SSE event: its type, JSON data and log id (None for unlogged events)."""
+    type: str
+    data: dict
+    id: int | None = None
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,74 @@
+"""Saved connection profiles: a JSON file (mode 0600) in platformdirs.user_config_dir("coord")."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    url: str
+    token: str
+
+
+def config_dir() -> Path:
+    override = os.environ.get("COORD_CONFIG_DIR")
+    return Path(override) if override else Path(platformdirs.user_config_dir("coord"))
+
+
+def config_path() -> Path:
+    return config_dir() / "profiles.json"
+
+
+def _load() -> dict:
+    path = config_path()
+    if not path.exists():
+        return {"default": None, "profiles": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+        raise ConfigError(f"{path} is not a coord profile file")
+    return data
+
+
+class ConfigError(Exception):
+    pass
+
+
+def load_profile(name: str | None = None) -> Profile | None:
+    """The named profile, else the default one; None when nothing is saved. Unknown name: ConfigError."""
+    data = _load()
+    name = name or data.get("default")
+    if not name:
+        return None
+    row = data["profiles"].get(name)
+    if not isinstance(row, dict) or not row.get("url") or not row.get("token"):
+        raise ConfigError(f"no saved profile named {name!r} (in {config_path()})")
+    return Profile(name, str(row["url"]), str(row["token"]))
+
+
+def list_profiles() -> list[str]:
+    return sorted(_load()["profiles"])
+
+
+def save_profile(profile: Profile, make_default: bool = True) -> Path:
+    data = _load()
+    data["profiles"][profile.name] = {"url": profile.url, "token": profile.token}
+    if make_default or not data.get("default"):
+        data["default"] = profile.name
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+    os.replace(tmp, path)
+    os.chmod(path, 0o600)
+    return path

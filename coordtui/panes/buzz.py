@@ -1,0 +1,34 @@
+"""Buzz events: the alerts and notifications addressed to you, newest first, live."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from ..client.models import BuzzEvent, age_text
+from .base import Pane
+
+
+class BuzzPane(Pane):
+    TITLE = "Buzz"
+    EVENT_TYPES = frozenset({"broadcast", "resync", "reconnected"})
+    KEYS = [("ctrl+r", "refresh")]
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="buzz-summary", classes="pane-summary")
+        table = DataTable(id="buzz-table", cursor_type="row")
+        table.add_columns("Age", "App", "Title", "Body")
+        yield table
+
+    async def load(self) -> list[BuzzEvent]:
+        return await self.client.buzz_events(limit=100)
+
+    def show(self, events: list[BuzzEvent]) -> None:
+        table = self.query_one("#buzz-table", DataTable)
+        table.clear()
+        now = self.coord.now()
+        for event in events:
+            title = Text(event.title, style="dim strike" if event.suppressed else "bold")
+            table.add_row(age_text(event.received_at, now), event.app_name, title,
+                          (event.body or "").replace("\n", " ")[:120], key=str(event.id))
+        self.query_one("#buzz-summary", Static).update(f"{len(events)} events")

@@ -1,0 +1,194 @@
+"""Chat: channels with unread counts, messages, send, typing indicator, jump to the next unread channel."""
+from __future__ import annotations
+
+import time
+
+from rich.markup import escape
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Static
+
+from ..client.models import Channel, ChatMessage, ServerEvent
+from ..screens.form import Field, FormScreen
+from .base import Pane
+
+TYPING_SHOWN_FOR = 6.0
+TYPING_SENT_EVERY = 3.0
+
+
+class ChatPane(Pane):
+    TITLE = "Chat"
+    EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
+    KEYS = [("enter", "open channel / send"), ("n", "jump to the next unread channel"), ("i", "write a message"),
+            ("d", "open a direct message"), ("escape", "back to the channel list")]
+    BINDINGS = [Binding("n", "next_unread", "Next unread"), Binding("i", "write", "Write"),
+                Binding("d", "open_dm", "DM")]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.channels: dict[str, Channel] = {}
+        self.current: str | None = None
+        self.messages: dict[int, ChatMessage] = {}
+        self.typing: dict[str, float] = {}
+        self._typing_sent = 0.0
+        self._typing_text = ""
+        self.need_messages = True
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="split"):
+            table = DataTable(id="chat-channels", cursor_type="row", classes="list narrow")
+            table.add_columns("Channel", "New")
+            yield table
+            with Vertical(classes="detail"):
+                yield Static("", id="chat-title", classes="pane-summary")
+                with VerticalScroll(id="chat-log"):
+                    yield Static("Select a channel.", id="chat-messages")
+                yield Static("", id="chat-typing")
+                yield Input(placeholder="message (enter sends)", id="chat-input")
+
+    def on_mount(self) -> None:
+        self.query_one("#chat-input", Input).cursor_blink = False
+        self.set_interval(1.0, self.render_typing)
+
+    async def load(self):
+        channels = await self.client.channels()
+        messages = None
+        if self.current is None and channels:
+            self.current = channels[0].id
+            self.need_messages = True
+        if self.current and self.need_messages:
+            # live messages arrive by event; the history is fetched on opening a channel or after a gap
+            self.need_messages = False
+            messages = await self.client.chat_messages(self.current, limit=100)
+            current = next((c for c in channels if c.id == self.current), None)
+            if current is not None and current.unread and self.active:
+                await self.client.mark_read(self.current)
+                channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
+                                                                     c.last_at) for c in channels]
+        return channels, messages
+
+    def show(self, data) -> None:
+        channels, messages = data
+        table = self.query_one("#chat-channels", DataTable)
+        table.clear()
+        self.channels = {c.id: c for c in channels}
+        me = self.coord.identity or ""
+        for channel in channels:
+            unread = Text(str(channel.unread), style="bold cyan") if channel.unread else Text("")
+            style = "bold" if channel.unread else ""
+            table.add_row(Text(channel.label(me), style=style), unread, key=channel.id)
+        if self.current in self.channels:
+            table.move_cursor(row=table.get_row_index(self.current))
+        if messages is not None:
+            self.messages = {m.id: m for m in messages}
+        self.render_messages()
+
+    def render_messages(self) -> None:
+        channel = self.channels.get(self.current or "")
+        me = self.coord.identity or ""
+        self.query_one("#chat-title", Static).update(
+            f"{escape(channel.label(me))} · {', '.join(channel.members)}" if channel else "No channel")
+        ordered = sorted(self.messages.values(), key=lambda m: (m.created_at is None, m.created_at, m.id))
+        lines = []
+        for message in ordered[-200:]:
+            when = message.created_at.strftime("%H:%M") if message.created_at else "--:--"
+            colour = "green" if message.sender == me else "cyan"
+            lines.append(f"[dim]{when}[/dim] [{colour}]{escape(message.sender)}[/{colour}]: {escape(message.body)}")
+        self.query_one("#chat-messages", Static).update("\n".join(lines) or "No messages yet.")
+        self.query_one("#chat-log", VerticalScroll).scroll_end(animate=False)
+
+    def render_typing(self) -> None:
+        now = time.monotonic()
+        who = sorted(name for name, at in self.typing.items() if now - at < TYPING_SHOWN_FOR)
+        text = f"[i]{', '.join(who)} {'is' if len(who) == 1 else 'are'} typing…[/i]" if who else ""
+        if text != self._typing_text:
+            self._typing_text = text
+            self.query_one("#chat-typing", Static).update(text)
+
+    def handle_events(self, events: list[ServerEvent]) -> None:
+        changed = False
+        for event in events:
+            channel_id = event.data.get("channelId")
+            if event.type == "chat_typing" and channel_id == self.current:
+                self.typing[str(event.data.get("identity"))] = time.monotonic()
+            elif event.type == "chat_message" and channel_id == self.current:
+                message = ChatMessage.parse(event.data.get("message") or {}, channel_id)
+                self.messages[message.id] = message
+                self.typing.pop(message.sender, None)
+                changed = True
+        if any(e.type in ("resync", "reconnected") for e in events):
+            self.need_messages = True
+        if changed and self.is_mounted:
+            self.render_messages()
+        self.render_typing()
+        super().handle_events(events)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.open_channel(event.row_key.value)
+        self.query_one("#chat-input", Input).focus()
+
+    def open_channel(self, channel_id: str) -> None:
+        if channel_id != self.current:
+            self.current = channel_id
+            self.messages = {}
+            self.typing = {}
+        self.need_messages = True
+        self.request_reload()
+
+    def action_next_unread(self) -> None:
+        ids = list(self.channels)
+        start = ids.index(self.current) + 1 if self.current in ids else 0
+        for channel_id in ids[start:] + ids[:start]:
+            if self.channels[channel_id].unread and channel_id != self.current:
+                self.open_channel(channel_id)
+                return
+        self.notify("No unread channels", timeout=2)
+
+    def action_write(self) -> None:
+        self.query_one("#chat-input", Input).focus()
+
+    def on_key(self, event) -> None:
+        if event.key == "escape" and self.query_one("#chat-input", Input).has_focus:
+            self.query_one("#chat-channels", DataTable).focus()
+            event.stop()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "chat-input" and event.value and self.current:
+            now = time.monotonic()
+            if now - self._typing_sent > TYPING_SENT_EVERY:
+                self._typing_sent = now
+                self.send_typing(self.current)
+
+    @work(group="chat-typing", exit_on_error=False)
+    async def send_typing(self, channel_id: str) -> None:
+        try:
+            await self.client.typing(channel_id)
+        except Exception:
+            pass  # a lost typing hint is harmless
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "chat-input" or not event.value.strip() or not self.current:
+            return
+        body = event.value
+        event.input.value = ""
+        self._typing_sent = 0.0
+        self.send_message(self.current, body)
+
+    @work(group="chat-send", exit_on_error=False)
+    async def send_message(self, channel_id: str, body: str) -> None:
+        message = await self.act(self.client.post_chat(channel_id, body))
+        if isinstance(message, ChatMessage):
+            self.messages[message.id] = message
+            self.render_messages()
+
+    @work(group="chat-action", exit_on_error=False)
+    async def action_open_dm(self) -> None:
+        values = await self.app.push_screen_wait(FormScreen("Direct message", [
+            Field("identity", "With", required=True)], "Open"))
+        if values:
+            channel_id = await self.act(self.client.open_dm(values["identity"]))
+            if isinstance(channel_id, str):
+                self.open_channel(channel_id)

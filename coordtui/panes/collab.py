@@ -1,0 +1,118 @@
+"""A TextArea bound to a pycrdt `Text`: local edits go into the CRDT, remote deltas come back without moving
+your cursor, and undo/redo only touch your own edits (pycrdt UndoManager tracking the local origin).
+
+pycrdt positions are UTF-8 byte offsets; the TextArea speaks code points. Conversions happen here only.
+"""
+from __future__ import annotations
+
+from pycrdt import Text, TextEvent, UndoManager
+from textual.widgets import TextArea
+from textual.widgets.text_area import Edit, EditResult
+
+from ..client.notebook import LOCAL_ORIGIN as LOCAL  # the provider sends every non-remote transaction
+
+
+def byte_offset(text: str, index: int) -> int:
+    return len(text[:index].encode("utf-8"))
+
+
+def char_index(text: str, offset: int) -> int:
+    return len(text.encode("utf-8")[:offset].decode("utf-8", errors="ignore"))
+
+
+class CollabTextArea(TextArea):
+    """Call `bind(text)` once the document is synced; `unbind()` when the page closes."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("soft_wrap", True)
+        super().__init__(*args, **kwargs)
+        self.shared: Text | None = None
+        self.undo_manager: UndoManager | None = None
+        self._subscription = None
+        self._applying_remote = False
+        self.remote_edits = 0
+
+    def bind(self, shared: Text) -> None:
+        self.unbind()
+        self.shared = shared
+        self._applying_remote = True
+        try:
+            with self.prevent(TextArea.Changed):
+                self.load_text(str(shared))
+        finally:
+            self._applying_remote = False
+        self.undo_manager = UndoManager(scopes=[shared], capture_timeout_millis=400)
+        self.undo_manager.include_origin(LOCAL)
+        self._subscription = shared.observe(self._on_shared_change)
+
+    def unbind(self) -> None:
+        if self.shared is not None and self._subscription is not None:
+            try:
+                self.shared.unobserve(self._subscription)
+            except Exception:
+                pass  # the document may already be gone with its session
+        self.shared = None
+        self.undo_manager = None
+        self._subscription = None
+
+    # local -> CRDT
+    def edit(self, edit: Edit) -> EditResult:
+        if self._applying_remote or self.shared is None:
+            return super().edit(edit)
+        before = self.text
+        top, bottom = sorted((edit.from_location, edit.to_location))
+        start = self.document.get_index_from_location(top)
+        end = self.document.get_index_from_location(bottom)
+        result = super().edit(edit)
+        start_b, end_b = byte_offset(before, start), byte_offset(before, end)
+        doc = self.shared.doc
+        with doc.transaction(origin=LOCAL):
+            if end_b > start_b:
+                del self.shared[start_b:end_b]
+            if edit.text:
+                self.shared.insert(start_b, edit.text)
+        return result
+
+    # CRDT -> screen (remote peers, merged PATCHes, and our own undo/redo)
+    def _on_shared_change(self, event: TextEvent) -> None:
+        if event.transaction.origin == LOCAL:
+            return
+        self._apply_delta(event.delta)
+
+    def _apply_delta(self, delta: list[dict]) -> None:
+        self._applying_remote = True
+        try:
+            with self.prevent(TextArea.Changed):
+                current = self.text
+                position = 0  # bytes
+                for op in delta:
+                    if "retain" in op:
+                        position += op["retain"]
+                    elif "insert" in op:
+                        inserted = op["insert"] if isinstance(op["insert"], str) else ""
+                        index = char_index(current, position)
+                        self.insert(inserted, self.document.get_location_from_index(index),
+                                    maintain_selection_offset=True)
+                        current = current[:index] + inserted + current[index:]
+                        position += len(inserted.encode("utf-8"))
+                    elif "delete" in op:
+                        start = char_index(current, position)
+                        end = char_index(current, position + op["delete"])
+                        self.delete(self.document.get_location_from_index(start),
+                                    self.document.get_location_from_index(end), maintain_selection_offset=True)
+                        current = current[:start] + current[end:]
+            self.remote_edits += 1
+        finally:
+            self._applying_remote = False
+
+    def undo(self) -> None:
+        if self.undo_manager is None:
+            return super().undo()
+        if not self.read_only and self.undo_manager.can_undo():
+            self.undo_manager.undo()
+
+    def redo(self) -> None:
+        if self.undo_manager is None:
+            return super().redo()
+        if not self.read_only and self.undo_manager.can_redo():
+            self.undo_manager.redo()

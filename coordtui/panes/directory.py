@@ -1,0 +1,76 @@
+"""Directory: shared links; add, delete, search."""
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Input, Static
+
+from ..client.models import DirectoryEntry
+from ..screens.form import Field, FormScreen
+from .base import Pane
+
+
+class DirectoryPane(Pane):
+    TITLE = "Directory"
+    EVENT_TYPES = frozenset({"resync", "reconnected"})
+    KEYS = [("a", "add a link"), ("d", "delete the link"), ("/", "search")]
+    BINDINGS = [Binding("a", "add", "Add"), Binding("d", "delete", "Delete"), Binding("slash", "search", "Search")]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.entries: dict[str, DirectoryEntry] = {}
+        self.query_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="search links (enter)", id="directory-search", classes="hidden")
+        yield Static("", id="directory-summary", classes="pane-summary")
+        table = DataTable(id="directory-table", cursor_type="row")
+        table.add_columns("Title", "URL", "By", "Description")
+        yield table
+
+    async def load(self) -> list[DirectoryEntry]:
+        return await self.client.directory(self.query_text or None)
+
+    def show(self, entries: list[DirectoryEntry]) -> None:
+        table = self.query_one("#directory-table", DataTable)
+        table.clear()
+        self.entries = {str(e.id): e for e in entries}
+        for entry in entries:
+            table.add_row(entry.title, entry.url, entry.created_by or "", entry.description or "", key=str(entry.id))
+        label = f"search “{self.query_text}”: " if self.query_text else ""
+        self.query_one("#directory-summary", Static).update(f"{label}{len(entries)} links")
+
+    def action_search(self) -> None:
+        search = self.query_one("#directory-search", Input)
+        search.remove_class("hidden")
+        search.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_text = event.value.strip()
+        if not self.query_text:
+            event.input.add_class("hidden")
+        self.query_one("#directory-table", DataTable).focus()
+        self.request_reload()
+
+    def selected(self) -> DirectoryEntry | None:
+        table = self.query_one("#directory-table", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.entries.get(key)
+
+    @work(group="directory-action", exit_on_error=False)
+    async def action_add(self) -> None:
+        values = await self.app.push_screen_wait(FormScreen("Add a link", [
+            Field("title", "Title", required=True), Field("url", "URL", required=True),
+            Field("description", "Description")], "Add"))
+        if values and await self.act(self.client.add_directory(values["title"], values["url"],
+                                                               values["description"] or None), "Link added"):
+            self.request_reload()
+
+    @work(group="directory-action", exit_on_error=False)
+    async def action_delete(self) -> None:
+        entry = self.selected()
+        if entry is not None and await self.act(self.client.delete_directory(entry.id), f"Deleted {entry.title}"):
+            self.request_reload()

@@ -1,0 +1,74 @@
+"""Doctor: the admin doctor (or the caller's own doctor for non-admins), refreshed live, details expandable."""
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static, Tree
+
+from ..client.models import DoctorReport
+from .base import Pane
+
+STATUS_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
+REFRESH_SECONDS = 5.0
+
+
+def detail_lines(details) -> list[str]:
+    if details is None:
+        return []
+    if isinstance(details, dict):
+        return [f"{key}: {value if not isinstance(value, (dict, list)) else json.dumps(value)}"
+                for key, value in details.items()]
+    if isinstance(details, list):
+        return [json.dumps(item) if isinstance(item, (dict, list)) else str(item) for item in details]
+    return [str(details)]
+
+
+class DoctorPane(Pane):
+    TITLE = "Doctor"
+    KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)")]
+
+    refresh_seconds = REFRESH_SECONDS
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.report: DoctorReport | None = None
+        self.admin_view = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="doctor-summary", classes="pane-summary")
+        tree: Tree[str] = Tree("probes", id="doctor-tree")
+        tree.show_root = False
+        yield tree
+
+    def on_mount(self) -> None:
+        self.set_interval(self.refresh_seconds, self._tick)
+
+    def _tick(self) -> None:
+        if self.active and not self.busy and not self.unsupported:
+            self.request_reload()
+
+    async def load(self) -> DoctorReport:
+        self.admin_view = bool(self.coord.is_admin)
+        return await self.client.doctor(admin=self.admin_view)
+
+    def show(self, report: DoctorReport) -> None:
+        self.report = report
+        tree = self.query_one("#doctor-tree", Tree)
+        expanded = {node.data for node in tree.root.children if node.is_expanded}
+        tree.clear()
+        for probe in report.probes:
+            label = Text.assemble((f"{probe.status.upper():4}", STATUS_STYLE.get(probe.status, "")), "  ",
+                                  (probe.name, "bold"), "  ", probe.summary)
+            lines = detail_lines(probe.details)
+            if probe.duration_ms is not None:
+                lines.append(f"took {probe.duration_ms} ms")
+            node = tree.root.add(label, data=probe.id, expand=probe.id in expanded, allow_expand=bool(lines))
+            for line in lines:
+                node.add_leaf(line)
+        scope = "admin doctor" if self.admin_view else "doctor"
+        overall = Text.assemble((report.status.upper(), STATUS_STYLE.get(report.status, "")),
+                                f"  {scope} · {len(report.probes)} probes"
+                                + (f" · v{report.version}" if report.version else ""))
+        self.query_one("#doctor-summary", Static).update(overall)

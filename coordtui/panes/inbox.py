@@ -1,0 +1,194 @@
+"""Inbox: unread first, a thread view, compose, reply, ack, pending toggle and search."""
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Input, Static
+
+from ..client.api import ApiError
+from ..client.models import Message, age_text
+from ..screens.form import Field, FormScreen
+from .base import Pane
+
+
+def order_inbox(messages: list[Message]) -> list[Message]:
+    """Unread first (urgent, then oldest), then the rest newest first."""
+    seen, unique = set(), []
+    for message in messages:
+        if message.id not in seen:
+            seen.add(message.id)
+            unique.append(message)
+    unread = sorted((m for m in unique if m.unread), key=lambda m: (not m.urgent, m.created_at or 0, str(m.id)))
+    read = sorted((m for m in unique if not m.unread), key=lambda m: (m.created_at is None, m.created_at), reverse=True)
+    return unread + read
+
+
+def thread_key(message: Message) -> str:
+    return message.thread_id or str(message.id)
+
+
+class InboxPane(Pane):
+    TITLE = "Inbox"
+    EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
+    KEYS = [("enter", "show the thread"), ("c", "compose"), ("r", "reply"), ("a", "acknowledge"),
+            ("p", "toggle pending"), ("/", "search (escape clears)")]
+    BINDINGS = [Binding("c", "compose", "Compose"), Binding("r", "reply", "Reply"), Binding("a", "ack", "Ack"),
+                Binding("p", "pending", "Pending"), Binding("slash", "search", "Search")]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.messages: dict[int, Message] = {}
+        self.sent: list[Message] = []
+        self.query_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="search mail (enter), escape to clear", id="inbox-search", classes="hidden")
+        yield Static("", id="inbox-summary", classes="pane-summary")
+        with Horizontal(classes="split"):
+            table = DataTable(id="inbox-table", cursor_type="row", classes="list")
+            table.add_columns(" ", "From", "Title", "Age")
+            yield table
+            with VerticalScroll(id="inbox-thread", classes="detail"):
+                yield Static("Select a message.", id="inbox-thread-text")
+
+    async def load(self):
+        if self.query_text:
+            found = await self.client.search_inbox(self.query_text)
+            return found, [], len(found)
+        unread = await self.client.inbox("unread", limit=100)  # urgent first, then oldest: the first 100 to act on
+        everything = await self.client.inbox(limit=100)
+        try:
+            sent = await self.client.sent(limit=100)
+        except ApiError as exc:  # (ours) on other v1 servers? the thread view then shows received mail only
+            if not exc.unsupported:
+                raise
+            sent = []
+        return order_inbox(unread.messages + everything.messages), sent, unread.total
+
+    def show(self, data) -> None:
+        messages, self.sent, unread = data
+        table = self.query_one("#inbox-table", DataTable)
+        selected = self.selected()
+        table.clear()
+        self.messages = {}
+        now = self.coord.now()
+        for message in messages:
+            self.messages[message.id] = message
+            flag = Text("!", style="bold red") if message.urgent and message.unread else (
+                Text("●", style="bold cyan") if message.unread else Text(" "))
+            if message.response_waiting:
+                flag = Text("⏳" if not message.unread else "●⏳", style="yellow")
+            style = "bold" if message.unread else ""
+            table.add_row(flag, Text(message.sender, style=style), Text(message.title, style=style),
+                          age_text(message.created_at, now), key=str(message.id))
+        label = f"search “{self.query_text}”: {len(messages)} found" if self.query_text else \
+            f"{unread} unread · {len(messages)} shown"
+        self.query_one("#inbox-summary", Static).update(label)
+        if selected is not None and selected.id in self.messages:
+            table.move_cursor(row=table.get_row_index(str(selected.id)))
+        self.show_thread()
+
+    def selected(self) -> Message | None:
+        table = self.query_one("#inbox-table", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self.messages.get(int(key)) if key and key.isdigit() else None
+
+    def select_message(self, message_id: int) -> None:
+        table = self.query_one("#inbox-table", DataTable)
+        if message_id in self.messages:
+            table.move_cursor(row=table.get_row_index(str(message_id)))
+            table.focus()
+
+    def show_thread(self) -> None:
+        message = self.selected()
+        target = self.query_one("#inbox-thread-text", Static)
+        if message is None:
+            target.update("Select a message." if self.messages else "No messages.")
+            return
+        key = thread_key(message)
+        thread = [m for m in list(self.messages.values()) + self.sent if thread_key(m) == key or str(m.id) == key]
+        unique = {m.id: m for m in thread}
+        ordered = sorted(unique.values(), key=lambda m: (m.created_at is None, m.created_at))
+        now = self.coord.now()
+        parts = []
+        for item in ordered:
+            marker = "→" if item.sender == self.coord.identity else "←"
+            head = f"[b]{marker} {escape(item.sender)} → {escape(item.recipient)}[/b]  [dim]{age_text(item.created_at, now)} ago[/dim]"
+            if item.urgent:
+                head += "  [red]urgent[/red]"
+            if item.response_waiting:
+                head += "  [yellow]pending[/yellow]"
+            parts.append(f"{head}\n[b]{escape(item.title)}[/b]\n{escape(item.body)}")
+        target.update("\n\n".join(parts))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_thread()
+
+    def action_search(self) -> None:
+        search = self.query_one("#inbox-search", Input)
+        search.remove_class("hidden")
+        search.cursor_blink = False
+        search.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "inbox-search":
+            self.query_text = event.value.strip()
+            if not self.query_text:
+                event.input.add_class("hidden")
+            self.query_one("#inbox-table", DataTable).focus()
+            self.request_reload()
+
+    def on_key(self, event) -> None:
+        search = self.query_one("#inbox-search", Input)
+        if event.key == "escape" and (search.has_focus or self.query_text):
+            search.value = ""
+            search.add_class("hidden")
+            self.query_text = ""
+            self.query_one("#inbox-table", DataTable).focus()
+            self.request_reload()
+            event.stop()
+
+    @work(group="inbox-action", exit_on_error=False)
+    async def action_compose(self, recipient: str = "") -> None:
+        values = await self.app.push_screen_wait(FormScreen("New message", [
+            Field("recipient", "To", recipient, required=True), Field("title", "Title", required=True),
+            Field("body", "Body", kind="text"), Field("urgent", "Urgent", False, kind="check")], "Send"))
+        if values and await self.act(self.client.send(values["recipient"], values["title"], values["body"],
+                                                      bool(values["urgent"])), f"Sent to {values['recipient']}"):
+            self.request_reload()
+
+    @work(group="inbox-action", exit_on_error=False)
+    async def action_reply(self) -> None:
+        message = self.selected()
+        if message is None:
+            return
+        values = await self.app.push_screen_wait(FormScreen(f"Reply to {message.sender}: {message.title}",
+                                                            [Field("body", "Reply", kind="text", required=True)],
+                                                            "Send"))
+        if values and await self.act(self.client.reply(message.id, values["body"]), "Reply sent"):
+            self.request_reload()
+
+    @work(group="inbox-action", exit_on_error=False)
+    async def action_ack(self) -> None:
+        message = self.selected()
+        if message is not None and await self.act(self.client.ack(message.id), f"Acknowledged {message.id}"):
+            self.request_reload()
+
+    @work(group="inbox-action", exit_on_error=False)
+    async def action_pending(self) -> None:
+        message = self.selected()
+        if message is None:
+            return
+        waiting = not message.response_waiting
+        if await self.act(self.client.set_pending(message.id, waiting),
+                          "Marked pending" if waiting else "No longer pending"):
+            self.request_reload()

@@ -1,0 +1,200 @@
+"""Swarm board: one column per status, a project filter, moves by key, task detail with history."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import DataTable, Static
+
+from ..client.models import Project, Task
+from ..screens.form import Field, FormScreen
+from .base import Pane
+
+BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete")
+BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progress", "review": "Review",
+                "holding": "Holding", "complete": "Complete"}
+
+
+def task_form(title: str, task: Task | None, projects: list[Project], project_id: str | None,
+              me: str | None, with_status: bool) -> FormScreen:
+    choices = ("",) + tuple(p.title for p in projects)
+    current = next((p.title for p in projects if p.id == (task.project_id if task else project_id)), "")
+    fields = [Field("title", "Title", task.title if task else "", required=True),
+              Field("detail", "Detail", (task.detail or "") if task else "", kind="text"),
+              Field("assignee", "Assignee", (task.assignee or "") if task else (me or "")),
+              Field("project", "Project", current, kind="select", options=choices)]
+    if with_status:
+        fields.append(Field("status", "Status", "ready", kind="select", options=BOARD))
+    return FormScreen(title, fields, "Save" if task else "Create")
+
+
+class SwarmPane(Pane):
+    TITLE = "Swarm"
+    EVENT_TYPES = frozenset({"swarm_task_created", "swarm_task_updated", "resync", "reconnected"})
+    KEYS = [("tab / h l", "previous / next column"), ("enter", "task detail and history"),
+            ("[ / ]", "move the task one column left / right"), ("m", "move to a chosen status"),
+            ("c", "claim (start) the task"), ("n", "new task"), ("e", "edit the task"),
+            ("f", "filter by project (cycles)")]
+    BINDINGS = [Binding("left_square_bracket", "shift(-1)", "Move ←"),
+                Binding("right_square_bracket", "shift(1)", "Move →"),
+                Binding("m", "move", "Move"), Binding("c", "claim", "Claim"), Binding("n", "new", "New"),
+                Binding("e", "edit", "Edit"), Binding("f", "filter", "Project"),
+                Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False)]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.tasks: dict[str, Task] = {}
+        self.projects: list[Project] = []
+        self.project_id: str | None = None
+        self.filter_label = "all projects"
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="swarm-summary", classes="pane-summary")
+        with Horizontal(id="board"):
+            for status in BOARD:
+                table = DataTable(id=f"col-{status}", cursor_type="row", classes="board-column",
+                                  show_header=True)
+                table.add_column(BOARD_TITLES[status], key="title")
+                yield table
+
+    async def load(self):
+        projects = await self.client.projects()
+        tasks = await self.client.tasks(project_id=self.project_id, include_completed=True)
+        return projects, tasks
+
+    def show(self, data) -> None:
+        self.projects, tasks = data
+        selected = self.selected()
+        self.tasks = {t.id: t for t in tasks}
+        by_status = {status: [] for status in BOARD}
+        for task in tasks:
+            by_status.setdefault(task.status, []).append(task)
+        colours = {p.id: p.color for p in self.projects}
+        for status in BOARD:
+            table = self.query_one(f"#col-{status}", DataTable)
+            table.clear()
+            column = table.columns.get("title") if hasattr(table.columns, "get") else None
+            if column is not None:
+                column.label = Text(f"{BOARD_TITLES[status]} {len(by_status[status])}")
+            for task in by_status[status]:
+                who = f" @{task.assignee}" if task.assignee else ""
+                table.add_row(Text(task.title, style=colours.get(task.project_id) or "") + Text(who, style="dim"),
+                              key=task.id)
+            table.refresh()
+        self.filter_label = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
+        self.query_one("#swarm-summary", Static).update(f"{len(tasks)} tasks · {self.filter_label} (f cycles)")
+        if selected is not None and selected.id in self.tasks:
+            self.select_task(selected.id)
+            self.describe(self.tasks[selected.id])
+
+    def select_task(self, task_id: str) -> None:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        table = self.query_one(f"#col-{task.status}", DataTable)
+        try:
+            table.move_cursor(row=table.get_row_index(task_id))
+        except Exception:
+            return
+        if self.active:
+            table.focus()
+
+    def selected(self) -> Task | None:
+        focused = self.app.focused
+        if not isinstance(focused, DataTable) or not (focused.id or "").startswith("col-") or focused.row_count == 0:
+            return None
+        try:
+            key = focused.coordinate_to_cell_key(focused.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self.tasks.get(key)
+
+    def _need(self) -> Task | None:
+        task = self.selected()
+        if task is None:
+            self.notify("Select a task first", severity="warning", timeout=3)
+        return task
+
+    def action_column(self, step: int) -> None:
+        focused = self.app.focused
+        index = BOARD.index(focused.id[4:]) if isinstance(focused, DataTable) and (focused.id or "").startswith(
+            "col-") else -1
+        self.query_one(f"#col-{BOARD[(index + step) % len(BOARD)]}", DataTable).focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        task = self.tasks.get(event.row_key.value) if event.row_key is not None else None
+        if task is not None and event.data_table.has_focus:
+            self.describe(task)
+
+    def on_descendant_focus(self, event) -> None:
+        task = self.selected()
+        if task is not None:
+            self.describe(task)
+
+    def describe(self, task: Task) -> None:
+        """The board truncates titles at 80 columns: the summary line shows the selected task in full."""
+        who = f" · @{task.assignee}" if task.assignee else " · unassigned"
+        self.query_one("#swarm-summary", Static).update(Text(f"[{self.filter_label}] "
+                                                             f"{BOARD_TITLES.get(task.status, task.status)}: "
+                                                             f"{task.title}{who}"))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        task = self.tasks.get(event.row_key.value)
+        if task is not None:
+            self.coord.open_task(task.id)
+
+    def action_filter(self) -> None:
+        ids = [None] + [p.id for p in self.projects]
+        self.project_id = ids[(ids.index(self.project_id) + 1) % len(ids)] if self.project_id in ids else None
+        self.request_reload()
+
+    def action_shift(self, step: int) -> None:
+        task = self._need()
+        if task is None:
+            return
+        index = BOARD.index(task.status) if task.status in BOARD else 0
+        target = BOARD[max(0, min(len(BOARD) - 1, index + step))]
+        if target != task.status:
+            self.coord.move_task(task.id, target, on_done=self.after_move)
+
+    def after_move(self, task: Task | None = None) -> None:
+        self.request_reload()
+
+    def action_move(self) -> None:
+        task = self._need()
+        if task is not None:
+            self.coord.move_task_dialog(task.id, task.title, on_done=self.after_move)
+
+    def action_claim(self) -> None:
+        task = self._need()
+        if task is not None:
+            self.coord.move_task(task.id, "in_progress", on_done=self.after_move)
+
+    def project_id_for(self, title: str) -> str | None:
+        return next((p.id for p in self.projects if p.title == title), None)
+
+    @work(group="swarm-action", exit_on_error=False)
+    async def action_new(self) -> None:
+        values = await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
+                                                           self.coord.identity, True))
+        if values:
+            task = await self.act(self.client.create_task(
+                values["title"], detail=values["detail"] or None, assigneeUserId=values["assignee"] or None,
+                projectId=self.project_id_for(values["project"]), status=values["status"]), "Task created")
+            if task:
+                self.request_reload()
+
+    @work(group="swarm-action", exit_on_error=False)
+    async def action_edit(self) -> None:
+        task = self._need()
+        if task is None:
+            return
+        values = await self.app.push_screen_wait(task_form("Edit task", task, self.projects, self.project_id,
+                                                           self.coord.identity, False))
+        if values and await self.act(self.client.update_task(
+                task.id, title=values["title"], detail=values["detail"] or None,
+                assigneeUserId=values["assignee"] or None, projectId=self.project_id_for(values["project"])),
+                "Task saved"):
+            self.request_reload()

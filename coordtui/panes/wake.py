@@ -1,0 +1,197 @@
+"""Wake: everything waiting for you, grouped by source, high priority first, with ages."""
+from __future__ import annotations
+
+from itertools import groupby
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
+from ..screens.form import Field, FormScreen
+from .base import Pane
+
+SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "swarm": 4}
+SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
+                 "message_pending": "Awaiting your answer", "swarm": "Tasks"}
+PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
+
+
+def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
+    ordered = sorted(items, key=lambda i: (SOURCE_ORDER.get(i.source, 9), i.source, PRIORITY_RANK.get(i.priority, 1)))
+    return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
+
+
+class WakePane(Pane):
+    TITLE = "Wake"
+    EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
+                             "reconnected"})
+    KEYS = [("enter", "open the item"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
+            ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
+            ("t", "create a task from a buzz alert")]
+    BINDINGS = [Binding("a", "ack", "Ack"), Binding("p", "pending", "Pending"), Binding("r", "reply", "Reply"),
+                Binding("c", "claim", "Claim"), Binding("m", "move", "Move"),
+                Binding("t", "task_from_alert", "Task from alert")]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.wake: Wake | None = None
+        self.items: dict[str, WakeItem] = {}
+        self.kept_alerts: dict[str, WakeItem] = {}
+        self._signature: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        yield Static("Loading…", id="wake-summary", classes="pane-summary")
+        table = DataTable(id="wake-table", cursor_type="row", zebra_stripes=False)
+        table.add_columns("Pri", "Age", "Item")
+        yield table
+
+    async def load(self) -> Wake:
+        return await self.client.wake()
+
+    def show(self, wake: Wake) -> None:
+        wake = self._with_kept_alerts(wake)
+        self.wake = wake
+        self.coord.wake_seen(wake)
+        summary = wake.summary or "All clear: nothing is waiting for you."
+        self.query_one("#wake-summary", Static).update(summary)
+        signature = tuple((i.key, i.priority, i.age, i.summary) for i in wake.items)
+        if signature != self._signature:  # bursts often change only the counts in the summary
+            self._signature = signature
+            self._fill_table(wake)
+        self.call_after_refresh(self.coord.wake_painted)
+
+    def _fill_table(self, wake: Wake) -> None:
+        table = self.query_one("#wake-table", DataTable)
+        selected = self.selected_key()
+        table.clear()
+        self.items = {}
+        for source, items in group_items(wake.items):
+            table.add_row(Text(""), Text(""), Text(f"── {SOURCE_TITLES.get(source, source)} ({len(items)})", style="bold"),
+                          key=f"group:{source}")
+            for item in items:
+                self.items[item.key] = item
+                table.add_row(Text(item.priority, style=PRIORITY_STYLE.get(item.priority, "")), item.age,
+                              Text(item.summary), key=item.key)
+        if selected and selected in self.items:
+            table.move_cursor(row=table.get_row_index(selected))
+        elif self.items:
+            table.move_cursor(row=1)
+
+    def handle_events(self, events: list[ServerEvent]) -> None:
+        pulses = [e for e in events if e.type == "wake_pulse"]
+        if pulses:
+            if self.active:
+                self.show(Wake.parse(pulses[-1].data))
+            else:
+                self.stale = True
+        super().handle_events(events)
+
+    def concerns(self, event: ServerEvent) -> bool:
+        return event.type in self.EVENT_TYPES or (event.type == "inbox_check" and event.data.get("action") == "ack")
+
+    def _with_kept_alerts(self, wake: Wake) -> Wake:
+        """Buzz items are delivered once by the server; keep them on screen until dismissed (a) or turned into a task."""
+        for item in wake.items:
+            if item.ephemeral:
+                self.kept_alerts[item.key] = item
+        present = {item.key for item in wake.items}
+        kept = [item for key, item in self.kept_alerts.items() if key not in present]
+        if not kept:
+            return wake
+        note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
+        summary = f"{wake.summary} · {note}" if wake.summary else note
+        return Wake(wake.items + kept, summary, wake.instructions, wake.timestamp)
+
+    def selected_key(self) -> str | None:
+        table = self.query_one("#wake-table", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+
+    def selected(self) -> WakeItem | None:
+        key = self.selected_key()
+        return self.items.get(key) if key else None
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        item = self.items.get(event.row_key.value)
+        if item is not None:
+            self.coord.open_wake_item(item)
+
+    def _need(self, *sources: str) -> WakeItem | None:
+        item = self.selected()
+        if item is None or item.source not in sources:
+            self.notify(f"Select a {' or '.join(sources)} item first", severity="warning", timeout=3)
+            return None
+        return item
+
+    @work(group="wake-action", exit_on_error=False)
+    async def action_ack(self) -> None:
+        item = self._need("message", "message_pending", "buzz")
+        if item is not None and item.source == "buzz":
+            self.dismiss_alert(item)
+            return
+        if item and await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
+            self.request_reload()
+
+    def dismiss_alert(self, item: WakeItem) -> None:
+        self.kept_alerts.pop(item.key, None)
+        if self.wake is not None:
+            self.show(Wake([i for i in self.wake.items if i.key != item.key], self.wake.summary,
+                           self.wake.instructions, self.wake.timestamp))
+
+    @work(group="wake-action", exit_on_error=False)
+    async def action_pending(self) -> None:
+        item = self._need("message", "message_pending")
+        if item is None:
+            return
+        waiting = item.source != "message_pending"
+        text = "Marked pending" if waiting else "No longer pending"
+        if await self.act(self.client.set_pending(item.id, waiting), f"{text}: message {item.id}"):
+            self.request_reload()
+
+    @work(group="wake-action", exit_on_error=False)
+    async def action_reply(self) -> None:
+        item = self._need("message", "message_pending")
+        if item is None:
+            return
+        values = await self.app.push_screen_wait(FormScreen(f"Reply to: {item.summary}",
+                                                            [Field("body", "Reply", kind="text", required=True)],
+                                                            "Send"))
+        if values and await self.act(self.client.reply(item.id, values["body"]), "Reply sent"):
+            self.request_reload()
+
+    @work(group="wake-action", exit_on_error=False)
+    async def action_claim(self) -> None:
+        item = self._need("swarm")
+        if item is None:
+            return
+        target = {"ready": "in_progress", "in_progress": "review", "review": "complete"}.get(item.status or "ready",
+                                                                                           "in_progress")
+        if await self.act(self.client.move_task(str(item.id), target), f"{item.summary} → {target}"):
+            self.request_reload()
+
+    def action_move(self) -> None:
+        item = self._need("swarm")
+        if item is not None:
+            self.coord.move_task_dialog(str(item.id), item.summary, on_done=self.request_reload)
+
+    @work(group="wake-action", exit_on_error=False)
+    async def action_task_from_alert(self) -> None:
+        item = self._need("buzz")
+        if item is None:
+            return
+        values = await self.app.push_screen_wait(FormScreen("New task from alert", [
+            Field("title", "Title", item.summary[:255], required=True),
+            Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text"),
+            Field("assignee", "Assignee", self.coord.identity or "")], "Create"))
+        if values and await self.act(self.client.create_task(values["title"], detail=values["detail"] or None,
+                                                             assigneeUserId=values["assignee"] or None),
+                                     "Task created"):
+            self.dismiss_alert(item)
+            self.request_reload()

@@ -1,0 +1,77 @@
+"""Shown when nothing is configured: URL + token, test the connection (POST /api/auth/verify), save a profile."""
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input, Label
+
+from ..client.api import ApiError, ConnectionFailed, CoordClient
+from ..config import Profile, save_profile
+
+
+class ConnectScreen(Screen[Profile | None]):
+    BINDINGS = [Binding("escape", "quit", "Quit")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="connect"):
+            yield Label("[b]Connect to a coord server[/b]")
+            yield Label("Server URL")
+            yield Input(placeholder="https://coord.example.net", id="url", compact=True)
+            yield Label("Token")
+            yield Input(placeholder="64 hex chars", password=True, id="token", compact=True)
+            yield Label("Save as profile")
+            yield Input("default", id="name", compact=True)
+            yield Label("", id="connect-status")
+            with Horizontal(id="connect-buttons"):
+                yield Button("Test", id="test", compact=True)
+                yield Button("Save & connect", id="save", variant="primary", compact=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for widget in self.query(Input):
+            widget.cursor_blink = False
+        self.query_one("#url", Input).focus()
+
+    def _profile(self) -> Profile:
+        url = self.query_one("#url", Input).value.strip().rstrip("/")
+        token = self.query_one("#token", Input).value.strip()
+        name = self.query_one("#name", Input).value.strip() or "default"
+        return Profile(name, url, token)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "name":
+            self.check(save=True)
+        else:
+            self.focus_next()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.check(save=event.button.id == "save")
+
+    @work(exclusive=True, group="connect", exit_on_error=False)
+    async def check(self, save: bool) -> None:
+        status = self.query_one("#connect-status", Label)
+        profile = self._profile()
+        if not profile.url.startswith(("http://", "https://")) or not profile.token:
+            status.update("[red]Enter an http(s) URL and a token.[/red]")
+            return
+        status.update("Testing…")
+        try:
+            async with CoordClient(profile.url, profile.token, timeout=10) as client:
+                identity = await client.verify()
+        except ApiError as exc:
+            status.update(f"[red]Refused: {exc.message}[/red]")
+            return
+        except ConnectionFailed as exc:
+            status.update(f"[red]{exc}[/red]")
+            return
+        status.update(f"[green]OK: {identity.identity}{' (admin)' if identity.is_admin else ''}[/green]")
+        if save:
+            path = save_profile(profile)
+            self.notify(f"Saved profile {profile.name} in {path}")
+            self.dismiss(profile)
+
+    def action_quit(self) -> None:
+        self.app.exit()

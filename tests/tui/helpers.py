@@ -1,0 +1,71 @@
+"""Helpers for driving coordtui against a real server."""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from coordtui.app import CoordApp
+from coordtui.config import Profile
+from tests.conftest import TOKENS
+
+FROZEN_NOW = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)
+
+
+def make_app(server, who: str = "alice", **kwargs) -> CoordApp:
+    kwargs.setdefault("backoff", (0.1, 0.5))
+    return CoordApp(Profile("test", server.url, TOKENS[who]), **kwargs)
+
+
+async def wait_for(pilot, predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception:
+            pass
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def wait_idle(pilot, app: CoordApp) -> None:
+    """All pane loads finished and events flushed."""
+    await wait_for(pilot, lambda: not any(p.busy for p in app.panes()) and not app._pending, what="idle")
+    await pilot.pause(0.1)
+
+
+def table_text(app, selector: str) -> str:
+    """Every cell of a DataTable as plain text, rows separated by newlines."""
+    table = app.query_one(selector)
+    lines = []
+    for row_key in table.rows:
+        lines.append(" | ".join(str(getattr(cell, "plain", cell)) for cell in table.get_row(row_key)))
+    return "\n".join(lines)
+
+
+def select_row(app, selector: str, key: str) -> None:
+    """Puts the cursor of a DataTable on the row with `key` (what the arrow keys would do)."""
+    table = app.query_one(selector)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(key))
+
+
+def row_keys(app, selector: str) -> list[str]:
+    return [row_key.value for row_key in app.query_one(selector).rows]
+
+
+async def fill_form(pilot, **values) -> None:
+    """Fills the open FormScreen's fields (typing into inputs) and submits with ctrl+s."""
+    screen = pilot.app.screen
+    for name, value in values.items():
+        widget = screen.query_one(f"#field-{name}")
+        if isinstance(value, bool):
+            widget.value = value
+            continue
+        widget.focus()
+        if hasattr(widget, "clear"):
+            widget.clear()
+        if value:
+            await pilot.press(*value)
+    await pilot.press("ctrl+s")
+    await pilot.pause(0.1)

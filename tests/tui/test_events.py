@@ -1,0 +1,80 @@
+"""The event stream client: Last-Event-ID resume, duplicate replays dropped, resync handed on, refusal stops it.
+(Live behaviour against the real server is in test_connection.py and the pane tests.)"""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from coordtui.client.events import CONNECTED, REFUSED, EventStream
+
+
+def sse(*frames: str) -> bytes:
+    return "".join(frames).encode()
+
+
+async def test_resume_header_dedupe_and_resync():
+    seen_headers = []
+    bodies = [
+        sse('event: connected\ndata: {"identity":"bob","lastEventId":10}\n\n',
+            'id: 11\nevent: message\ndata: {"type":"message","messageId":1}\n\n',
+            'event: wake_pulse\ndata: {"items":[]}\n\n',
+            'id: 12\nevent: chat_message\ndata: {"type":"chat_message","channelId":"c"}\n\n'),
+        sse('event: connected\ndata: {"identity":"bob","lastEventId":12}\n\n',
+            'id: 12\nevent: chat_message\ndata: {"type":"chat_message","channelId":"c"}\n\n',  # a duplicate replay
+            'id: 13\nevent: message\ndata: {"type":"message","messageId":2}\n\n',
+            'event: resync\ndata: {"type":"resync","reason":"expired","oldestEventId":40}\n\n'),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen_headers.append(request.headers.get("last-event-id"))
+        body = bodies.pop(0) if bodies else b""
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    events, states, resyncs = [], [], []
+    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: states.append(s),
+                         on_resync=lambda: resyncs.append(1), min_backoff=0.01, max_backoff=0.02,
+                         transport=httpx.MockTransport(handler))
+    task = asyncio.ensure_future(stream.run())
+    while len(seen_headers) < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+    assert seen_headers[:3] == [None, "12", "39"], "resumes from the last id; after resync from the oldest kept"
+    types = [(e.type, e.id) for e in events]
+    assert types == [("connected", None), ("message", 11), ("wake_pulse", None), ("chat_message", 12),
+                     ("connected", None), ("message", 13), ("resync", None)]
+    assert resyncs == [1]
+    assert CONNECTED in states
+
+
+async def test_refused_token_stops_the_stream_after_trying_the_query_token():
+    urls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        urls.append(str(request.url))
+        return httpx.Response(401, json={"error": "Invalid token"})
+    states = []
+    stream = EventStream("http://v1.test", "bad", lambda e: None, lambda s, d: states.append((s, d)),
+                         transport=httpx.MockTransport(handler))
+    await asyncio.wait_for(stream.run(), 5)
+    assert states == [(REFUSED, "Invalid token")]
+    assert urls == ["http://v1.test/api/stream", "http://v1.test/api/stream?token=bad"]
+
+
+async def test_a_v1_server_that_only_reads_the_query_token():
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("token") != "t":
+            return httpx.Response(401, json={"error": "token required"})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=sse('event: connected\ndata: {"identity":"bob"}\n\n'))
+    events = []
+    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: None, min_backoff=0.01,
+                         transport=httpx.MockTransport(handler))
+    task = asyncio.ensure_future(stream.run())
+    while not events:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert events[0].type == "connected" and stream.query_token

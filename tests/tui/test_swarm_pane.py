@@ -1,0 +1,115 @@
+"""Swarm board against the real server: columns, live updates, moves by key (refusals explained), detail, create/edit."""
+from __future__ import annotations
+
+from coordtui.screens.form import FormScreen
+from coordtui.screens.task_detail import TaskDetailScreen
+from tests.conftest import client
+from tests.tui.conftest import require_route
+from tests.tui.helpers import fill_form, make_app, row_keys, select_row, wait_for, wait_idle
+
+
+def task_of(server, task_id):
+    with client(server, "alice") as api:
+        rows = api.get("/api/swarm/tasks", params={"includeCompleted": "true"}).json()["tasks"]
+    return next((t for t in rows if t["id"] == task_id), None)
+
+
+def notes(app) -> str:
+    return "\n".join(str(n.message) for n in app._notifications)
+
+
+async def test_board_moves_tasks_and_explains_refusals(server):
+    require_route(server, "GET", "/api/swarm/tasks", "/api/stream")
+    with client(server, "alice") as alice:
+        project = alice.post("/api/swarm/projects", json={"title": "Website", "color": "#3b82f6"}).json()
+        queued = alice.post("/api/swarm/tasks", json={"title": "Queued work", "status": "queued",
+                                                      "projectId": project["id"]}).json()
+        mine = alice.post("/api/swarm/tasks", json={"title": "Claim me", "projectId": project["id"]}).json()
+    app = make_app(server, "bob")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: queued["id"] in row_keys(app, "#col-queued"), what="board")
+        assert mine["id"] in row_keys(app, "#col-ready")
+
+        with client(server, "alice") as alice:  # live
+            live = alice.post("/api/swarm/tasks", json={"title": "Live task", "status": "review"}).json()
+        await wait_for(pilot, lambda: live["id"] in row_keys(app, "#col-review"), what="live task")
+
+        await wait_idle(pilot, app)
+        select_row(app, "#col-ready", mine["id"])
+        await pilot.press("c")
+        await wait_for(pilot, lambda: task_of(server, mine["id"])["status"] == "in_progress", what="claimed")
+        assert task_of(server, mine["id"])["assigneeUserId"] == "bob"
+        await wait_for(pilot, lambda: mine["id"] in row_keys(app, "#col-in_progress"), what="column moved")
+
+        await wait_idle(pilot, app)
+        select_row(app, "#col-in_progress", mine["id"])
+        await pilot.press("right_square_bracket")  # in_progress -> review
+        await wait_for(pilot, lambda: task_of(server, mine["id"])["status"] == "review", what="moved right")
+
+        await wait_idle(pilot, app)
+        select_row(app, "#col-queued", queued["id"])
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="move form")
+        app.screen.query_one("#field-status").value = "complete"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "Allowed from here: ready, holding" in notes(app), what="refusal explained")
+        assert task_of(server, queued["id"])["status"] == "queued"
+
+        await wait_idle(pilot, app)
+        select_row(app, "#col-queued", queued["id"])
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="move form")
+        app.screen.query_one("#field-status").value = "holding"
+        await fill_form(pilot, reason="waiting on vendor")
+        await wait_for(pilot, lambda: task_of(server, queued["id"])["status"] == "holding", what="holding")
+
+        await wait_idle(pilot, app)
+        select_row(app, "#col-holding", queued["id"])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TaskDetailScreen), what="detail")
+        await wait_for(pilot, lambda: "waiting on vendor" in str(app.screen.query_one("#task-detail-text").render()),
+                       what="history")
+        text = str(app.screen.query_one("#task-detail-text").render())
+        assert "queued → holding" in text and "History" in text
+        await pilot.press("escape")
+
+
+async def test_board_creates_edits_and_filters(server):
+    require_route(server, "GET", "/api/swarm/tasks", "/api/stream")
+    with client(server, "alice") as alice:
+        one = alice.post("/api/swarm/projects", json={"title": "Alpha", "color": "#ff0000"}).json()
+        two = alice.post("/api/swarm/projects", json={"title": "Beta", "color": "#00ff00"}).json()
+        a = alice.post("/api/swarm/tasks", json={"title": "Alpha task", "projectId": one["id"]}).json()
+        b = alice.post("/api/swarm/tasks", json={"title": "Beta task", "projectId": two["id"]}).json()
+    app = make_app(server, "carol")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: a["id"] in row_keys(app, "#col-ready"), what="board")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="new form")
+        app.screen.query_one("#field-project").value = "Beta"
+        await fill_form(pilot, title="Tâche neuve", detail="détails", assignee="bob")
+
+        def created():
+            with client(server, "alice") as api:
+                return next((t for t in api.get("/api/swarm/tasks").json()["tasks"] if t["title"] == "Tâche neuve"),
+                            None)
+        await wait_for(pilot, lambda: created() is not None, what="created")
+        new = created()
+        assert new["projectId"] == two["id"] and new["assigneeUserId"] == "bob" and new["detail"] == "détails"
+
+        await wait_for(pilot, lambda: new["id"] in row_keys(app, "#col-ready"), what="new on board")
+        await wait_idle(pilot, app)
+        select_row(app, "#col-ready", new["id"])
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="edit form")
+        await fill_form(pilot, title="Tâche renommée")
+        await wait_for(pilot, lambda: task_of(server, new["id"])["title"] == "Tâche renommée", what="edited")
+
+        await wait_idle(pilot, app)
+        app.query_one("#col-ready").focus()
+        await pilot.press("f")  # first project (by title): Alpha
+        await wait_for(pilot, lambda: b["id"] not in row_keys(app, "#col-ready") and
+                       a["id"] in row_keys(app, "#col-ready"), what="filtered to Alpha")
+        assert "Alpha" in str(app.query_one("#swarm-summary").render())

@@ -1,0 +1,104 @@
+"""Wake pane against the real server: items grouped by source, live updates, and key actions."""
+from __future__ import annotations
+
+from coordtui.screens.form import FormScreen
+from coordtui.screens.task_detail import TaskDetailScreen
+from tests.conftest import client
+from tests.tui.conftest import require_route
+from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
+
+
+def send(server, sender, recipient, title, **extra):
+    with client(server, sender) as api:
+        response = api.post(f"/api/mailboxes/{recipient}/messages", json={"title": title, **extra})
+        response.raise_for_status()
+        return response.json()
+
+
+def message(server, who, message_id):
+    with client(server, who) as api:
+        rows = api.get("/api/mailboxes/me/messages", params={"limit": 100}).json()["messages"]
+    return next(m for m in rows if m["id"] == message_id)
+
+
+async def test_wake_shows_items_updates_live_and_acks(server):
+    require_route(server, "GET", "/api/wake", "/api/stream", "/api/mailboxes/me/messages")
+    first = send(server, "alice", "carol", "Deploy window", urgent=True)
+    app = make_app(server, "carol")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: f"message:{first['id']}" in row_keys(app, "#wake-table"), what="first item")
+        text = table_text(app, "#wake-table")
+        assert "Unread mail" in text and "From alice: 'Deploy window'" in text and "high" in text
+
+        second = send(server, "bob", "carol", "Lunch?")  # arrives by SSE: no refresh key pressed
+        await wait_for(pilot, lambda: f"message:{second['id']}" in row_keys(app, "#wake-table"), what="live item")
+        assert "(2)" in table_text(app, "#wake-table")
+
+        select_row(app, "#wake-table", f"message:{first['id']}")
+        await pilot.press("enter")  # opens the message in the inbox
+        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.pane("inbox").selected() is not None
+                       and app.pane("inbox").selected().id == first["id"], what="opened in inbox")
+        await pilot.press("1")
+        await wait_idle(pilot, app)
+        select_row(app, "#wake-table", f"message:{first['id']}")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="ack")
+        await wait_for(pilot, lambda: f"message:{first['id']}" not in row_keys(app, "#wake-table"), what="gone")
+
+        select_row(app, "#wake-table", f"message:{second['id']}")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: message(server, "carol", second["id"])["responseWaiting"], what="pending")
+
+        await wait_idle(pilot, app)
+        select_row(app, "#wake-table", f"message:{second['id']}")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="reply form")
+        await fill_form(pilot, body="Oui, à 12:30")
+        with client(server, "bob") as bob:
+            def replied():
+                rows = bob.get("/api/mailboxes/me/messages", params={"limit": 100}).json()["messages"]
+                return any(m["title"] == "Re: Lunch?" and m["body"] == "Oui, à 12:30" for m in rows)
+            await wait_for(pilot, replied, what="reply delivered")
+
+
+async def test_wake_claims_tasks_and_turns_alerts_into_tasks(server):
+    require_route(server, "GET", "/api/wake", "/api/stream", "/api/swarm/tasks", "/api/broadcast/events")
+    with client(server, "alice") as alice:
+        task = alice.post("/api/swarm/tasks", json={"title": "Rotate keys", "assigneeUserId": "bob"}).json()
+        hook = alice.post("/api/broadcast/webhooks", json={"appName": "ci", "title": "CI", "wakeAgent": "bob"}).json()
+    app = make_app(server, "bob")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: f"swarm:{task['id']}" in row_keys(app, "#wake-table"), what="task item")
+        select_row(app, "#wake-table", f"swarm:{task['id']}")
+        await pilot.press("enter")  # opens the task detail
+        await wait_for(pilot, lambda: isinstance(app.screen, TaskDetailScreen), what="task detail")
+        await wait_for(pilot, lambda: "Rotate keys" in str(app.screen.query_one("#task-detail-text").render()),
+                       what="detail loaded")
+        await pilot.press("escape")
+        select_row(app, "#wake-table", f"swarm:{task['id']}")
+        await pilot.press("c")
+
+        def status():
+            with client(server, "bob") as bob:
+                rows = bob.get("/api/swarm/tasks", params={"includeCompleted": "true"}).json()["tasks"]
+            return next(t for t in rows if t["id"] == task["id"])["status"]
+        await wait_for(pilot, lambda: status() == "in_progress", what="claimed")
+
+        with client(server) as anonymous:
+            anonymous.post(f"/api/ingest/ci/{hook['token']}", json={"title": "Build failed", "body": "main is red"})
+        await wait_for(pilot, lambda: any(k.startswith("buzz:") for k in row_keys(app, "#wake-table")),
+                       what="buzz alert")
+        assert "Build failed: main is red" in table_text(app, "#wake-table")
+        alert = next(k for k in row_keys(app, "#wake-table") if k.startswith("buzz:"))
+        await wait_idle(pilot, app)
+        select_row(app, "#wake-table", alert)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="task form")
+        await pilot.press("ctrl+s")
+
+        def created():
+            with client(server, "bob") as bob:
+                rows = bob.get("/api/swarm/tasks").json()["tasks"]
+            return any(t["title"] == "Build failed: main is red" and t["assigneeUserId"] == "bob" for t in rows)
+        await wait_for(pilot, created, what="task from alert")
+        await wait_for(pilot, lambda: alert not in row_keys(app, "#wake-table"), what="alert dismissed")
