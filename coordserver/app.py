@@ -32,6 +32,7 @@ _HTTP_MESSAGES = {
 }
 # Routes whose auth may arrive as ?token= (streams and sockets cannot always set headers).
 _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _blueprints():
@@ -100,6 +101,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     @app.before_request
     async def authenticate_and_limit() -> None:
         path = request.path
+        if request.method in _BODY_METHODS:
+            # Read the (size-limited) body before any early answer such as a 401: a response sent
+            # while the request body is still unread cannot reuse the keep-alive connection, and
+            # the client's next request on it would fail.
+            await request.body
         await resolve_request_principal(resolver, allow_query_token=path in _QUERY_TOKEN_PATHS)
         klass = route_class(request.method, path)
         if klass and settings.rate_limits:

@@ -314,8 +314,16 @@ class Store:
             for job in batch:
                 job.error, job.effects, job.max_event = exc, [], None
         self.write_latency_ms = (time.perf_counter() - started) * 1000
+        # One wake-up of each waiting event loop per batch, not one per unit.
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         for job in batch:
-            job.loop.call_soon_threadsafe(self._finish, job)
+            by_loop.setdefault(job.loop, []).append(job)
+        for loop, jobs in by_loop.items():
+            loop.call_soon_threadsafe(self._finish_all, jobs)
+
+    def _finish_all(self, jobs: list[_Job]) -> None:
+        for job in jobs:
+            self._finish(job)
 
     def _run_job(self, job: _Job) -> None:
         _unit.effects, _unit.max_event = [], None

@@ -92,3 +92,27 @@ def test_openapi_lists_real_routes(server):
     assert "post" in document["paths"]["/api/auth/tokens/{token_id}/rotate"]
     assert document["paths"]["/api/health"]["get"].get("security") is None
     assert document["paths"]["/api/users"]["get"]["security"] == [{"bearer": []}]
+
+
+def test_refused_posts_keep_the_connection_usable(server):
+    """A 401 must not be answered while the request body is still arriving: the keep-alive connection
+    would be left mid-request and the client's next request on it would fail."""
+    body = b'{"identityHint": "late-body"}'
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(b"POST /api/auth/invites HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
+        sock.settimeout(0.3)
+        try:
+            early = sock.recv(4096)
+        except socket.timeout:
+            early = b""
+        sock.settimeout(10)
+        sock.sendall(body[10:] + b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = early
+        while received.count(b"HTTP/1.1 ") < 2:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            received += chunk
+    assert early == b"", "answered before the body arrived"
+    assert b"HTTP/1.1 401" in received and b"HTTP/1.1 200" in received
