@@ -7,7 +7,7 @@ import pytest
 
 from coordserver.domain import identities
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, client
+from tests.conftest import client
 
 
 def bearer(token: str) -> dict:

@@ -80,7 +80,7 @@ def test_list_search_paging_and_shape(http):
     archived = create(http, title=f"{marker} deploy archived")
     assert http["alice"].delete(f"/api/notebook/{archived['id']}").status_code == 200
 
-    found = http["carol"].get("/api/notebook", params={"q": f"deploy"}).json()["pages"]
+    found = http["carol"].get("/api/notebook", params={"q": "deploy"}).json()["pages"]
     ids = [p["id"] for p in found if marker in p["title"]]
     assert ids == [second["id"], first["id"]]  # most recently updated first; archived left out
     assert all("content" not in p and "archivedAt" not in p for p in found)

@@ -7,8 +7,7 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import chat
 from ..errors import Invalid
-from ..timeutil import parse_iso
-from .common import json_object, path_int, query_bool, query_limit, text
+from .common import json_object, path_int, query_bool, query_limit, query_search, query_time, text
 
 bp = Blueprint("chat", __name__, url_prefix="/api/chat")
 
@@ -90,24 +89,10 @@ async def unarchive(channel_id: str):
     return await coord().store.write(chat.set_archived, principal.identity, channel_id, False)
 
 
-def _query_time(name: str):
-    raw = request.args.get(name)
-    if not raw:
-        return None
-    try:
-        return parse_iso(raw)
-    except (ValueError, TypeError):
-        raise Invalid(f"{name} must be an ISO-8601 timestamp") from None
-
-
 @bp.get("/search")
 async def search():
     principal = require_identity()
-    q = request.args.get("q", "")
-    if not q.strip():
-        raise Invalid("q is required")
-    if len(q) > 500:
-        raise Invalid("q is longer than 500 characters")
+    q = query_search()
     filters = (request.args.get("channelId") or None, (request.args.get("sender") or "").strip().lower() or None,
-               _query_time("before"), _query_time("after"))
+               query_time("before"), query_time("after"))
     return await coord().store.read(chat.search, principal.identity, q, *filters, query_limit())

@@ -114,6 +114,26 @@ def query_int(name: str, default: int, minimum: int = 0, maximum: int | None = N
     return min(value, maximum) if maximum is not None else value
 
 
+def query_search(name: str = "q", max_len: int = 500) -> str:
+    """A required free-text search parameter."""
+    value = request.args.get(name, "")
+    if not value.strip():
+        raise Invalid(f"{name} is required")
+    if len(value) > max_len:
+        raise Invalid(f"{name} is longer than {max_len} characters")
+    return value
+
+
+def query_time(name: str) -> datetime | None:
+    raw = request.args.get(name)
+    if not raw:
+        return None
+    try:
+        return parse_iso(raw)
+    except (ValueError, TypeError):
+        raise Invalid(f"{name} must be an ISO-8601 timestamp") from None
+
+
 def query_limit(default: int = 50, cap: int = 100) -> int:
     """limit defaults to 50 and is clamped to 100 (values above are lowered, not refused)."""
     return query_int("limit", default, minimum=1, maximum=cap)

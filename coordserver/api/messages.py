@@ -7,7 +7,7 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import messages
 from ..errors import Invalid
-from .common import boolean, integer, json_object, path_int, query_limit, text
+from .common import boolean, integer, json_object, path_int, query_limit, query_search, text
 
 bp = Blueprint("messages", __name__, url_prefix="/api/mailboxes")
 
@@ -70,11 +70,7 @@ async def sent():
 @bp.get("/me/messages/search")
 async def search():
     principal = require_identity()
-    q = request.args.get("q", "")
-    if not q.strip():
-        raise Invalid("q is required")
-    if len(q) > 500:
-        raise Invalid("q is longer than 500 characters")
+    q = query_search()
     c = coord()
     result = await c.store.read(messages.search, principal.identity, q, query_limit())
     c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "search"))
