@@ -34,7 +34,7 @@ class EditorApp(App):
 
 
 async def test_remote_edits_keep_the_cursor_and_local_typing_reaches_the_peer():
-    mine = Peer()
+    mine, theirs = Peer(), Peer()
     with theirs.doc.transaction():
         theirs.text += "Grüße 🎉 und\nzweite Zeile"
     sync(theirs, mine)
@@ -70,7 +70,7 @@ async def test_remote_edits_keep_the_cursor_and_local_typing_reaches_the_peer():
 
 
 async def test_undo_touches_only_my_own_edits():
-    mine = Peer()
+    mine, theirs = Peer(), Peer()
     app = EditorApp(mine)
     async with app.run_test(size=(60, 10)) as pilot:
         editor = app.query_one(CollabTextArea)
