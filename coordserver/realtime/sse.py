@@ -179,12 +179,16 @@ class SSEHub:
 
     # --- fan-out ---------------------------------------------------------------------------
 
-    def _deliver(self, frame: bytes, event_id: int | None, audience) -> None:
+    def _targets(self, audience) -> list[Connection]:
         """`audience` None = every connection, else identities."""
         if audience is None:
-            targets = list(self.connections)
-        else:
-            targets = [c for identity in audience for c in self.by_identity.get(identity, ())]
+            return list(self.connections)
+        return [c for identity in audience for c in self.by_identity.get(identity, ())]
+
+    def _deliver(self, frame: bytes, event_id: int | None, audience) -> None:
+        self._offer(frame, event_id, self._targets(audience))
+
+    def _offer(self, frame: bytes, event_id: int | None, targets: list[Connection]) -> None:
         for conn in targets:
             if not conn.offer(frame, event_id):
                 self._overflowed(conn)
@@ -200,7 +204,9 @@ class SSEHub:
         if not isinstance(event_type, str) or not isinstance(data, dict):
             return
         to = payload.get("to")
-        self._deliver(encode_frame(event_type, data), None, None if to is None else list(to))
+        targets = self._targets(None if to is None else list(to))
+        if targets:  # most inbox_check and presence events have no listener: skip encoding them
+            self._offer(encode_frame(event_type, data), None, targets)
 
     async def _pump(self) -> None:
         """Reads each new log row once, in id order, and fans it out."""
@@ -216,10 +222,20 @@ class SSEHub:
 
     async def _drain_log(self) -> None:
         while self._cursor < self._announced or self._gaps.waiting():
+            if not self.connections and self.coord.store.sqlite:
+                # Nobody to fan out to: skip the read (send ~850 -> ~745 µs CPU/req with no
+                # stream open, bench/messages.md). Safe on SQLite only: its one writer commits ids
+                # in order, so every announced id is already visible and a stream opened later
+                # replays it from the log. PostgreSQL writers may still be committing a lower id.
+                self._cursor = self._announced
+                self._gaps = GapTracker()
+                return
             rows = await self.coord.store.read(event_log.range_after, self._cursor, None, READ_BATCH)
             usable = self._gaps.usable(self._cursor, [row[0] for row in rows])
-            for event_id, event_type, data, to_all, targets in rows[:usable]:
-                self._deliver(logged_frame(event_id, event_type, data), event_id, None if to_all else targets)
+            for event_id, event_type, data, to_all, audience in rows[:usable]:
+                targets = self._targets(None if to_all else audience)
+                if targets:
+                    self._offer(logged_frame(event_id, event_type, data), event_id, targets)
                 self._cursor = event_id
             self._gaps.forget_below(self._cursor)
             if rows:
