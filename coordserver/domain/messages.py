@@ -234,7 +234,10 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
     where, params = "recipient = ?", [identity]
     if status is not None:
         where, params = where + " AND status = ?", params + [status]
-    total = _rows("SELECT COUNT(*) FROM message WHERE " + where, params)[0][0]
+    sqlite = db.is_sqlite(_database())
+    count_where, count_params = where, list(params)
+    if not sqlite:
+        total = _rows("SELECT COUNT(*) FROM message WHERE " + where, params)[0][0]
     if status == "unread":
         order, order_by = "unread", " ORDER BY urgent DESC, created_at, id LIMIT ?"
         if cursor:
@@ -251,7 +254,9 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
             _urgent, created, message_id = decode_cursor(cursor, order)
             where += " AND (created_at, id) < (?, ?)"
             params += [created, message_id]
-    encoded = _message_json_sql(db.is_sqlite(_database()))
+    if sqlite:
+        return _sqlite_page(order, count_where, count_params, where, order_by, params, limit)
+    encoded = _message_json_sql(False)
     rows = _rows(f"SELECT {encoded}, id, urgent, created_at FROM message WHERE " + where + order_by,
                  params + [limit + 1])
     next_cursor = None
@@ -259,6 +264,30 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
         last = rows[limit - 1]
         next_cursor = _encode_cursor(order, (last[1], None, None, None, None, None, last[2], last[3]))
     return "[" + ",".join(r[0] for r in rows[:limit]) + "]", total, next_cursor
+
+
+_SEPARATOR = "\x1e"  # cannot occur in JSON text (control characters are escaped in strings)
+
+
+def _sqlite_page(order: str, count_where: str, count_params: list, where: str, order_by: str, params: list,
+                 limit: int) -> tuple[str, int, str | None]:
+    """The page in ONE statement returning one row: total, the encoded rows and their sort keys, each
+    joined by the database. Python's sqlite3 releases and retakes the GIL for every row it steps, so
+    51 rows meant 51 GIL hand-offs between the reader thread and the busy event loop; one row is one
+    (inbox server CPU ~1,340 -> ~1,050 µs/req, same run, bench/messages.md). group_concat keeps its
+    input order: a LIMITed subquery is never flattened into an aggregate, so it feeds rows in ORDER BY
+    order (the paging tests check the order)."""
+    encoded = _message_json_sql(True)
+    sql = (f"SELECT (SELECT COUNT(*) FROM message WHERE {count_where}), group_concat(j, char(30)), "
+           f"group_concat(k, char(30)) FROM (SELECT {encoded} AS j, "
+           f"urgent || ' ' || id || ' ' || created_at AS k FROM message WHERE {where}{order_by})")
+    total, joined, keys = _rows(sql, count_params + params + [limit + 1])[0]
+    rows = joined.split(_SEPARATOR) if joined else []
+    next_cursor = None
+    if len(rows) > limit:
+        urgent, message_id, created = keys.split(_SEPARATOR)[limit - 1].split(" ", 2)
+        next_cursor = _encode_cursor(order, (int(message_id), None, None, None, None, None, int(urgent), created))
+    return "[" + ",".join(rows[:limit]) + "]", total, next_cursor
 
 
 def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:
