@@ -36,7 +36,7 @@ _COLUMNS = tuple(getattr(Message, name) for name in _FIELDS)
 _SELECT = "SELECT " + ", ".join(_FIELDS) + " FROM message"
 _INSERT = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
            "reply_to_message_id, dedupe_key, metadata, response_waiting) "
-           "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?) RETURNING id")
+           "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?)")
 
 
 _database = db.current_database
@@ -83,8 +83,8 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
     """Insert one unread message, log its `message` event and pulse the recipient's wake."""
     created = to_db(db.now())
     stored_metadata = Message.metadata.db_value(metadata)
-    message_id = _rows(_INSERT, (recipient, sender, title, body, urgent, created, thread_id, reply_to, dedupe_key,
-                                 stored_metadata, False))[0][0]
+    message_id = db.sql_insert(_INSERT, (recipient, sender, title, body, urgent, created, thread_id, reply_to,
+                                         dedupe_key, stored_metadata, False))
     log.append("message", {"type": "message", "recipient": recipient, "sender": sender, "messageId": message_id,
                            "title": title, "urgent": urgent}, to=[recipient])
     db.after_commit("wake", {"identity": recipient})

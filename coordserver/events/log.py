@@ -15,7 +15,7 @@ from ..models import Event, EventTarget
 from ..timeutil import to_db
 
 
-_INSERT_EVENT = "INSERT INTO event (type, data, to_all, created_at) VALUES (?, ?, ?, ?) RETURNING id"
+_INSERT_EVENT = "INSERT INTO event (type, data, to_all, created_at) VALUES (?, ?, ?, ?)"
 
 
 def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
@@ -23,7 +23,7 @@ def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
 
     Fixed SQL rather than Model.create: every logged change pays this, and Peewee's query building
     cost more than the inserts themselves (bench/messages.md)."""
-    event_id = db.sql_rows(_INSERT_EVENT, (type_, Event.data.db_value(data), to is None, to_db(db.now())))[0][0]
+    event_id = db.sql_insert(_INSERT_EVENT, (type_, Event.data.db_value(data), to is None, to_db(db.now())))
     if to is not None:
         targets = sorted({identity for identity in to if identity})
         if targets:
