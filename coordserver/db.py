@@ -341,7 +341,10 @@ class Store:
                     job.result = job.fn(*job.args, **job.kwargs)
             except BaseException as exc:
                 job.error = exc
-            job.loop.call_soon_threadsafe(_settle, job)
+            try:
+                job.loop.call_soon_threadsafe(_settle, job)
+            except RuntimeError:  # that loop has closed: nobody waits; keep serving the others
+                pass
         if not self.database.is_closed():
             self.database.close()
 
