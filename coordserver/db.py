@@ -214,10 +214,11 @@ def note_event(event_id: int) -> None:
 
 
 class _Job:
-    __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event")
+    __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event", "alone")
 
-    def __init__(self, fn, args, kwargs, loop, future):
+    def __init__(self, fn, args, kwargs, loop, future, alone: bool = False):
         self.fn, self.args, self.kwargs, self.loop, self.future = fn, args, kwargs, loop, future
+        self.alone = alone
         self.result = self.error = None
         self.effects: list = []
         self.max_event: int | None = None
@@ -311,6 +312,17 @@ class Store:
         self._queue.put(_Job(fn, args, kwargs, loop, future))
         return await future
 
+    async def write_alone(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """Like write, but in a transaction of its own, never batched with other units.
+
+        For units that lock many rows in a fixed order to stay deadlock-free against other processes:
+        two such units sharing one batched transaction would each restart the order, and two
+        processes doing that can deadlock (seen on PostgreSQL with two schedulers)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Job(fn, args, kwargs, loop, future, alone=True))
+        return await future
+
     async def read(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         # Own reader threads fed by a SimpleQueue, answering with one call_soon_threadsafe: cheaper on
         # the event loop than run_in_executor's chained concurrent/asyncio futures
@@ -355,13 +367,17 @@ class Store:
             if job is None:
                 break
             batch = [job]
-            while len(batch) < _MAX_BATCH:
+            while not job.alone and len(batch) < _MAX_BATCH:
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if more is None:
                     self._queue.put(None)
+                    break
+                if more.alone:
+                    self._run_batch(batch)
+                    batch = [more]
                     break
                 batch.append(more)
             self._run_batch(batch)

@@ -39,7 +39,7 @@ class Scheduler:
 
     async def tick(self) -> dict:
         """Run one pass now. Returns {"created": n, "errors": m}."""
-        result = await self.coord.store.write(recurring.run_due)
+        result = await self.coord.store.write_alone(recurring.run_due)
         self.last_tick_at = self.coord.clock.now()
         self.last_lag_seconds = result["lagSeconds"]
         self.last_result = result
