@@ -242,7 +242,7 @@ class _FixedSavepoint:
 
 
 def _settle(job: _Job) -> None:
-    """On the event loop: hand a finished read to its caller (unless it gave up waiting)."""
+    """On the event loop: hand a finished unit to its caller (unless it gave up waiting)."""
     if job.future.cancelled():
         return
     if job.error is not None:
@@ -426,12 +426,7 @@ class Store:
                 self.on_commit(job.max_event, job.effects)
             except Exception:
                 log.exception("publishing committed effects failed")
-        if job.future.cancelled():
-            return
-        if job.error is not None:
-            job.future.set_exception(job.error)
-        else:
-            job.future.set_result(job.result)
+        _settle(job)
 
     # facts for doctor
     def size_bytes(self) -> int | None:

@@ -80,11 +80,12 @@ class Pane(Widget, can_focus=False):
     def busy(self) -> bool:
         return self._loading
 
+    # Every pane defines these two: fetch through the SDK, then render what was fetched.
     async def load(self) -> Any:
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} must define load()")
 
     def show(self, data: Any) -> None:
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} must define show()")
 
     def show_error(self, exc: Exception) -> None:
         """Says why the pane is empty: in its summary line, and once as a toast."""
