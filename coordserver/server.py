@@ -5,6 +5,7 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 
 from hypercorn.asyncio import serve
@@ -41,11 +42,11 @@ def announcing_shutdown(app, wait):
 async def _serve_until_signal(app, config: Config) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for name in ("SIGINT", "SIGTERM"):
-        try:
-            loop.add_signal_handler(getattr(signal, name), stop.set)
-        except (NotImplementedError, AttributeError):
-            signal.signal(getattr(signal, name), lambda *_: loop.call_soon_threadsafe(stop.set))
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if sys.platform == "win32":  # the Windows event loops have no add_signal_handler
+            signal.signal(signum, lambda *_: loop.call_soon_threadsafe(stop.set))
+        else:
+            loop.add_signal_handler(signum, stop.set)
     await serve(app, config, shutdown_trigger=announcing_shutdown(app, stop.wait))
 
 
