@@ -7,12 +7,14 @@ import logging
 from quart import Quart, g, request
 from werkzeug.exceptions import HTTPException
 
-from .auth import TokenResolver, resolve_request_principal
+from .auth import TokenResolver, request_token
 from .context import Coord
 from .db import Store
 from .errors import ApiError
 from .events.bus import make_bus
-from .ratelimit import RateLimiter, route_class
+from .gate import Gate, client_address
+from .hotpaths import HotPaths
+from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
 from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
@@ -73,6 +75,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["push"] = PushService(coord)
     limiter = RateLimiter(settings.rate_limit_overrides)
     coord.services["ratelimit"] = limiter
+    gate = Gate(coord, resolver, limiter)
 
     for blueprint in _blueprints():
         app.register_blueprint(blueprint)
@@ -106,14 +109,14 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
             # while the request body is still unread cannot reuse the keep-alive connection, and
             # the client's next request on it would fail.
             await request.body
-        await resolve_request_principal(resolver, allow_query_token=path in _QUERY_TOKEN_PATHS)
-        klass = route_class(request.method, path)
-        if klass and settings.rate_limits:
-            principal = g.principal
-            key = principal.identity if principal else _client_address(settings.trusted_proxy)
-            g.rate_headers = limiter.check(klass, key)
-        if g.principal is not None:
-            coord.services["presence"].touch(g.principal.identity, "api")
+        token = request_token(allow_query_token=path in _QUERY_TOKEN_PATHS)
+        g.token_given = token is not None
+        admission = await gate.admit(request.method, path, token, _request_client)
+        g.principal, g.rate_headers = admission.principal, admission.rate_headers
+
+    def _request_client() -> str:
+        return client_address(settings.trusted_proxy, request.headers.get("X-Forwarded-For", ""),
+                              request.remote_addr)
 
     @app.after_request
     async def add_rate_headers(response):
@@ -140,15 +143,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         log.exception("unhandled error on %s %s", request.method, request.path)
         return {"error": "Internal server error"}, 500
 
+    if settings.hot_paths:
+        app.asgi_app = HotPaths(app, coord, gate)
     return app
-
-
-def _client_address(trusted_proxy: bool) -> str:
-    if trusted_proxy:
-        forwarded = request.headers.get("X-Forwarded-For", "")
-        if forwarded:
-            return forwarded.split(",")[0].strip()
-    return request.remote_addr or "unknown"
 
 
 def _publisher(coord: Coord):

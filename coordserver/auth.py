@@ -89,11 +89,15 @@ class TokenResolver:
         self.coord.spawn(self.coord.store.write(identities.touch_token, principal.token_id), "touch-token")
 
 
-def bearer_token() -> str | None:
-    header = request.headers.get("Authorization", "")
+def parse_bearer(header: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, or None."""
     if header[:7].lower() == "bearer ":
         return header[7:].strip() or None
     return None
+
+
+def bearer_token() -> str | None:
+    return parse_bearer(request.headers.get("Authorization", ""))
 
 
 def current_principal() -> Principal | None:
@@ -101,9 +105,12 @@ def current_principal() -> Principal | None:
 
 
 def require_identity() -> Principal:
-    principal = current_principal()
+    return identity_required(current_principal(), getattr(g, "token_given", False))
+
+
+def identity_required(principal: Principal | None, token_given: bool) -> Principal:
     if principal is None:
-        if getattr(g, "token_given", False):
+        if token_given:
             raise Unauthorized("Invalid key")
         raise Unauthorized("Authentication required: send Authorization: Bearer <token>")
     return principal
@@ -116,10 +123,9 @@ def require_admin(message: str = "Admin access required", **extra) -> Principal:
     return principal
 
 
-async def resolve_request_principal(resolver: TokenResolver, allow_query_token: bool) -> None:
+def request_token(allow_query_token: bool) -> str | None:
     token = bearer_token()
     if token is None and allow_query_token:
         token = request.args.get("token") or None
-    g.token_given = token is not None
-    g.principal = await resolver.resolve(token) if token else None
+    return token
 

@@ -5,6 +5,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Awaitable, Callable
 
 from quart import current_app
@@ -30,7 +31,7 @@ class Coord:
     services: dict[str, Any] = field(default_factory=dict)
     _tasks: set = field(default_factory=set)
 
-    @property
+    @cached_property
     def env_identities(self) -> frozenset[str]:
         return frozenset(t.identity for t in self.settings.env_tokens.values())
 

@@ -108,6 +108,7 @@ class Settings:
     rate_limits: bool = True
     rate_limit_overrides: dict[str, int] = field(default_factory=dict)
     trusted_proxy: bool = False
+    hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
     event_retention_days: float = 7.0
     sse_heartbeat_seconds: float = 30.0
     scheduler_interval_seconds: float = 60.0
@@ -133,6 +134,7 @@ class Settings:
                 if isinstance(v, int)
             },
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
+            hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
             log_level=env.get("COORD_LOG_LEVEL", "info"),
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
 from quart import request
 
@@ -17,7 +17,10 @@ _MISSING = object()
 
 
 async def json_object(required: bool = True) -> dict:
-    raw = await request.get_data()
+    return decode_json_object(await request.get_data(), required)
+
+
+def decode_json_object(raw: bytes, required: bool = True) -> dict:
     if not raw or not raw.strip():
         if required:
             raise Invalid("Request body must be a JSON object")
@@ -101,8 +104,10 @@ def query_bool(name: str) -> bool:
     return request.args.get(name) == "true"
 
 
-def query_int(name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
-    raw = request.args.get(name)
+def query_int(name: str, default: int, minimum: int = 0, maximum: int | None = None,
+              args: Mapping[str, str] | None = None) -> int:
+    """From `args`, or the current request's query string when not given."""
+    raw = (request.args if args is None else args).get(name)
     if raw is None or raw == "":
         return default
     try:
@@ -134,9 +139,9 @@ def query_time(name: str) -> datetime | None:
         raise Invalid(f"{name} must be an ISO-8601 timestamp") from None
 
 
-def query_limit(default: int = 50, cap: int = 100) -> int:
+def query_limit(default: int = 50, cap: int = 100, args: Mapping[str, str] | None = None) -> int:
     """limit defaults to 50 and is clamped to 100 (values above are lowered, not refused)."""
-    return query_int("limit", default, minimum=1, maximum=cap)
+    return query_int("limit", default, minimum=1, maximum=cap, args=args)
 
 
 def path_int(value: str, what: str = "id") -> int:

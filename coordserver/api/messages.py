@@ -1,9 +1,11 @@
 """Mailbox endpoints: parse and authorise here, rules in domain/messages.py."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from quart import Blueprint, Response, request
 
-from ..auth import require_identity
+from ..auth import Principal, require_identity
 from ..context import coord
 from ..domain import messages
 from ..errors import Invalid
@@ -27,8 +29,18 @@ def _thread_id(body: dict) -> str | None:
 
 @bp.post("/<recipient>/messages")
 async def send(recipient: str):
+    return await post_message(coord(), require_identity(), recipient, await json_object())
+
+
+@bp.get("/me/messages")
+async def inbox():
     principal = require_identity()
-    body = await json_object()
+    return Response(await inbox_json(coord(), principal, request.args), content_type="application/json")
+
+
+# The two handlers above are also served by hotpaths.py, straight from ASGI: everything they do
+# past admission and transport lives in these two functions, which both paths call.
+async def post_message(c, principal: Principal, recipient: str, body: dict) -> dict:
     fields = {
         "title": text(body, "title", required=True, max_len=messages.TITLE_MAX, cut=True),
         "body": text(body, "body", max_len=messages.BODY_MAX, cut=True, default=""),
@@ -38,27 +50,24 @@ async def send(recipient: str):
         "dedupe_key": text(body, "dedupeKey", max_len=messages.DEDUPE_MAX) or None,
         "metadata": body.get("metadata"),
     }
-    c = coord()
     return await c.store.write(messages.send, principal.identity, recipient.strip().lower(), fields,
                                c.env_identities)
 
 
-@bp.get("/me/messages")
-async def inbox():
-    principal = require_identity()
-    status = request.args.get("status") or None
+async def inbox_json(c, principal: Principal, args: Mapping[str, str]) -> str:
+    """The inbox page as JSON text: the rows arrive JSON-encoded by the database; only the envelope is
+    written here."""
+    status = args.get("status") or None
     if status not in (None, "unread", "read"):
         raise Invalid("status must be unread or read")
-    limit = query_limit()
-    cursor = request.args.get("cursor") or None
+    limit = query_limit(args=args)
+    cursor = args.get("cursor") or None
     if cursor is not None:
         messages.decode_cursor(cursor, "unread" if status == "unread" else "newest")  # 400 before any work
-    c = coord()
     encoded, total, next_cursor = await c.store.read(messages.inbox_page, principal.identity, status, limit, cursor)
     c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "list"))
-    # The rows arrive JSON-encoded by the database; only the envelope is written here.
     tail = f',"nextCursor":"{next_cursor}"' if next_cursor else ""
-    return Response(f'{{"messages":{encoded},"total":{total}{tail}}}', content_type="application/json")
+    return f'{{"messages":{encoded},"total":{total}{tail}}}'
 
 
 @bp.get("/me/sent")

@@ -1,0 +1,46 @@
+"""Admission: the one step every HTTP request passes before its handler.
+
+Who is calling (bearer token), whether they may call now (fixed-window rate limit per route class)
+and a presence touch for a known caller. Both request paths use it: the Quart hook in app.py and the
+ASGI hot paths in hotpaths.py, so neither can drift from the other.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .auth import Principal, TokenResolver
+from .ratelimit import RateLimiter, route_class
+
+
+@dataclass(frozen=True)
+class Admission:
+    principal: Principal | None
+    token_given: bool
+    rate_headers: dict[str, str] = field(default_factory=dict)
+
+
+class Gate:
+    def __init__(self, coord, resolver: TokenResolver, limiter: RateLimiter):
+        self._coord = coord
+        self._resolver = resolver
+        self._limiter = limiter
+        self._rate_limits = coord.settings.rate_limits
+
+    async def admit(self, method: str, path: str, token: str | None, client: Callable[[], str]) -> Admission:
+        """Raises RateLimited when the caller's window is full; `client` names an anonymous caller."""
+        principal = await self._resolver.resolve(token) if token else None
+        rate_headers: dict[str, str] = {}
+        klass = route_class(method, path) if self._rate_limits else None
+        if klass:
+            rate_headers = self._limiter.check(klass, principal.identity if principal else client())
+        if principal is not None:
+            self._coord.services["presence"].touch(principal.identity, "api")
+        return Admission(principal, token is not None, rate_headers)
+
+
+def client_address(trusted_proxy: bool, forwarded_for: str, remote_addr: str | None) -> str:
+    """Who an anonymous caller is, for rate limiting: the first X-Forwarded-For hop behind a trusted proxy."""
+    if trusted_proxy and forwarded_for:
+        return forwarded_for.split(",")[0].strip()
+    return remote_addr or "unknown"

@@ -1,0 +1,141 @@
+"""The two hottest routes, served straight from ASGI in front of Quart.
+
+Agents send mail and list their inbox far more than they do anything else, and on those two routes
+Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
+cost more than the work itself: about 40% of a send's CPU (bench/messages.md). Here they skip it.
+
+Only the transport differs. Admission is the same Gate the Quart hook uses; parsing and the domain
+calls are the same functions the Quart views call (api/messages.py post_message / inbox_json); errors
+have the same bodies. Anything this layer does not take whole - another method or path, a body
+without Content-Length (chunked) or over the size limit, a query string that is not UTF-8 - goes to
+Quart untouched, before a byte of it was read. COORD_HOT_PATHS=off sends everything to Quart, and
+tests/test_hotpaths.py checks both paths answer alike.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Awaitable, Callable
+from urllib.parse import parse_qsl
+
+from quart import Quart
+from werkzeug.datastructures import ImmutableMultiDict
+
+from .api.common import decode_json_object
+from .api.messages import inbox_json, post_message
+from .auth import identity_required, parse_bearer
+from .errors import ApiError
+from .gate import Admission, Gate, client_address
+from .settings import MAX_BODY_BYTES
+
+log = logging.getLogger("coord")
+
+_MAILBOXES = "/api/mailboxes/"
+_INBOX = "/api/mailboxes/me/messages"
+_JSON = b"application/json"
+
+Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
+
+
+class HotPaths:
+    """ASGI middleware: `app.asgi_app = HotPaths(app, coord, gate)`."""
+
+    def __init__(self, app: Quart, coord, gate: Gate):
+        self._inner = app.asgi_app
+        self._coord = coord
+        self._gate = gate
+        self._trusted_proxy = coord.settings.trusted_proxy
+        # Quart's JSON provider with the compact separators and trailing newline of its responses.
+        self._dumps = app.json.dumps
+
+    async def __call__(self, scope, receive, send) -> None:
+        handler = self._route(scope) if scope["type"] == "http" else None
+        if handler is None:
+            await self._inner(scope, receive, send)
+            return
+        body = b""
+        if scope["method"] == "POST":
+            body = await _read_body(receive)
+            if body is None:  # the client went away
+                return
+        await self._serve(handler, scope, body, send)
+
+    def _route(self, scope) -> Handler | None:
+        method, path = scope["method"], scope["path"]
+        if method == "GET" and path == _INBOX:
+            try:
+                scope["query_string"].decode()
+            except UnicodeDecodeError:
+                return None
+            return self._inbox
+        if method == "POST" and path.startswith(_MAILBOXES) and path.endswith("/messages"):
+            recipient = path[len(_MAILBOXES):-len("/messages")]
+            if recipient and "/" not in recipient and _declared_length(scope) is not None:
+                return self._send
+        return None
+
+    async def _serve(self, handler: Handler, scope, body: bytes, send) -> None:
+        headers = _headers(scope)
+        rate_headers: dict[str, str] = {}
+        extra: dict[str, str] = {}
+        try:
+            admission = await self._gate.admit(
+                scope["method"], scope["path"], parse_bearer(headers.get(b"authorization", b"").decode("latin-1")),
+                lambda: client_address(self._trusted_proxy, headers.get(b"x-forwarded-for", b"").decode("latin-1"),
+                                       (scope.get("client") or (None,))[0]))
+            rate_headers = admission.rate_headers
+            status, payload = await handler(admission, scope, body)
+        except ApiError as error:
+            status, payload, extra = error.status, self._json(error.body()), error.headers
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            status, payload = 500, self._json({"error": "Internal server error"})
+        response_headers = [(b"content-type", _JSON), (b"content-length", str(len(payload)).encode())]
+        response_headers += [(k.lower().encode(), v.encode()) for k, v in {**extra, **rate_headers}.items()]
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    def _json(self, value) -> bytes:
+        return f"{self._dumps(value, separators=(',', ':'))}\n".encode()
+
+    async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        principal = identity_required(admission.principal, admission.token_given)
+        recipient = scope["path"][len(_MAILBOXES):-len("/messages")]
+        return 200, self._json(await post_message(self._coord, principal, recipient, decode_json_object(body)))
+
+    async def _inbox(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        principal = identity_required(admission.principal, admission.token_given)
+        # The same parse as werkzeug's request.args.
+        args = ImmutableMultiDict(parse_qsl(scope["query_string"].decode(), keep_blank_values=True,
+                                            errors="werkzeug.url_quote"))
+        return 200, (await inbox_json(self._coord, principal, args)).encode()
+
+
+def _headers(scope) -> dict[bytes, bytes]:
+    """Request headers by lower-case name; the first of repeated ones, as request.headers.get gives."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        found.setdefault(name.lower(), value)
+    return found
+
+
+def _declared_length(scope) -> int | None:
+    """Content-Length when present and within the body limit; otherwise None (Quart handles the rest)."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                return None
+            return length if 0 <= length <= MAX_BODY_BYTES else None
+    return None
+
+
+async def _read_body(receive) -> bytes | None:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)

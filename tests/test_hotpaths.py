@@ -1,0 +1,170 @@
+"""Send and inbox are served straight from ASGI (coordserver/hotpaths.py). They must answer exactly as
+the Quart views do: the same request goes to a server with hot paths and to one without
+(COORD_HOT_PATHS=off), both on frozen clocks, and status, headers and body must match byte for byte."""
+from __future__ import annotations
+
+import json
+import socket
+from datetime import datetime, timezone
+
+import pytest
+
+from coordserver.hotpaths import HotPaths
+from coordserver.server import ServerThread
+from coordserver.settings import Settings
+from coordserver.timeutil import FrozenClock
+from tests.conftest import TOKENS, base_env, client
+
+_VOLATILE = {"date", "x-ratelimit-reset"}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(hot, cold): identical servers but for the hot paths; the send limit is 50 a minute on both."""
+    servers = []
+    for name, flag in (("hot", "on"), ("cold", "off")):
+        path = tmp_path_factory.mktemp(name) / "coord.db"
+        env = base_env(f"sqlite:///{path}", COORD_HOT_PATHS=flag, COORD_RATE_LIMITS="on",
+                       COORD_RATE_LIMIT_OVERRIDES='{"send": 50, "other": 1000}')
+        clock = FrozenClock(datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc))
+        servers.append(ServerThread(Settings.from_env(env), clock=clock).start())
+    hot, cold = servers
+    assert isinstance(hot.app.asgi_app, HotPaths) and not isinstance(cold.app.asgi_app, HotPaths)
+    served = []
+    inner_serve = hot.app.asgi_app._serve
+
+    async def counting(*args, **kwargs):
+        served.append(args[1]["path"])
+        return await inner_serve(*args, **kwargs)
+    hot.app.asgi_app._serve = counting
+    hot.served = served
+    yield hot, cold
+    for server in servers:
+        server.stop()
+
+
+def both(pair, method: str, path: str, who: str | None = "alice", token: str | None = None, **kwargs):
+    """Send one request to each server; assert the answers are identical; return the hot one."""
+    answers = []
+    for server in pair:
+        each = {k: v() if callable(v) else v for k, v in kwargs.items()}  # a generator body is made per server
+        with client(server, who, token) as http:
+            answers.append(http.request(method, path, **each))
+    hot, cold = answers
+    assert hot.status_code == cold.status_code, (hot.text, cold.text)
+    assert hot.content == cold.content
+    headers = [{k: v for k, v in r.headers.items() if k not in _VOLATILE} for r in answers]
+    assert headers[0] == headers[1]
+    return hot
+
+
+def test_send_and_its_refusals_match(pair):
+    hot_served_before = len(pair[0].served)
+    ok = both(pair, "POST", "/api/mailboxes/bob/messages",
+              json={"title": "Deploy é ß 🚀", "body": "x" * 20_000, "urgent": True, "threadId": 7,
+                    "metadata": {"ticket": ["a", 1, None]}})
+    assert ok.status_code == 200 and ok.json()["title"] == "Deploy é ß 🚀" and len(ok.json()["body"]) == 10_000
+    assert "é" in ok.text  # not \\u-escaped, as Quart's provider (ensure_ascii off) writes it
+    assert ok.headers["x-ratelimit-limit"] == "50"
+    cases = [
+        dict(who=None),
+        dict(who=None, token="not-a-real-token"),
+        dict(content=b"{not json"),
+        dict(content=b""),
+        dict(content=b"[1, 2]"),
+        dict(content=b"\xff\xfe"),
+        dict(json={}),
+        dict(json={"title": "   "}),
+        dict(json={"title": 5}),
+        dict(json={"title": "t", "urgent": "yes"}),
+        dict(json={"title": "t", "threadId": "x" * 101}),
+        dict(json={"title": "t", "threadId": [1]}),
+        dict(json={"title": "t", "replyToMessageId": 0}),
+        dict(json={"title": "t", "replyToMessageId": 1.5}),
+        dict(json={"title": "t", "dedupeKey": 3}),
+    ]
+    for case in cases:
+        answer = both(pair, "POST", "/api/mailboxes/bob/messages", **case)
+        assert answer.status_code in (400, 401) and set(answer.json()) == {"error"}, case
+    assert both(pair, "POST", "/api/mailboxes/nobody-here/messages", json={"title": "t"}).status_code == 400
+    assert both(pair, "POST", "/api/mailboxes/%20BOB%20/messages", json={"title": "t"}).json()["recipient"] == "bob"
+    first = both(pair, "POST", "/api/mailboxes/bob/messages", json={"title": "once", "dedupeKey": "k1"})
+    again = both(pair, "POST", "/api/mailboxes/bob/messages", json={"title": "twice", "dedupeKey": "k1"})
+    assert again.json() == first.json()
+    assert len(pair[0].served) - hot_served_before == len(cases) + 5
+
+
+def test_what_hot_paths_leave_to_quart_still_matches(pair):
+    served_before = list(pair[0].served)
+    oversized = both(pair, "POST", "/api/mailboxes/bob/messages", content=b"{" + b" " * 60_000 + b"}")
+    assert oversized.status_code == 413
+
+    def chunks():
+        yield b'{"title": "chunked"'
+        yield b"}"
+    assert both(pair, "POST", "/api/mailboxes/bob/messages", content=chunks).json()["title"] == "chunked"
+    assert both(pair, "HEAD", "/api/mailboxes/me/messages").status_code == 200
+    assert both(pair, "POST", "/api/mailboxes/bob/messages/", json={"title": "t"}).status_code in (404, 405, 308)
+    assert both(pair, "PUT", "/api/mailboxes/bob/messages", json={"title": "t"}).status_code == 405
+    assert pair[0].served == served_before
+
+
+def test_inbox_pages_and_refusals_match(pair):
+    for i in range(7):
+        both(pair, "POST", "/api/mailboxes/carol/messages", who="bob", json={"title": f"m{i}", "urgent": i == 5})
+    page = both(pair, "GET", "/api/mailboxes/me/messages?status=unread&limit=3", who="carol")
+    assert [m["title"] for m in page.json()["messages"]] == ["m5", "m0", "m1"] and page.json()["total"] == 7
+    seen = [m["id"] for m in page.json()["messages"]]
+    cursor = page.json()["nextCursor"]
+    while cursor:
+        page = both(pair, "GET", "/api/mailboxes/me/messages", who="carol",
+                    params={"status": "unread", "limit": "3", "cursor": cursor})
+        seen += [m["id"] for m in page.json()["messages"]]
+        cursor = page.json().get("nextCursor")
+    assert len(seen) == len(set(seen)) == 7
+    both(pair, "GET", "/api/mailboxes/me/messages?status=read&status=unread&limit=2", who="carol")
+    both(pair, "GET", "/api/mailboxes/me/messages?limit=1000", who="carol")
+    both(pair, "GET", "/api/mailboxes/me/messages?limit=", who="carol")
+    for query in ("status=new", "limit=abc", "limit=0", "cursor=%%%", "status=read&cursor=x"):
+        refused = both(pair, "GET", f"/api/mailboxes/me/messages?{query}", who="carol")
+        assert refused.status_code == 400 and set(refused.json()) == {"error"}, query
+    assert both(pair, "GET", "/api/mailboxes/me/messages", who=None).status_code == 401
+    assert both(pair, "GET", "/api/mailboxes/me/messages", who=None, token="wrong").json() == {"error": "Invalid key"}
+
+
+def test_rate_limit_answers_match(pair):
+    """Anonymous senders are limited by address before they are refused; both paths count alike."""
+    answers = [both(pair, "POST", "/api/mailboxes/bob/messages", who=None, json={"title": "t"}) for _ in range(51)]
+    statuses = [a.status_code for a in answers]
+    assert set(statuses) == {401, 429} and statuses.index(429) <= 50 and statuses[-1] == 429  # earlier tests counted too
+    limited = answers[-1]
+    assert int(limited.headers["retry-after"]) >= 1
+    assert limited.headers["x-ratelimit-remaining"] == "0"
+
+
+def test_expect_continue_and_keep_alive_on_the_hot_path(pair):
+    """A client that waits for 100 Continue gets it, then its answer, then the connection serves again."""
+    hot = pair[0]
+    body = json.dumps({"title": "continued", "body": "y" * 3000}).encode()
+    head = (f"POST /api/mailboxes/bob/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKENS['alice']}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n").encode()
+    with socket.create_connection((hot.host, hot.port), timeout=10) as sock:
+        sock.sendall(head)
+        assert sock.recv(100).startswith(b"HTTP/1.1 100")
+        sock.sendall(body)
+        first = _read_response(sock)
+        assert first.startswith(b"HTTP/1.1 200") and b'"title":"continued"' in first
+        sock.sendall(b"GET /api/mailboxes/me/messages?limit=1 HTTP/1.1\r\nHost: x\r\n"
+                     + f"Authorization: Bearer {TOKENS['bob']}\r\n\r\n".encode())
+        assert _read_response(sock).startswith(b"HTTP/1.1 200")
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return head + b"\r\n\r\n" + rest
