@@ -7,10 +7,11 @@ Against servers you run yourself (rate limits must be off: COORD_RATE_LIMITS=off
     python bench/messages.py --url http://127.0.0.1:8420 --token $TOKEN --recipient bob \
         [--bare-url http://127.0.0.1:8431]
 
-Everything local (starts coordserver and bench/bare_app.py the same way, on SQLite in a temp dir),
-optionally once per preload size, to see how a large mailbox table changes the figures:
+Everything local: one coordserver per preload size (SQLite in a temp dir) and bench/bare_app.py, all
+started the same way and running at once; each round measures every case on every server in turn, so
+ratios (to bare, 1M stored to empty) are taken under the same machine load:
 
-    python bench/messages.py --local --preload 0 1000000
+    python bench/messages.py --local --preload 0 1000000 --rounds 3 --db-cache /tmp/mb
 
 Targets (issue 3): send >= 2,300 req/s with p99 <= 30 ms and >= 75% of bare; inbox (50 unread)
 >= 2,000 req/s; <= 20% degradation with 1,000,000 messages stored.
@@ -24,6 +25,7 @@ import random
 import re
 import shutil
 import socket
+import statistics
 import sqlite3
 import subprocess
 import sys
@@ -98,42 +100,72 @@ def cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_suite(base: str, token: str, recipient: str, bare: str | None, args, probe: str | None = None,
-              pids: dict | None = None) -> dict:
-    """Send and inbox against coordserver (and the bare app / core probes when given), each after a warm-up."""
-    results = {}
-    cases = [("send", f"{base}/api/mailboxes/{recipient}/messages", "send.lua"),
-             ("inbox", f"{base}/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")]
-    if bare:
-        cases += [("bare send", f"{bare}/api/mailboxes/{recipient}/messages", "send.lua"),
-                  ("bare inbox", f"{bare}/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")]
-    if probe:
-        cases += [(f"core {name}", f"{probe}/api/bench/{name}", "get.lua" if name == "store-read" else "probe.lua")
-                  for name in ("hooks", "store-write", "store-log", "store-read")]
-    for name, url, script in cases:
-        token_for = args.reader_token if name == "inbox" else token
-        env = {"TOKEN": token_for or token, "RECIPIENT": recipient}
-        wrk(url, script, env, 2, args.connections, args.threads)  # warm-up
-        pid = (pids or {}).get(name.split()[0] if name.split()[0] in ("bare", "core") else "coord")
-        cpu_before = cpu_seconds(pid)
-        result = results[name] = wrk(url, script, env, args.duration, args.connections, args.threads)
-        cpu_after = cpu_seconds(pid)
-        if cpu_before is not None and cpu_after is not None:
-            # Server CPU per request: on a dedicated core, 1e6 / this = the throughput ceiling.
-            result["server_cpu_us"] = (cpu_after - cpu_before) * 1e6 / (result["rps"] * args.duration)
-        print(f"  {name:<17} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  p99 {result['p99_ms']:6.2f} ms"
-              + (f"  server CPU {result['server_cpu_us']:5.0f} us/req" if "server_cpu_us" in result else "")
-              + f"  non-2xx {result['non2xx']}"
-              + (f"  {result['socket_errors']}" if result['socket_errors'] else ""), flush=True)
-    if bare:
-        results["send/bare"] = results["send"]["rps"] / results["bare send"]["rps"]
-        results["inbox/bare"] = results["inbox"]["rps"] / results["bare inbox"]["rps"]
-        print(f"  throughput ratios: send {results['send/bare']:.0%} of bare, inbox {results['inbox/bare']:.0%} of bare")
-        if "server_cpu_us" in results["send"] and "server_cpu_us" in results["bare send"]:
-            send_cpu = results["bare send"]["server_cpu_us"] / results["send"]["server_cpu_us"]
-            inbox_cpu = results["bare inbox"]["server_cpu_us"] / results["inbox"]["server_cpu_us"]
-            print(f"  CPU-per-request ratios (bare / coord): send {send_cpu:.0%}, inbox {inbox_cpu:.0%}")
-    return results
+CASES = {"send": ("/api/mailboxes/{recipient}/messages", "send.lua"),
+         "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")}
+
+
+def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str], recipient: str, args) -> dict:
+    """Every round runs each case against every server in turn (after a short warm-up), so machine
+    noise hits all of them alike; `servers` maps a label to (base URL, local pid or None)."""
+    samples: dict[tuple[str, str], list[dict]] = {}
+    for round_ in range(1, args.rounds + 1):
+        for case, (path, script) in CASES.items():
+            env = {"TOKEN": tokens[case], "RECIPIENT": recipient}
+            for label, (base, pid) in servers.items():
+                url = base + path.format(recipient=recipient)
+                wrk(url, script, env, 2, args.connections, args.threads)
+                cpu_before = cpu_seconds(pid)
+                result = wrk(url, script, env, args.duration, args.connections, args.threads)
+                cpu_after = cpu_seconds(pid)
+                if cpu_before is not None and cpu_after is not None:
+                    # Server CPU per request: on a dedicated core, 1e6 / this = the throughput ceiling.
+                    result["server_cpu_us"] = (cpu_after - cpu_before) * 1e6 / (result["rps"] * args.duration)
+                samples.setdefault((label, case), []).append(result)
+                print(f"  r{round_} {case:<5} {label:<12} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
+                      f"p99 {result['p99_ms']:6.2f} ms"
+                      + (f"  server CPU {result['server_cpu_us']:5.0f} us/req" if "server_cpu_us" in result else "")
+                      + f"  non-2xx {result['non2xx']}"
+                      + (f"  {result['socket_errors']}" if result["socket_errors"] else ""), flush=True)
+    return samples
+
+
+def _median(rows: list[dict], key: str) -> float | None:
+    values = [row[key] for row in rows if key in row]
+    return statistics.median(values) if values else None
+
+
+def report(samples: dict[tuple[str, str], list[dict]], labels: list[str]) -> dict:
+    """Medians per server and case; ratios are medians of same-round ratios."""
+    summary: dict = {}
+    print("--- medians")
+    for case in CASES:
+        for label in labels:
+            rows = samples[(label, case)]
+            entry = summary.setdefault(case, {})[label] = {
+                key: _median(rows, key) for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us")}
+            cpu = f"  server CPU {entry['server_cpu_us']:5.0f} us/req" if entry["server_cpu_us"] else ""
+            print(f"  {case:<5} {label:<12} {entry['rps']:7.0f} req/s  p99 {entry['p99_ms']:6.2f} ms{cpu}")
+
+    def ratio(case: str, a: str, b: str, key: str = "rps") -> float | None:
+        pairs = [(x.get(key), y.get(key)) for x, y in zip(samples[(a, case)], samples[(b, case)])]
+        values = [x / y for x, y in pairs if x and y]
+        return statistics.median(values) if values else None
+
+    coords = [label for label in labels if label != "bare"]
+    if "bare" in labels:
+        for label in coords:
+            for case in CASES:
+                through, cpu = ratio(case, label, "bare"), ratio(case, "bare", label, "server_cpu_us")
+                summary[case][label]["of_bare"] = through
+                print(f"  {case:<5} {label:<12} {through:4.0%} of bare's throughput"
+                      + (f", bare's CPU per request is {cpu:4.0%} of this" if cpu else ""))
+    if len(coords) > 1:
+        first, last = coords[0], coords[-1]
+        for case in CASES:
+            change = ratio(case, last, first) - 1
+            summary[case][f"{last} vs {first}"] = change
+            print(f"  {case:<5} {last} vs {first}: {change:+.0%} throughput (same rounds)")
+    return summary
 
 
 # --- local mode ------------------------------------------------------------------------------
@@ -168,82 +200,86 @@ def preload(db_path: Path, count: int) -> float:
     return time.monotonic() - started
 
 
+def prepare_db(db_path: Path, size: int, env: dict, cache: str | None) -> None:
+    """A migrated database holding `size` messages; with --db-cache, built once and copied afterwards."""
+    cached = Path(f"{cache}.{size}") if cache else None
+    if cached and cached.exists():
+        shutil.copyfile(cached, db_path)
+        print(f"{size:,} messages: copied {cached}", flush=True)
+        return
+    db_env = {**env, "COORD_DATABASE_URL": f"sqlite:///{db_path}"}
+    subprocess.run([sys.executable, "-m", "coordserver.cli", "migrate"], env=db_env, check=True, cwd=ROOT,
+                   capture_output=True)
+    seconds = preload(db_path, size)
+    print(f"{size:,} messages (+{READER_UNREAD + READER_READ} for the reader): preloaded in {seconds:.1f} s", flush=True)
+    if cached:
+        shutil.copyfile(db_path, cached)
+
+
 def local(args) -> None:
-    python = sys.executable
-    results = {}
-    for size in args.preload:
-        with tempfile.TemporaryDirectory() as tmp:
-            db_path = Path(tmp) / "bench.db"
-            port, bare_port = free_port(), free_port()
-            env = {**os.environ, "COORD_DATABASE_URL": f"sqlite:///{db_path}", "COORD_RATE_LIMITS": "off",
-                   "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(ROOT),
-                   **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in TOKENS.items()}}
-            if args.from_db:
-                shutil.copyfile(args.from_db, db_path)
-                print(f"copied {args.from_db} (made earlier with --keep-db)", flush=True)
-            else:
-                subprocess.run([python, "-m", "coordserver.cli", "migrate"], env=env, check=True, cwd=ROOT,
-                               capture_output=True)
-                seconds = preload(db_path, size)
-                print(f"preload {size:,} messages (+{READER_UNREAD + READER_READ} for the reader): {seconds:.1f} s",
-                      flush=True)
-                if args.keep_db:
-                    shutil.copyfile(db_path, f"{args.keep_db}.{size}")
-            procs = [subprocess.Popen([python, "-m", "coordserver.cli", "serve", "--port", str(port)], env=env, cwd=ROOT),
-                     subprocess.Popen([python, str(HERE / "bare_app.py"), "--port", str(bare_port)], env=env, cwd=ROOT)]
-            probe = None
-            if args.probe:
-                probe_port = free_port()
-                probe_env = {**env, "COORD_DATABASE_URL": f"sqlite:///{Path(tmp) / 'probe.db'}"}
-                procs.append(subprocess.Popen([python, str(HERE / "core_probe.py"), "--port", str(probe_port)],
-                                              env=probe_env, cwd=ROOT))
-                probe = f"http://127.0.0.1:{probe_port}"
-            try:
-                base, bare = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
-                wait_up(f"{base}/api/health")
-                wait_up(f"{bare}/api/mailboxes/me/messages")
-                if probe:
-                    wait_up(f"{probe}/api/health")
-                args.reader_token = TOKENS["reader"]
-                pids = {"coord": procs[0].pid, "bare": procs[1].pid, "core": procs[2].pid if probe else None}
-                results[size] = run_suite(base, TOKENS["bench"], "sink", bare, args, probe, pids)
-            finally:
-                for proc in procs:
-                    proc.terminate()
-                for proc in procs:
-                    proc.wait(30)
-    if len(results) > 1:
-        first, last = min(results), max(results)
-        for case in ("send", "inbox"):
-            change = results[last][case]["rps"] / results[first][case]["rps"] - 1
-            print(f"{case}: {last:,} vs {first:,} stored messages: {change:+.0%} throughput")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    """One coordserver per preload size and the bare app, all running at once; cases interleaved."""
+    env = {**os.environ, "COORD_RATE_LIMITS": "off", "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(ROOT),
+           **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in TOKENS.items()}}
+    procs: list[subprocess.Popen] = []
+    servers: dict[str, tuple[str, int | None]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for size in args.preload:
+                db_path = Path(tmp) / f"bench-{size}.db"
+                prepare_db(db_path, size, env, args.db_cache)
+                port = free_port()
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)], cwd=ROOT,
+                    env={**env, "COORD_DATABASE_URL": f"sqlite:///{db_path}"}))
+                servers[f"coord {_short(size)}"] = (f"http://127.0.0.1:{port}", procs[-1].pid)
+            port = free_port()
+            procs.append(subprocess.Popen([sys.executable, str(HERE / "bare_app.py"), "--port", str(port)],
+                                          env=env, cwd=ROOT))
+            servers["bare"] = (f"http://127.0.0.1:{port}", procs[-1].pid)
+            for label, (base, _) in servers.items():
+                wait_up(f"{base}/api/health" if label != "bare" else f"{base}/api/mailboxes/me/messages")
+            samples = run_rounds(servers, {"send": TOKENS["bench"], "inbox": TOKENS["reader"]}, "sink", args)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
+    _save(args, report(samples, list(servers)))
+
+
+def _short(size: int) -> str:
+    return f"{size // 1_000_000}M" if size >= 1_000_000 and size % 1_000_000 == 0 else \
+        f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
 
 
 def remote(args) -> None:
     me = call(f"{args.url}/api/auth/verify", args.token)["identity"]
-    args.reader_token = args.token
     unread = call(f"{args.url}/api/mailboxes/me/messages?status=unread&limit=1", args.token)["total"]
     for i in range(max(0, 60 - unread)):  # the inbox case lists 50 unread: make sure they exist
         call(f"{args.url}/api/mailboxes/{me}/messages", args.token, {"title": f"bench inbox {i}"})
-    results = run_suite(args.url.rstrip("/"), args.token, args.recipient or me, args.bare_url, args)
+    servers = {"coord": (args.url.rstrip("/"), None)}
+    if args.bare_url:
+        servers["bare"] = (args.bare_url.rstrip("/"), None)
+    samples = run_rounds(servers, {"send": args.token, "inbox": args.token}, args.recipient or me, args)
+    _save(args, report(samples, list(servers)))
+
+
+def _save(args, summary: dict) -> None:
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(summary, indent=2))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--local", action="store_true", help="start coordserver and the bare app here")
     parser.add_argument("--preload", type=int, nargs="*", default=[0], help="local: messages stored first")
-    parser.add_argument("--keep-db", help="local: save each preloaded database as <path>.<size> for --from-db")
-    parser.add_argument("--from-db", help="local: start from a copy of this SQLite file instead of preloading")
+    parser.add_argument("--db-cache", help="local: keep each preloaded database as <prefix>.<size> and reuse it")
     parser.add_argument("--url", help="coordserver base URL")
     parser.add_argument("--token", help="API token for --url")
     parser.add_argument("--recipient", help="send target for --url (default: yourself)")
     parser.add_argument("--bare-url", help="base URL of a running bench/bare_app.py")
-    parser.add_argument("--probe", action="store_true", help="local: also measure the core probes (core_probe.py)")
-    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")
     parser.add_argument("--json", help="also write the figures to this file")

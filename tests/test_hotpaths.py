@@ -168,3 +168,14 @@ def _read_response(sock: socket.socket) -> bytes:
     while len(rest) < length:
         rest += sock.recv(65536)
     return head + b"\r\n\r\n" + rest
+
+
+def test_hot_paths_know_every_request_hook(pair):
+    """The hot paths reproduce what the Quart hooks do (gate.Gate, the rate headers). A new hook would
+    silently not apply to them: this fails first, so whoever adds one extends hotpaths.py too."""
+    app = pair[1].app
+    kinds = ("before_request_funcs", "after_request_funcs", "teardown_request_funcs",
+             "url_value_preprocessors", "url_default_functions")
+    hooks = {kind: sorted(f.__name__ for funcs in getattr(app, kind).values() for f in funcs) for kind in kinds}
+    assert hooks == {"before_request_funcs": ["authenticate_and_limit"], "after_request_funcs": ["add_rate_headers"],
+                     "teardown_request_funcs": [], "url_value_preprocessors": [], "url_default_functions": []}
