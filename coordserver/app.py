@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["scheduler"] = Scheduler(coord)
     coord.services["sse"] = SSEHub(coord)
     coord.services["push"] = PushService(coord)
-    limiter = RateLimiter(settings.rate_limit_overrides)
+    limiter = RateLimiter(settings.rate_limit_overrides, clock=lambda: clock.now().timestamp())
     coord.services["ratelimit"] = limiter
     gate = Gate(coord, resolver, limiter)
 

@@ -116,6 +116,9 @@ class Settings:
     log_level: str = "info"
     notebook_save_seconds: float = 5.0     # debounce of CRDT saves
     notebook_unload_seconds: float = 10.0  # an idle page's document is dropped this long after its last save
+    # Rooms re-announce their viewers to other processes this often; an announcement three intervals
+    # old is dropped, so the viewers of a process that died without saying goodbye disappear.
+    notebook_viewers_refresh_seconds: float = 20.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
@@ -139,6 +142,7 @@ class Settings:
             log_level=env.get("COORD_LOG_LEVEL", "info"),
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),
             notebook_unload_seconds=float(env.get("COORD_NOTEBOOK_UNLOAD_SECONDS") or 10),
+            notebook_viewers_refresh_seconds=float(env.get("COORD_NOTEBOOK_VIEWERS_REFRESH_SECONDS") or 20),
         )
         values.update(overrides)
         return cls(**values)

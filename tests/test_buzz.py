@@ -8,7 +8,7 @@ import pytest
 
 from coordserver.models import BuzzEvent, Event
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client
+from tests.conftest import async_client, client
 
 ALERTMANAGER = {
     "version": "4", "groupKey": "{}:{alertname=\"HighLatency\"}", "status": "firing", "receiver": "coord",
@@ -255,3 +255,23 @@ def test_audience_of_broadcast_event(server):
         assert row.data["eventId"] == event_id
         return sorted(t.identity for t in EventTarget.select().where(EventTarget.event == row.id)), row.to_all
     assert server.call(lambda: server.coord.store.read(audience)) == (["alice", "bob"], False)
+
+
+def test_concurrent_ingests_respect_the_limit_and_dedup(make_server, database_url):
+    """80 ingests at once: exactly 60 pass the window; 20 copies of one dedupKey: exactly one is live.
+    On PostgreSQL four writer threads run them in parallel, so this needs the webhook row lock."""
+    clock = FrozenClock(datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc))
+    srv = make_server(clock=clock, database_url=database_url)
+    alice = client(srv, "alice")
+    limited_hook, dedup_hook = _create(alice, appName="burst", wakeAgent="bob"), _create(alice, appName="same")
+
+    async def burst(url: str, bodies: list[dict]) -> list:
+        async with async_client(srv) as http:
+            return await asyncio.gather(*(http.post(url, json=body) for body in bodies))
+
+    answers = asyncio.run(burst(f"/api/ingest/burst/{limited_hook['token']}", [{"title": f"n{i}"} for i in range(80)]))
+    assert sorted(a.status_code for a in answers) == [200] * 60 + [429] * 20
+    answers = asyncio.run(burst(f"/api/ingest/same/{dedup_hook['token']}",
+                                [{"title": "disk full", "dedupKey": "disk"}] * 20))
+    assert [a.status_code for a in answers] == [200] * 20
+    assert sum("suppressed" not in a.json() for a in answers) == 1

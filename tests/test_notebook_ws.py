@@ -7,6 +7,7 @@ import json
 import random
 import time
 import uuid
+from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ from coordserver.domain import notebook as pages
 from coordserver.events import log
 from coordserver.models import NotebookPage
 from coordserver.realtime import notebook_rooms
+from coordserver.timeutil import FrozenClock
 from coordtui.client import notebook as notebook_client
 from coordtui.client.notebook import LOCAL_ORIGIN, NotebookSession, ReadOnlyError, byte_offset, socket_url
 from tests.conftest import TOKENS
@@ -388,12 +390,41 @@ async def test_a_failed_save_is_retried_and_nothing_is_lost(make_server, monkeyp
     assert stored_text(server, page_id) == ("précieux 💾", "précieux 💾")
 
 
+async def test_viewers_of_a_process_that_went_silent_expire(make_server):
+    """Another process announced a viewer, then died without a goodbye: after three refresh intervals
+    without a word from it, the viewer is gone from the room and from REST presence."""
+    clock = FrozenClock(datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc))
+    server = make_server(clock=clock, notebook_viewers_refresh_seconds=0.05, **FAST)
+    page_id = await new_page(server, content="runbook\n")
+    alice = await session(server, "alice", page_id)
+    await alice.wait_for(lambda s: s.viewers == ["alice"])
+
+    async def announce_ghost():
+        server.coord.bus.publish(pages.channel(page_id),
+                                 {"kind": "viewers", "origin": "process-that-died", "viewers": ["zed"]})
+    server.call(announce_ghost)
+    await alice.wait_for(lambda s: s.viewers == ["alice", "zed"])
+    await asyncio.sleep(0.3)  # refreshes come and go; the ghost is not stale yet on the frozen clock
+    assert alice.viewers == ["alice", "zed"]
+    clock.advance(seconds=1)
+    await alice.wait_for(lambda s: s.viewers == ["alice"])
+    async with api(server, "alice") as http:
+        assert (await http.post(f"/api/notebook/{page_id}/presence")).json()["viewers"] == ["alice"]
+    await alice.close()
+
+
 async def test_two_servers_on_postgresql_share_a_page_through_the_bus(make_server, pg_cluster):
     url = pg_cluster.create_database()
-    first, second = make_server(database_url=url, **FAST), make_server(database_url=url, **FAST)
+    clock = FrozenClock(datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc))
+    first, second = (make_server(database_url=url, clock=clock, notebook_viewers_refresh_seconds=0.1, **FAST)
+                     for _ in range(2))
     page_id = await new_page(first, content="shared\n")
     alice, bob = await session(first, "alice", page_id), await session(second, "bob", page_id)
     await alice.wait_for(lambda s: s.viewers == ["alice", "bob"])
+    for _ in range(3):  # well past the expiry of one announcement: live processes keep re-announcing
+        clock.advance(seconds=0.2)
+        await asyncio.sleep(0.25)
+    assert alice.viewers == ["alice", "bob"] and bob.viewers == ["alice", "bob"]
     alice.insert(len(alice.value), "from first é\n")
     bob.insert(0, "from second 😀\n")
     await until(lambda: alice.value == bob.value == "from second 😀\nshared\nfrom first é\n")

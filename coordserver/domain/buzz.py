@@ -352,8 +352,17 @@ def _audience(webhook: BuzzWebhook) -> list[str] | None:
     return sorted(names)
 
 
+def _serialise_ingests(webhook: BuzzWebhook) -> None:
+    """Lock the webhook's row until the unit commits. On PostgreSQL several writer threads (and
+    processes) ingest at once; without the lock two of them could both count 59 in the window, or both
+    miss the other's dedupKey. SQLite's single writer already runs units one at a time."""
+    if not db.is_sqlite(db.current_database()):
+        BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.id == webhook.id).for_update().execute()
+
+
 def ingest(app_name: str, token: str, parsed: dict) -> dict:
     webhook = _webhook_for(app_name, token)
+    _serialise_ingests(webhook)
     now = db.now()
     _check_rate(webhook, now)
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)

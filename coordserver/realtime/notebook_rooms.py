@@ -10,6 +10,9 @@
   When the last peer leaves the room saves at once and is unloaded `notebook_unload_seconds` later.
 - Page metadata changes (lock, archive, tags) arrive on the same channel from the domain's commits;
   the room tells peers `readonly`/`editable` and closes peers that may no longer see the page.
+- Each room announces its own viewers on the channel when they change and again every
+  `notebook_viewers_refresh_seconds`; other processes' announcements expire after three intervals,
+  so a process that dies without saying goodbye leaves no ghost viewers behind.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 from pycrdt import Doc, Text
@@ -81,7 +84,7 @@ class Room:
         self.text: Text = self.doc.get(pages.TEXT_NAME, type=Text)
         self.meta = meta
         self.peers: set[Peer] = set()
-        self.remote_viewers: dict[str, list[str]] = {}
+        self.remote_viewers: dict[str, tuple[list[str], datetime]] = {}  # origin -> (names, heard at)
         self.version = 0          # bumped by every change to the document
         self.saved_version = 0
         self.editors: dict[str, int] = {}  # identity -> version of their latest unsaved edit
@@ -127,14 +130,28 @@ class Room:
 
     def viewers(self) -> list[str]:
         names = {p.identity for p in self.peers}
-        for remote in self.remote_viewers.values():
+        for remote, _heard in self.remote_viewers.values():
             names.update(remote)
         return sorted(names)
 
     def _viewers_changed(self) -> None:
         self.broadcast(frame("viewers", viewers=self.viewers()))
+        self.announce_viewers()
+
+    def announce_viewers(self) -> None:
+        """Tell the page's rooms in other processes who is here."""
         self.manager.bus.publish(pages.channel(self.page_id), {
             "kind": "viewers", "origin": self.origin, "viewers": sorted({p.identity for p in self.peers})})
+
+    def expire_remote_viewers(self, now: datetime, ttl: timedelta) -> None:
+        """Forget announcements not refreshed within `ttl`: their process is gone."""
+        stale = [origin for origin, (_names, heard) in self.remote_viewers.items() if now - heard > ttl]
+        if stale:
+            before = self.viewers()
+            for origin in stale:
+                del self.remote_viewers[origin]
+            if self.viewers() != before:
+                self.broadcast(frame("viewers", viewers=self.viewers()))
 
     def broadcast(self, text: str, exclude: Peer | None = None) -> None:
         for peer in list(self.peers):
@@ -201,11 +218,13 @@ class Room:
         elif kind == "meta":
             self.set_meta({k: payload[k] for k in ("createdBy", "taggedUsers", "locked", "lockedBy", "archived")})
         elif kind == "viewers":
+            before = self.viewers()
             if payload["viewers"]:
-                self.remote_viewers[payload["origin"]] = payload["viewers"]
+                self.remote_viewers[payload["origin"]] = (payload["viewers"], self.manager.coord.now())
             else:
                 self.remote_viewers.pop(payload["origin"], None)
-            self.broadcast(frame("viewers", viewers=self.viewers()))
+            if self.viewers() != before:
+                self.broadcast(frame("viewers", viewers=self.viewers()))
 
     async def _apply_relay(self, relay_id: int) -> None:
         update = await self.manager.coord.store.read(pages.load_relay, relay_id)
@@ -303,7 +322,18 @@ class NotebookRooms:
         return self.coord.settings.notebook_unload_seconds
 
     async def start(self) -> None:
-        return None
+        self.coord.spawn(self._refresh_viewers(), "notebook-viewers")
+
+    async def _refresh_viewers(self) -> None:
+        interval = self.coord.settings.notebook_viewers_refresh_seconds
+        ttl = timedelta(seconds=3 * interval)
+        while True:
+            await asyncio.sleep(interval)
+            now = self.coord.now()
+            for room in list(self.rooms.values()):
+                if room.peers:
+                    room.announce_viewers()
+                room.expire_remote_viewers(now, ttl)
 
     async def stop(self) -> None:
         """Shutdown: close every socket, then save every room (retrying a few times)."""

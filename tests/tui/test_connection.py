@@ -1,6 +1,9 @@
 """Connection loss: the indicator shows it, the stream reconnects to the restarted server and resumes."""
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
+from coordserver.timeutil import FrozenClock
 from tests.conftest import client
 from tests.tui.conftest import require_route
 from tests.tui.helpers import make_app, row_keys, wait_for
@@ -29,3 +32,30 @@ async def test_server_restart_reconnects_and_replays_missed_events(make_server, 
         replayed = [e for e in app.recent_events if e.type == "message" and e.data.get("messageId") == missed["id"]]
         assert len(replayed) == 1, "the missed event arrives once, through the resumed stream"
         assert "connected" in str(app.query_one("#conn").render())
+
+
+async def test_resume_past_retention_resyncs_and_refetches(make_server, sqlite_url):
+    """Away longer than the event log keeps: the restarted server prunes what the client would resume
+    from, the stream says `resync`, and the panes refetch, so a message sent meanwhile still shows."""
+    server = make_server(database_url=sqlite_url)
+    port = server.port
+    app = make_app(server, "alice", backoff=(4.0, 4.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
+        with client(server, "bob") as bob:
+            seen = bob.post("/api/mailboxes/alice/messages", json={"title": "Seen live"}).json()
+            await wait_for(pilot, lambda: f"message:{seen['id']}" in row_keys(app, "#wake-table"), what="live item")
+            for i in range(3):  # events alice never receives: they move the log past her resume point
+                bob.post("/api/mailboxes/carol/messages", json={"title": f"not for alice {i}"})
+        server.stop()
+        await wait_for(pilot, lambda: app.conn_state == "disconnected", timeout=15, what="disconnected")
+
+        month_later = FrozenClock(datetime.now(timezone.utc) + timedelta(days=30))
+        restarted = make_server(port=port, database_url=sqlite_url, clock=month_later)  # prunes on start
+        with client(restarted, "bob") as bob:
+            away = bob.post("/api/mailboxes/alice/messages", json={"title": "While the log rolled over"}).json()
+        await wait_for(pilot, lambda: app.conn_state == "connected", timeout=20, what="reconnected")
+        await wait_for(pilot, lambda: any(e.type == "resync" for e in app.recent_events), what="resync")
+        await wait_for(pilot, lambda: f"message:{away['id']}" in row_keys(app, "#wake-table"), what="refetched item")
+        assert not [e for e in app.recent_events if e.type == "message" and e.data.get("messageId") == away["id"]], \
+            "the missed message came through the refetch, not the stream"
