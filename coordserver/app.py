@@ -15,6 +15,7 @@ from .events.bus import make_bus
 from .gate import Gate, client_address
 from .hotpaths import HotPaths
 from .ratelimit import RateLimiter
+from .redaction import redact
 from .realtime.loopmon import LoopMonitor
 from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
@@ -140,7 +141,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
 
     @app.errorhandler(Exception)
     async def unexpected(error: Exception):
-        log.exception("unhandled error on %s %s", request.method, request.path)
+        log.exception("unhandled error on %s %s", request.method, redact(request.path))
         return {"error": "Internal server error"}, 500
 
     if settings.hot_paths:

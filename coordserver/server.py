@@ -11,8 +11,10 @@ import threading
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
+from hypercorn.logging import Logger
 
 from .app import create_app
+from .redaction import redact
 from .settings import MAX_WEBSOCKET_FRAME_BYTES, Settings
 from .timeutil import Clock
 
@@ -26,7 +28,20 @@ def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool 
     config.loglevel = log_level.upper()
     config.accesslog = "-" if access_log else None
     config.errorlog = "-"
+    config.logger_class = RedactingLogger
     return config
+
+
+class RedactingLogger(Logger):
+    """Hypercorn's logger, with the secrets in request URLs (ingest tokens, ?token=, ?code=) masked and
+    the Authorization header out of reach of any access-log format."""
+
+    def atoms(self, request, response, request_time):
+        atoms = super().atoms(request, response, request_time)
+        for key in ("r", "R", "U", "Uq", "q"):
+            atoms[key] = redact(atoms[key])
+        atoms.pop("{authorization}i", None)
+        return atoms
 
 
 def announcing_shutdown(app, wait):
