@@ -24,6 +24,7 @@ import peewee as pw
 from playhouse.db_url import connect as connect_url
 from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, migrate as run_migrations
 
+from .errors import Unavailable
 from .models import ALL_MODELS, SchemaVersion, Token, User, database_proxy
 from .timeutil import Clock, utcnow
 
@@ -351,11 +352,12 @@ class Store:
             job = self._reads.get()
             if job is None:
                 break
-            try:
-                with self.database.atomic():
-                    job.result = job.fn(*job.args, **job.kwargs)
-            except BaseException as exc:
-                job.error = exc
+            self._read_once(job)
+            if job.error is not None and self._drop_lost_connection():
+                job.error = None  # a read is safe to repeat: once more on a fresh connection
+                self._read_once(job)
+                if job.error is not None and self._drop_lost_connection():
+                    job.error = Unavailable()
             try:
                 job.loop.call_soon_threadsafe(_settle, job)
             except RuntimeError:  # that loop has closed: nobody waits; keep serving the others
@@ -397,7 +399,13 @@ class Store:
                 for job in batch:
                     self._run_job(job)
         except Exception as exc:  # the commit itself failed: every unit in it failed
-            log.exception("database commit failed")
+            if self._drop_lost_connection():
+                # Whether the server saw the COMMIT is unknown, so the units are not retried here;
+                # callers get 503 and the next unit opens a fresh connection.
+                log.warning("database connection lost during a write; reconnecting")
+                exc = Unavailable()
+            else:
+                log.exception("database commit failed")
             for job in batch:
                 job.error, job.effects, job.max_event = exc, [], None
         self.write_latency_ms = (time.perf_counter() - started) * 1000
@@ -407,6 +415,27 @@ class Store:
             by_loop.setdefault(job.loop, []).append(job)
         for loop, jobs in by_loop.items():
             loop.call_soon_threadsafe(self._finish_all, jobs)
+
+    def _read_once(self, job: _Job) -> None:
+        try:
+            with self.database.atomic():
+                job.result = job.fn(*job.args, **job.kwargs)
+        except BaseException as exc:
+            job.error = exc
+
+    def _drop_lost_connection(self) -> bool:
+        """After a failure on PostgreSQL: if the server closed this thread's connection (a restart, a
+        failover, a network cut), forget it so the next unit connects afresh. True if it did."""
+        if self.sqlite:
+            return False
+        conn = self.database._state.conn
+        if conn is None or not getattr(conn, "closed", 0):
+            return False
+        try:
+            self.database.close()
+        except Exception:
+            self.database._state.reset()
+        return True
 
     def _finish_all(self, jobs: list[_Job]) -> None:
         for job in jobs:

@@ -12,6 +12,7 @@ import logging
 from datetime import datetime, timedelta
 
 from .domain import recurring
+from .errors import log_background_failure
 
 log = logging.getLogger("coord.scheduler")
 
@@ -56,7 +57,7 @@ class Scheduler:
             try:
                 await self.tick()
             except Exception:
-                log.exception("scheduler pass failed")
+                log_background_failure(log, "scheduler pass failed")
             try:
                 await asyncio.wait_for(stopping.wait(), timeout=self.interval)
             except asyncio.TimeoutError:

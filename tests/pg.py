@@ -52,11 +52,14 @@ class PostgresCluster:
             os.chown(self.dir, user.pw_uid, user.pw_gid)
         subprocess.run(self._cmd(pg_bin("initdb"), "-D", str(self.data), "-U", "coord", "--auth=trust",
                                  "-E", "UTF8", "--no-sync"), check=True, capture_output=True)
+        self._start_server()
+        return self
+
+    def _start_server(self) -> None:
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off " \
                   f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         subprocess.run(self._cmd(pg_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-l",
                                  str(self.dir / "log"), "start"), check=True, capture_output=True)
-        return self
 
     def create_database(self) -> str:
         """A fresh database; returns its URL."""
@@ -73,6 +76,12 @@ class PostgresCluster:
             cursor.execute(f"CREATE DATABASE {name}")
         conn.close()
         return f"postgresql://coord@127.0.0.1:{self.port}/{name}"
+
+    def restart(self) -> None:
+        """Stop the server (fast: every session is cut off, as in a failover) and start it again."""
+        subprocess.run(self._cmd(pg_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"),
+                       check=True, capture_output=True)
+        self._start_server()
 
     def stop(self) -> None:
         subprocess.run(self._cmd(pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"),

@@ -330,6 +330,11 @@ def stored_document(page_id: str) -> tuple[bytes, dict] | None:
     return bytes(page.ydoc), room_meta(page)
 
 
+def stored_state(page_id: str) -> bytes | None:
+    row = NotebookPage.select(NotebookPage.ydoc).where(NotebookPage.id == page_id).first()
+    return bytes(row.ydoc) if row is not None and row.ydoc is not None else None
+
+
 def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list[str],
                   env_admins: frozenset[str]) -> bytes | None:
     """Persist a room's document, merged with what is stored (another process may have saved in
@@ -351,7 +356,7 @@ def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list
     if changed and editors:
         _emit(page, editors[-1], "content", env_admins)
     _prune_relays()
-    return missing if _has_content(missing) else None
+    return missing if has_content(missing) else None
 
 
 def _merge_into_stored(page: NotebookPage, new_content: str, base: bytes | None) -> bytes | None:
@@ -363,7 +368,7 @@ def _merge_into_stored(page: NotebookPage, new_content: str, base: bytes | None)
     return update
 
 
-def _has_content(update: bytes) -> bool:
+def has_content(update: bytes) -> bool:
     """An empty Yjs v1 update is two zero bytes (no structs, empty delete set)."""
     return update not in (b"", b"\x00\x00")
 

@@ -5,6 +5,8 @@ Channels used by the server:
 - "ephemeral": {"type": ..., "data": {...}, "to": [identities] | None}  unlogged events (typing, presence, ...)
 - "wake":     {"identity": ...}  something entered this identity's wake
 - "notebook:<pageId>": CRDT updates and room control for one page
+- "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
+              connection, and may have missed announcements meanwhile
 
 LocalBus serves one process. PostgresBus (LISTEN/NOTIFY) lets several processes share one database;
 callers cannot tell which one runs.
@@ -58,6 +60,10 @@ class LocalBus:
                 log.exception("bus subscriber on %s failed", channel)
 
 
+RECONNECT_MIN_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 10.0
+
+
 class PostgresBus(LocalBus):
     """LISTEN/NOTIFY on one channel; every process hears every other process's publishes.
 
@@ -78,10 +84,8 @@ class PostgresBus(LocalBus):
         self._send_conn = None
 
     async def start(self) -> None:
-        import psycopg2
         self._loop = asyncio.get_running_loop()
-        self._send_conn = await asyncio.to_thread(psycopg2.connect, **self._dsn)
-        self._send_conn.autocommit = True
+        self._send_conn = await asyncio.to_thread(self._connect)
         ready = threading.Event()
         self._thread = threading.Thread(target=self._listen, args=(ready,), name="coord-bus-listen", daemon=True)
         self._thread.start()
@@ -95,6 +99,12 @@ class PostgresBus(LocalBus):
             self._send_conn.close()
         await super().stop()
 
+    def _connect(self):
+        import psycopg2
+        conn = psycopg2.connect(**self._dsn)
+        conn.autocommit = True
+        return conn
+
     def publish(self, channel: str, payload: dict) -> None:
         self._deliver(channel, payload)
         message = json.dumps({"o": self._origin, "c": channel, "p": payload}, separators=(",", ":"))
@@ -106,36 +116,69 @@ class PostgresBus(LocalBus):
         self._loop.run_in_executor(None, self._notify, message)
 
     def _notify(self, message: str) -> None:
+        """Send one NOTIFY; a lost connection is replaced once. What still fails is logged: other
+        processes catch up from the event log (see `reconnected` below), never from the bus alone."""
+        import psycopg2
         with self._send_lock:
-            with self._send_conn.cursor() as cursor:
-                cursor.execute("SELECT pg_notify(%s, %s)", (self.CHANNEL, message))
+            for attempt in (1, 2):
+                try:
+                    if self._send_conn is None or self._send_conn.closed:
+                        self._send_conn = self._connect()
+                    with self._send_conn.cursor() as cursor:
+                        cursor.execute("SELECT pg_notify(%s, %s)", (self.CHANNEL, message))
+                    return
+                except psycopg2.Error as exc:
+                    if self._send_conn is not None and not self._send_conn.closed:
+                        log.exception("bus publish failed")  # the connection is fine: not an outage
+                        return
+                    self._send_conn = None
+                    if attempt == 2:
+                        log.warning("bus publish failed (%s); other processes will catch up", exc)
 
     def _listen(self, ready: threading.Event) -> None:
-        import select
-
+        """LISTEN, and after losing the connection LISTEN again (with backoff) until stopped. After a
+        reconnect, local subscribers hear `reconnected` on the `bus` channel: NOTIFYs sent while this
+        process was not listening are gone, so whoever relies on them catches up from the database."""
         import psycopg2
-        conn = psycopg2.connect(**self._dsn)
-        conn.autocommit = True
-        with conn.cursor() as cursor:
-            cursor.execute(f"LISTEN {self.CHANNEL}")
-        ready.set()
-        try:
-            while not self._stop.is_set():
-                if select.select([conn], [], [], 0.5) == ([], [], []):
+        delay, connected_before = RECONNECT_MIN_SECONDS, False
+        while not self._stop.is_set():
+            try:
+                conn = self._connect()
+                with conn.cursor() as cursor:
+                    cursor.execute(f"LISTEN {self.CHANNEL}")
+            except psycopg2.Error as exc:
+                log.warning("bus: cannot listen (%s); retrying in %.1f s", exc, delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+                continue
+            ready.set()
+            if connected_before:
+                log.info("bus: listening again")
+                self._loop.call_soon_threadsafe(self._deliver, "bus", {"kind": "reconnected"})
+            connected_before, delay = True, RECONNECT_MIN_SECONDS
+            try:
+                self._relay_notifications(conn)
+            except psycopg2.Error as exc:
+                log.warning("bus: lost the listening connection (%s); reconnecting", exc)
+            finally:
+                conn.close()
+
+    def _relay_notifications(self, conn) -> None:
+        import select
+        while not self._stop.is_set():
+            if select.select([conn], [], [], 0.5) == ([], [], []):
+                continue
+            conn.poll()
+            while conn.notifies:
+                note = conn.notifies.pop(0)
+                try:
+                    message = json.loads(note.payload)
+                except ValueError:
                     continue
-                conn.poll()
-                while conn.notifies:
-                    note = conn.notifies.pop(0)
-                    try:
-                        message = json.loads(note.payload)
-                    except ValueError:
-                        continue
-                    if message.get("o") == self._origin:
-                        continue
-                    assert self._loop is not None
-                    self._loop.call_soon_threadsafe(self._deliver, message["c"], message["p"])
-        finally:
-            conn.close()
+                if message.get("o") == self._origin:
+                    continue
+                assert self._loop is not None
+                self._loop.call_soon_threadsafe(self._deliver, message["c"], message["p"])
 
 
 def make_bus(database) -> LocalBus:

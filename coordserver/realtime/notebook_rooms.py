@@ -29,6 +29,7 @@ from pycrdt import Doc, Text
 
 from ..domain import notebook as pages
 from ..domain.visibility import can_see, is_owner
+from ..errors import log_background_failure
 
 log = logging.getLogger("coord.notebook")
 
@@ -268,7 +269,7 @@ class Room:
                 missing = await self.manager.coord.store.write(
                     pages.save_document, self.page_id, state, state_vector, editors, self.manager.env_admins)
             except Exception:
-                log.exception("saving notebook page %s failed; retrying", self.page_id)
+                log_background_failure(log, "saving notebook page %s failed; retrying", self.page_id)
                 self.schedule_save(SAVE_RETRY_SECONDS)
                 return False
             self.saved_version = max(self.saved_version, version)
@@ -276,6 +277,18 @@ class Room:
             if missing is not None:  # stored by another process and not yet heard on the bus
                 self.apply_remote(missing, bump=False)
             return True
+
+    async def catch_up(self) -> None:
+        """After this process's bus connection came back: edits made elsewhere meanwhile were never
+        heard here, nor ours there. Send our whole document (merging is idempotent), take what the
+        stored document has that we lack, and say again who is here."""
+        self.manager.publish_update(self, self.doc.get_update())
+        self.announce_viewers()
+        stored = await self.manager.coord.store.read(pages.stored_state, self.page_id)
+        if stored is not None:
+            missing = pages.load_document(stored).get_update(self.doc.get_state())
+            if pages.has_content(missing):
+                self.apply_remote(missing, bump=False)
 
     async def flush(self) -> bool:
         if self._save_timer is not None:
@@ -311,6 +324,7 @@ class NotebookRooms:
         self.heartbeats: dict[str, dict[str, object]] = {}
         self.read_bases: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._opening: dict[str, asyncio.Task] = {}
+        self._unsubscribe_bus: Callable[[], None] | None = None
         self.env_admins = frozenset(t.identity for t in coord.settings.env_tokens.values() if t.is_admin)
 
     @property
@@ -323,6 +337,11 @@ class NotebookRooms:
 
     async def start(self) -> None:
         self.coord.spawn(self._refresh_viewers(), "notebook-viewers")
+        self._unsubscribe_bus = self.bus.subscribe("bus", self._on_bus_reconnected)
+
+    def _on_bus_reconnected(self, _payload: dict) -> None:
+        for room in list(self.rooms.values()):
+            self.coord.spawn(room.catch_up(), "notebook-catch-up")
 
     async def _refresh_viewers(self) -> None:
         interval = self.coord.settings.notebook_viewers_refresh_seconds
@@ -331,12 +350,17 @@ class NotebookRooms:
             await asyncio.sleep(interval)
             now = self.coord.now()
             for room in list(self.rooms.values()):
-                if room.peers:
-                    room.announce_viewers()
-                room.expire_remote_viewers(now, ttl)
+                try:
+                    if room.peers:
+                        room.announce_viewers()
+                    room.expire_remote_viewers(now, ttl)
+                except Exception:  # one room's trouble must not stop the refresh for the others
+                    log.exception("refreshing the viewers of notebook page %s failed", room.page_id)
 
     async def stop(self) -> None:
         """Shutdown: close every socket, then save every room (retrying a few times)."""
+        if self._unsubscribe_bus is not None:
+            self._unsubscribe_bus()
         for room in list(self.rooms.values()):
             for peer in list(room.peers):
                 peer.close(CLOSE_GOING_AWAY, "Server shutting down")

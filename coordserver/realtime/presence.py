@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import peewee as pw
 
+from ..errors import log_background_failure
 from ..models import Message, Task, User
 from ..timeutil import from_db, to_db
 
@@ -105,7 +106,7 @@ class PresenceTracker:
         try:
             await self.coord.store.write(_persist, batch)
         except Exception:
-            log.exception("persisting presence failed; will retry")
+            log_background_failure(log, "persisting presence failed; will retry")
             for identity, value in batch.items():
                 self._dirty.setdefault(identity, value)
 

@@ -19,6 +19,7 @@ import httpx
 import peewee as pw
 
 from .. import db
+from ..errors import log_background_failure
 from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
 from ..netcheck import resolved_target_allowed
 from ..timeutil import from_db, to_db
@@ -296,7 +297,7 @@ class PushService:
             try:
                 created, more = await store.write(feed, self.coord.settings.webhook_overrides, self._gaps, store.sqlite)
             except Exception:
-                log.exception("feeding the push outbox failed; retrying")
+                log_background_failure(log, "feeding the push outbox failed; retrying")
                 created, more = 0, False
                 await asyncio.sleep(1.0)
                 self._wake_feeder.set()
@@ -314,7 +315,7 @@ class PushService:
                 await self._claim_and_send()
                 delay = await self._idle_delay()
             except Exception:
-                log.exception("claiming push deliveries failed; retrying")
+                log_background_failure(log, "claiming push deliveries failed; retrying")
                 delay = 1.0
             try:
                 await asyncio.wait_for(self._wake_sender.wait(), delay)
@@ -382,5 +383,5 @@ class PushService:
             try:
                 await self.coord.store.write(prune_finished, retention)
             except Exception:
-                log.exception("pruning push deliveries failed")
+                log_background_failure(log, "pruning push deliveries failed")
             await asyncio.sleep(3600)

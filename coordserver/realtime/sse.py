@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from datetime import timedelta
 
+from ..errors import log_background_failure
 from ..events import log as event_log
 from .logreader import GapTracker
 
@@ -111,7 +112,8 @@ class SSEHub:
         self._cursor = self._announced = await self.coord.store.read(event_log.latest_id)
         bus = self.coord.bus
         self._unsubscribe = [bus.subscribe("events", self._on_events),
-                             bus.subscribe("ephemeral", self._on_ephemeral)]
+                             bus.subscribe("ephemeral", self._on_ephemeral),
+                             bus.subscribe("bus", self._on_bus_reconnected)]
         self.coord.spawn(self._pump(), "sse-pump")
         self.coord.spawn(self._heartbeat(), "sse-heartbeat")
         self.coord.spawn(self._prune(), "event-prune")
@@ -199,6 +201,11 @@ class SSEHub:
             self._announced = max_id
             self._new_events.set()
 
+    def _on_bus_reconnected(self, _payload: dict) -> None:
+        """Announcements made while the bus was down are lost: read the log for whatever is new."""
+        self._announced = max(self._announced, self._cursor + 1)
+        self._new_events.set()
+
     def _on_ephemeral(self, payload: dict) -> None:
         event_type, data = payload.get("type"), payload.get("data")
         if not isinstance(event_type, str) or not isinstance(data, dict):
@@ -216,7 +223,7 @@ class SSEHub:
             try:
                 await self._drain_log()
             except Exception:
-                log.exception("reading the event log for SSE failed; retrying")
+                log_background_failure(log, "reading the event log for SSE failed; retrying")
                 await asyncio.sleep(0.5)
                 self._new_events.set()
 
@@ -239,7 +246,8 @@ class SSEHub:
                 self._cursor = event_id
             self._gaps.forget_below(self._cursor)
             if rows:
-                self._announced = max(self._announced, rows[-1][0])
+                # A full batch may not be the end: keep reading past it.
+                self._announced = max(self._announced, rows[-1][0] + (len(rows) == READ_BATCH))
             if usable < len(rows) or (not rows and self._gaps.waiting()):
                 await asyncio.sleep(0.02)  # a lower id is still committing elsewhere
             elif not rows:
@@ -262,7 +270,7 @@ class SSEHub:
                 if removed:
                     log.info("pruned %d events older than %s", removed, retention)
             except Exception:
-                log.exception("pruning the event log failed")
+                log_background_failure(log, "pruning the event log failed")
             await asyncio.sleep(PRUNE_INTERVAL_SECONDS)
 
     # --- one stream ------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..domain import wake
+from ..errors import log_background_failure
 
 log = logging.getLogger("coord.wake")
 
@@ -105,7 +106,7 @@ class WakePulser:
             self.coord.bus.publish("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
             self.pulses_sent += 1
         except Exception:
-            log.exception("computing the wake pulse for %s failed", identity)
+            log_background_failure(log, "computing the wake pulse for %s failed", identity)
         finally:
             state.running = False
             if state.pending:
