@@ -15,13 +15,13 @@ from .events.bus import make_bus
 from .gate import Gate, client_address
 from .hotpaths import HotPaths
 from .ratelimit import RateLimiter
-from .redaction import redact
 from .realtime.loopmon import LoopMonitor
 from .realtime.notebook_rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
 from .realtime.push import PushService
 from .realtime.sse import SSEHub
 from .realtime.wake_pulse import WakePulser
+from .redaction import redact
 from .scheduler import Scheduler
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
@@ -102,6 +102,10 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         await coord.bus.stop()
         await asyncio.to_thread(store.close)
 
+    def _request_client() -> str:
+        return client_address(settings.trusted_proxy, request.headers.get("X-Forwarded-For", ""),
+                              request.remote_addr)
+
     @app.before_request
     async def authenticate_and_limit() -> None:
         path = request.path
@@ -114,10 +118,6 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         g.token_given = token is not None
         admission = await gate.admit(request.method, path, token, _request_client)
         g.principal, g.rate_headers = admission.principal, admission.rate_headers
-
-    def _request_client() -> str:
-        return client_address(settings.trusted_proxy, request.headers.get("X-Forwarded-For", ""),
-                              request.remote_addr)
 
     @app.after_request
     async def add_rate_headers(response):

@@ -428,7 +428,7 @@ class Store:
         failover, a network cut), forget it so the next unit connects afresh. True if it did."""
         if self.sqlite:
             return False
-        conn = self.database._state.conn
+        conn = self.database._state.conn  # peewee's per-thread state: connection() would open a new one
         if conn is None or not getattr(conn, "closed", 0):
             return False
         try:
