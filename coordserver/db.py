@@ -162,6 +162,14 @@ def current_database() -> pw.Database:
     return database_proxy.obj
 
 
+def locked(query: pw.ModelSelect) -> pw.ModelSelect:
+    """`query` locking the rows it reads until the unit commits, for read-modify-write units. On
+    PostgreSQL several writer threads (and processes) run units at once, and without the lock two of
+    them could read the same row and the later write would undo the earlier. SQLite's single writer
+    already runs units one at a time."""
+    return query if is_sqlite(current_database()) else query.for_update()
+
+
 @lru_cache(maxsize=128)
 def _placeholders(sql: str, param: str) -> str:
     return sql if param == "?" else sql.replace("?", param)
@@ -240,6 +248,16 @@ class _FixedSavepoint:
         if exc_type is not None:
             self.database.execute_sql(self.rollback)
         self.database.execute_sql(self.release)
+
+
+_CONFLICT_RETRIES = 3
+_CONFLICT_CODES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    """A PostgreSQL deadlock or serialization failure: the transaction lost a race and may be rerun.
+    Peewee wraps the driver's error and keeps it as `orig`."""
+    return getattr(getattr(exc, "orig", exc), "pgcode", None) in _CONFLICT_CODES
 
 
 def _settle(job: _Job) -> None:
@@ -391,23 +409,16 @@ class Store:
 
     def _run_batch(self, batch: list[_Job]) -> None:
         started = time.perf_counter()
-        try:
-            # SQLite: take the write lock up front. A deferred transaction that reads first and writes
-            # later fails at once with "database is locked" when another process wrote meanwhile;
-            # BEGIN IMMEDIATE waits (busy_timeout) instead, so several processes can share one file.
-            with self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
-                for job in batch:
-                    self._run_job(job)
-        except Exception as exc:  # the commit itself failed: every unit in it failed
-            if self._drop_lost_connection():
-                # Whether the server saw the COMMIT is unknown, so the units are not retried here;
-                # callers get 503 and the next unit opens a fresh connection.
-                log.warning("database connection lost during a write; reconnecting")
-                exc = Unavailable()
-            else:
-                log.exception("database commit failed")
-            for job in batch:
-                job.error, job.effects, job.max_event = exc, [], None
+        self._commit(batch)
+        # PostgreSQL: units of different writer threads' batches can lock the same rows in opposite
+        # orders; the server then aborts one unit (its savepoint) as a deadlock victim. Nothing of it
+        # was kept, so it is safe to run it again, now that this batch's locks are released, on its own.
+        for job in batch:
+            for _ in range(_CONFLICT_RETRIES):
+                if not self._conflicted(job):
+                    break
+                log.info("a unit lost a lock race (%s); running it again on its own", job.error)
+                self._commit([job])
         self.write_latency_ms = (time.perf_counter() - started) * 1000
         # One wake-up of each waiting event loop per batch, not one per unit.
         by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
@@ -437,11 +448,35 @@ class Store:
             self.database._state.reset()
         return True
 
+    def _commit(self, jobs: list[_Job]) -> None:
+        """Run the units in one transaction, each in its own savepoint."""
+        try:
+            # SQLite: take the write lock up front. A deferred transaction that reads first and writes
+            # later fails at once with "database is locked" when another process wrote meanwhile;
+            # BEGIN IMMEDIATE waits (busy_timeout) instead, so several processes can share one file.
+            with self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
+                for job in jobs:
+                    self._run_job(job)
+        except Exception as exc:  # the commit itself failed: every unit in it failed
+            if self._drop_lost_connection():
+                # Whether the server saw the COMMIT is unknown, so the units are not retried here;
+                # callers get 503 and the next unit opens a fresh connection.
+                log.warning("database connection lost during a write; reconnecting")
+                exc = Unavailable()
+            elif not _is_conflict(exc):
+                log.exception("database commit failed")
+            for job in jobs:
+                job.error, job.effects, job.max_event = exc, [], None
+
+    def _conflicted(self, job: _Job) -> bool:
+        return not self.sqlite and job.error is not None and _is_conflict(job.error)
+
     def _finish_all(self, jobs: list[_Job]) -> None:
         for job in jobs:
             self._finish(job)
 
     def _run_job(self, job: _Job) -> None:
+        job.error = None
         _unit.effects, _unit.max_event = [], None
         try:
             with self._unit_savepoint:

@@ -1,13 +1,14 @@
 """Onboarding, tokens and webhook config over real HTTP."""
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
 
 from coordserver.domain import identities
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client
+from tests.conftest import async_client, client
 
 
 def bearer(token: str) -> dict:
@@ -184,3 +185,43 @@ def test_presence_side_effect_sets_last_seen(server, path):
     client(server, "carol").get(path)
     users = client(server, "alice").get("/api/users").json()["users"]
     assert next(u for u in users if u["id"] == "carol")["lastSeenAt"] is not None
+
+
+def test_concurrent_changes_to_one_token_or_webhook_never_undo_each_other(make_server, database_url):
+    """PostgreSQL runs writes on several threads. A label PATCH racing a revoke must not bring the
+    token back (a lost update would write the old revokedAt over the new one); PATCHes of different
+    fields of one Buzz webhook must all stick; two first webhook registrations must not collide."""
+    srv = make_server(database_url=database_url)
+
+    async def race():
+        async with async_client(srv, "admin") as admin:
+            tokens = []
+            for i in range(12):
+                invite = (await admin.post("/api/auth/invites", json={})).json()["invite"]
+                registered = await admin.post("/api/auth/register", json={"code": invite["code"], "identity": f"racer{i}"})
+                tokens.append(registered.json()["token"])
+            records = {t["identity"]: t["id"] for t in (await admin.get("/api/auth/tokens")).json()["tokens"]}
+            calls = []
+            for i in range(12):
+                token_id = records[f"racer{i}"]
+                calls += [admin.patch(f"/api/auth/tokens/{token_id}", json={"label": f"label {n}"}) for n in range(4)]
+                calls.insert(len(calls) - 2, admin.post(f"/api/auth/tokens/{token_id}/revoke"))
+            assert {r.status_code for r in await asyncio.gather(*calls)} == {200}
+            for token in tokens:
+                assert (await admin.post("/api/auth/verify", headers=bearer(token))).status_code == 401
+
+            hooks = [(await admin.post("/api/broadcast/webhooks", json={"appName": f"h{i}", "title": "t"})).json()
+                     for i in range(12)]
+            changes = [{"title": "renamed"}, {"enabled": False}, {"forUsers": "alice"}, {"appName": "moved"}]
+            await asyncio.gather(*(admin.patch(f"/api/broadcast/webhooks/{hook['id']}", json=change)
+                                   for hook in hooks for change in changes))
+            for row in (await admin.get("/api/broadcast/webhooks")).json()["webhooks"]:
+                if row["id"] in {hook["id"] for hook in hooks}:
+                    assert (row["title"], row["enabled"], row["forUsers"], row["appName"]) == \
+                        ("renamed", False, "alice", "moved")
+
+        async with async_client(srv, "carol") as carol:
+            first = await asyncio.gather(*(carol.post("/api/auth/webhook", json={"url": "https://hooks.example.com/c"})
+                                          for _ in range(6)))
+            assert {r.status_code for r in first} == {200}
+    asyncio.run(race())

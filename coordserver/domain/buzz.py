@@ -137,7 +137,7 @@ def list_webhooks(identity: str, is_admin: bool, base_url: str) -> list[dict]:
 
 
 def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhook:
-    webhook = BuzzWebhook.get_or_none(BuzzWebhook.id == webhook_id)
+    webhook = db.locked(BuzzWebhook.select().where(BuzzWebhook.id == webhook_id)).first()
     if webhook is None:
         raise NotFound("Webhook not found")
     if not is_admin and webhook.owner != identity:
@@ -353,11 +353,9 @@ def _audience(webhook: BuzzWebhook) -> list[str] | None:
 
 
 def _serialise_ingests(webhook: BuzzWebhook) -> None:
-    """Lock the webhook's row until the unit commits. On PostgreSQL several writer threads (and
-    processes) ingest at once; without the lock two of them could both count 59 in the window, or both
-    miss the other's dedupKey. SQLite's single writer already runs units one at a time."""
-    if not db.is_sqlite(db.current_database()):
-        BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.id == webhook.id).for_update().execute()
+    """Lock the webhook's row until the unit commits: otherwise two concurrent ingests could both count
+    59 in the window, or both miss the other's dedupKey."""
+    db.locked(BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.id == webhook.id)).execute()
 
 
 def ingest(app_name: str, token: str, parsed: dict) -> dict:

@@ -91,8 +91,9 @@ def issue_token(identity: str, is_admin: bool, label: str | None, created_by: st
     return token, plaintext
 
 
-def _webhook_of(identity: str) -> WebhookConfig | None:
-    return WebhookConfig.get_or_none(WebhookConfig.identity == identity)
+def _webhook_of(identity: str, lock: bool = False) -> WebhookConfig | None:
+    query = WebhookConfig.select().where(WebhookConfig.identity == identity)
+    return (db.locked(query) if lock else query).first()
 
 
 def token_json(token: Token, webhook: WebhookConfig | None = None) -> dict:
@@ -113,7 +114,8 @@ def list_tokens() -> list[dict]:
 
 
 def _token(token_id: int) -> Token:
-    token = Token.get_or_none(Token.id == token_id)
+    """The row, locked for the unit: revoke, rotate and PATCH each write the whole row."""
+    token = db.locked(Token.select().where(Token.id == token_id)).first()
     if token is None:
         raise NotFound("Token not found")
     return token
@@ -245,7 +247,7 @@ def webhook_state(identity: str, override: tuple[str, str] | None) -> dict:
 
 
 def set_webhook(identity: str, url: str | None, token: str | None) -> dict:
-    config = _webhook_of(identity)
+    config = _webhook_of(identity, lock=True)
     now = to_db(db.now())
     if url is None:
         if config is not None:
@@ -255,7 +257,11 @@ def set_webhook(identity: str, url: str | None, token: str | None) -> dict:
     secret = token or (config.token if config and config.token else None) or secrets.token_hex(32)
     generated = token is None and (config is None or not config.token)
     if config is None:
-        WebhookConfig.create(identity=identity, url=url, token=secret, updated_at=now)
+        try:
+            with db.current_database().atomic():
+                WebhookConfig.create(identity=identity, url=url, token=secret, updated_at=now)
+        except pw.IntegrityError:  # a concurrent first registration won: update the row it made
+            return set_webhook(identity, url, token)
     else:
         config.url, config.token, config.updated_at = url, secret, now
         config.save()

@@ -16,7 +16,7 @@ from .. import db
 from ..auth import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
-from ..models import NotebookPage, NotebookRelay, Token, User, database_proxy
+from ..models import NotebookPage, NotebookRelay, Token, User
 from ..timeutil import iso, to_db
 from .identities import valid_identity
 from .visibility import can_see, is_owner
@@ -156,10 +156,7 @@ def channel(page_id: str) -> str:
 def _page_for_update(page_id: str) -> NotebookPage | None:
     """The row, locked until the unit commits on PostgreSQL (several processes may save one page);
     SQLite's single writer already serialises units."""
-    query = NotebookPage.select().where(NotebookPage.id == page_id)
-    if not db.is_sqlite(database_proxy.obj):
-        query = query.for_update()
-    return query.first()
+    return db.locked(NotebookPage.select().where(NotebookPage.id == page_id)).first()
 
 
 def _visible_page(page_id: str, principal: Principal, for_update: bool = True) -> NotebookPage:
