@@ -260,6 +260,12 @@ def _is_conflict(exc: BaseException) -> bool:
     return getattr(getattr(exc, "orig", exc), "pgcode", None) in _CONFLICT_CODES
 
 
+def _is_busy(exc: BaseException) -> bool:
+    """SQLite gave up waiting (busy_timeout) for a lock another connection holds: another process
+    writing at length, a backup, an open sqlite3 shell."""
+    return isinstance(exc, pw.OperationalError) and "database is locked" in str(exc)
+
+
 def _settle(job: _Job) -> None:
     """On the event loop: hand a finished unit to its caller (unless it gave up waiting)."""
     if job.future.cancelled():
@@ -463,6 +469,9 @@ class Store:
                 # callers get 503 and the next unit opens a fresh connection.
                 log.warning("database connection lost during a write; reconnecting")
                 exc = Unavailable()
+            elif self.sqlite and _is_busy(exc):
+                log.warning("the database stayed locked by another connection; answering 503")
+                exc = Unavailable("Database busy; retry shortly")
             elif not _is_conflict(exc):
                 log.exception("database commit failed")
             for job in jobs:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
 
 import pytest
 
@@ -116,3 +117,24 @@ def test_refused_posts_keep_the_connection_usable(server):
             received += chunk
     assert early == b"", "answered before the body arrived"
     assert b"HTTP/1.1 401" in received and b"HTTP/1.1 200" in received
+
+
+def test_a_database_locked_elsewhere_gives_503_and_reads_go_on(make_server, sqlite_url):
+    """Another connection (a second process, a backup, an sqlite3 shell) holds SQLite's write lock
+    for longer than busy_timeout: writes answer 503 with Retry-After instead of 500, reads keep
+    working, and writes succeed again once the lock is gone."""
+    srv = make_server(database_url=sqlite_url)
+    alice, bob = client(srv, "alice"), client(srv, "bob")
+    assert alice.post("/api/mailboxes/bob/messages", json={"title": "before"}).status_code == 200
+    other = sqlite3.connect(sqlite_url[len("sqlite:///"):], isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        busy = alice.post("/api/mailboxes/bob/messages", json={"title": "while locked"})
+        assert busy.status_code == 503 and busy.json() == {"error": "Database busy; retry shortly"}
+        assert busy.headers["Retry-After"] == "1"
+        assert [m["title"] for m in bob.get("/api/mailboxes/me/messages").json()["messages"]] == ["before"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert alice.post("/api/mailboxes/bob/messages", json={"title": "after"}).status_code == 200
+    assert [m["title"] for m in bob.get("/api/mailboxes/me/messages").json()["messages"]] == ["after", "before"]
