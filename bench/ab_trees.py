@@ -2,8 +2,8 @@
 
 Each tree (a directory holding a `coordserver` package, e.g. from `git archive <rev> coordserver | tar -x -C DIR`)
 gets its own server and SQLite database (preloaded like bench/messages.py); every round runs each case against
-every server in turn, so machine noise hits all of them alike. Prints medians of throughput and server CPU
-per request (the figure to trust on a shared machine).
+every server in turn (bench/messages.py run_rounds), so machine noise hits all of them alike. Prints medians and
+same-round ratios: to the bare app, and the last tree against the first.
 
     python bench/ab_trees.py /tmp/before,/tmp/after --rounds 4 --duration 5 [--cases send,inbox]
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,10 +19,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import messages as bench  # noqa: E402  (free_port, preload, wrk, cpu_seconds, wait_up, TOKENS)
-
-CASES = {"send": ("/api/mailboxes/sink/messages", "send.lua", "bench"),
-         "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua", "reader")}
-
 
 def start(tree: str, tmp: str, index: int) -> tuple[subprocess.Popen, str]:
     port = bench.free_port()
@@ -49,39 +44,23 @@ def main() -> None:
     parser.add_argument("trees", help="comma-separated directories, each holding a coordserver package")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads")
     parser.add_argument("--cases", default="send,inbox")
     args = parser.parse_args()
-    trees, cases = args.trees.split(",") + ["BARE"], args.cases.split(",")
-    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    trees = args.trees.split(",") + ["BARE"]
     with tempfile.TemporaryDirectory() as tmp:
-        servers = {tree: start(tree, tmp, i) for i, tree in enumerate(trees)}
+        procs = {tree: start(tree, tmp, i) for i, tree in enumerate(trees)}
         try:
-            for round_ in range(args.rounds):
-                for case in cases:
-                    path, script, who = CASES[case]
-                    env = {"TOKEN": bench.TOKENS[who], "RECIPIENT": "sink"}
-                    for tree, (proc, base) in servers.items():
-                        bench.wrk(base + path, script, env, 1, 32, 1)  # warm-up
-                        before = bench.cpu_seconds(proc.pid)
-                        out = bench.wrk(base + path, script, env, args.duration, 32, 1)
-                        cpu = (bench.cpu_seconds(proc.pid) - before) * 1e6 / (out["rps"] * args.duration)
-                        results.setdefault((case, tree), []).append((out["rps"], cpu, out["p99_ms"]))
-                        print(f"r{round_} {case:5} {tree:30} {out['rps']:6.0f} req/s {cpu:5.0f} us/req "
-                              f"p99 {out['p99_ms']:.1f} ms non-2xx {out['non2xx']}", flush=True)
+            servers = {("bare" if tree == "BARE" else tree): (base, proc.pid) for tree, (proc, base) in procs.items()}
+            samples = bench.run_rounds(servers, {"send": bench.TOKENS["bench"], "inbox": bench.TOKENS["reader"]},
+                                       "sink", args, args.cases.split(","))
         finally:
-            for proc, _ in servers.values():
+            for proc, _ in procs.values():
                 proc.terminate()
-            for proc, _ in servers.values():
+            for proc, _ in procs.values():
                 proc.wait(30)
-    print("--- medians")
-    for case in cases:
-        bare_rps = statistics.median(r[0] for r in results[(case, "BARE")])
-        bare_cpu = statistics.median(r[1] for r in results[(case, "BARE")])
-        for tree in trees:
-            rows = results[(case, tree)]
-            rps, cpu = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
-            print(f"{case:5} {tree:30} {rps:6.0f} req/s ({rps / bare_rps:4.0%} of bare)  {cpu:5.0f} us/req "
-                  f"(bare/this {bare_cpu / cpu:4.0%})  p99 {statistics.median(r[2] for r in rows):.1f} ms")
+    bench.report(samples, list(servers))
 
 
 if __name__ == "__main__":

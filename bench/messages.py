@@ -104,12 +104,15 @@ CASES = {"send": ("/api/mailboxes/{recipient}/messages", "send.lua"),
          "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")}
 
 
-def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str], recipient: str, args) -> dict:
+def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str], recipient: str, args,
+               cases: list[str] | None = None) -> dict:
     """Every round runs each case against every server in turn (after a short warm-up), so machine
     noise hits all of them alike; `servers` maps a label to (base URL, local pid or None)."""
     samples: dict[tuple[str, str], list[dict]] = {}
+    width = max(12, *(len(label) for label in servers))
     for round_ in range(1, args.rounds + 1):
-        for case, (path, script) in CASES.items():
+        for case in cases or list(CASES):
+            path, script = CASES[case]
             env = {"TOKEN": tokens[case], "RECIPIENT": recipient}
             for label, (base, pid) in servers.items():
                 url = base + path.format(recipient=recipient)
@@ -121,7 +124,7 @@ def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str
                     # Server CPU per request: on a dedicated core, 1e6 / this = the throughput ceiling.
                     result["server_cpu_us"] = (cpu_after - cpu_before) * 1e6 / (result["rps"] * args.duration)
                 samples.setdefault((label, case), []).append(result)
-                print(f"  r{round_} {case:<5} {label:<12} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
+                print(f"  r{round_} {case:<5} {label:<{width}} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
                       f"p99 {result['p99_ms']:6.2f} ms"
                       + (f"  server CPU {result['server_cpu_us']:5.0f} us/req" if "server_cpu_us" in result else "")
                       + f"  non-2xx {result['non2xx']}"
@@ -135,16 +138,19 @@ def _median(rows: list[dict], key: str) -> float | None:
 
 
 def report(samples: dict[tuple[str, str], list[dict]], labels: list[str]) -> dict:
-    """Medians per server and case; ratios are medians of same-round ratios."""
+    """Medians per server and case; ratios are medians of same-round ratios. A label "bare" is the
+    baseline; with several other labels, the last is also compared with the first."""
+    cases = list(dict.fromkeys(case for _, case in samples))
+    width = max(12, *(len(label) for label in labels))
     summary: dict = {}
     print("--- medians")
-    for case in CASES:
+    for case in cases:
         for label in labels:
             rows = samples[(label, case)]
             entry = summary.setdefault(case, {})[label] = {
                 key: _median(rows, key) for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us")}
             cpu = f"  server CPU {entry['server_cpu_us']:5.0f} us/req" if entry["server_cpu_us"] else ""
-            print(f"  {case:<5} {label:<12} {entry['rps']:7.0f} req/s  p99 {entry['p99_ms']:6.2f} ms{cpu}")
+            print(f"  {case:<5} {label:<{width}} {entry['rps']:7.0f} req/s  p99 {entry['p99_ms']:6.2f} ms{cpu}")
 
     def ratio(case: str, a: str, b: str, key: str = "rps") -> float | None:
         pairs = [(x.get(key), y.get(key)) for x, y in zip(samples[(a, case)], samples[(b, case)])]
@@ -154,14 +160,14 @@ def report(samples: dict[tuple[str, str], list[dict]], labels: list[str]) -> dic
     coords = [label for label in labels if label != "bare"]
     if "bare" in labels:
         for label in coords:
-            for case in CASES:
+            for case in cases:
                 through, cpu = ratio(case, label, "bare"), ratio(case, "bare", label, "server_cpu_us")
                 summary[case][label]["of_bare"] = through
-                print(f"  {case:<5} {label:<12} {through:4.0%} of bare's throughput"
+                print(f"  {case:<5} {label:<{width}} {through:4.0%} of bare's throughput"
                       + (f", bare's CPU per request is {cpu:4.0%} of this" if cpu else ""))
     if len(coords) > 1:
         first, last = coords[0], coords[-1]
-        for case in CASES:
+        for case in cases:
             change = ratio(case, last, first) - 1
             summary[case][f"{last} vs {first}"] = change
             print(f"  {case:<5} {last} vs {first}: {change:+.0%} throughput (same rounds)")

@@ -151,8 +151,12 @@ class Room:
             before = self.viewers()
             for origin in stale:
                 del self.remote_viewers[origin]
-            if self.viewers() != before:
-                self.broadcast(frame("viewers", viewers=self.viewers()))
+            self._tell_viewers_if_changed(before)
+
+    def _tell_viewers_if_changed(self, before: list[str]) -> None:
+        viewers = self.viewers()
+        if viewers != before:
+            self.broadcast(frame("viewers", viewers=viewers))
 
     def broadcast(self, text: str, exclude: Peer | None = None) -> None:
         for peer in list(self.peers):
@@ -224,8 +228,7 @@ class Room:
                 self.remote_viewers[payload["origin"]] = (payload["viewers"], self.manager.coord.now())
             else:
                 self.remote_viewers.pop(payload["origin"], None)
-            if self.viewers() != before:
-                self.broadcast(frame("viewers", viewers=self.viewers()))
+            self._tell_viewers_if_changed(before)
 
     async def _apply_relay(self, relay_id: int) -> None:
         update = await self.manager.coord.store.read(pages.load_relay, relay_id)
