@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from .alerts import AlertStore, store_path
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
 from .client.models import ServerEvent, Wake, WakeItem
@@ -75,6 +76,7 @@ class CoordApp(App):
         self.conn_detail = ""
         self._pending: list[ServerEvent] = []
         self._seen_urgent: set[str] | None = None
+        self.alerts = AlertStore()  # one-shot wake items, kept whatever pane is active
         self._ever_connected = False
         self.events_received = 0
         self.recent_events: deque[ServerEvent] = deque(maxlen=200)
@@ -124,8 +126,7 @@ class CoordApp(App):
             who = None
             self.conn_state, self.conn_detail = DISCONNECTED, str(exc)
         if who is not None:
-            self.identity, self.is_admin = who.identity, who.is_admin
-            self.render_connection()
+            self.set_identity(who.identity, who.is_admin)
             if self.active_pane is not None:
                 self.active_pane.request_reload()
         if self.use_stream:
@@ -156,14 +157,18 @@ class CoordApp(App):
         if reconnected:
             self._pending.append(ServerEvent("reconnected", {}))
 
+    def set_identity(self, identity: str, is_admin: bool) -> None:
+        self.identity, self.is_admin = identity, is_admin
+        self.alerts.attach(store_path(self.profile.url, identity))
+        self.render_connection()
+
     @work(group="session", exit_on_error=False)
     async def verify_later(self) -> None:
         try:
             who = await self.client.verify()
         except (ApiError, ConnectionFailed):
             return
-        self.identity, self.is_admin = who.identity, who.is_admin
-        self.render_connection()
+        self.set_identity(who.identity, who.is_admin)
         for pane in self.panes():
             pane.stale = True
         if self.active_pane:
@@ -206,7 +211,12 @@ class CoordApp(App):
                 self.wake_seen(Wake.parse(event.data))
 
     def wake_seen(self, wake: Wake) -> None:
-        """Toasts high-priority wake items that were not there before (not on the first load)."""
+        """Every wake answer and pulse passes here, whichever pane is active: one-shot items join the
+        alert store, and high-priority items that were not there before toast (not on the first load)."""
+        if self.alerts.absorb(wake, self.now()):
+            for wake_pane in self.query(WakePane):
+                if not wake_pane.active:
+                    wake_pane.stale = True
         urgent = {i.key: i for i in wake.items if i.priority == "high"}
         if self._seen_urgent is not None:
             for key, item in urgent.items():

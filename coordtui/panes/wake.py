@@ -39,7 +39,6 @@ class WakePane(Pane):
         super().__init__(**kwargs)
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
-        self.kept_alerts: dict[str, WakeItem] = {}
         self._signature: tuple = ()
 
     def compose(self) -> ComposeResult:
@@ -52,9 +51,9 @@ class WakePane(Pane):
         return await self.client.wake()
 
     def show(self, wake: Wake) -> None:
+        self.coord.wake_seen(wake)
         wake = self._with_kept_alerts(wake)
         self.wake = wake
-        self.coord.wake_seen(wake)
         summary = wake.summary or "All clear: nothing is waiting for you."
         self.query_one("#wake-summary", Static).update(summary)
         signature = tuple((i.key, i.priority, i.age, i.summary) for i in wake.items)
@@ -93,12 +92,11 @@ class WakePane(Pane):
         return event.type in self.EVENT_TYPES or (event.type == "inbox_check" and event.data.get("action") == "ack")
 
     def _with_kept_alerts(self, wake: Wake) -> Wake:
-        """Buzz items are delivered once by the server; keep them on screen until dismissed (a) or turned into a task."""
-        for item in wake.items:
-            if item.ephemeral:
-                self.kept_alerts[item.key] = item
+        """Buzz items are delivered once by the server; the app keeps them until dismissed (a) or
+        turned into a task, and they are listed here beside whatever the server still holds."""
         present = {item.key for item in wake.items}
-        kept = [item for key, item in self.kept_alerts.items() if key not in present]
+        now = self.coord.now()
+        kept = [alert.shown(now) for alert in self.coord.alerts.alerts() if alert.item.key not in present]
         if not kept:
             return wake
         note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
@@ -140,7 +138,7 @@ class WakePane(Pane):
             self.request_reload()
 
     def dismiss_alert(self, item: WakeItem) -> None:
-        self.kept_alerts.pop(item.key, None)
+        self.coord.alerts.dismiss(item.key)
         if self.wake is not None:
             self.show(Wake([i for i in self.wake.items if i.key != item.key], self.wake.summary,
                            self.wake.instructions, self.wake.timestamp))

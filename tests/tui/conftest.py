@@ -8,8 +8,9 @@ from tests.conftest import TOKENS
 
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path, monkeypatch):
-    """Profiles go to a temporary directory; the environment's COORD_URL/COORD_TOKEN are ignored."""
+    """Profiles and kept alerts go to a temporary directory; the environment's COORD_URL/COORD_TOKEN are ignored."""
     monkeypatch.setenv("COORD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("COORD_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("COORD_URL", raising=False)
     monkeypatch.delenv("COORD_TOKEN", raising=False)
     return tmp_path / "config"

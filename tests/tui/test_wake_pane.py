@@ -102,3 +102,45 @@ async def test_wake_claims_tasks_and_turns_alerts_into_tasks(server):
             return any(t["title"] == "Build failed: main is red" and t["assigneeUserId"] == "bob" for t in rows)
         await wait_for(pilot, created, what="task from alert")
         await wait_for(pilot, lambda: alert not in row_keys(app, "#wake-table"), what="alert dismissed")
+
+
+async def test_alert_arriving_off_pane_is_kept_until_dismissed_even_across_restarts(server):
+    """Buzz items are one-shot on the server: the pulse that carries one marks it delivered. An alert
+    that arrives while another pane is active must still be in Wake afterwards, after ctrl+r, and
+    after coordtui restarts, until the person dismisses it."""
+    require_route(server, "GET", "/api/wake", "/api/stream", "/api/broadcast/events")
+    with client(server, "alice") as alice:
+        hook = alice.post("/api/broadcast/webhooks", json={"appName": "pager", "title": "Pager",
+                                                           "wakeAgent": "carol"}).json()
+    app = make_app(server, "carol")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.identity == "carol" and app.conn_state == "connected",
+                       what="stream")
+        await pilot.press("2")  # reading the inbox when the alert comes in
+        await wait_idle(pilot, app)
+        with client(server) as anonymous:
+            anonymous.post(f"/api/ingest/pager/{hook['token']}", json={"title": "Disk full", "body": "db-1 at 98%"})
+        await wait_for(pilot, lambda: len(app.alerts) == 1, what="alert kept off-pane")
+        with client(server, "carol") as carol:  # the server has marked it delivered: wake no longer lists it
+            assert not any(i["source"] == "buzz" for i in carol.get("/api/wake").json()["items"])
+        await pilot.press("1")
+        await wait_for(pilot, lambda: "Disk full: db-1 at 98%" in table_text(app, "#wake-table"), what="alert in wake")
+        await pilot.press("ctrl+r")
+        await wait_idle(pilot, app)
+        assert "Disk full: db-1 at 98%" in table_text(app, "#wake-table")
+
+    restarted = make_app(server, "carol")
+    async with restarted.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "Disk full: db-1 at 98%" in table_text(restarted, "#wake-table"),
+                       what="alert after restart")
+        alert = next(k for k in row_keys(restarted, "#wake-table") if k.startswith("buzz:"))
+        await wait_idle(pilot, restarted)
+        select_row(restarted, "#wake-table", alert)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: alert not in row_keys(restarted, "#wake-table"), what="dismissed")
+
+    again = make_app(server, "carol")
+    async with again.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: again.pane("wake").loads >= 1, what="wake loaded")
+        await wait_idle(pilot, again)
+        assert not any(k.startswith("buzz:") for k in row_keys(again, "#wake-table")), "a dismissed alert came back"
