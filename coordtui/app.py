@@ -20,7 +20,8 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from .alerts import AlertStore, store_path
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
-from .client.models import ServerEvent, Wake, WakeItem
+from .client import limits
+from .client.models import ServerEvent, Task, Wake, WakeItem
 from .config import Profile
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
@@ -302,19 +303,23 @@ class CoordApp(App):
     async def move_task(self, task_id: str, status: str, reason: str | None = None, assignee: str | None = None,
                         on_done: Callable | None = None) -> None:
         if status == "holding" and not reason:
-            values = await self.push_screen_wait(FormScreen("Why is it holding?",
-                                                            [Field("reason", "Reason", required=True)], "Move"))
-            if not values:
+            task = await self.push_screen_wait(FormScreen("Why is it holding?", [
+                Field("reason", "Reason", required=True, max_len=limits.TASK_REASON)], "Move",
+                submit=lambda v: self.client.move_task(task_id, status, v["reason"], assignee)))
+        else:
+            try:
+                task = await self.client.move_task(task_id, status, reason, assignee)
+            except ApiError as exc:
+                allowed = f" Allowed from here: {', '.join(exc.allowed)}." if exc.allowed else ""
+                self.notify(f"{exc.message}.{allowed}", title="Move refused", severity="error", timeout=8)
                 return
-            reason = values["reason"]
-        try:
-            task = await self.client.move_task(task_id, status, reason, assignee)
-        except ApiError as exc:
-            allowed = f" Allowed from here: {', '.join(exc.allowed)}." if exc.allowed else ""
-            self.notify(f"{exc.message}.{allowed}", title="Move refused", severity="error", timeout=8)
-            return
-        except ConnectionFailed as exc:
-            self.notify(str(exc), title="Not connected", severity="error")
+            except ConnectionFailed as exc:
+                self.notify(str(exc), title="Not connected", severity="error")
+                return
+        self.moved(task, on_done)
+
+    def moved(self, task: Task | None, on_done: Callable | None) -> None:
+        if not isinstance(task, Task):
             return
         self.notify(f"{task.title} → {task.status}", timeout=3)
         if on_done is not None:
@@ -322,8 +327,9 @@ class CoordApp(App):
 
     @work(group="task-move", exit_on_error=False)
     async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None) -> None:
-        values = await self.push_screen_wait(FormScreen(f"Move: {title}", [
+        task = await self.push_screen_wait(FormScreen(f"Move: {title}", [
             Field("status", "New status", "in_progress", kind="select", options=BOARD),
-            Field("reason", "Reason (holding)"), Field("assignee", "Reassign to (optional)")], "Move"))
-        if values:
-            self.move_task(task_id, values["status"], values["reason"] or None, values["assignee"] or None, on_done)
+            Field("reason", "Reason (holding)", max_len=limits.TASK_REASON),
+            Field("assignee", "Reassign to (optional)")], "Move",
+            submit=lambda v: self.client.move_task(task_id, v["status"], v["reason"] or None, v["assignee"] or None)))
+        self.moved(task, on_done)

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from ..client import limits
 from ..client.models import Channel, ChatMessage, ServerEvent
 from ..screens.form import Field, FormScreen
 from .base import Pane
@@ -47,7 +48,7 @@ class ChatPane(Pane):
                 with VerticalScroll(id="chat-log"):
                     yield Static("Select a channel.", id="chat-messages")
                 yield Static("", id="chat-typing")
-                yield Input(placeholder="message (enter sends)", id="chat-input")
+                yield Input(placeholder="message (enter sends)", id="chat-input", max_length=limits.CHAT_BODY)
 
     def on_mount(self) -> None:
         self.query_one("#chat-input", Input).cursor_blink = False
@@ -183,12 +184,18 @@ class ChatPane(Pane):
         if isinstance(message, ChatMessage):
             self.messages[message.id] = message
             self.render_messages()
+        elif channel_id == self.current:
+            self.restore_draft(body)
+
+    def restore_draft(self, body: str) -> None:
+        """A message the server refused or never got goes back into the input, ahead of anything typed since."""
+        box = self.query_one("#chat-input", Input)
+        box.value = f"{body} {box.value}" if box.value else body
+        box.cursor_position = len(body)
 
     @work(group="chat-action", exit_on_error=False)
     async def action_open_dm(self) -> None:
-        values = await self.app.push_screen_wait(FormScreen("Direct message", [
-            Field("identity", "With", required=True)], "Open"))
-        if values:
-            channel_id = await self.act(self.client.open_dm(values["identity"]))
-            if isinstance(channel_id, str):
-                self.open_channel(channel_id)
+        channel_id = await self.app.push_screen_wait(FormScreen("Direct message", [
+            Field("identity", "With", required=True)], "Open", submit=lambda v: self.client.open_dm(v["identity"])))
+        if isinstance(channel_id, str):
+            self.open_channel(channel_id)

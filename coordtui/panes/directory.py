@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
 
+from ..client import limits
 from ..client.models import DirectoryEntry
 from ..screens.form import Field, FormScreen
 from .base import Pane
@@ -62,11 +63,12 @@ class DirectoryPane(Pane):
 
     @work(group="directory-action", exit_on_error=False)
     async def action_add(self) -> None:
-        values = await self.app.push_screen_wait(FormScreen("Add a link", [
-            Field("title", "Title", required=True), Field("url", "URL", required=True),
-            Field("description", "Description")], "Add"))
-        if values and await self.act(self.client.add_directory(values["title"], values["url"],
-                                                               values["description"] or None), "Link added"):
+        if await self.app.push_screen_wait(FormScreen("Add a link", [
+                Field("title", "Title", required=True, max_len=limits.LINK_TITLE),
+                Field("url", "URL", required=True, max_len=limits.LINK_URL),
+                Field("description", "Description", max_len=limits.LINK_DESCRIPTION)], "Add",
+                submit=lambda v: self.client.add_directory(v["title"], v["url"], v["description"] or None))):
+            self.notify("Link added", timeout=3)
             self.request_reload()
 
     @work(group="directory-action", exit_on_error=False)

@@ -9,9 +9,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from ..client import limits
 from ..client.api import ApiError
 from ..client.models import Message, age_text
-from ..screens.form import Field, FormScreen
+from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
 
 
@@ -159,11 +160,14 @@ class InboxPane(Pane):
 
     @work(group="inbox-action", exit_on_error=False)
     async def action_compose(self, recipient: str = "") -> None:
-        values = await self.app.push_screen_wait(FormScreen("New message", [
-            Field("recipient", "To", recipient, required=True), Field("title", "Title", required=True),
-            Field("body", "Body", kind="text"), Field("urgent", "Urgent", False, kind="check")], "Send"))
-        if values and await self.act(self.client.send(values["recipient"], values["title"], values["body"],
-                                                      bool(values["urgent"])), f"Sent to {values['recipient']}"):
+        sent = await self.app.push_screen_wait(FormScreen("New message", [
+            Field("recipient", "To", recipient, required=True),
+            Field("title", "Title", required=True, max_len=limits.MESSAGE_TITLE),
+            Field("body", "Body", kind="text", max_len=limits.MESSAGE_BODY),
+            Field("urgent", "Urgent", False, kind="check")], "Send",
+            submit=lambda v: self.client.send(v["recipient"], v["title"], v["body"], bool(v["urgent"]))))
+        if sent:
+            self.notify(f"Sent to {sent.recipient}", timeout=3)
             self.request_reload()
 
     @work(group="inbox-action", exit_on_error=False)
@@ -171,10 +175,8 @@ class InboxPane(Pane):
         message = self.selected()
         if message is None:
             return
-        values = await self.app.push_screen_wait(FormScreen(f"Reply to {message.sender}: {message.title}",
-                                                            [Field("body", "Reply", kind="text", required=True)],
-                                                            "Send"))
-        if values and await self.act(self.client.reply(message.id, values["body"]), "Reply sent"):
+        if await self.app.push_screen_wait(reply_form(self.client, message.id, f"{message.sender}: {message.title}")):
+            self.notify("Reply sent", timeout=3)
             self.request_reload()
 
     @work(group="inbox-action", exit_on_error=False)

@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
+from ..client import limits
 from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
@@ -124,13 +125,14 @@ class NotebookPane(Pane):
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:
-        values = await self.app.push_screen_wait(FormScreen("New page", [
-            Field("title", "Title", required=True), Field("tags", "Tags (comma separated)")], "Create"))
-        if not values:
-            return
-        tags = [t.strip() for t in values["tags"].split(",") if t.strip()] or None
-        page = await self.act(self.client.create_page(values["title"], "", tags), "Page created")
+        def create(values: dict):
+            tags = [t.strip() for t in values["tags"].split(",") if t.strip()] or None
+            return self.client.create_page(values["title"], "", tags)
+        page = await self.app.push_screen_wait(FormScreen("New page", [
+            Field("title", "Title", required=True, max_len=limits.PAGE_TITLE),
+            Field("tags", "Tags (comma separated)")], "Create", submit=create))
         if isinstance(page, Page):
+            self.notify("Page created", timeout=3)
             self.page_id = page.id
             self.request_reload()
             self.open_page(page.id)

@@ -9,7 +9,8 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
 from ..client.models import Project, Task
-from ..screens.form import Field, FormScreen
+from ..client import limits
+from ..screens.form import Field, FormScreen, Submit
 from .base import Pane
 
 BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete")
@@ -18,16 +19,16 @@ BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progres
 
 
 def task_form(title: str, task: Task | None, projects: list[Project], project_id: str | None,
-              me: str | None, with_status: bool) -> FormScreen:
+              me: str | None, with_status: bool, submit: Submit) -> FormScreen:
     choices = ("",) + tuple(p.title for p in projects)
     current = next((p.title for p in projects if p.id == (task.project_id if task else project_id)), "")
-    fields = [Field("title", "Title", task.title if task else "", required=True),
-              Field("detail", "Detail", (task.detail or "") if task else "", kind="text"),
+    fields = [Field("title", "Title", task.title if task else "", required=True, max_len=limits.TASK_TITLE),
+              Field("detail", "Detail", (task.detail or "") if task else "", kind="text", max_len=limits.TASK_DETAIL),
               Field("assignee", "Assignee", (task.assignee or "") if task else (me or "")),
               Field("project", "Project", current, kind="select", options=choices)]
     if with_status:
         fields.append(Field("status", "Status", "ready", kind="select", options=BOARD))
-    return FormScreen(title, fields, "Save" if task else "Create")
+    return FormScreen(title, fields, "Save" if task else "Create", submit=submit)
 
 
 class SwarmPane(Pane):
@@ -177,24 +178,25 @@ class SwarmPane(Pane):
 
     @work(group="swarm-action", exit_on_error=False)
     async def action_new(self) -> None:
-        values = await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
-                                                           self.coord.identity, True))
-        if values:
-            task = await self.act(self.client.create_task(
+        def create(values: dict):
+            return self.client.create_task(
                 values["title"], detail=values["detail"] or None, assigneeUserId=values["assignee"] or None,
-                projectId=self.project_id_for(values["project"]), status=values["status"]), "Task created")
-            if task:
-                self.request_reload()
+                projectId=self.project_id_for(values["project"]), status=values["status"])
+        if await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
+                                                     self.coord.identity, True, create)):
+            self.notify("Task created", timeout=3)
+            self.request_reload()
 
     @work(group="swarm-action", exit_on_error=False)
     async def action_edit(self) -> None:
         task = self._need()
         if task is None:
             return
-        values = await self.app.push_screen_wait(task_form("Edit task", task, self.projects, self.project_id,
-                                                           self.coord.identity, False))
-        if values and await self.act(self.client.update_task(
+        def save(values: dict):
+            return self.client.update_task(
                 task.id, title=values["title"], detail=values["detail"] or None,
-                assigneeUserId=values["assignee"] or None, projectId=self.project_id_for(values["project"])),
-                "Task saved"):
+                assigneeUserId=values["assignee"] or None, projectId=self.project_id_for(values["project"]))
+        if await self.app.push_screen_wait(task_form("Edit task", task, self.projects, self.project_id,
+                                                     self.coord.identity, False, save)):
+            self.notify("Task saved", timeout=3)
             self.request_reload()

@@ -10,7 +10,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
-from ..screens.form import Field, FormScreen
+from ..client import limits
+from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
 
 SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "swarm": 4}
@@ -158,10 +159,8 @@ class WakePane(Pane):
         item = self._need("message", "message_pending")
         if item is None:
             return
-        values = await self.app.push_screen_wait(FormScreen(f"Reply to: {item.summary}",
-                                                            [Field("body", "Reply", kind="text", required=True)],
-                                                            "Send"))
-        if values and await self.act(self.client.reply(item.id, values["body"]), "Reply sent"):
+        if await self.app.push_screen_wait(reply_form(self.client, item.id, item.summary)):
+            self.notify("Reply sent", timeout=3)
             self.request_reload()
 
     @work(group="wake-action", exit_on_error=False)
@@ -184,12 +183,14 @@ class WakePane(Pane):
         item = self._need("buzz")
         if item is None:
             return
-        values = await self.app.push_screen_wait(FormScreen("New task from alert", [
-            Field("title", "Title", item.summary[:255], required=True),
-            Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text"),
-            Field("assignee", "Assignee", self.coord.identity or "")], "Create"))
-        if values and await self.act(self.client.create_task(values["title"], detail=values["detail"] or None,
-                                                             assigneeUserId=values["assignee"] or None),
-                                     "Task created"):
+        created = await self.app.push_screen_wait(FormScreen("New task from alert", [
+            Field("title", "Title", item.summary[:limits.TASK_TITLE], required=True, max_len=limits.TASK_TITLE),
+            Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text",
+                  max_len=limits.TASK_DETAIL),
+            Field("assignee", "Assignee", self.coord.identity or "")], "Create",
+            submit=lambda v: self.client.create_task(v["title"], detail=v["detail"] or None,
+                                                     assigneeUserId=v["assignee"] or None)))
+        if created:
+            self.notify("Task created", timeout=3)
             self.dismiss_alert(item)
             self.request_reload()

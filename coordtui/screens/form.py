@@ -1,14 +1,26 @@
-"""One modal form for compose, reply, task create/edit and reasons: fields in, a dict out (None when cancelled)."""
+"""One modal form for compose, reply, task create/edit and reasons.
+
+Without `submit` the form hands back its values (None when cancelled). With `submit` it sends them
+itself and closes only when the server accepted them: a refusal or an unreachable server is shown
+inline and everything typed stays, to be fixed and sent again (ctrl+s).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from rich.markup import escape
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
+
+from ..client import limits
+from ..client.api import ApiError, ConnectionFailed
+
+Submit = Callable[[dict], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -19,16 +31,19 @@ class Field:
     kind: str = "input"  # input, text, check, select
     options: tuple = ()
     required: bool = False
+    max_len: int | None = None  # the server's limit, counted as it counts (characters)
 
 
-class FormScreen(ModalScreen[dict | None]):
+class FormScreen(ModalScreen[Any]):
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Send/Save", priority=True)]
 
-    def __init__(self, title: str, fields: list[Field], submit_label: str = "Save"):
+    def __init__(self, title: str, fields: list[Field], submit_label: str = "Save", submit: Submit | None = None):
         super().__init__(classes="form-screen")
         self.form_title = title
         self.fields = fields
         self.submit_label = submit_label
+        self.submit = submit
+        self.sending = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="form"):
@@ -39,7 +54,11 @@ class FormScreen(ModalScreen[dict | None]):
                 if field.kind == "check":
                     yield Checkbox(field.label, bool(field.default), id=widget_id, compact=True)
                     continue
-                yield Label(field.label + (" *" if field.required else ""), classes="field-label")
+                with Horizontal(classes="field-head"):
+                    yield Label(field.label + (" *" if field.required else ""), classes="field-label")
+                    if field.max_len:
+                        yield Label(self._count_text(field, str(field.default or "")), id=f"count-{field.name}",
+                                    classes="field-count")
                 if field.kind == "text":
                     area = TextArea(str(field.default or ""), id=widget_id, soft_wrap=True, classes="form-text", compact=True)
                     area.cursor_blink = False
@@ -63,6 +82,27 @@ class FormScreen(ModalScreen[dict | None]):
         if target is not None:
             target.focus()
 
+    @staticmethod
+    def _count_text(field: Field, value: str) -> str:
+        used = len(value.strip())
+        over = field.max_len is not None and used > field.max_len
+        text = f"{used:,}/{field.max_len:,}"
+        return f"[b red]{text}[/b red]" if over else f"[dim]{text}[/dim]"
+
+    def _update_count(self, widget_id: str | None, value: str) -> None:
+        field = next((f for f in self.fields if f"field-{f.name}" == widget_id and f.max_len), None)
+        if field is not None:
+            self.query_one(f"#count-{field.name}", Label).update(self._count_text(field, value))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._update_count(event.input.id, event.value)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self._update_count(event.text_area.id, event.text_area.text)
+
+    def show_error(self, text: str) -> None:
+        self.query_one("#form-error", Label).update(f"[red]{escape(text)}[/red]" if text else "")
+
     def values(self) -> dict:
         result = {}
         for field in self.fields:
@@ -71,13 +111,44 @@ class FormScreen(ModalScreen[dict | None]):
             result[field.name] = value.strip() if isinstance(value, str) else value
         return result
 
-    def action_submit(self) -> None:
-        values = self.values()
+    def problems(self, values: dict) -> str | None:
         missing = [f.label for f in self.fields if f.required and not values.get(f.name)]
         if missing:
-            self.query_one("#form-error", Label).update(f"Required: {', '.join(missing)}")
+            return f"Required: {', '.join(missing)}"
+        too_long = [f"{f.label} ({len(values[f.name]):,}/{f.max_len:,})" for f in self.fields
+                    if f.max_len and isinstance(values.get(f.name), str) and len(values[f.name]) > f.max_len]
+        if too_long:
+            return f"Too long: {', '.join(too_long)}"
+        return None
+
+    def action_submit(self) -> None:
+        if self.sending:
             return
-        self.dismiss(values)
+        values = self.values()
+        problem = self.problems(values)
+        if problem:
+            self.show_error(problem)
+        elif self.submit is None:
+            self.dismiss(values)
+        else:
+            self.send(values)
+
+    @work(group="form-submit", exit_on_error=False)
+    async def send(self, values: dict) -> None:
+        self.sending = True
+        self.show_error("")
+        self.query_one("#form-error", Label).update("[dim]Sending…[/dim]")
+        try:
+            result = await self.submit(values)
+        except ApiError as exc:
+            allowed = f" Allowed: {', '.join(exc.allowed)}." if exc.allowed else ""
+            self.show_error(f"Refused: {exc.message}.{allowed} Fix it and press ctrl+s again.")
+        except ConnectionFailed as exc:
+            self.show_error(f"Not sent: {exc}. Everything you typed is kept: press ctrl+s to try again.")
+        else:
+            self.dismiss(True if result is None else result)
+        finally:
+            self.sending = False
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -94,3 +165,10 @@ class FormScreen(ModalScreen[dict | None]):
             self.action_submit()
         else:
             self.action_cancel()
+
+
+def reply_form(client, message_id: int, about: str) -> FormScreen:
+    """The reply dialog of Wake and Inbox: it sends the reply itself, so a refusal keeps the text."""
+    return FormScreen(f"Reply to {about}", [Field("body", "Reply", kind="text", required=True,
+                                                  max_len=limits.MESSAGE_BODY)],
+                      "Send", submit=lambda values: client.reply(message_id, values["body"]))
