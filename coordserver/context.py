@@ -12,6 +12,7 @@ from quart import current_app
 
 from .db import Store
 from .events.bus import LocalBus
+from .netcheck import Resolver, system_resolver
 from .settings import Settings
 from .timeutil import Clock
 
@@ -29,6 +30,7 @@ class Coord:
     started_monotonic: float = field(default_factory=time.monotonic)
     shutting_down: asyncio.Event | None = None
     services: dict[str, Any] = field(default_factory=dict)
+    resolver: Resolver = system_resolver  # DNS for webhook targets; tests replace it
     _tasks: set = field(default_factory=set)
 
     @cached_property

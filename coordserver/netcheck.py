@@ -1,69 +1,180 @@
-"""Webhook target validation: no loopback, private, link-local or internal targets unless allow-listed."""
+"""Webhook target validation: only globally routable addresses, unless the host is allow-listed.
+
+A URL's host is normalised the way the resolver would read it: IPv6 literals, dotted quads and the
+legacy numeric IPv4 forms `inet_aton` accepts (`127.1`, `0x7f000001`, `0177.0.0.1`, `2130706433`, `0`).
+Hostnames are resolved and every address they resolve to must pass too. Delivery resolves once, checks
+those addresses and connects to the checked one (`pin`), so a DNS answer that changes between the check
+and the connection (rebinding) cannot reach an address that was not checked.
+
+Hosts (as written, or their normalised address) listed in SERVICE_WEBHOOK_ALLOWED_HOSTS are accepted
+even when private. The resolver is injectable (`Coord.resolver`) so tests are deterministic.
+"""
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
-from urllib.parse import urlparse
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import urlsplit
 
 from .errors import Invalid
 
-_BLOCKED_NETWORKS = [ipaddress.ip_network(n) for n in (
-    "127.0.0.0/8", "::1/128", "0.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
-    "fc00::/7", "169.254.0.0/16", "fe80::/10", "::/128", "::ffff:0:0/96",
-)]
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], list[str]]  # (host, port) -> addresses as text; raises OSError when it cannot
+
+_LEGACY_IPV4 = re.compile(r"^[0-9a-fx.]+$")
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+# last_error of a delivery the address check refused: it fails at once, and doctor reports it.
+REFUSED_PREFIX = "refused: "
+_ALLOW_HINT = " (list it in SERVICE_WEBHOOK_ALLOWED_HOSTS to allow it)"
 
 
-def _blocked_address(address: ipaddress._BaseAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return any(address in network for network in _BLOCKED_NETWORKS if network.version == address.version)
+class Refused(Exception):
+    """The target is not allowed; the message says why."""
 
 
-def check_url_shape(url: object, max_length: int = 500) -> str:
+def system_resolver(host: str, port: int) -> list[str]:
+    """Blocking DNS: call from a thread."""
+    return [info[4][0] for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)]
+
+
+def literal_address(host: str) -> Address | None:
+    """The address a host names literally, legacy IPv4 spellings included; None for a hostname."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if _LEGACY_IPV4.match(host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def address_problem(address: Address) -> str | None:
+    """Why an address may not be a webhook target, or None when it is globally routable."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return "an IPv4-mapped IPv6 address"
+        if address.is_site_local:
+            return "a site-local address"
+        if address.sixtofour is not None and address_problem(address.sixtofour):
+            return f"a 6to4 address embedding {address.sixtofour}"
+    checks = (("is_unspecified", "the unspecified address"), ("is_loopback", "a loopback address"),
+              ("is_multicast", "a multicast address"), ("is_link_local", "a link-local address"))
+    for attribute, text in checks:
+        if getattr(address, attribute):
+            return text
+    if address == ipaddress.IPv4Address("255.255.255.255"):
+        return "the broadcast address"
+    if address.version == 4 and address in _SHARED:
+        return "a shared (carrier-grade NAT) address"
+    if address.is_reserved:
+        return "a reserved address"
+    if address.is_private:
+        return "a private address"
+    if not address.is_global:
+        return "not a globally routable address"
+    return None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL's parts as the checks see them."""
+    url: str
+    scheme: str
+    host: str          # lowercased, trailing dots removed, IPv6 without brackets
+    port: int
+    literal: Address | None
+
+
+def parse(url: object, max_length: int = 500) -> Target:
     if not isinstance(url, str) or not url.strip():
         raise Invalid("url must be a non-empty string")
     url = url.strip()
     if len(url) > max_length:
         raise Invalid(f"url longer than {max_length} characters")
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise Invalid(f"url is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid("url must be an http:// or https:// URL with a host")
-    return url
+    host = parts.hostname.lower().rstrip(".")
+    if not host:
+        raise Invalid("url must be an http:// or https:// URL with a host")
+    return Target(url, parts.scheme, host, port or (443 if parts.scheme == "https" else 80), literal_address(host))
 
 
-def validate_webhook_url(url: object, allowed_hosts: frozenset[str]) -> str:
-    """Checks the URL as written (registration time). Returns the cleaned URL or raises Invalid."""
-    url = check_url_shape(url)
-    host = urlparse(url).hostname.lower().rstrip(".")
-    if host in allowed_hosts:
-        return url
+def _allowed(target: Target, allowed_hosts: frozenset[str], address: Address | None = None) -> bool:
+    names = {target.host} | ({str(target.literal)} if target.literal else set())
+    if address is not None:
+        names.add(str(address))
+    return bool(names & allowed_hosts)
+
+
+def _check_name(target: Target) -> None:
+    host = target.host
     if host == "localhost" or host.endswith(".localhost") or host.endswith(".internal"):
-        raise Invalid(f"Webhook URL refused: {host} is a local or internal host "
-                      "(list it in SERVICE_WEBHOOK_ALLOWED_HOSTS to allow it)")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return url
-    if _blocked_address(address):
-        raise Invalid(f"Webhook URL refused: {host} is a private, loopback or link-local address "
-                      "(list it in SERVICE_WEBHOOK_ALLOWED_HOSTS to allow it)")
-    return url
+        raise Refused(f"{host} is a local or internal host name")
 
 
-def resolved_target_allowed(url: str, allowed_hosts: frozenset[str]) -> tuple[bool, str]:
-    """Delivery-time check on the resolved addresses. Blocking (DNS): call it from a thread."""
-    host = (urlparse(url).hostname or "").lower().rstrip(".")
-    if host in allowed_hosts:
-        return True, ""
+def resolve(target: Target, allowed_hosts: frozenset[str], resolver: Resolver) -> list[Address]:
+    """Every address the target may be reached at, each checked. Raises Refused naming what is wrong,
+    or OSError when the name cannot be resolved. Blocking: call from a thread."""
+    if target.literal is not None:
+        addresses = [target.literal]
+    else:
+        if not _allowed(target, allowed_hosts):
+            _check_name(target)
+        addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in resolver(target.host, target.port)]
+        if not addresses:
+            raise OSError(f"{target.host} has no address")
+    for address in addresses:
+        if _allowed(target, allowed_hosts, address):
+            continue
+        problem = address_problem(address)
+        if problem:
+            shown = target.host if target.literal is not None else f"{target.host} resolves to {address}, which"
+            spelled = f" ({address})" if target.literal is not None and str(address) != target.host else ""
+            raise Refused(f"{shown}{spelled} is {problem}")
+    return addresses
+
+
+def validate_webhook_url(url: object, allowed_hosts: frozenset[str], resolver: Resolver = system_resolver) -> str:
+    """Registration-time check (blocking: call from a thread). Returns the cleaned URL or raises Invalid.
+    A hostname that does not resolve now is accepted: delivery checks again before every attempt."""
+    target = parse(url)
     try:
-        validate_webhook_url(url, allowed_hosts)
-        port = urlparse(url).port or (443 if url.startswith("https") else 80)
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except Invalid as exc:
-        return False, exc.message
-    except OSError as exc:
-        return False, f"cannot resolve {host}: {exc.strerror or exc}"
-    for info in infos:
-        if _blocked_address(ipaddress.ip_address(info[4][0])):
-            return False, f"{host} resolves to a private or loopback address"
-    return True, ""
+        resolve(target, allowed_hosts, resolver)
+    except Refused as exc:
+        raise Invalid(f"Webhook URL refused: {exc}{_ALLOW_HINT}") from None
+    except (OSError, ValueError):
+        pass
+    return target.url
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """Where to send a delivery: the checked address, with the original host for Host and TLS."""
+    url: str                 # the URL with its host replaced by the checked address
+    host_header: str
+    sni_hostname: str | None  # https to a hostname: the name to send in SNI and verify the certificate for
+
+
+def pin(url: str, allowed_hosts: frozenset[str], resolver: Resolver = system_resolver) -> Pinned:
+    """Delivery-time check: resolve once, check, and address the request to the checked address.
+    Raises Refused (fail the delivery) or OSError (retry later). Blocking: call from a thread."""
+    target = parse(url, max_length=10_000)
+    address = resolve(target, allowed_hosts, resolver)[0]
+    parts = urlsplit(target.url)
+    shown = f"[{address}]" if address.version == 6 else str(address)
+    netloc = shown if parts.port is None else f"{shown}:{parts.port}"
+    pinned_url = parts._replace(netloc=netloc).geturl()  # userinfo dropped: never sent anyway
+    original = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    host_header = original if parts.port is None else f"{original}:{parts.port}"
+    sni = parts.hostname if target.scheme == "https" and target.literal is None else None
+    return Pinned(pinned_url, host_header, sni)

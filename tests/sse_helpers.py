@@ -123,28 +123,37 @@ async def wait_for(condition, timeout: float = 5.0, interval: float = 0.02):
         await asyncio.sleep(interval)
 
 
-@contextmanager
-def server_process(database_url: str, **env: str):
-    """`coordserver serve` in a process of its own. Two servers inside one test process share the models'
-    database proxy, so several-process behaviour is only honest with a real second process."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def spawn_server(database_url: str, port: int | None = None, **env: str) -> tuple[subprocess.Popen, str]:
+    """Start `coordserver serve` in a process of its own on a free (or the given) port and wait until it
+    answers /api/health. The caller ends the process."""
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     full_env = dict(os.environ, **base_env(database_url, **env), COORD_LOG_LEVEL="warning")
     process = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)],
                                env=full_env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            process.wait(15)
+            raise RuntimeError("the server process did not start")
+        time.sleep(0.1)
+
+
+@contextmanager
+def server_process(database_url: str, **env: str):
+    """`coordserver serve` in a process of its own. Two servers inside one test process share the models'
+    database proxy, so several-process behaviour is only honest with a real second process."""
+    process, url = spawn_server(database_url, **env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("the second server process did not start")
-            time.sleep(0.1)
         yield url
     finally:
         process.terminate()

@@ -23,7 +23,7 @@ ALLOW_LOOPBACK = {"SERVICE_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
 class Receiver:
     """A webhook target on loopback that records every POST and answers from a script of statuses."""
 
-    def __init__(self, statuses: list[int] | None = None):
+    def __init__(self, statuses: list[int] | None = None, host: str = "127.0.0.1", port: int = 0):
         self.statuses = list(statuses or [])
         self.calls: list[dict] = []
         self.lock = threading.Lock()
@@ -43,8 +43,9 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://{host}:{self.port}/hook"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def wait_calls(self, count: int, timeout: float = 10) -> list[dict]:
@@ -65,8 +66,8 @@ class Receiver:
 def receiver():
     made = []
 
-    def factory(statuses=None):
-        made.append(Receiver(statuses))
+    def factory(statuses=None, **where):
+        made.append(Receiver(statuses, **where))
         return made[-1]
     yield factory
     for r in made:
@@ -257,14 +258,15 @@ def test_private_webhook_urls_are_refused_unless_allow_listed(server):
             assert response.json()["error"]
 
 
-def test_delivery_time_check_refuses_a_private_target(make_server):
+def test_delivery_time_check_refuses_a_private_target_and_fails_at_once(make_server):
     srv = make_server(clock=FrozenClock())  # no allow-list
     run_unit(srv, lambda: WebhookConfig.create(identity="bob", url="http://127.0.0.1:9/hook", token="t" * 32,
                                                updated_at=to_db(srv.coord.now())))
     emit(srv, *message_event("bob", 1))
     wait_until(lambda: first(srv).attempts == 1)
     row = first(srv)
-    assert row.status == "pending" and "refused" in row.last_error and row.last_status is None
+    assert row.status == "failed" and row.last_status is None
+    assert row.last_error == "refused: 127.0.0.1 is a loopback address"
 
 
 def test_a_dead_target_does_not_slow_the_others(make_server, receiver):

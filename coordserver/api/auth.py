@@ -1,6 +1,8 @@
 """Auth, onboarding, tokens, webhook config, users and health."""
 from __future__ import annotations
 
+import asyncio
+
 from quart import Blueprint
 
 from ..auth import require_admin, require_identity
@@ -119,7 +121,8 @@ async def set_webhook():
         raise Invalid("url is required (null clears the webhook)")
     url = body["url"]
     if url is not None:
-        url = validate_webhook_url(url, coord().settings.webhook_allowed_hosts)
+        c = coord()
+        url = await asyncio.to_thread(validate_webhook_url, url, c.settings.webhook_allowed_hosts, c.resolver)
     token = text(body, "token", max_len=128)
     if token is not None and len(token) < 16:
         raise Invalid("token must be at least 16 characters")

@@ -48,6 +48,10 @@ def _caller_probes(principal: Principal) -> list:
         details = {"webhookUrl": state["webhookUrl"], **deliveries}
         if not state["configured"]:
             return WARN, "No webhook URL registered", details
+        if doctor.refused_delivery(deliveries["lastError"]):
+            return FAIL, ("Webhook deliveries refused by the address check, not retried "
+                          f"({deliveries['lastError'][len(doctor.REFUSED_PREFIX):]}); "
+                          "register a publicly routable URL"), details
         if deliveries["failed"] or deliveries["lastError"]:
             return WARN, f"Webhook registered; last delivery problem: {deliveries['lastError'] or 'failed'}", details
         return PASS, "Webhook registered" + (f"; last delivery at {deliveries['lastSuccessAt']}"
@@ -107,6 +111,10 @@ def _admin_probes() -> list:
         stale = facts["oldestPendingAt"] and c.now() - parse_iso(facts["oldestPendingAt"]) > doctor.OUTBOX_STALE
         if stale:
             return WARN, summary + f"; oldest pending {facts['oldestPendingAge']} old", facts
+        if facts["refused"]:
+            last = facts["lastRefused"]
+            return WARN, summary + (f"; {facts['refused']} refused by the address check, last for "
+                                    f"{last['identity']}: {last['error'][len(doctor.REFUSED_PREFIX):]}"), facts
         if facts["failed"]:
             return WARN, summary + (f"; last failure: {facts['lastFailure']}" if facts["lastFailure"] else ""), facts
         return PASS, summary, facts

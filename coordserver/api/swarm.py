@@ -33,10 +33,11 @@ async def create_project():
 @bp.patch("/projects/<id>")
 async def update_project(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change project fields; null clears nullable ones."""
-    require_identity()
+    principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(swarm.update_project, id, body, c.env_identities)
+    return await c.store.write(swarm.update_project, principal.identity, principal.is_admin, id, body,
+                               c.env_identities)
 
 
 @bp.post("/projects/<id>/archive")
@@ -80,7 +81,7 @@ async def update_task(id: str):  # noqa: A002 (the path parameter is named as in
     principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(swarm.update_task, principal.identity, id, body, c.env_identities)
+    return await c.store.write(swarm.update_task, principal.identity, principal.is_admin, id, body, c.env_identities)
 
 
 @bp.patch("/tasks/<id>/status")
@@ -99,7 +100,7 @@ async def move_task(id: str):  # noqa: A002 (the path parameter is named as in t
     assignee = body.get("assigneeUserId")
     if assignee is not None:
         assignee = await c.store.read(swarm.known_identity, assignee, "assigneeUserId", c.env_identities)
-    return await c.store.write(swarm.move_task, principal.identity, id, status, reason, assignee)
+    return await c.store.write(swarm.move_task, principal.identity, principal.is_admin, id, status, reason, assignee)
 
 
 @bp.get("/tasks/<id>/events")

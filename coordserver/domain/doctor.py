@@ -14,6 +14,7 @@ from typing import Awaitable, Callable
 import peewee as pw
 
 from ..models import Event, Message, PushDelivery, RecurringTemplate, SchemaVersion, User
+from ..netcheck import REFUSED_PREFIX
 from ..timeutil import age_text, iso, parse_iso, to_db
 from . import identities, wake
 
@@ -97,8 +98,19 @@ def outbox_facts() -> dict:
               .where(PushDelivery.status == "pending").scalar())
     last_error = (PushDelivery.select(PushDelivery.last_error).where(PushDelivery.status == "failed")
                   .order_by(PushDelivery.created_at.desc()).limit(1).scalar())
+    refused = PushDelivery.select().where((PushDelivery.status == "failed")
+                                          & PushDelivery.last_error.startswith(REFUSED_PREFIX))
+    last_refused = refused.order_by(PushDelivery.created_at.desc()).limit(1).first()
     return {"pending": counts.get("pending", 0), "failed": counts.get("failed", 0),
-            "delivered": counts.get("delivered", 0), "oldestPendingAt": iso(oldest), "lastFailure": last_error}
+            "delivered": counts.get("delivered", 0), "oldestPendingAt": iso(oldest), "lastFailure": last_error,
+            "refused": refused.count(),
+            "lastRefused": ({"identity": last_refused.identity, "error": last_refused.last_error}
+                            if last_refused else None)}
+
+
+def refused_delivery(last_error: str | None) -> bool:
+    """Whether a delivery's error is the address check's refusal (failed at once, never retried)."""
+    return bool(last_error and last_error.startswith(REFUSED_PREFIX))
 
 
 def overdue_templates(cutoff: datetime) -> dict:

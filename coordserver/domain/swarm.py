@@ -19,6 +19,7 @@ from ..events import log
 from ..models import NotebookPage, Project, Task, TaskEvent, TaskPageLink
 from ..timeutil import iso, parse_iso, to_db
 from .identities import is_known, valid_identity
+from .task_rules import require_lead_change, require_reassign
 from .visibility import can_see
 
 # Canonical order (used for `allowed` lists) and the order tasks are listed in.
@@ -165,16 +166,19 @@ def create_project(caller: str, body: dict, env_identities: frozenset[str]) -> d
     return project_json(project)
 
 
-def _project(project_id: str) -> Project:
-    project = Project.get_or_none(Project.id == project_id)
+def _project(project_id: str, lock: bool = False) -> Project:
+    query = Project.select().where(Project.id == project_id)
+    project = (db.locked(query) if lock else query).first()
     if project is None:
         raise NotFound("Project not found")
     return project
 
 
-def update_project(project_id: str, body: dict, env_identities: frozenset[str]) -> dict:
-    _project(project_id)
+def update_project(caller: str, is_admin: bool, project_id: str, body: dict, env_identities: frozenset[str]) -> dict:
+    project = _project(project_id, lock=True)
     columns = _project_columns(body, env_identities)
+    if any(column in columns and columns[column] != getattr(project, column) for column in _PROJECT_LEADS.values()):
+        require_lead_change(project, caller, is_admin)
     if columns:
         columns["updated_at"] = to_db(db.now())
         Project.update(**columns).where(Project.id == project_id).execute()
@@ -202,8 +206,9 @@ def task_json(t: Task) -> dict:
             "updatedAt": iso(t.updated_at), "completedAt": iso(t.completed_at)}
 
 
-def _task(task_id: str) -> Task:
-    task = Task.get_or_none(Task.id == task_id)
+def _task(task_id: str, lock: bool = False) -> Task:
+    query = Task.select().where(Task.id == task_id)
+    task = (db.locked(query) if lock else query).first()
     if task is None:
         raise NotFound("Task not found")
     return task
@@ -349,12 +354,16 @@ _EVENT_FIELDS = {"title": "title", "project_id": "projectId", "detail": "detail"
                  "on_or_after_at": "onOrAfterAt", "sort_key": "sortKey", "linked_notebook_pages": "linkedNotebookPages"}
 
 
-def update_task(caller: str, task_id: str, body: dict, env_identities: frozenset[str]) -> dict:
-    task = _task(task_id)
+def update_task(caller: str, is_admin: bool, task_id: str, body: dict, env_identities: frozenset[str]) -> dict:
+    task = _task(task_id, lock=True)  # the holder the rule is checked against stays the holder until commit
     columns = _task_columns(body, env_identities)
     changed = {c: v for c, v in columns.items() if getattr(task, c) != v}
     if not changed:
         return task_json(task)
+    if "assignee_user_id" in changed:
+        require_reassign(task, caller, is_admin)
+    if "project_id" in changed:  # a project's leads may reassign, so moving the task is the same decision
+        require_reassign(task, caller, is_admin, "move it to another project")
     # Only the changed columns are written, so concurrent PATCHes of different fields both survive.
     Task.update(updated_at=to_db(db.now()), **changed).where(Task.id == task_id).execute()
     if "assignee_user_id" in changed:
@@ -378,7 +387,8 @@ def _event_value(value: Any) -> Any:
 
 # --- tasks: status moves (the state table, API.md §6) -----------------------------------------
 
-def move_task(caller: str, task_id: str, new_status: str, reason: str | None, new_assignee: str | None) -> dict:
+def move_task(caller: str, is_admin: bool, task_id: str, new_status: str, reason: str | None,
+              new_assignee: str | None) -> dict:
     task = _task(task_id)
     old_status, old_assignee = task.status, task.assignee_user_id
     if new_status == old_status:
@@ -398,7 +408,8 @@ def move_task(caller: str, task_id: str, new_status: str, reason: str | None, ne
             assignee, claiming = caller, True
         elif old_assignee != caller:
             raise Forbidden(f"Task is assigned to {old_assignee}; only {old_assignee} can start it")
-    elif (old_status, new_status) in REASSIGNING_MOVES and new_assignee is not None:
+    elif (old_status, new_status) in REASSIGNING_MOVES and new_assignee not in (None, old_assignee):
+        require_reassign(task, caller, is_admin)
         assignee = new_assignee
 
     now = to_db(db.now())

@@ -19,9 +19,9 @@ import httpx
 import peewee as pw
 
 from .. import db
-from ..errors import log_background_failure
+from ..errors import Invalid, log_background_failure
 from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
-from ..netcheck import resolved_target_allowed
+from ..netcheck import REFUSED_PREFIX, Refused, pin
 from ..timeutil import from_db, to_db
 from .logreader import GapTracker
 
@@ -254,14 +254,14 @@ class PushService:
         self._wake_sender = asyncio.Event()
         self._gaps = GapTracker()
         self._in_flight: set[str] = set()
-        self._client: httpx.AsyncClient | None = None
+        # One client per TLS server name: requests go to pinned addresses, and a pooled connection made
+        # for one name must never carry a request for another name at the same address.
+        self._clients: dict[str | None, httpx.AsyncClient] = {}
         self._unsubscribe = None
 
     async def start(self) -> None:
         if not self.coord.settings.push_enabled:
             return
-        self._client = httpx.AsyncClient(timeout=ATTEMPT_TIMEOUT, follow_redirects=False,
-                                         limits=httpx.Limits(max_connections=CONCURRENCY * 2))
         await self.coord.store.write(ensure_cursor)
         self._unsubscribe = self.coord.bus.subscribe("events", lambda _payload: self._wake_feeder.set())
         self._wake_feeder.set()
@@ -274,8 +274,17 @@ class PushService:
         if self._unsubscribe:
             self._unsubscribe()
             self._unsubscribe = None
-        if self._client is not None:
-            await self._client.aclose()
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    def _client_for(self, sni_hostname: str | None) -> httpx.AsyncClient:
+        client = self._clients.get(sni_hostname)
+        if client is None:
+            client = self._clients[sni_hostname] = httpx.AsyncClient(
+                timeout=ATTEMPT_TIMEOUT, follow_redirects=False, trust_env=False,
+                limits=httpx.Limits(max_connections=CONCURRENCY * 2))
+        return client
 
     def kick(self) -> None:
         self._wake_feeder.set()
@@ -360,16 +369,21 @@ class PushService:
         if target is None:
             return "failed", None, "no webhook URL registered any more"
         url, token = target
-        allowed, reason = await asyncio.to_thread(resolved_target_allowed, url, settings.webhook_allowed_hosts)
-        if not allowed:
-            return "retry", None, f"refused: {reason}"
+        try:
+            pinned = await asyncio.to_thread(pin, url, settings.webhook_allowed_hosts, self.coord.resolver)
+        except (Refused, Invalid) as exc:  # retrying cannot help: fail now, doctor reports it
+            return "failed", None, f"{REFUSED_PREFIX}{getattr(exc, 'message', None) or exc}"
+        except (OSError, ValueError) as exc:
+            return "retry", None, f"cannot resolve the webhook host: {getattr(exc, 'strerror', None) or exc}"
         body = delivery.body.encode()
         timestamp = str(int(self.coord.now().timestamp()))
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}",
                    "X-Coord-Delivery": delivery.id, "X-Coord-Timestamp": timestamp,
-                   "X-Coord-Signature": sign(token, timestamp, body)}
+                   "X-Coord-Signature": sign(token, timestamp, body), "Host": pinned.host_header}
+        extensions = {"sni_hostname": pinned.sni_hostname} if pinned.sni_hostname else None
         try:
-            response = await self._client.post(url, content=body, headers=headers)
+            response = await self._client_for(pinned.sni_hostname).post(
+                pinned.url, content=body, headers=headers, extensions=extensions)
         except httpx.TimeoutException:
             return "retry", None, f"timeout after {ATTEMPT_TIMEOUT:g} s"
         except httpx.HTTPError as exc:
