@@ -449,7 +449,7 @@ async def test_shutdown_flushes_unsaved_edits(make_server, sqlite_url):
     await until(lambda: server.coord.services["notebook"].live_text(page_id) == "unsaved ünïcode 🧪")
     assert stored_text(server, page_id) == ("", "")  # the debounce has not fired
     await asyncio.to_thread(server.stop)
-    await alice.wait_for(lambda s: s.closed)
+    await alice.wait_for(lambda s: not s.online)  # "going away": the session waits to reconnect
     assert stored_text_after_restart(make_server, sqlite_url, page_id) == "unsaved ünïcode 🧪"
     await alice.close()
 

@@ -6,6 +6,11 @@
     async for changes in session.changes():
         ...                            # remote edits as TextChange lists, code-point positions
 
+When the connection drops for a reason that may pass (a server restart, a network blip), the session
+stays usable: local edits go on into the document (`online` is False, `pending_edits` counts them),
+and it reconnects by itself with backoff, merges the server's state into the local copy and sends the
+server exactly what it lacks. Only a refusal (bad token, page gone, invalid data) or `close()` ends it.
+
 The document is a pycrdt `Doc` holding a `Text` named "content". pycrdt positions are UTF-8 byte
 offsets; this module converts, so callers only ever see code points. A UI binding its own editor may
 also edit `session.text` directly inside `session.doc.transaction(origin=LOCAL_ORIGIN)`.
@@ -20,12 +25,18 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from pycrdt import Doc, Text, TextEvent
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 LOCAL_ORIGIN = "coordtui-local"
 REMOTE_ORIGIN = "coordtui-remote"
 TEXT_NAME = "content"
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # a full-state sync of a large page can exceed the server's 1 MiB inbound cap
+NORMAL_CLOSURE, INVALID_DATA, POLICY_VIOLATION = 1000, 1007, 1008
+
+
+def is_final(code: int | None) -> bool:
+    """Close codes after which reconnecting cannot help: the server refused us (4xxx) or our data."""
+    return code is not None and (code >= 4000 or code in (INVALID_DATA, POLICY_VIOLATION))
 
 
 class NotebookError(Exception):
@@ -97,8 +108,15 @@ def _chars_for_bytes(text: str, start: int, byte_count: int) -> int:
 
 
 class NotebookSession:
-    def __init__(self, base_url: str, token: str, page_id: str, *, open_timeout: float = 10.0):
+    def __init__(self, base_url: str, token: str, page_id: str, *, open_timeout: float = 10.0,
+                 backoff: tuple[float, float] = (0.5, 8.0)):
         self.base_url = base_url
+        self.backoff = backoff
+        self.online = False
+        self.reconnects = 0
+        self.on_state: list[Callable[[], None]] = []  # online/offline and pending-edit changes
+        self._closing = False
+        self._reconnect_task: asyncio.Task | None = None
         self.page_id = page_id
         self._token = token
         self.open_timeout = open_timeout
@@ -139,6 +157,70 @@ class NotebookSession:
         self._start(ws)
         return self
 
+    async def open(self) -> "NotebookSession":
+        """Like connect(), but a server that cannot be reached (or never syncs) is retried in the
+        background; `synced` and on_state say when the document arrives. Refusals still raise."""
+        try:
+            return await self.connect()
+        except NotebookError as exc:
+            if is_final(exc.code):
+                raise
+        except (OSError, asyncio.TimeoutError, ConnectionClosed, InvalidHandshake):
+            pass
+        self._went_offline()
+        return self
+
+    @property
+    def synced(self) -> bool:
+        """The server's document has arrived at least once (before that the local copy is empty)."""
+        return self._ws is not None
+
+    @property
+    def pending_edits(self) -> int:
+        """Local edits the server has not been sent yet (they wait while offline)."""
+        return self._outgoing.qsize()
+
+    async def _reconnect(self) -> None:
+        """Back online after a drop: take the server's state into the local document (a CRDT merge:
+        nothing typed meanwhile is lost on either side), then send only what the server lacks."""
+        delay = self.backoff[0]
+        while not self._closing:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff[1])
+            try:
+                ws, state = await self._open()
+            except NotebookError as exc:
+                if is_final(exc.code):
+                    self.close_code, self.close_message = exc.code, str(exc)
+                    self._finish()
+                    return
+                continue
+            except (OSError, asyncio.TimeoutError, ConnectionClosed, InvalidHandshake):
+                continue
+            if self._closing:
+                await ws.close()
+                return
+            server = Doc()
+            server.apply_update(state)
+            missing = self.doc.get_update(server.get_state())
+            self._outgoing = asyncio.Queue()  # `missing` carries every edit queued while offline
+            self._apply_remote(state)
+            self.readonly = False  # the new connection says again whether we may edit
+            self._outgoing.put_nowait(missing)
+            self.reconnects += 1
+            self._start(ws)
+            return
+
+    def _went_offline(self) -> None:
+        self.online = False
+        self._notify_state()
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = asyncio.ensure_future(self._reconnect())
+
+    def _notify_state(self) -> None:
+        for callback in self.on_state:
+            callback()
+
     async def _open(self) -> tuple[ClientConnection, bytes]:
         ws = await connect(socket_url(self.base_url, self.page_id),
                            additional_headers={"Authorization": f"Bearer {self._token}"},
@@ -158,7 +240,9 @@ class NotebookSession:
 
     def _start(self, ws: ClientConnection) -> None:
         self._ws = ws
+        self.online = True
         self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
+        self._notify_state()
 
     async def _resync(self) -> None:
         """The server refused an edit already applied here, so this copy has diverged: reconnect,
@@ -194,8 +278,11 @@ class NotebookSession:
             self._state_changed.set()
 
     async def close(self, flush_timeout: float = 5.0) -> None:
-        """Send local edits still queued, then close."""
-        if not self.closed and self._tasks:
+        """Send local edits still queued (when online), then close."""
+        self._closing = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+        if not self.closed and self.online and self._tasks:
             try:
                 await asyncio.wait_for(self._outgoing.join(), flush_timeout)
             except asyncio.TimeoutError:
@@ -249,8 +336,11 @@ class NotebookSession:
                 self.text.insert(byte_offset(current, start), value)
 
     def _check_editable(self) -> None:
+        """Offline is editable (the edits wait); read-only and closed are not."""
         if self.readonly:
             raise ReadOnlyError(self.readonly_message or "Page is read-only")
+        if not self.synced:
+            raise ReadOnlyError("The page has not arrived from the server yet")
         if self.closed:
             raise NotebookError("session is closed", self.close_code)
 
@@ -288,6 +378,8 @@ class NotebookSession:
     def _on_transaction(self, event) -> None:
         if not self._applying_remote:
             self._outgoing.put_nowait(event.update)
+            if not self.online:
+                self._notify_state()
 
     def _on_text_event(self, event: TextEvent) -> None:
         changes, self._shadow = delta_to_changes(self._shadow, event.delta)
@@ -309,12 +401,17 @@ class NotebookSession:
             self._applying_remote = False
 
     async def _write(self, ws: ClientConnection) -> None:
+        queue = self._outgoing
         while True:
-            update = await self._outgoing.get()
+            update = await queue.get()
             try:
                 await ws.send(json.dumps({"type": "update", "update": list(update)}, separators=(",", ":")))
+            except ConnectionClosed:
+                return  # the reader sees the close; everything unsent is in the local document
             finally:
-                self._outgoing.task_done()
+                queue.task_done()
+            if queue.empty():
+                self._notify_state()
 
     async def _read(self, ws: ClientConnection) -> None:
         try:
@@ -323,10 +420,19 @@ class NotebookSession:
                 self._state_changed.set()
         except ConnectionClosed:
             pass
-        if not self._resyncing:
-            self.close_code = ws.close_code if ws.close_code is not None else 1006
+        if self._resyncing or ws is not self._ws:
+            return
+        code = ws.close_code if ws.close_code is not None else 1006
+        if self._closing or is_final(code):
+            self.close_code = code
             self.close_message = self.close_message or ws.close_reason
+            self.online = False
             self._finish()
+            return
+        for task in self._tasks:  # the writer of the dead socket: its queue is resent on reconnect
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._went_offline()
 
     def _finish(self) -> None:
         for callback in self.on_closed:

@@ -63,11 +63,21 @@ class NotebookPane(Pane):
             text = "No page open. Select one and press enter."
         else:
             title = page.title if page else self.page_id
-            state = f"[red]read-only ({escape(self.readonly_reason)})[/red]" if self.readonly_reason else \
-                "[green]editing[/green]"
             viewers = ", ".join(self.viewers) or "-"
-            text = f"[b]{escape(title or '')}[/b] · {state} · viewers: {escape(viewers)}"
+            text = f"[b]{escape(title or '')}[/b] · {self.editing_state()} · viewers: {escape(viewers)}"
         self.query_one("#notebook-status", Static).update(text)
+
+    def editing_state(self) -> str:
+        session = self.session
+        if self.readonly_reason:
+            return f"[red]read-only ({escape(self.readonly_reason)})[/red]"
+        if session is None or not session.synced:
+            return "[yellow]connecting… (stored text, read-only)[/yellow]"
+        pending = session.pending_edits
+        if not session.online:
+            edits = f"{pending} edit{'' if pending == 1 else 's'} pending" if pending else "no edits pending"
+            return f"[yellow]offline — {edits}; keep typing[/yellow]"
+        return f"[green]editing · sending {pending}…[/green]" if pending else "[green]editing · saved[/green]"
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.open_page(event.row_key.value)
@@ -76,20 +86,39 @@ class NotebookPane(Pane):
     async def open_page(self, page_id: str) -> None:
         await self.close_session()
         self.page_id = page_id
+        self.readonly_reason = None
         editor = self.query_one("#notebook-editor", CollabTextArea)
-        session = NotebookSession(self.client.base_url, self.client.token, page_id)
-        try:
-            await session.connect()
-        except Exception as exc:  # refused (4004 not visible, 4001 token) or unreachable
-            self.notify(str(exc) or "cannot open the page", title="Notebook", severity="error")
-            return
+        editor.read_only = True
+        self.render_status()
+        self.show_stored_text(page_id)
+        session = NotebookSession(self.client.base_url, self.client.token, page_id, backoff=self.coord.backoff)
         self.session = session
         session.on_viewers.append(lambda viewers: self.apply_session_state())
         session.on_readonly.append(lambda readonly, reason: self.apply_session_state())
+        session.on_state.append(lambda: self.apply_session_state())
         session.on_closed.append(lambda code, message: self.session_closed(session, message))
-        editor.bind(session.text)
+        try:
+            await session.open()
+        except Exception as exc:  # refused: 4004 not visible, 4001 token
+            self.session = None
+            self.readonly_reason = str(exc) or "cannot open the page"
+            self.notify(self.readonly_reason, title="Notebook", severity="error")
+            self.render_status()
+            return
         self.apply_session_state()
-        editor.focus()
+        if session.synced:
+            editor.focus()
+
+    @work(group="notebook-stored", exit_on_error=False)
+    async def show_stored_text(self, page_id: str) -> None:
+        """Until the live document arrives the editor shows the stored text, read-only."""
+        try:
+            page = await self.client.page(page_id)
+        except Exception:
+            return  # the live document, when it comes, is what counts
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        if self.page_id == page_id and editor.shared is None:
+            editor.load_text(page.content or "")
 
     def session_closed(self, session, message: str | None) -> None:
         if session is self.session:
@@ -101,10 +130,12 @@ class NotebookPane(Pane):
         session = self.session
         if session is None:
             return
-        self.viewers = list(getattr(session, "viewers", []) or [])
-        self.readonly_reason = getattr(session, "readonly_reason", None) or (
-            "read-only" if getattr(session, "readonly", False) else None)
-        self.query_one("#notebook-editor", CollabTextArea).read_only = bool(self.readonly_reason)
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        if session.synced and editor.shared is not session.text:
+            editor.bind(session.text)  # the first sync, or a resync that replaced the document
+        self.viewers = list(session.viewers) if session.online else []
+        self.readonly_reason = session.readonly_reason or ("read-only" if session.readonly else None)
+        editor.read_only = bool(self.readonly_reason) or not session.synced
         self.render_status()
 
     async def close_session(self) -> None:

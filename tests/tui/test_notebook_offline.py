@@ -1,0 +1,100 @@
+"""The notebook editor never drops a keystroke: it keeps editing while the server is away, says so,
+reconnects by itself and merges; before the live document arrives it shows the stored text read-only."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+from websockets.asyncio.server import serve
+
+from coordtui.client.notebook import NotebookSession, ReadOnlyError
+from coordtui.panes.collab import CollabTextArea
+from tests.conftest import TOKENS, client
+from tests.tui.helpers import make_app, row_keys, select_row, wait_for
+
+
+def status(app) -> str:
+    return str(app.query_one("#notebook-status").render())
+
+
+def stored(server, page_id) -> str:
+    with client(server, "alice") as alice:
+        return alice.get(f"/api/notebook/{page_id}").json()["page"]["content"]
+
+
+async def test_two_editors_type_through_a_server_restart_and_converge(make_server, sqlite_url):
+    server = make_server(database_url=sqlite_url)
+    port = server.port
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Runbook", "content": "Grüße\n"}).json()["page"]
+    app = make_app(server, "bob", backoff=(0.2, 1.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await wait_for(pilot, lambda: page["id"] in row_keys(app, "#notebook-pages"), what="page list")
+        select_row(app, "#notebook-pages", page["id"])
+        await pilot.press("enter")
+        editor = app.query_one("#notebook-editor", CollabTextArea)
+        await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
+        other = await NotebookSession(server.url, TOKENS["alice"], page["id"], backoff=(0.2, 1.0)).connect()
+        try:
+            editor.move_cursor((1, 0))
+            down_at = time.monotonic()
+            server.stop()
+            await wait_for(pilot, lambda: "offline" in status(app), timeout=15, what="offline shown")
+            await other.wait_for(lambda s: not s.online, timeout=15)
+            assert not editor.read_only, "offline is still editable"
+
+            await pilot.press(*"bob offline ")
+            other.insert(0, "alice offline ")
+            await wait_for(pilot, lambda: "12 edits pending" in status(app), what="pending edits counted")
+            typed = 0
+            while time.monotonic() - down_at < 10:  # the server stays away for 10 s; both keep typing
+                await pilot.press("ß")
+                other.insert(len(other.value), "é")
+                typed += 1
+                await pilot.pause(1.0)
+
+            restarted = make_server(port=port, database_url=sqlite_url)
+            await wait_for(pilot, lambda: "editing · saved" in status(app), timeout=20, what="back and saved")
+            await other.wait_for(lambda s: s.online and s.pending_edits == 0 and s.value == editor.text, timeout=20)
+            text = editor.text
+            assert text.startswith("alice offline Grüße\n") and "bob offline ß" in text
+            assert text.count("ß") == typed + 1 and text.count("é") == typed, "every keystroke of both arrived"
+            await wait_for(pilot, lambda: stored(restarted, page["id"]) == text, timeout=20, what="stored page")
+        finally:
+            await other.close()
+
+
+@pytest.fixture
+def silent_socket():
+    """A WebSocket endpoint that accepts and never syncs (a proxy that swallows frames, a broken server)."""
+    ready: list = []
+
+    async def handler(ws):
+        await asyncio.sleep(3600)
+
+    async def start():
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        server = await serve(handler, sock=sock)
+        ready.append(server)
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+    yield start
+    for server in ready:
+        server.close()
+
+
+async def test_a_socket_that_never_syncs_is_not_editable(silent_socket):
+    url = await silent_socket()
+    session = NotebookSession(url, "token", "page-1", open_timeout=0.3, backoff=(0.2, 0.2))
+    await session.open()
+    try:
+        assert not session.synced and not session.online
+        with pytest.raises(ReadOnlyError):
+            session.insert(0, "typed into nothing")
+        await asyncio.sleep(0.5)  # it keeps trying meanwhile
+        assert not session.synced
+    finally:
+        await session.close()
