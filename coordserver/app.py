@@ -16,9 +16,10 @@ from .gate import Gate, client_address
 from .hotpaths import HotPaths
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
-from .realtime.notebook_rooms import NotebookRooms
+from .realtime.notebook_manager import NotebookRooms
 from .realtime.presence import PresenceTracker
 from .realtime.push import PushService
+from .realtime.revocation import TokenGuard
 from .realtime.sse import SSEHub
 from .realtime.wake_pulse import WakePulser
 from .redaction import redact
@@ -49,8 +50,9 @@ def _blueprints():
 
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"], coord.services["loopmon"], coord.services["wake"],
-            coord.services["notebook"], coord.services["scheduler"], coord.services["sse"], coord.services["push"]]
+    return [coord.services["presence"], coord.services["tokens_guard"], coord.services["loopmon"],
+            coord.services["wake"], coord.services["notebook"], coord.services["scheduler"], coord.services["sse"],
+            coord.services["push"]]
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
@@ -67,6 +69,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.extensions["coord"] = coord
     resolver = TokenResolver(coord)
     coord.services["tokens"] = resolver
+    coord.services["tokens_guard"] = TokenGuard(coord)
     coord.services["presence"] = PresenceTracker(coord)
     coord.services["loopmon"] = LoopMonitor(coord)
     coord.services["wake"] = WakePulser(coord)

@@ -6,7 +6,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from quart import g, request
 
@@ -23,6 +23,7 @@ class Principal:
     is_admin: bool
     token_id: int | None = None  # database tokens only
     source: str = "db"
+    expires_at: datetime | None = None  # database tokens with an expiry: connections end then
 
 
 def hash_token(token: str) -> str:
@@ -34,8 +35,9 @@ def new_token() -> str:
 
 
 class TokenResolver:
-    """Resolves bearer tokens. A short cache keeps auth off the database on hot paths; revoke and
-    rotate invalidate it at once in this process (other processes within _CACHE_SECONDS)."""
+    """Resolves bearer tokens. A short cache keeps auth off the database on hot paths. Revoke, rotate
+    and archiving log a `token_revoked` event; every process drops those tokens from its cache when
+    its SSE hub reads that row (`forget`, via realtime/revocation.py), not after _CACHE_SECONDS."""
 
     def __init__(self, coord):
         self.coord = coord
@@ -45,6 +47,13 @@ class TokenResolver:
 
     def invalidate(self) -> None:
         self._cache.clear()
+
+    def forget(self, token_ids: list[int], identity: str | None = None) -> None:
+        """Drop these database tokens (and with `identity`, every token of that identity) from the cache."""
+        ids = set(token_ids)
+        for digest, (_until, principal, _expires) in list(self._cache.items()):
+            if principal is not None and (principal.token_id in ids or principal.identity == identity):
+                self._cache.pop(digest, None)
 
     async def resolve(self, token: str | None) -> Principal | None:
         if not token:
@@ -70,7 +79,7 @@ class TokenResolver:
         now = self.coord.now()
         if row is not None and row.revoked_at is None and (row.expires_at is None or from_db(row.expires_at) > now):
             self._last_used[row.id] = from_db(row.last_used_at)
-            return Principal(row.identity, row.is_admin, row.id, "db"), row.expires_at
+            return Principal(row.identity, row.is_admin, row.id, "db", from_db(row.expires_at)), row.expires_at
         for known_digest, spec in self._env.items():
             if hmac.compare_digest(known_digest, digest):
                 return Principal(spec.identity, spec.is_admin, None, "env"), None

@@ -111,6 +111,7 @@ class Settings:
     hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
     event_retention_days: float = 7.0
     sse_heartbeat_seconds: float = 30.0
+    sse_max_streams_per_identity: int = 20  # one more closes that identity's oldest stream
     scheduler_interval_seconds: float = 60.0
     push_enabled: bool = True
     log_level: str = "info"
@@ -139,6 +140,7 @@ class Settings:
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
+            sse_max_streams_per_identity=max(1, int(env.get("COORD_SSE_MAX_STREAMS_PER_IDENTITY") or 20)),
             log_level=env.get("COORD_LOG_LEVEL", "info"),
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),
             notebook_unload_seconds=float(env.get("COORD_NOTEBOOK_UNLOAD_SECONDS") or 10),

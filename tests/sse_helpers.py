@@ -89,22 +89,25 @@ class FrameReader:
 
 
 @asynccontextmanager
-async def open_stream(server, who: str, last_event_id: int | None = None, query: bool = False,
-                      client: httpx.AsyncClient | None = None):
-    """A live stream; the `connected` frame has been read and is available as reader.connected."""
+async def open_stream(server, who: str | None, last_event_id: int | None = None, query: bool = False,
+                      client: httpx.AsyncClient | None = None, token: str | None = None):
+    """A live stream (as `who`, or with `token`); the `connected` frame has been read and is available
+    as reader.connected."""
     headers, params = {}, {}
+    token = token or TOKENS[who]
     if query:
-        params["token"] = TOKENS[who]
+        params["token"] = token
         if last_event_id is not None:
             params["lastEventId"] = str(last_event_id)
     else:
-        headers["Authorization"] = f"Bearer {TOKENS[who]}"
+        headers["Authorization"] = f"Bearer {token}"
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
     own = client is None
-    client = client or httpx.AsyncClient(base_url=server.url, timeout=httpx.Timeout(30, read=None))
+    base = server if isinstance(server, str) else server.url
+    client = client or httpx.AsyncClient(timeout=httpx.Timeout(30, read=None))
     try:
-        async with client.stream("GET", "/api/stream", headers=headers, params=params) as response:
+        async with client.stream("GET", f"{base}/api/stream", headers=headers, params=params) as response:
             assert response.status_code == 200, response.status_code
             reader = FrameReader(response)
             reader.connected = await reader.next()

@@ -5,6 +5,7 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 from coordserver.models import PushDelivery, RecurringTemplate
+from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db
 from tests.conftest import client
 
@@ -43,8 +44,11 @@ def test_caller_report(make_server):
                                                                   "wakeAgent": "bob"}).json()
     client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"title": "red"})
 
-    async def open_stream():  # after the ingest, so no wake pulse delivers the alert first
-        srv.coord.services["presence"].stream_opened("bob")
+    async def open_stream():  # a stream as the hub counts it, without the connect pulse that would deliver the alert
+        hub = srv.coord.services["sse"]
+        conn = Connection("bob", hub.queue_size)
+        hub.connections.add(conn)
+        hub.by_identity["bob"] = {conn: None}
     srv.call(open_stream)
     probes = check_report(bob.get("/api/doctor").json(), CALLER_PROBES)
     assert probes["stream"]["details"]["open"] == 1 and probes["stream"]["summary"] == "1 event stream open"

@@ -223,7 +223,7 @@ def _read_until(sock: socket.socket, marker: bytes, timeout: float = 10) -> byte
 
 
 async def test_200_clients_each_get_their_events_while_one_client_never_reads(make_server):
-    srv = make_server()
+    srv = make_server(sse_max_streams_per_identity=100)  # ~67 streams per identity here
     names = ["alice", "bob", "carol"]
     stuck = _raw_stream(srv, "alice")
     limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from coordserver.auth import Principal
 from coordserver.domain.wake import in_work_hours
 from coordserver.models import BuzzEvent, Message, Project, Task
 from coordserver.timeutil import FrozenClock, to_db
@@ -261,7 +262,7 @@ def test_pulser_debounces_a_burst(make_server):
     _sleep(srv, 0.4)
     assert pulses == []  # bob has no open stream: nothing computed, nothing delivered
 
-    _on_loop(srv, lambda: srv.coord.services["presence"].stream_opened("bob"))
+    stream = _on_loop(srv, lambda: srv.coord.services["sse"].register(Principal("bob", False)))
     _on_loop(srv, lambda: [srv.coord.bus.publish("wake", {"identity": "bob"}) for _ in range(100)])
     _sleep(srv, 1.5)
     assert 2 <= len(pulses) <= 3, len(pulses)
@@ -276,7 +277,7 @@ def test_pulser_debounces_a_burst(make_server):
     _sleep(srv, 0.5)
     assert len(pulses) == count + 1  # leading edge: a connect after a quiet window pulses at once
 
-    _on_loop(srv, lambda: srv.coord.services["presence"].stream_closed("bob"))
+    _on_loop(srv, lambda: srv.coord.services["sse"].unregister(stream))
     _sleep(srv, 0.4)
     count = len(pulses)
     _on_loop(srv, lambda: srv.coord.bus.publish("wake", {"identity": "bob"}))
@@ -288,7 +289,7 @@ def test_periodic_pulse_to_open_streams(make_server):
     srv = make_server()
     pulser = srv.coord.services["wake"]
     pulses = _listen_pulses(srv)
-    _on_loop(srv, lambda: srv.coord.services["presence"].stream_opened("carol"))
+    _on_loop(srv, lambda: srv.coord.services["sse"].register(Principal("carol", False)))
     pulser.periodic_seconds = 0.2
 
     async def restart_periodic():

@@ -69,10 +69,9 @@ def _caller_probes(principal: Principal) -> list:
 
 
 def _open_streams(identity: str | None = None) -> int:
-    c = coord()
-    presence = c.services.get("presence")
-    streams = dict(presence.streams) if presence else {}
-    return streams.get(identity, 0) if identity else sum(streams.values())
+    """Open SSE streams in this process (the hub's count; notebook sockets are not streams)."""
+    hub = coord().services["sse"]
+    return hub.stream_count(identity) if identity else hub.open_streams
 
 
 @bp.get("/doctor")
@@ -122,7 +121,7 @@ def _admin_probes() -> list:
     async def streams():
         total = _open_streams()
         sse = c.services.get("sse")
-        details = {"open": total, "identities": len(coord().services["presence"].streams),
+        details = {"open": total, "identities": len(c.services["sse"].by_identity),
                    "sseService": sse is not None}
         return PASS, f"{total} open stream{'s' if total != 1 else ''}", details
 

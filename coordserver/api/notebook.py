@@ -11,14 +11,14 @@ from ..context import coord
 from ..domain import notebook as pages
 from ..errors import Invalid, RateLimited
 from ..ratelimit import route_class
-from ..realtime.notebook_rooms import CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, Peer, frame
+from ..realtime.notebook_peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, CLOSE_UNKNOWN_TOKEN,
+                                      MAX_PAGE_CHARS, Peer, frame)
 from .common import boolean, json_object, query_int, query_limit, string_list, text, timestamp
 
 bp = Blueprint("notebook", __name__, url_prefix="/api")
 
 CLOSE_MISSING = 4000
-CLOSE_UNKNOWN_TOKEN = 4001
-MAX_CONTENT_CHARS = 1_000_000
+MAX_CONTENT_CHARS = MAX_PAGE_CHARS  # REST content and the live document share one cap
 
 
 def _rooms():
@@ -181,19 +181,21 @@ async def notebook_socket():
     if _rate_limited(principal):
         return await _refuse(CLOSE_TRY_AGAIN, "Too many requests; retry later")
     c.services["presence"].touch(principal.identity, "api")
-    peer = Peer(principal.identity, principal.is_admin)
+    peer = Peer(principal.identity, principal.is_admin, principal.token_id, principal.expires_at)
     room = await _rooms().join(page_id, peer)
     if room is None:
         return await _refuse(CLOSE_NOT_FOUND, "Page not found")
-    presence = c.services["presence"]
-    presence.stream_opened(principal.identity)  # an open editor keeps its identity online, like a stream
+    presence, guard = c.services["presence"], c.services["tokens_guard"]
+    presence.connection_opened(principal.identity, "api")  # an open editor keeps its identity online
+    guard.admit(peer)  # ends when its token is revoked or expires
     sender = asyncio.ensure_future(_send_frames(peer))
     receiver = asyncio.ensure_future(_receive_frames(room, peer))
     try:
         await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         room.leave(peer)
-        presence.stream_closed(principal.identity)
+        guard.release(peer)
+        presence.connection_closed(principal.identity, "api")
         for task in (sender, receiver):
             task.cancel()
         await asyncio.gather(sender, receiver, return_exceptions=True)
@@ -201,7 +203,7 @@ async def notebook_socket():
 
 async def _send_frames(peer: Peer) -> None:
     while True:
-        item = await peer.outbox.get()
+        item = await peer.next_item()
         if isinstance(item, tuple):
             code, message = item
             await _refuse(code, message)

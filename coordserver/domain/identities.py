@@ -7,6 +7,7 @@ from datetime import timedelta
 import peewee as pw
 
 from .. import db
+from ..events import log as event_log
 from ..auth import Principal, hash_token, new_token
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..models import Invite, Message, PushDelivery, Token, User, WebhookConfig
@@ -16,6 +17,8 @@ from ..timeutil import from_db, iso, to_db
 REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be recovered. "
                    "Send it as 'Authorization: Bearer <token>'. Start with GET /api/skill.")
 ROTATE_NOTICE = "The previous token is revoked. Store the new token now: it is shown only once."
+REVOCATION_EVENT = "token_revoked"
+REVOCATION_REASONS = ("revoked", "rotated", "archived")
 
 
 def valid_identity(value: object) -> str:
@@ -121,12 +124,37 @@ def _token(token_id: int) -> Token:
     return token
 
 
+def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool = False) -> int:
+    """Log that these tokens (with `whole_identity`: every connection of `identity`, environment
+    tokens included) must no longer be served. A control event: no audience, so no stream, resume or
+    webhook ever carries it; every process's SSE hub reads it from the log and closes the streams and
+    sockets opened with those tokens and drops them from its token cache (realtime/revocation.py)."""
+    assert reason in REVOCATION_REASONS
+    data = {"tokenIds": sorted(set(token_ids)), "identity": identity, "reason": reason,
+            "wholeIdentity": whole_identity}
+    event_id = event_log.append(REVOCATION_EVENT, data, to=())
+    db.after_commit("control", {"eventId": event_id})  # SQLite's hub skips reads with no stream open
+    return event_id
+
+
 def revoke_token(token_id: int) -> dict:
     token = _token(token_id)
     if token.revoked_at is None:
         token.revoked_at = to_db(db.now())
         token.save()
+        log_revocation([token.id], token.identity, "revoked")
     return token_json(token, _webhook_of(token.identity))
+
+
+def revoke_identity_tokens(identity: str, reason: str = "archived") -> list[int]:
+    """Revoke every database token of `identity` and end all its open streams and sockets (archiving)."""
+    now = to_db(db.now())
+    ids = [t.id for t in db.locked(Token.select(Token.id).where(
+        (Token.identity == identity) & Token.revoked_at.is_null()))]
+    if ids:
+        Token.update(revoked_at=now).where(Token.id.in_(ids)).execute()
+    log_revocation(ids, identity, reason, whole_identity=True)
+    return ids
 
 
 def rotate_token(token_id: int, caller: Principal) -> dict:
@@ -137,6 +165,7 @@ def rotate_token(token_id: int, caller: Principal) -> dict:
         raise Invalid("Token is already revoked")
     token.revoked_at = to_db(db.now())
     token.save()
+    log_revocation([token.id], token.identity, "rotated")
     fresh, plaintext = issue_token(token.identity, token.is_admin, f"Rotated from token #{token.id}",
                                    caller.identity, None)
     fresh.backup_agent, fresh.stale_trigger_hours = token.backup_agent, token.stale_trigger_hours

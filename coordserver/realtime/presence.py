@@ -43,7 +43,7 @@ class PresenceTracker:
     def __init__(self, coord):
         self.coord = coord
         self.seen: dict[str, tuple[datetime, str]] = {}
-        self.streams: dict[str, int] = {}
+        self.connections: dict[str, int] = {}  # open streams and notebook sockets: they keep one online
         self._dirty: dict[str, tuple[datetime, str]] = {}
         self._online: set[str] = set()
 
@@ -64,20 +64,22 @@ class PresenceTracker:
             self._online.add(identity)
             self._announce(identity, True)
 
-    def stream_opened(self, identity: str) -> None:
-        self.streams[identity] = self.streams.get(identity, 0) + 1
-        self.touch(identity, "sse")
+    def connection_opened(self, identity: str, source: str) -> None:
+        """An event stream ("sse") or notebook socket ("api") opened: online while it stays open. Whether
+        the identity has an event stream is the SSE hub's to say (`has_stream`), not presence's."""
+        self.connections[identity] = self.connections.get(identity, 0) + 1
+        self.touch(identity, source)
 
-    def stream_closed(self, identity: str) -> None:
-        count = self.streams.get(identity, 0) - 1
+    def connection_closed(self, identity: str, source: str) -> None:
+        count = self.connections.get(identity, 0) - 1
         if count > 0:
-            self.streams[identity] = count
+            self.connections[identity] = count
         else:
-            self.streams.pop(identity, None)
-        self.touch(identity, "sse")
+            self.connections.pop(identity, None)
+        self.touch(identity, source)
 
     def is_online(self, identity: str) -> bool:
-        if self.streams.get(identity):
+        if self.connections.get(identity):
             return True
         seen = self.seen.get(identity)
         return seen is not None and self.coord.now() - seen[0] < ONLINE_WINDOW

@@ -15,17 +15,30 @@ from datetime import timedelta
 
 from ..errors import log_background_failure
 from ..events import log as event_log
+from ..domain.identities import REVOCATION_EVENT
 from .logreader import GapTracker
 
 log = logging.getLogger("coord.sse")
 
 QUEUE_SIZE = 1000          # frames a connection may have waiting before it counts as a slow consumer
+QUEUE_BYTES = 1 << 20      # ... or bytes of frames (shared with other streams, but kept alive by this one)
+CHUNK_BYTES = 64 << 10     # at most this much is joined into one write: a per-connection copy
 FORCE_CLOSE_SECONDS = 1.0  # a stream that cannot even take its closing comment is cut after this
 PRUNE_INTERVAL_SECONDS = 3600.0
 READ_BATCH = 1000
+CONTROL_TYPES = frozenset({REVOCATION_EVENT})  # rows with no audience that this process must act on
 
 HEARTBEAT = b": heartbeat\n\n"
-SLOW_CONSUMER = b": closing: slow consumer\n\n"
+# The comment a stream ends with, by the reason it was closed (shutdown ends it without one).
+CLOSING = {
+    "slow": b": closing: slow consumer\n\n",
+    "too_many": b": closing: too many streams\n\n",
+    "revoked": b": closing: token revoked\n\n",
+    "rotated": b": closing: token revoked\n\n",
+    "expired": b": closing: token expired\n\n",
+    "archived": b": closing: identity archived\n\n",
+}
+SLOW_CONSUMER = CLOSING["slow"]
 
 
 def encode_frame(event_type: str, data: dict, event_id: int | None = None) -> bytes:
@@ -42,16 +55,23 @@ def logged_frame(event_id: int, event_type: str, data: dict) -> bytes:
 
 
 class Connection:
-    """One open stream: a bounded queue of encoded frames, filled by the hub, drained by the response."""
+    """One open stream: a queue of encoded frames bounded in count and bytes, filled by the hub,
+    drained by the response. Frames are the hub's shared bytes objects; only small ones are joined."""
 
-    __slots__ = ("identity", "limit", "frames", "wake", "closing", "floor", "task")
+    __slots__ = ("identity", "token_id", "expires_at", "limit", "byte_limit", "frames", "queued_bytes",
+                 "wake", "closing", "floor", "task")
 
-    def __init__(self, identity: str, limit: int):
+    def __init__(self, identity: str, limit: int, byte_limit: int = QUEUE_BYTES,
+                 token_id: int | None = None, expires_at=None):
         self.identity = identity
+        self.token_id = token_id          # the database token that opened it (TokenGuard)
+        self.expires_at = expires_at
         self.limit = limit
+        self.byte_limit = byte_limit
         self.frames: deque[tuple[int | None, bytes]] = deque()
+        self.queued_bytes = 0
         self.wake = asyncio.Event()
-        self.closing: str | None = None   # "slow" or "shutdown" once the stream must end
+        self.closing: str | None = None   # a key of CLOSING, or "shutdown", once the stream must end
         self.floor = 0                    # live events with id <= floor were already replayed
         self.task: asyncio.Task | None = None
 
@@ -61,9 +81,10 @@ class Connection:
             return True
         if event_id is not None and event_id <= self.floor:
             return True
-        if len(self.frames) >= self.limit:
+        if len(self.frames) >= self.limit or (self.frames and self.queued_bytes + len(frame) > self.byte_limit):
             return False
         self.frames.append((event_id, frame))
+        self.queued_bytes += len(frame)
         self.wake.set()
         return True
 
@@ -71,21 +92,41 @@ class Connection:
         if self.closing is None:
             self.closing = reason
             self.frames.clear()
+            self.queued_bytes = 0
         self.wake.set()
 
+    def revoke(self, reason: str) -> None:
+        """End the stream (TokenGuard: its token was revoked or expired), cut it if it cannot say so."""
+        self.close(reason)
+        asyncio.get_running_loop().call_later(FORCE_CLOSE_SECONDS, self.force_close)
+
     async def next_chunk(self) -> bytes | None:
-        """Every queued frame as one chunk (one write for a burst), or None when the stream must end."""
+        """The next chunk to write, or None when the stream must end."""
         while True:
             if self.frames:
-                chunk = b"".join(frame for event_id, frame in self.frames
-                                 if event_id is None or event_id > self.floor)
-                self.frames.clear()
+                chunk = self._take()
                 if chunk:
                     return chunk
+                continue
             if self.closing:
                 return None
             self.wake.clear()
             await self.wake.wait()
+
+    def _take(self) -> bytes:
+        """Queued frames up to CHUNK_BYTES: a burst of small frames is joined into one write; a
+        large frame goes out as the hub's own bytes object, never copied per connection."""
+        parts, size = [], 0
+        while self.frames:
+            event_id, frame = self.frames[0]
+            if parts and size + len(frame) > CHUNK_BYTES:
+                break
+            self.frames.popleft()
+            self.queued_bytes -= len(frame)
+            if event_id is None or event_id > self.floor:
+                parts.append(frame)
+                size += len(frame)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def force_close(self) -> None:
         """The response is stuck sending (a client that never reads): cancel it."""
@@ -97,8 +138,10 @@ class SSEHub:
     def __init__(self, coord):
         self.coord = coord
         self.queue_size = QUEUE_SIZE
+        self.queue_bytes = QUEUE_BYTES
         self.connections: set[Connection] = set()
-        self.by_identity: dict[str, set[Connection]] = {}
+        self.by_identity: dict[str, dict[Connection, None]] = {}  # oldest first
+        self._control_pending = False
         self.slow_closed = 0
         self._cursor = 0
         self._announced = 0
@@ -113,6 +156,7 @@ class SSEHub:
         bus = self.coord.bus
         self._unsubscribe = [bus.subscribe("events", self._on_events),
                              bus.subscribe("ephemeral", self._on_ephemeral),
+                             bus.subscribe("control", self._on_control),
                              bus.subscribe("bus", self._on_bus_reconnected)]
         self.coord.spawn(self._pump(), "sse-pump")
         self.coord.spawn(self._heartbeat(), "sse-heartbeat")
@@ -134,6 +178,14 @@ class SSEHub:
     def streams_by_identity(self) -> dict[str, int]:
         return {identity: len(conns) for identity, conns in self.by_identity.items()}
 
+    def has_stream(self, identity: str) -> bool:
+        """The one answer to "does this identity have an event stream open here?" (wake pulses,
+        presence and doctor ask this; a notebook socket is not a stream)."""
+        return identity in self.by_identity
+
+    def stream_count(self, identity: str) -> int:
+        return len(self.by_identity.get(identity, ()))
+
     @property
     def lag(self) -> int:
         """Announced event ids not yet fanned out."""
@@ -141,15 +193,25 @@ class SSEHub:
 
     # --- connections ---------------------------------------------------------------------
 
-    def register(self, identity: str) -> Connection:
-        conn = Connection(identity, self.queue_size)
+    def register(self, principal) -> Connection:
+        identity = principal.identity
+        conn = Connection(identity, self.queue_size, self.queue_bytes, principal.token_id, principal.expires_at)
         self.connections.add(conn)
-        self.by_identity.setdefault(identity, set()).add(conn)
+        self.by_identity.setdefault(identity, {})[conn] = None
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             conn.close("shutdown")
-        self.coord.services["presence"].stream_opened(identity)
+        self._enforce_cap(identity)
+        self.coord.services["tokens_guard"].admit(conn)
+        self.coord.services["presence"].connection_opened(identity, "sse")
         self.coord.bus.publish("wake", {"identity": identity, "reason": "connect"})
         return conn
+
+    def _enforce_cap(self, identity: str) -> None:
+        """Past the per-identity limit, the identity's oldest open streams are closed."""
+        live = [c for c in self.by_identity.get(identity, ()) if c.closing is None]
+        for conn in live[:max(0, len(live) - self.coord.settings.sse_max_streams_per_identity)]:
+            log.info("closing the oldest SSE stream of %s: too many streams", identity)
+            self._end(conn, "too_many")
 
     def unregister(self, conn: Connection) -> None:
         if conn not in self.connections:
@@ -157,10 +219,11 @@ class SSEHub:
         self.connections.discard(conn)
         peers = self.by_identity.get(conn.identity)
         if peers is not None:
-            peers.discard(conn)
+            peers.pop(conn, None)
             if not peers:
                 del self.by_identity[conn.identity]
-        self.coord.services["presence"].stream_closed(conn.identity)
+        self.coord.services["tokens_guard"].release(conn)
+        self.coord.services["presence"].connection_closed(conn.identity, "sse")
 
     def _overflowed(self, conn: Connection) -> None:
         self.slow_closed += 1
@@ -168,8 +231,7 @@ class SSEHub:
         self._end(conn, "slow")
 
     def _end(self, conn: Connection, reason: str) -> None:
-        conn.close(reason)
-        asyncio.get_running_loop().call_later(FORCE_CLOSE_SECONDS, conn.force_close)
+        conn.revoke(reason)
 
     def _close_all(self, reason: str) -> None:
         for conn in list(self.connections):
@@ -201,6 +263,11 @@ class SSEHub:
             self._announced = max_id
             self._new_events.set()
 
+    def _on_control(self, _payload: dict) -> None:
+        """A control row (a revocation) was committed: read the log even with no stream open."""
+        self._control_pending = True
+        self._new_events.set()
+
     def _on_bus_reconnected(self, _payload: dict) -> None:
         """Announcements made while the bus was down are lost: read the log for whatever is new."""
         self._announced = max(self._announced, self._cursor + 1)
@@ -228,8 +295,9 @@ class SSEHub:
                 self._new_events.set()
 
     async def _drain_log(self) -> None:
+        control, self._control_pending = self._control_pending, False
         while self._cursor < self._announced or self._gaps.waiting():
-            if not self.connections and self.coord.store.sqlite:
+            if not self.connections and self.coord.store.sqlite and not control:
                 # Nobody to fan out to: skip the read (send ~850 -> ~745 µs CPU/req with no
                 # stream open, bench/messages.md). Safe on SQLite only: its one writer commits ids
                 # in order, so every announced id is already visible and a stream opened later
@@ -240,6 +308,8 @@ class SSEHub:
             rows = await self.coord.store.read(event_log.range_after, self._cursor, None, READ_BATCH)
             usable = self._gaps.usable(self._cursor, [row[0] for row in rows])
             for event_id, event_type, data, to_all, audience in rows[:usable]:
+                if event_type in CONTROL_TYPES:
+                    self.coord.services["tokens_guard"].on_logged(event_type, data)
                 targets = self._targets(None if to_all else audience)
                 if targets:
                     self._offer(logged_frame(event_id, event_type, data), event_id, targets)
@@ -275,16 +345,17 @@ class SSEHub:
 
     # --- one stream ------------------------------------------------------------------------
 
-    async def stream(self, identity: str, resume_after: int | None):
+    async def stream(self, principal, resume_after: int | None):
         """The body of one `GET /api/stream` response (an async generator of frames)."""
-        conn = self.register(identity)
+        conn = self.register(principal)
         conn.task = asyncio.current_task()
         try:
             latest, oldest = await self.coord.store.read(_log_bounds)
-            yield encode_frame("connected", {"identity": identity, "lastEventId": latest})
+            yield encode_frame("connected", {"identity": principal.identity, "lastEventId": latest})
             if resume_after is not None:
-                if oldest is not None and resume_after < oldest - 1:
-                    yield encode_frame("resync", {"type": "resync", "reason": "expired", "oldestEventId": oldest})
+                resync = _resync_reason(resume_after, latest, oldest)
+                if resync is not None:
+                    yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": oldest})
                 else:
                     async for frame in self._replay(conn, resume_after):
                         yield frame
@@ -293,8 +364,8 @@ class SSEHub:
                 if chunk is None:
                     break
                 yield chunk
-            if conn.closing == "slow":
-                yield SLOW_CONSUMER
+            if conn.closing in CLOSING:
+                yield CLOSING[conn.closing]
         finally:
             self.unregister(conn)
 
@@ -314,6 +385,16 @@ class SSEHub:
             if len(wanted) < READ_BATCH:
                 break
         conn.floor = max(upto, resume_point)
+
+
+def _resync_reason(resume_after: int, latest: int, oldest: int | None) -> str | None:
+    """Why a resume point cannot be replayed: older than the log keeps ("expired"), or beyond its
+    newest id ("ahead": the database was restored or replaced), else None."""
+    if resume_after > latest:
+        return "ahead"
+    if oldest is not None and resume_after < oldest - 1:
+        return "expired"
+    return None
 
 
 def _log_bounds() -> tuple[int, int | None]:

@@ -57,11 +57,8 @@ class WakePulser:
             self.signal(identity)
 
     def has_stream(self, identity: str) -> bool:
-        sse = self.coord.services.get("sse")
-        if sse is not None and hasattr(sse, "has_stream"):
-            return bool(sse.has_stream(identity))
-        presence = self.coord.services.get("presence")
-        return bool(presence and presence.streams.get(identity))
+        """Only an SSE stream receives a pulse (and so may mark buzz items delivered): ask the hub."""
+        return self.coord.services["sse"].has_stream(identity)
 
     def signal(self, identity: str) -> None:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
@@ -130,6 +127,5 @@ class WakePulser:
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            presence = self.coord.services.get("presence")
-            for identity in list(presence.streams if presence else ()):
+            for identity in list(self.coord.services["sse"].by_identity):
                 self.signal(identity)

@@ -43,6 +43,7 @@ class EventStream:
         self.read_timeout = read_timeout
         self.transport = transport
         self.last_event_id: int | None = None
+        self._server_last_id: int | None = None  # the newest logged id, as the last `connected` said
         self.state = CONNECTING
         self.connections = 0
         self.query_token = False
@@ -110,11 +111,14 @@ class EventStream:
                 return  # a replay of something already handled
             self.last_event_id = event_id
         if event_type == "connected":
-            if self.last_event_id is None and isinstance(data.get("lastEventId"), int):
-                self.last_event_id = data["lastEventId"]
+            self._server_last_id = data.get("lastEventId") if isinstance(data.get("lastEventId"), int) else None
+            if self.last_event_id is None:
+                self.last_event_id = self._server_last_id
             self._set_state(CONNECTED, str(data.get("identity") or ""))
         elif event_type == "resync":
-            if isinstance(data.get("oldestEventId"), int):
+            if data.get("reason") == "ahead":  # the server's log restarted below our id: take its position
+                self.last_event_id = self._server_last_id
+            elif isinstance(data.get("oldestEventId"), int):
                 self.last_event_id = max(self.last_event_id or 0, data["oldestEventId"] - 1)
             if self.on_resync is not None:
                 result = self.on_resync()

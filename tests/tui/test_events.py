@@ -78,3 +78,33 @@ async def test_a_v1_server_that_only_reads_the_query_token():
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert events[0].type == "connected" and stream.query_token
+
+
+async def test_resync_ahead_takes_the_servers_lower_ids():
+    """After a database restore the server's ids restart below ours: its live events still count."""
+    seen_headers = []
+    bodies = [
+        sse('event: connected\ndata: {"identity":"bob","lastEventId":499}\n\n',
+            'id: 500\nevent: message\ndata: {"type":"message","messageId":1}\n\n'),
+        sse('event: connected\ndata: {"identity":"bob","lastEventId":3}\n\n',
+            'event: resync\ndata: {"type":"resync","reason":"ahead","oldestEventId":1}\n\n',
+            'id: 4\nevent: message\ndata: {"type":"message","messageId":2}\n\n'),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen_headers.append(request.headers.get("last-event-id"))
+        body = bodies.pop(0) if bodies else b""
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    events, resyncs = [], []
+    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: None,
+                         on_resync=lambda: resyncs.append(1), min_backoff=0.01, max_backoff=0.02,
+                         transport=httpx.MockTransport(handler))
+    task = asyncio.ensure_future(stream.run())
+    while len(seen_headers) < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+    assert [(e.type, e.id) for e in events if e.type == "message"] == [("message", 500), ("message", 4)]
+    assert seen_headers[:3] == [None, "500", "4"] and resyncs == [1]
