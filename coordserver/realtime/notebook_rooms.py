@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import uuid
 from collections import OrderedDict
@@ -27,6 +26,7 @@ from typing import Callable
 
 from pycrdt import Doc, Text
 
+from .. import jsonstrict
 from ..domain import notebook as pages
 from ..domain.visibility import can_see, is_owner
 from ..errors import log_background_failure
@@ -45,7 +45,7 @@ CLOSE_GOING_AWAY = 1001
 
 
 def frame(kind: str, **fields) -> str:
-    return json.dumps({"type": kind, **fields}, separators=(",", ":"), ensure_ascii=False)
+    return jsonstrict.dumps({"type": kind, **fields})
 
 
 def update_frame(update: bytes) -> str:
