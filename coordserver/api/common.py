@@ -17,7 +17,8 @@ from ..errors import Invalid
 from ..timeutil import parse_iso
 
 _MISSING = object()
-INT_MAX = 2**62  # every integer column holds it, on both backends
+INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
+QUERY_INT_MAX = 2**62  # offsets and ids compared in queries: within 64 bits on both backends
 
 
 async def json_object(required: bool = True) -> dict:
@@ -121,7 +122,7 @@ def query_int(name: str, default: int, minimum: int = 0, maximum: int | None = N
         value = int(raw)
     except ValueError:
         raise Invalid(f"{name} must be an integer") from None
-    if maximum is None and value > INT_MAX:
+    if maximum is None and value > QUERY_INT_MAX:
         raise Invalid(f"{name} is out of range")
     if value < minimum:
         raise Invalid(f"{name} must be at least {minimum}")
@@ -158,7 +159,7 @@ def path_int(value: str, what: str = "id") -> int:
         number = int(value)
     except (TypeError, ValueError):
         raise Invalid(f"Invalid {what}") from None
-    if number < 0 or number > INT_MAX:
+    if number < 0 or number > QUERY_INT_MAX:
         raise Invalid(f"Invalid {what}")
     return number
 

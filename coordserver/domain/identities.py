@@ -165,7 +165,7 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
         token.backup_agent = agent
     if "staleTriggerHours" in changes:
         hours = changes["staleTriggerHours"]
-        if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
+        if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= 2**31 - 1:
             raise Invalid("staleTriggerHours must be an integer of at least 1")
         token.stale_trigger_hours = hours
     if "label" in changes:
