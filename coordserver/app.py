@@ -5,8 +5,10 @@ import asyncio
 import logging
 
 from quart import Quart, g, request
+from quart.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
+from .api.common import OtherThan
 from .auth import TokenResolver, request_token
 from .context import Coord
 from .db import Store
@@ -55,14 +57,30 @@ def _services(coord: Coord) -> list:
             coord.services["push"]]
 
 
+class StandardJSONProvider(DefaultJSONProvider):
+    """Responses are standard JSON: a non-finite number raises instead of leaving as bare `NaN`."""
+    sort_keys = False
+    ensure_ascii = False
+
+    def dumps(self, obj, **kwargs) -> str:
+        kwargs.setdefault("allow_nan", False)
+        return super().dumps(obj, **kwargs)
+
+
+class CoordQuart(Quart):
+    json_provider_class = StandardJSONProvider
+
+
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> Quart:
     settings = settings or Settings.from_env()
     clock = clock or Clock()
-    app = Quart("coordserver")
+    app = CoordQuart("coordserver")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["PROPAGATE_EXCEPTIONS"] = False
-    app.json.sort_keys = False
-    app.json.ensure_ascii = False
+    # "/api//x" or a "%2F" decoding to "//" would otherwise get werkzeug's HTML 308 redirect (which
+    # bypasses error handlers) instead of our JSON 404; every /api answer is JSON.
+    app.url_map.merge_slashes = False
+    app.url_map.converters["other_than"] = OtherThan
 
     store = Store(settings.database_url, clock)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
@@ -77,7 +95,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["scheduler"] = Scheduler(coord)
     coord.services["sse"] = SSEHub(coord)
     coord.services["push"] = PushService(coord)
-    limiter = RateLimiter(settings.rate_limit_overrides, clock=lambda: clock.now().timestamp())
+    limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
+                          clock=lambda: clock.now().timestamp())
     coord.services["ratelimit"] = limiter
     gate = Gate(coord, resolver, limiter)
 
@@ -119,7 +138,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
             await request.body
         token = request_token(allow_query_token=path in _QUERY_TOKEN_PATHS)
         g.token_given = token is not None
-        admission = await gate.admit(request.method, path, token, _request_client)
+        admission = await gate.admit(request.method, path, token, _request_client, request.query_string)
         g.principal, g.rate_headers = admission.principal, admission.rate_headers
 
     @app.after_request

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .auth import Principal, TokenResolver
+from .errors import Invalid
 from .ratelimit import RateLimiter, route_class
 
 
@@ -27,8 +28,10 @@ class Gate:
         self._limiter = limiter
         self._rate_limits = coord.settings.rate_limits
 
-    async def admit(self, method: str, path: str, token: str | None, client: Callable[[], str]) -> Admission:
-        """Raises RateLimited when the caller's window is full; `client` names an anonymous caller."""
+    async def admit(self, method: str, path: str, token: str | None, client: Callable[[], str],
+                    query: bytes = b"") -> Admission:
+        """Raises RateLimited when the caller's window is full; `client` names an anonymous caller.
+        `path` is decoded, `query` the raw query string: NUL in either is refused (see no_nul)."""
         principal = await self._resolver.resolve(token) if token else None
         rate_headers: dict[str, str] = {}
         klass = route_class(method, path) if self._rate_limits else None
@@ -36,6 +39,7 @@ class Gate:
             rate_headers = self._limiter.check(klass, principal.identity if principal else client())
         if principal is not None:
             self._coord.services["presence"].touch(principal.identity, "api")
+        no_nul(path, query)
         return Admission(principal, token is not None, rate_headers)
 
 
@@ -44,3 +48,10 @@ def client_address(trusted_proxy: bool, forwarded_for: str, remote_addr: str | N
     if trusted_proxy and forwarded_for:
         return forwarded_for.split(",")[0].strip()
     return remote_addr or "unknown"
+
+
+def no_nul(path: str, query: bytes) -> None:
+    """NUL (U+0000) is refused in any text, on both backends (PostgreSQL cannot store or compare it):
+    here for path segments and query values, before any handler could pass one to the database."""
+    if "\x00" in path or b"%00" in query or b"\x00" in query:
+        raise Invalid("NUL (%00) is not allowed in a path or query parameter")

@@ -69,7 +69,8 @@ class HotPaths:
             return self._inbox
         if method == "POST" and path.startswith(_MAILBOXES) and path.endswith("/messages"):
             recipient = path[len(_MAILBOXES):-len("/messages")]
-            if recipient and "/" not in recipient and _declared_length(scope) is not None:
+            # "me" is no recipient (POST .../me/messages is a 405, from Quart)
+            if recipient and "/" not in recipient and recipient != "me" and _declared_length(scope) is not None:
                 return self._send
         return None
 
@@ -81,7 +82,7 @@ class HotPaths:
             admission = await self._gate.admit(
                 scope["method"], scope["path"], parse_bearer(headers.get(b"authorization", b"").decode("latin-1")),
                 lambda: client_address(self._trusted_proxy, headers.get(b"x-forwarded-for", b"").decode("latin-1"),
-                                       (scope.get("client") or (None,))[0]))
+                                       (scope.get("client") or (None,))[0]), scope["query_string"])
             rate_headers = admission.rate_headers
             status, payload = await handler(admission, scope, body)
         except ApiError as error:

@@ -1,11 +1,12 @@
 """Peewee models for every area of the API. Columns are snake_case; the wire format is built in domain code."""
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 
 import peewee as pw
+
+from . import jsonstrict
 
 
 class ThreadBoundDatabaseProxy(pw.DatabaseProxy):
@@ -44,10 +45,10 @@ class JSONField(pw.TextField):
     """JSON stored as text, portable across SQLite and PostgreSQL."""
 
     def db_value(self, value):
-        return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return None if value is None else jsonstrict.dumps(value)
 
     def python_value(self, value):
-        return None if value is None else json.loads(value)
+        return None if value is None else jsonstrict.loads_lenient(value)
 
 
 class BaseModel(pw.Model):

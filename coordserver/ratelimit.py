@@ -8,7 +8,8 @@ from .errors import RateLimited
 
 WINDOW_SECONDS = 60
 LIMITS = {"register": 5, "verify": 20, "invites": 10, "send": 30, "wake": 20, "presence": 30,
-          "ingest": 30, "other": 60}
+          "ingest": 30, "other": 60,
+          "webhook": 60}  # ingests per Buzz webhook, whoever sends them (COORD_INGEST_PER_WEBHOOK)
 
 
 def route_class(method: str, path: str) -> str | None:
@@ -41,8 +42,8 @@ class RateLimiter:
         self._clock = clock
         self._windows: dict[tuple[str, str], tuple[int, int]] = {}
 
-    def check(self, klass: str, key: str) -> dict[str, str]:
-        """Counts one request. Returns the X-RateLimit headers, or raises RateLimited."""
+    def check(self, klass: str, key: str, what: str = "requests") -> dict[str, str]:
+        """Counts one request. Returns the X-RateLimit headers, or raises RateLimited ("Too many <what>")."""
         limit = self.limits[klass]
         now = self._clock()
         window = int(now // WINDOW_SECONDS)
@@ -53,7 +54,8 @@ class RateLimiter:
                 self._windows = {k: v for k, v in self._windows.items() if v[0] == window}
         reset = (window + 1) * WINDOW_SECONDS
         if count >= limit:
-            error = RateLimited(max(1, math.ceil(reset - now)))
+            retry = max(1, math.ceil(reset - now))
+            error = RateLimited(retry, f"Too many {what}; retry in {retry} s")
             error.headers.update(self._headers(limit, 0, reset))
             raise error
         self._windows[(klass, key)] = (start, count + 1)

@@ -33,6 +33,18 @@ def _flag(value: str | None, default: bool) -> bool:
     return value.strip().lower() not in {"0", "off", "false", "no"}
 
 
+def _positive_int(value: str | None, name: str, default: int) -> int:
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return number
+
+
 def parse_env_tokens(env: dict[str, str]) -> dict[str, EnvToken]:
     """Environment tokens in the documented order; an earlier source wins for the same token."""
     tokens: dict[str, EnvToken] = {}
@@ -107,6 +119,7 @@ class Settings:
     webhook_allowed_hosts: frozenset[str] = frozenset()
     rate_limits: bool = True
     rate_limit_overrides: dict[str, int] = field(default_factory=dict)
+    ingest_per_webhook: int = 60  # per 60 s window; like every rate limit, off with rate_limits
     trusted_proxy: bool = False
     hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
     event_retention_days: float = 7.0
@@ -137,6 +150,7 @@ class Settings:
                 k: int(v) for k, v in _json_object(env.get("COORD_RATE_LIMIT_OVERRIDES")).items()
                 if isinstance(v, int)
             },
+            ingest_per_webhook=_positive_int(env.get("COORD_INGEST_PER_WEBHOOK"), "COORD_INGEST_PER_WEBHOOK", 60),
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),

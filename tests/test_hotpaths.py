@@ -82,16 +82,25 @@ def test_send_and_its_refusals_match(pair):
         dict(json={"title": "t", "replyToMessageId": 0}),
         dict(json={"title": "t", "replyToMessageId": 1.5}),
         dict(json={"title": "t", "dedupeKey": 3}),
+        # hostile input: non-standard JSON, deep nesting, lone surrogates, NUL, out-of-range integers
+        dict(content=b'{"title":"t","metadata":{"x":NaN}}'),
+        dict(content=b'{"title":"t","metadata":{"x":-Infinity}}'),
+        dict(content=b'{"title":"t","replyToMessageId":1e400}'),
+        dict(content=b'{"title":"t","metadata":' + b"[" * 1000 + b"]" * 1000 + b"}"),
+        dict(content=b'{"title":"\\ud800"}'),
+        dict(content=b'{"title":"a\\u0000b"}'),
+        dict(json={"title": "t", "replyToMessageId": 10**30}),
     ]
     for case in cases:
         answer = both(pair, "POST", "/api/mailboxes/bob/messages", **case)
         assert answer.status_code in (400, 401) and set(answer.json()) == {"error"}, case
     assert both(pair, "POST", "/api/mailboxes/nobody-here/messages", json={"title": "t"}).status_code == 400
+    assert both(pair, "POST", "/api/mailboxes/b%00ob/messages", json={"title": "t"}).status_code == 400
     assert both(pair, "POST", "/api/mailboxes/%20BOB%20/messages", json={"title": "t"}).json()["recipient"] == "bob"
     first = both(pair, "POST", "/api/mailboxes/bob/messages", json={"title": "once", "dedupeKey": "k1"})
     again = both(pair, "POST", "/api/mailboxes/bob/messages", json={"title": "twice", "dedupeKey": "k1"})
     assert again.json() == first.json()
-    assert len(pair[0].served) - hot_served_before == len(cases) + 5
+    assert len(pair[0].served) - hot_served_before == len(cases) + 6
 
 
 def test_what_hot_paths_leave_to_quart_still_matches(pair):
@@ -106,6 +115,7 @@ def test_what_hot_paths_leave_to_quart_still_matches(pair):
     assert both(pair, "HEAD", "/api/mailboxes/me/messages").status_code == 200
     assert both(pair, "POST", "/api/mailboxes/bob/messages/", json={"title": "t"}).status_code in (404, 405, 308)
     assert both(pair, "PUT", "/api/mailboxes/bob/messages", json={"title": "t"}).status_code == 405
+    assert both(pair, "POST", "/api/mailboxes/me/messages", json={"title": "t"}).status_code == 405
     assert pair[0].served == served_before
 
 
@@ -125,7 +135,9 @@ def test_inbox_pages_and_refusals_match(pair):
     both(pair, "GET", "/api/mailboxes/me/messages?status=read&status=unread&limit=2", who="carol")
     both(pair, "GET", "/api/mailboxes/me/messages?limit=1000", who="carol")
     both(pair, "GET", "/api/mailboxes/me/messages?limit=", who="carol")
-    for query in ("status=new", "limit=abc", "limit=0", "cursor=%%%", "status=read&cursor=x"):
+    huge_cursor = "WyJuZXdlc3QiLDAsIjIwMjYtMDEtMDEgMDA6MDA6MDAiLDExODA1OTE2MjA3MTc0MTEzMDM0MjRd"  # id 2**70
+    for query in ("status=new", "limit=abc", "limit=0", "cursor=%%%", "status=read&cursor=x",
+                  f"cursor={huge_cursor}", "status=unread%00", "limit=1e400", "cursor=" + "W" * 3000):
         refused = both(pair, "GET", f"/api/mailboxes/me/messages?{query}", who="carol")
         assert refused.status_code == 400 and set(refused.json()) == {"error"}, query
     assert both(pair, "GET", "/api/mailboxes/me/messages", who=None).status_code == 401

@@ -92,7 +92,13 @@ ingest_bp = Blueprint("ingest", __name__, url_prefix="/api")
 @ingest_bp.post("/ingest/<appName>/<token>")
 async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is named as in the API docs)
     """Receive an outside event for a buzz webhook (no auth: the URL token is the credential)."""
+    c = coord()
+    if c.settings.rate_limits:
+        # Decided here, before parsing and before any unit of work, so a refusal costs next to
+        # nothing. Per process, like every rate limit; keyed by the URL, so a wrong token only
+        # counts against itself.
+        c.services["ratelimit"].check("webhook", f"{appName}/{token}", "ingests for this webhook")
     raw = await request.get_data()
     parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
                              request.headers.get("X-GitHub-Delivery"))
-    return await coord().store.write(buzz.ingest, appName, token, parsed)
+    return await c.store.write(buzz.ingest, appName, token, parsed)

@@ -4,16 +4,21 @@ Each helper raises Invalid with a message naming the field, so handlers stay dec
 """
 from __future__ import annotations
 
-import json
+import math
+import re
 from datetime import datetime
 from typing import Any, Mapping
 
 from quart import request
+from werkzeug.routing import BaseConverter
 
+from .. import jsonstrict
 from ..errors import Invalid
 from ..timeutil import parse_iso
 
 _MISSING = object()
+INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
+QUERY_INT_MAX = 2**62  # offsets and ids compared in queries: within 64 bits on both backends
 
 
 async def json_object(required: bool = True) -> dict:
@@ -26,9 +31,9 @@ def decode_json_object(raw: bytes, required: bool = True) -> dict:
             raise Invalid("Request body must be a JSON object")
         return {}
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise Invalid("Request body is not valid JSON") from None
+        body = jsonstrict.loads(raw)
+    except jsonstrict.JSONRejected as error:
+        raise Invalid(str(error)) from None
     if not isinstance(body, dict):
         raise Invalid("Request body must be a JSON object")
     return body
@@ -68,9 +73,12 @@ def integer(body: dict, key: str, default: int | None = None, minimum: int | Non
     value = body.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and (not math.isfinite(value) or not value.is_integer())):
         raise Invalid(f"{key} must be an integer")
     value = int(value)
+    if abs(value) > INT_MAX:
+        raise Invalid(f"{key} is out of range")
     if minimum is not None and value < minimum:
         raise Invalid(f"{key} must be at least {minimum}")
     if maximum is not None and value > maximum:
@@ -114,6 +122,8 @@ def query_int(name: str, default: int, minimum: int = 0, maximum: int | None = N
         value = int(raw)
     except ValueError:
         raise Invalid(f"{name} must be an integer") from None
+    if maximum is None and value > QUERY_INT_MAX:
+        raise Invalid(f"{name} is out of range")
     if value < minimum:
         raise Invalid(f"{name} must be at least {minimum}")
     return min(value, maximum) if maximum is not None else value
@@ -149,6 +159,16 @@ def path_int(value: str, what: str = "id") -> int:
         number = int(value)
     except (TypeError, ValueError):
         raise Invalid(f"Invalid {what}") from None
-    if number < 0 or number > 2**62:
+    if number < 0 or number > QUERY_INT_MAX:
         raise Invalid(f"Invalid {what}")
     return number
+
+
+class OtherThan(BaseConverter):
+    """A path segment other than the given words, for a `<...>` segment beside literal siblings:
+    `/recurring/<other_than(tick):id>` does not match `/recurring/tick`, so OPTIONS (and a 405) on a
+    literal path list only the methods its own routes accept."""
+
+    def __init__(self, url_map, *words: str):
+        super().__init__(url_map)
+        self.regex = "(?!(?:" + "|".join(re.escape(word) for word in words) + ")$)[^/]+"

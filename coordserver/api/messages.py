@@ -27,7 +27,7 @@ def _thread_id(body: dict) -> str | None:
     return value or None
 
 
-@bp.post("/<recipient>/messages")
+@bp.post("/<other_than(me):recipient>/messages")
 async def send(recipient: str):
     return await post_message(coord(), require_identity(), recipient, await json_object())
 

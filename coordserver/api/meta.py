@@ -8,7 +8,7 @@ from quart import Blueprint, current_app
 
 bp = Blueprint("meta", __name__, url_prefix="/api")
 
-_PARAM = re.compile(r"<(?:[a-z]+:)?([A-Za-z_][A-Za-z0-9_]*)>")
+_PARAM = re.compile(r"<(?:[a-z_]+(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <int:id>, <other_than(x):id>
 _PUBLIC = ("/api/health", "/api/skill", "/api/openapi.json", "/api/ingest/", "/api/auth/register")
 
 

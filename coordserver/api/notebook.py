@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 from quart import Blueprint, request, websocket
 
 from ..auth import Principal, require_identity
+from .. import jsonstrict
 from ..context import coord
 from ..domain import notebook as pages
 from ..errors import Invalid, RateLimited
@@ -59,7 +59,7 @@ async def create_page():
     return {"page": page}
 
 
-@bp.get("/notebook/<id>")
+@bp.get("/notebook/<other_than(ws):id>")
 async def get_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Read a page (live text while it is being edited)."""
     page_id = id
@@ -100,7 +100,7 @@ def _required_bool(body: dict, key: str) -> bool:
     return value
 
 
-@bp.patch("/notebook/<id>")
+@bp.patch("/notebook/<other_than(ws):id>")
 async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Change a page; content is merged into the live document as a diff."""
     page_id = id
@@ -121,7 +121,7 @@ async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in
     return {"page": _with_live_content(page)}
 
 
-@bp.delete("/notebook/<id>")
+@bp.delete("/notebook/<other_than(ws):id>")
 async def archive_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Archive a page (owner)."""
     page_id = id
@@ -182,7 +182,7 @@ async def notebook_socket():
         return await _refuse(CLOSE_TRY_AGAIN, "Too many requests; retry later")
     c.services["presence"].touch(principal.identity, "api")
     peer = Peer(principal.identity, principal.is_admin, principal.token_id, principal.expires_at)
-    room = await _rooms().join(page_id, peer)
+    room = await _rooms().join(page_id, peer) if "\x00" not in page_id else None
     if room is None:
         return await _refuse(CLOSE_NOT_FOUND, "Page not found")
     presence, guard = c.services["presence"], c.services["tokens_guard"]
@@ -215,7 +215,7 @@ async def _receive_frames(room, peer: Peer) -> None:
     while not peer.closing:
         data = await websocket.receive()
         try:
-            message = json.loads(data)
+            message = jsonstrict.loads(data)
             if not isinstance(message, dict):
                 raise ValueError
         except (ValueError, UnicodeDecodeError):

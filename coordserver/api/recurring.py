@@ -27,7 +27,7 @@ async def create_template():
     return await c.store.write(recurring.create_template, principal.identity, body, c.env_identities)
 
 
-@bp.patch("/<id>")
+@bp.patch("/<other_than(tick):id>")
 async def update_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a recurring template; nextRunAt is recomputed when the schedule changes."""
     require_identity()
@@ -36,7 +36,7 @@ async def update_template(id: str):  # noqa: A002 (the path parameter is named a
     return await c.store.write(recurring.update_template, id, body, c.env_identities)
 
 
-@bp.delete("/<id>")
+@bp.delete("/<other_than(tick):id>")
 async def delete_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Delete a recurring template (its tasks stay)."""
     require_identity()

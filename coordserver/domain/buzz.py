@@ -5,9 +5,11 @@ lastHitAt, the BuzzEvent row, the `broadcast` log event and the wake pulses of i
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import hmac
 import json
+import logging
 import re
 import secrets
 from datetime import timedelta
@@ -15,17 +17,17 @@ from typing import Any
 
 import peewee as pw
 
-from .. import db
-from ..errors import Forbidden, Invalid, NotFound, RateLimited
+from .. import db, jsonstrict
+from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import BuzzEvent, BuzzWebhook
-from ..timeutil import from_db, iso, to_db
+from ..timeutil import iso, to_db
 from .identities import is_known, valid_identity
+
+logger = logging.getLogger("coord")
 
 APP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEDUP_WINDOW = timedelta(seconds=300)
-INGEST_WINDOW = timedelta(seconds=60)
-INGESTS_PER_WINDOW = 60
 TITLE_MAX = 255
 FOR_USERS_MAX = 255
 
@@ -276,18 +278,55 @@ def _short_key(value: Any) -> str | None:
     return text if len(text) <= 255 else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+_CHARSET = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9._:-]+)", re.IGNORECASE)
+
+
+def body_text(raw: bytes, content_type: str) -> str:
+    """The body as storable text: decoded by its declared charset (UTF-8 when none, or one Python
+    cannot decode text with), undecodable bytes as U+FFFD, and NUL, which PostgreSQL cannot store in
+    text, as U+FFFD too. An ingest stores what it is sent; it never refuses a body for its content."""
+    match = _CHARSET.search(content_type)
+    text = None
+    if match:
+        try:
+            text = raw.decode(codecs.lookup(match.group(1)).name, errors="replace")
+        except (LookupError, UnicodeError):  # unknown, or not a text encoding (rot13, base64, idna...)
+            text = None
+    if text is None:
+        text = raw.decode("utf-8", errors="replace")
+    return text.replace("\x00", "\ufffd")
+
+
+def _json_payload(text: str, content_type: str) -> Any:
+    """The body as JSON when it looks like JSON and is standard JSON; otherwise None (kept as text)."""
+    if not ("json" in content_type.lower() or text.lstrip()[:1] in ("{", "[")) or not text.strip():
+        return None
+    try:
+        return jsonstrict.loads(text)
+    except jsonstrict.JSONRejected:  # not JSON, or NaN, too deep, lone surrogates, NUL: stored as text
+        return None
+
+
+def _summary(payload: dict, github_event: str | None) -> tuple[str | None, str | None]:
+    """A sender's summary (Alertmanager, GitHub); None, None when the payload is neither or its shape
+    is not what the summariser expects (anyone holding the URL can post anything): the event is then
+    stored under the webhook's own title."""
+    try:
+        if is_alertmanager(payload):
+            return summarise_alertmanager(payload)
+        if github_event:
+            return summarise_github(github_event, payload)
+    except (TypeError, AttributeError, ValueError, KeyError):
+        logger.info("ingest payload of an unexpected shape; stored with a generic summary")
+    return None, None
+
+
 def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
                github_delivery: str | None) -> dict:
     """What an ingest records: contentType, bodyText, bodyJson, title override and dedup key."""
-    content_type = (content_type or "").strip()[:100] or "text/plain"
-    text = raw.decode("utf-8", errors="replace")
-    payload = None
-    looks_json = "json" in content_type.lower() or text.lstrip()[:1] in ("{", "[")
-    if looks_json and text.strip():
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            payload = None
+    content_type = (content_type or "").replace("\x00", "").strip()[:100] or "text/plain"
+    text = body_text(raw, content_type)
+    payload = _json_payload(text, content_type)
     parsed = {"content_type": content_type, "body_text": text if payload is None else None,
               "body_json": payload, "title": None, "dedup_key": None}
     if not isinstance(payload, dict):
@@ -295,17 +334,14 @@ def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
     if isinstance(payload.get("title"), str) and payload["title"].strip():
         parsed["title"] = payload["title"].strip()
     if "body" in payload and payload["body"] is not None:
-        parsed["body_text"] = payload["body"] if isinstance(payload["body"], str) else json.dumps(payload["body"])
+        parsed["body_text"] = payload["body"] if isinstance(payload["body"], str) else jsonstrict.dumps(payload["body"])
+    title, body = _summary(payload, github_event)
+    parsed["title"] = parsed["title"] or title
+    parsed["body_text"] = parsed["body_text"] or body
     if is_alertmanager(payload):
-        title, body = summarise_alertmanager(payload)
-        parsed["title"] = parsed["title"] or title
-        parsed["body_text"] = parsed["body_text"] or body
         parsed["dedup_key"] = _short_key(payload.get("fingerprint")) or _short_key(
             f"{payload['groupKey']}|{payload.get('status')}" if payload.get("groupKey") else None)
     elif github_event:
-        title, body = summarise_github(github_event, payload)
-        parsed["title"] = parsed["title"] or title
-        parsed["body_text"] = parsed["body_text"] or body
         parsed["dedup_key"] = _short_key(github_delivery and f"github:{github_delivery}")
     if payload.get("dedupKey") not in (None, ""):
         parsed["dedup_key"] = _short_key(payload["dedupKey"])
@@ -321,18 +357,6 @@ def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
     if found is None:
         raise NotFound("Invalid webhook")
     return found
-
-
-def _check_rate(webhook: BuzzWebhook, now) -> None:
-    since = to_db(now - INGEST_WINDOW)
-    recent = (BuzzEvent.select(BuzzEvent.received_at)
-              .where((BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.received_at > since))
-              .order_by(BuzzEvent.received_at.desc()).limit(INGESTS_PER_WINDOW))
-    times = [from_db(row.received_at) for row in recent]
-    if len(times) >= INGESTS_PER_WINDOW:
-        oldest = min(times)
-        retry = max(1, int((oldest + INGEST_WINDOW - now).total_seconds() + 0.999))
-        raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
 
 
 def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now) -> bool:
@@ -362,7 +386,6 @@ def ingest(app_name: str, token: str, parsed: dict) -> dict:
     webhook = _webhook_for(app_name, token)
     _serialise_ingests(webhook)
     now = db.now()
-    _check_rate(webhook, now)
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
     title = (parsed["title"] or webhook.title)[:TITLE_MAX]
     event = BuzzEvent.create(

@@ -62,11 +62,17 @@ def user_json(user: User) -> dict:
             "lastSeenAt": iso(user.last_seen_at), "archivedAt": iso(user.archived_at)}
 
 
+# The environment admin (SERVICE_ADMIN_TOKEN) is an operator, not a user: never listed, though
+# presence keeps a users row for it like for anyone who calls.
+UNLISTED = "admin"
+
+
 def list_users(env_identities: frozenset[str]) -> list[dict]:
-    users = list(User.select().where(User.archived_at.is_null()).order_by(User.display_name, User.id))
+    users = list(User.select().where(User.archived_at.is_null() & (User.id != UNLISTED))
+                 .order_by(User.display_name, User.id))
     listed = {u.id for u in User.select(User.id)}
     rows = [user_json(u) for u in users]
-    for identity in sorted(env_identities - listed - {"admin"}):
+    for identity in sorted(env_identities - listed - {UNLISTED}):
         rows.append({"id": identity, "displayName": identity, "isAdmin": False, "isAgent": False,
                      "avatarUrl": None, "createdAt": None, "updatedAt": None, "lastSeenAt": None,
                      "archivedAt": None})
@@ -188,7 +194,7 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
         token.backup_agent = agent
     if "staleTriggerHours" in changes:
         hours = changes["staleTriggerHours"]
-        if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
+        if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= 2**31 - 1:
             raise Invalid("staleTriggerHours must be an integer of at least 1")
         token.stale_trigger_hours = hours
     if "label" in changes:

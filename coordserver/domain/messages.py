@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import peewee as pw
 
-from .. import db
+from .. import db, jsonstrict
 from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
@@ -57,7 +57,7 @@ def _wire_time(value) -> str | None:
 
 
 def _metadata(value):
-    return json.loads(value) if isinstance(value, str) else value
+    return jsonstrict.loads_lenient(value) if isinstance(value, str) else value
 
 
 def message_json(r: tuple) -> dict:
@@ -194,8 +194,9 @@ def _encode_cursor(order: str, row: tuple) -> str:
 def decode_cursor(cursor: str, order: str) -> tuple[int, datetime, int]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        kind, urgent, created, message_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if kind != order or urgent not in (0, 1) or not isinstance(message_id, int) or isinstance(message_id, bool):
+        kind, urgent, created, message_id = jsonstrict.loads(base64.urlsafe_b64decode(padded.encode()))
+        if kind != order or urgent not in (0, 1) or not isinstance(message_id, int) or isinstance(message_id, bool) \
+                or not 0 <= message_id <= 2**62:  # SQLite integers are 64-bit
             raise ValueError
         return urgent, to_db(datetime.fromisoformat(created)), message_id
     except (ValueError, TypeError, AttributeError, UnicodeDecodeError, OverflowError):
@@ -211,6 +212,30 @@ def _wire_time_sql(column: str, sqlite: bool) -> str:
     return f"""to_char({column}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
 
+# Metadata the database cannot encode (non-finite numbers stored before they were refused) becomes
+# null in the database-encoded row, and the row is flagged: _repair then writes that row in Python,
+# with loads_lenient's reading of the stored text. PostgreSQL's test may flag a good row (the word in
+# a string); its repair gives the same answer, only slower.
+_PG_SUSPECT = "(strpos(metadata, 'NaN') > 0 OR strpos(metadata, 'Infinity') > 0)"
+_METADATA_SQL = {True: "json(CASE WHEN json_valid(metadata) THEN metadata END)",
+                 False: f"CASE WHEN {_PG_SUSPECT} THEN NULL ELSE metadata::json END"}
+_SUSPECT_SQL = {True: "coalesce(json_valid(metadata), 1) = 0", False: f"coalesce({_PG_SUSPECT}, false)"}
+
+
+def _repair(encoded_rows: list[str], suspect_ids: list[int]) -> list[str]:
+    """Re-encode the flagged rows of a page, reading their stored metadata leniently."""
+    stored = dict(_rows(f"SELECT id, metadata FROM message WHERE id IN ({', '.join('?' * len(suspect_ids))})",
+                        suspect_ids))
+    repaired = []
+    for text in encoded_rows:
+        row = json.loads(text)
+        if row["id"] in stored:
+            row["metadata"] = _metadata(stored[row["id"]])
+            text = jsonstrict.dumps(row)
+        repaired.append(text)
+    return repaired
+
+
 @lru_cache(maxsize=2)
 def _message_json_sql(sqlite: bool) -> str:
     """A select-list expression giving each row as the wire Message, encoded by the database.
@@ -223,7 +248,7 @@ def _message_json_sql(sqlite: bool) -> str:
              ("status", "status"), ("urgent", boolean("urgent")), ("createdAt", _wire_time_sql("created_at", sqlite)),
              ("viewedAt", _wire_time_sql("viewed_at", sqlite)), ("threadId", "thread_id"),
              ("replyToMessageId", "reply_to_message_id"), ("dedupeKey", "dedupe_key"),
-             ("metadata", "json(metadata)" if sqlite else "metadata::json"),
+             ("metadata", _METADATA_SQL[sqlite]),
              ("responseWaiting", boolean("response_waiting")), ("waitingResponder", "waiting_responder"),
              ("waitingSince", _wire_time_sql("waiting_since", sqlite))]
     body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
@@ -258,13 +283,15 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
     if sqlite:
         return _sqlite_page(order, count_where, count_params, where, order_by, params, limit)
     encoded = _message_json_sql(False)
-    rows = _rows(f"SELECT {encoded}, id, urgent, created_at FROM message WHERE " + where + order_by,
-                 params + [limit + 1])
+    rows = _rows(f"SELECT {encoded}, id, urgent, created_at, {_SUSPECT_SQL[False]} FROM message WHERE "
+                 + where + order_by, params + [limit + 1])
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]
         next_cursor = _encode_cursor(order, (last[1], None, None, None, None, None, last[2], last[3]))
-    return "[" + ",".join(r[0] for r in rows[:limit]) + "]", total, next_cursor
+    page = [r[0] for r in rows[:limit]]
+    suspect = [r[1] for r in rows[:limit] if r[4]]
+    return "[" + ",".join(_repair(page, suspect) if suspect else page) + "]", total, next_cursor
 
 
 _SEPARATOR = "\x1e"  # cannot occur in JSON text (control characters are escaped in strings)
@@ -280,15 +307,19 @@ def _sqlite_page(order: str, count_where: str, count_params: list, where: str, o
     order (the paging tests check the order)."""
     encoded = _message_json_sql(True)
     sql = (f"SELECT (SELECT COUNT(*) FROM message WHERE {count_where}), group_concat(j, char(30)), "
-           f"group_concat(k, char(30)) FROM (SELECT {encoded} AS j, "
-           f"urgent || ' ' || id || ' ' || created_at AS k FROM message WHERE {where}{order_by})")
-    total, joined, keys = _rows(sql, count_params + params + [limit + 1])[0]
+           f"group_concat(k, char(30)), group_concat(s) FROM (SELECT {encoded} AS j, "
+           f"urgent || ' ' || id || ' ' || created_at AS k, CASE WHEN {_SUSPECT_SQL[True]} THEN id END AS s "
+           f"FROM message WHERE {where}{order_by})")
+    total, joined, keys, suspect = _rows(sql, count_params + params + [limit + 1])[0]
     rows = joined.split(_SEPARATOR) if joined else []
     next_cursor = None
     if len(rows) > limit:
         urgent, message_id, created = keys.split(_SEPARATOR)[limit - 1].split(" ", 2)
         next_cursor = _encode_cursor(order, (int(message_id), None, None, None, None, None, int(urgent), created))
-    return "[" + ",".join(rows[:limit]) + "]", total, next_cursor
+    page = rows[:limit]
+    if suspect:
+        page = _repair(page, [int(i) for i in suspect.split(",")])
+    return "[" + ",".join(page) + "]", total, next_cursor
 
 
 def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:

@@ -6,6 +6,7 @@ concurrent moves of one task can never both apply.
 """
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from typing import Any
@@ -304,7 +305,8 @@ def _task_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
         columns["on_or_after_at"] = to_db(_timestamp(body["onOrAfterAt"], "onOrAfterAt"))
     if "sortKey" in body:
         value = body["sortKey"]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(float(value) if abs(value) < 1e300 else math.inf)):
             raise Invalid("sortKey must be a number")
         columns["sort_key"] = value
     if "linkedNotebookPages" in body:

@@ -13,11 +13,11 @@ Limits (the skill doc `notebook` states them):
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime
 
 from pycrdt import Doc, Text
 
+from .. import jsonstrict
 from ..domain import notebook as pages
 
 MAX_PAGE_CHARS = 1_000_000
@@ -37,7 +37,7 @@ TOO_BIG_MESSAGE = f"Page would exceed {MAX_PAGE_CHARS} characters; update refuse
 
 
 def frame(kind: str, **fields) -> str:
-    return json.dumps({"type": kind, **fields}, separators=(",", ":"), ensure_ascii=False)
+    return jsonstrict.dumps({"type": kind, **fields})
 
 
 def update_frame(update: bytes) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +17,7 @@ from datetime import datetime, timedelta
 import httpx
 import peewee as pw
 
+from .. import jsonstrict
 from .. import db
 from ..errors import Invalid, log_background_failure
 from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
@@ -64,8 +64,7 @@ def push_text(event_type: str, data: dict) -> str:
 def push_body(event_type: str, data: dict) -> str:
     if "type" not in data:
         data = {"type": event_type, **data}
-    return json.dumps({"message": push_text(event_type, data), "wakeMode": "now", "event": data},
-                      separators=(",", ":"), ensure_ascii=False)
+    return jsonstrict.dumps({"message": push_text(event_type, data), "wakeMode": "now", "event": data})
 
 
 def sign(token: str, timestamp: str, body: bytes) -> str:

@@ -8,11 +8,11 @@ streams. Resume replays from the log itself, so a stream never depends on what t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
 from datetime import timedelta
 
+from .. import jsonstrict
 from ..errors import log_background_failure
 from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
@@ -43,7 +43,7 @@ SLOW_CONSUMER = CLOSING["slow"]
 
 def encode_frame(event_type: str, data: dict, event_id: int | None = None) -> bytes:
     """One SSE frame; `data` is one line of JSON (json.dumps escapes every newline)."""
-    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    body = jsonstrict.dumps(data)
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event_type}\ndata: {body}\n\n".encode()
 
