@@ -280,3 +280,22 @@ def test_concurrent_ingests_respect_the_limit_and_dedup(make_server, database_ur
                                 [{"title": "disk full", "dedupKey": "disk"}] * 20))
     assert [a.status_code for a in answers] == [200] * 20
     assert sum("suppressed" not in a.json() for a in answers) == 1
+
+
+def test_the_webhook_limit_holds_across_processes(make_server, pg_cluster):
+    """Two servers on one PostgreSQL database, 45 ingests at each at once: each process's own window
+    would let all 90 through; the count in the database lets exactly 60."""
+    url = pg_cluster.create_database()
+    clock = FrozenClock(datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc))
+    first = make_server(clock=clock, database_url=url, env=_WEBHOOK_LIMIT_ON)
+    second = make_server(clock=clock, database_url=url, env=_WEBHOOK_LIMIT_ON)
+    hook = _create(client(first, "alice"), appName="shared", wakeAgent="bob")
+    path = f"/api/ingest/shared/{hook['token']}"
+
+    async def both() -> list:
+        async with async_client(first) as a, async_client(second) as b:
+            return await asyncio.gather(*(http.post(path, json={"title": f"n{i}"})
+                                          for i in range(45) for http in (a, b)))
+
+    answers = asyncio.run(both())
+    assert sorted(a.status_code for a in answers) == [200] * 60 + [429] * 30

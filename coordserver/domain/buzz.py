@@ -18,16 +18,17 @@ from typing import Any
 import peewee as pw
 
 from .. import db, jsonstrict
-from ..errors import Forbidden, Invalid, NotFound
+from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..models import BuzzEvent, BuzzWebhook
-from ..timeutil import iso, to_db
+from ..timeutil import from_db, iso, to_db
 from .identities import is_known, valid_identity
 
 logger = logging.getLogger("coord")
 
 APP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEDUP_WINDOW = timedelta(seconds=300)
+INGEST_WINDOW = timedelta(seconds=60)
 TITLE_MAX = 255
 FOR_USERS_MAX = 255
 
@@ -382,10 +383,26 @@ def _serialise_ingests(webhook: BuzzWebhook) -> None:
     db.locked(BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.id == webhook.id)).execute()
 
 
-def ingest(app_name: str, token: str, parsed: dict) -> dict:
+def _check_rate(webhook: BuzzWebhook, now, limit: int) -> None:
+    """The authoritative per-webhook window, counted in the database under the webhook's row lock, so
+    it holds across server processes. The caller's in-memory check refuses most floods before this."""
+    since = to_db(now - INGEST_WINDOW)
+    recent = (BuzzEvent.select(BuzzEvent.received_at)
+              .where((BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.received_at > since))
+              .order_by(BuzzEvent.received_at.desc()).limit(limit))
+    times = [from_db(row.received_at) for row in recent]
+    if len(times) >= limit:
+        retry = max(1, int((min(times) + INGEST_WINDOW - now).total_seconds() + 0.999))
+        raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
+
+
+def ingest(app_name: str, token: str, parsed: dict, limit: int | None = None) -> dict:
+    """`limit`: ingests per webhook per minute across every process (None when rate limits are off)."""
     webhook = _webhook_for(app_name, token)
     _serialise_ingests(webhook)
     now = db.now()
+    if limit is not None:
+        _check_rate(webhook, now, limit)
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
     title = (parsed["title"] or webhook.title)[:TITLE_MAX]
     event = BuzzEvent.create(
