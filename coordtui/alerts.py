@@ -30,8 +30,9 @@ def state_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_data_dir("coord")) / "client"
 
 
-def store_path(url: str, identity: str) -> Path:
-    digest = hashlib.sha256(f"{url.rstrip('/')}\n{identity}".encode()).hexdigest()[:20]
+def store_path(server: str, identity: str) -> Path:
+    """`server`: the deployment's URL, or what else names the server across runs."""
+    digest = hashlib.sha256(f"{server.rstrip('/')}\n{identity}".encode()).hexdigest()[:20]
     return state_dir() / f"alerts-{digest}.json"
 
 

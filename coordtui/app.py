@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from pathlib import Path
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
@@ -160,8 +161,14 @@ class CoordApp(App):
 
     def set_identity(self, identity: str, is_admin: bool) -> None:
         self.identity, self.is_admin = identity, is_admin
-        self.alerts.attach(store_path(self.profile.url, identity))
+        self.alerts.attach(store_path(self.server_key(), identity))
         self.render_connection()
+
+    def server_key(self) -> str:
+        """What names this server across runs: the bundled server's port changes every start, its data dir does not."""
+        if self.embedded is not None:
+            return f"bundled:{Path(self.embedded.data_dir).resolve()}"
+        return self.profile.url
 
     @work(group="session", exit_on_error=False)
     async def verify_later(self) -> None:

@@ -49,3 +49,25 @@ async def test_app_connects_to_the_bundled_server_and_quitting_stops_it(tmp_path
     except httpx.TransportError:
         stopped = True
     assert stopped, "the bundled server still answers after quitting"
+
+
+async def test_an_alert_kept_by_a_bundled_session_is_there_after_a_restart_on_a_new_port(tmp_path):
+    """--serve picks a free port each start, so kept alerts are filed under the data dir, not the URL."""
+    from tests.tui.helpers import table_text
+    data = tmp_path / "data"
+    server = EmbeddedServer(data, env={}).start()
+    headers = {"Authorization": f"Bearer {server.token}"}
+    hook = httpx.post(f"{server.url}/api/broadcast/webhooks", headers=headers, timeout=10,
+                      json={"appName": "pager", "title": "Pager", "wakeAgent": "admin"}).json()
+    app = CoordApp(Profile("local", server.url, server.token), embedded=server, backoff=(0.1, 0.5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.identity == "admin" and app.conn_state == "connected", what="connected")
+        await pilot.press("2")
+        httpx.post(f"{server.url}/api/ingest/pager/{hook['token']}", json={"title": "Disk full"}, timeout=10)
+        await wait_for(pilot, lambda: len(app.alerts) == 1, what="alert kept")
+        await pilot.press("ctrl+q")
+    again = EmbeddedServer(data, env={}).start()
+    app = CoordApp(Profile("local", again.url, again.token), embedded=again, backoff=(0.1, 0.5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "Disk full" in table_text(app, "#wake-table"), what="alert after restart")
+        await pilot.press("ctrl+q")
