@@ -13,18 +13,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from messages import ROOT, call, free_port, wait_up  # noqa: E402
-from slow_readers import rss_mb  # noqa: E402
+from messages import call  # noqa: E402
+from slow_readers import rss_mb, serve_locally  # noqa: E402
 
 TOKEN = "size-check-token-000000000000"
 
@@ -77,19 +74,7 @@ def run(base: str, token: str, pid: int | None, args) -> dict:
 
 
 def local(args) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        env = {**os.environ, "COORD_RATE_LIMITS": "off", "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(ROOT),
-               "COORD_DATABASE_URL": f"sqlite:///{tmp}/coord.db", "SERVICE_TOKEN_SIZER": TOKEN}
-        proc = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)],
-                                cwd=ROOT, env=env)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            wait_up(f"{base}/api/health")
-            return run(base, TOKEN, proc.pid, args)
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    return serve_locally({"SERVICE_TOKEN_SIZER": TOKEN}, lambda base, pid: run(base, TOKEN, pid, args))
 
 
 def main() -> None:

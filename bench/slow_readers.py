@@ -99,24 +99,30 @@ def run(base: str, tokens: dict[str, str], pid: int | None, args) -> dict:
     return result
 
 
-def local(args) -> dict:
-    readers = max(1, -(-args.streams // args.per_identity))
-    tokens = {"sender": "slow-sender-token-000000000000"}
-    tokens.update({f"reader{i}": f"slow-reader{i}-token-{i:012d}" for i in range(readers)})
+def serve_locally(env_extra: dict[str, str], work):
+    """Starts `coordserver serve` on a free port with a throwaway SQLite database (and `env_extra`),
+    waits until it answers, returns `work(base_url, pid)` and stops the server."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = {**os.environ, "COORD_RATE_LIMITS": "off", "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(ROOT),
-               "COORD_DATABASE_URL": f"sqlite:///{tmp}/coord.db",
-               "SERVICE_TOKENS": json.dumps({token: name for name, token in tokens.items()})}
+               "COORD_DATABASE_URL": f"sqlite:///{tmp}/coord.db", **env_extra}
         proc = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)],
                                 cwd=ROOT, env=env)
         try:
             base = f"http://127.0.0.1:{port}"
             wait_up(f"{base}/api/health")
-            return run(base, tokens, proc.pid, args)
+            return work(base, proc.pid)
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def local(args) -> dict:
+    readers = max(1, -(-args.streams // args.per_identity))
+    tokens = {"sender": "slow-sender-token-000000000000"}
+    tokens.update({f"reader{i}": f"slow-reader{i}-token-{i:012d}" for i in range(readers)})
+    return serve_locally({"SERVICE_TOKENS": json.dumps({token: name for name, token in tokens.items()})},
+                         lambda base, pid: run(base, tokens, pid, args))
 
 
 def main() -> None:
