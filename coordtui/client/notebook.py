@@ -31,12 +31,13 @@ LOCAL_ORIGIN = "coordtui-local"
 REMOTE_ORIGIN = "coordtui-remote"
 TEXT_NAME = "content"
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # a full-state sync of a large page can exceed the server's 1 MiB inbound cap
-NORMAL_CLOSURE, INVALID_DATA, POLICY_VIOLATION = 1000, 1007, 1008
+INVALID_DATA, POLICY_VIOLATION, TOO_BIG = 1007, 1008, 1009
 
 
 def is_final(code: int | None) -> bool:
-    """Close codes after which reconnecting cannot help: the server refused us (4xxx) or our data."""
-    return code is not None and (code >= 4000 or code in (INVALID_DATA, POLICY_VIOLATION))
+    """Close codes after which reconnecting cannot help: the server refused us (4xxx) or our data
+    (resending the same edits would be refused again, e.g. past the page size cap)."""
+    return code is not None and (code >= 4000 or code in (INVALID_DATA, POLICY_VIOLATION, TOO_BIG))
 
 
 class NotebookError(Exception):

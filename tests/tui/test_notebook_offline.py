@@ -98,3 +98,17 @@ async def test_a_socket_that_never_syncs_is_not_editable(silent_socket):
         assert not session.synced
     finally:
         await session.close()
+
+
+async def test_an_edit_past_the_size_cap_ends_the_session_instead_of_resending_it_forever(server):
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Big", "content": ""}).json()["page"]
+    session = await NotebookSession(server.url, TOKENS["alice"], page["id"], backoff=(0.1, 0.1)).connect()
+    try:
+        session.insert(0, "x" * 1_000_001)
+        await session.wait_for(lambda s: s.closed, timeout=15)
+        assert session.close_code == 1009
+        await asyncio.sleep(0.3)
+        assert session.reconnects == 0
+    finally:
+        await session.close()
