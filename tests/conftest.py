@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import os
 import uuid
 
 import httpx
@@ -58,10 +57,7 @@ def sqlite_url(tmp_path) -> str:
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    if not pg.available():
-        if os.environ.get("COORD_REQUIRE_POSTGRES") == "1":
-            pytest.fail("PostgreSQL binaries not found but COORD_REQUIRE_POSTGRES=1")
-        pytest.skip("PostgreSQL binaries not installed")
+    pg.require_binaries()
     cluster = pg.PostgresCluster().start()
     yield cluster
     cluster.stop()

@@ -30,6 +30,19 @@ def available() -> bool:
     return pg_bin("initdb") is not None and pg_bin("pg_ctl") is not None
 
 
+def require_binaries() -> None:
+    """Skips a PostgreSQL test where the server binaries are missing, but fails it where they must be
+    (COORD_REQUIRE_POSTGRES=1, as in CI): a missing backend must not pass silently."""
+    import os
+
+    import pytest
+    if available():
+        return
+    if os.environ.get("COORD_REQUIRE_POSTGRES") == "1":
+        pytest.fail("PostgreSQL binaries not found but COORD_REQUIRE_POSTGRES=1")
+    pytest.skip("PostgreSQL binaries not installed")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

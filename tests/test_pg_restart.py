@@ -8,14 +8,10 @@ import asyncio
 import time
 
 import httpx
-import pytest
 
 from tests import pg
 from tests.conftest import TOKENS, async_client
 from tests.sse_helpers import open_stream
-
-pytestmark = pytest.mark.skipif(not pg.available(), reason="PostgreSQL binaries not installed")
-
 
 async def _until_ok(call, timeout: float = 30.0) -> tuple[httpx.Response, list[int]]:
     """Repeat `call` until it answers 200; return that answer and every status seen on the way."""
@@ -35,6 +31,7 @@ async def _until_ok(call, timeout: float = 30.0) -> tuple[httpx.Response, list[i
 
 
 async def test_servers_ride_out_a_postgresql_restart(make_server):
+    pg.require_binaries()
     cluster = pg.PostgresCluster().start()
     first = second = None
     try:

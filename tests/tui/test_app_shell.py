@@ -5,7 +5,6 @@ from textual.command import CommandPalette
 
 from coordtui.screens.help import HelpScreen
 from tests.conftest import client
-from tests.tui.conftest import require_route
 from tests.tui.helpers import make_app, wait_for
 
 
@@ -35,7 +34,6 @@ async def test_number_keys_palette_help_and_mouse(server):
 
 
 async def test_urgent_mail_toasts_and_rings_the_bell(server):
-    require_route(server, "GET", "/api/wake", "/api/stream", "/api/mailboxes/me/messages")
     app = make_app(server, "carol", bell=True)
     rings = []
     app.bell = lambda: rings.append(1)

@@ -5,13 +5,11 @@ from datetime import datetime, timedelta, timezone
 
 from coordserver.timeutil import FrozenClock
 from tests.conftest import client
-from tests.tui.conftest import require_route
 from tests.tui.helpers import make_app, row_keys, wait_for
 
 
 async def test_server_restart_reconnects_and_replays_missed_events(make_server, sqlite_url):
     server = make_server(database_url=sqlite_url)
-    require_route(server, "GET", "/api/wake", "/api/stream", "/api/mailboxes/me/messages")
     port = server.port
     app = make_app(server, "alice", backoff=(1.5, 1.5))
     async with app.run_test(size=(80, 24)) as pilot:

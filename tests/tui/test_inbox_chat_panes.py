@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from coordtui.screens.form import FormScreen
 from tests.conftest import client
-from tests.tui.conftest import require_route
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
 
 
@@ -13,7 +12,6 @@ def inbox_of(server, who):
 
 
 async def test_inbox_lists_unread_first_threads_and_acts(server):
-    require_route(server, "GET", "/api/mailboxes/me/messages", "/api/stream")
     with client(server, "alice") as alice:
         old = alice.post("/api/mailboxes/bob/messages", json={"title": "Old news", "body": "read me"}).json()
         new = alice.post("/api/mailboxes/bob/messages", json={"title": "Fresh", "body": "the body"}).json()
@@ -78,7 +76,6 @@ async def test_inbox_lists_unread_first_threads_and_acts(server):
 
 
 async def test_chat_channels_messages_typing_and_send(server):
-    require_route(server, "GET", "/api/chat/channels", "/api/stream")
     with client(server, "alice") as alice:
         ops = alice.post("/api/chat/channels", json={"type": "group", "name": "ops", "members": ["bob"]}).json()
         dm = alice.post("/api/chat/channels", json={"type": "dm", "identity": "bob"}).json()

@@ -9,13 +9,11 @@ from coordtui.panes.collab import CollabTextArea
 from coordtui.panes.doctor import DoctorPane
 from coordtui.screens.form import FormScreen
 from tests.conftest import TOKENS, client
-from tests.tui.conftest import require_route
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
 
 
 async def test_presence_online_first_and_live(make_server):
     server = make_server()
-    require_route(server, "GET", "/api/presence", "/api/stream", "/api/mailboxes/me/messages")
     app = make_app(server, "alice")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("5")
@@ -37,7 +35,6 @@ async def test_presence_online_first_and_live(make_server):
 
 
 async def test_doctor_admin_and_ordinary(server):
-    require_route(server, "GET", "/api/doctor")
     DoctorPane.refresh_seconds = 0.3
     try:
         app = make_app(server, "admin")
@@ -71,7 +68,6 @@ async def test_doctor_admin_and_ordinary(server):
 
 
 async def test_directory_add_search_delete(server):
-    require_route(server, "GET", "/api/directory")
     app = make_app(server, "alice")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("8")
@@ -99,7 +95,6 @@ async def test_directory_add_search_delete(server):
 
 
 async def test_buzz_events_live(server):
-    require_route(server, "GET", "/api/broadcast/events", "/api/stream")
     with client(server, "alice") as alice:
         hook = alice.post("/api/broadcast/webhooks", json={"appName": "deploys", "title": "Deploys",
                                                            "forUsers": "carol", "notifyAgent": "carol"}).json()
@@ -114,7 +109,6 @@ async def test_buzz_events_live(server):
 
 
 async def test_notebook_collaborative_editing(server):
-    require_route(server, "GET", "/api/notebook")
     from coordtui.client.notebook import NotebookSession
     with client(server, "alice") as alice:
         page = alice.post("/api/notebook", json={"title": "Runbook", "content": "Grüße\n"}).json()["page"]
@@ -159,7 +153,6 @@ async def test_notebook_collaborative_editing(server):
 
 
 async def test_notebook_new_page_and_lock_keys(server):
-    require_route(server, "GET", "/api/notebook")
     app = make_app(server, "carol")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("7")

@@ -4,7 +4,6 @@ from __future__ import annotations
 from coordtui.screens.form import FormScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
-from tests.tui.conftest import require_route
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
 
 
@@ -22,7 +21,6 @@ def message(server, who, message_id):
 
 
 async def test_wake_shows_items_updates_live_and_acks(server):
-    require_route(server, "GET", "/api/wake", "/api/stream", "/api/mailboxes/me/messages")
     first = send(server, "alice", "carol", "Deploy window", urgent=True)
     app = make_app(server, "carol")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -62,7 +60,6 @@ async def test_wake_shows_items_updates_live_and_acks(server):
 
 
 async def test_wake_claims_tasks_and_turns_alerts_into_tasks(server):
-    require_route(server, "GET", "/api/wake", "/api/stream", "/api/swarm/tasks", "/api/broadcast/events")
     with client(server, "alice") as alice:
         task = alice.post("/api/swarm/tasks", json={"title": "Rotate keys", "assigneeUserId": "bob"}).json()
         hook = alice.post("/api/broadcast/webhooks", json={"appName": "ci", "title": "CI", "wakeAgent": "bob"}).json()
@@ -108,7 +105,6 @@ async def test_alert_arriving_off_pane_is_kept_until_dismissed_even_across_resta
     """Buzz items are one-shot on the server: the pulse that carries one marks it delivered. An alert
     that arrives while another pane is active must still be in Wake afterwards, after ctrl+r, and
     after coordtui restarts, until the person dismisses it."""
-    require_route(server, "GET", "/api/wake", "/api/stream", "/api/broadcast/events")
     with client(server, "alice") as alice:
         hook = alice.post("/api/broadcast/webhooks", json={"appName": "pager", "title": "Pager",
                                                            "wakeAgent": "carol"}).json()
