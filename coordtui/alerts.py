@@ -71,15 +71,11 @@ class AlertStore:
     def __init__(self, path: Path | None = None):
         self.path = path
         self._alerts: dict[str, KeptAlert] = {}
-        self.version = 0  # bumps on every change, so views can tell whether to repaint
 
     # --- what panes use -------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self._alerts)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._alerts
 
     def alerts(self) -> list[KeptAlert]:
         return list(self._alerts.values())
@@ -90,13 +86,13 @@ class AlertStore:
         for item in new:
             self._alerts[item.key] = KeptAlert(item, now - timedelta(seconds=_age_seconds(item.age)))
         if new:
-            self._changed()
+            self.save()
         return bool(new)
 
     def dismiss(self, key: str) -> bool:
         if self._alerts.pop(key, None) is None:
             return False
-        self._changed()
+        self.save()
         return True
 
     # --- persistence ----------------------------------------------------------------------
@@ -106,12 +102,8 @@ class AlertStore:
         arrived meanwhile (earlier alerts first), and the union is written back."""
         self.path = path
         saved = _read(path)
-        merged = {**{a.item.key: a for a in saved}, **self._alerts}
-        changed = merged.keys() != self._alerts.keys()
-        self._alerts = merged
-        if changed:
-            self.version += 1
-        if self._alerts and len(saved) != len(self._alerts):
+        self._alerts = {**{a.item.key: a for a in saved}, **self._alerts}
+        if len(saved) != len(self._alerts):
             self.save()
 
     def save(self) -> None:
@@ -130,9 +122,6 @@ class AlertStore:
         except OSError as exc:  # a full disk must not take the app down; the alerts stay on screen
             log.warning("could not save alerts to %s: %s", self.path, exc)
 
-    def _changed(self) -> None:
-        self.version += 1
-        self.save()
 
 
 def _read(path: Path) -> list[KeptAlert]:

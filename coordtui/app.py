@@ -4,8 +4,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable, Iterable
 
 from rich.text import Text
@@ -19,9 +19,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from .alerts import AlertStore, store_path
+from .client import limits
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
-from .client import limits
 from .client.models import ServerEvent, Task, Wake, WakeItem
 from .config import Profile
 from .panes.base import Pane

@@ -58,12 +58,17 @@ async def verify_status(base: str, token: str) -> int:
         return (await http.get("/api/auth/verify", headers={"Authorization": f"Bearer {token}"})).status_code
 
 
+async def identity_with_editor(srv, identity: str):
+    """A freshly registered identity with a synced notebook socket: (token id, token, socket)."""
+    token_id, token = await register(srv.url, identity)
+    editor = await RawClient(srv, await new_page(srv.url, token), token=token).connect()
+    await editor.wait(lambda c: c.of_type("sync"))
+    return token_id, token, editor
+
+
 async def test_revoke_ends_streams_and_sockets_at_once(make_server):
     srv = make_server()
-    token_id, token = await register(srv.url, "dave")
-    page = await new_page(srv.url, token)
-    editor = await RawClient(srv, page, token=token).connect()
-    await editor.wait(lambda c: c.of_type("sync"))
+    token_id, token, editor = await identity_with_editor(srv, "dave")
     async with open_stream(srv, None, token=token) as stream, open_stream(srv, "bob") as bob:
         assert await verify_status(srv.url, token) == 200  # the token is in the cache now
         async with async_client(srv, "admin") as admin:
@@ -89,10 +94,7 @@ async def test_revoke_ends_streams_and_sockets_at_once(make_server):
 
 async def test_rotate_ends_the_old_tokens_connections(make_server):
     srv = make_server()
-    token_id, token = await register(srv.url, "dave")
-    page = await new_page(srv.url, token)
-    editor = await RawClient(srv, page, token=token).connect()
-    await editor.wait(lambda c: c.of_type("sync"))
+    token_id, token, editor = await identity_with_editor(srv, "dave")
     async with open_stream(srv, None, token=token) as stream:
         async with httpx.AsyncClient(base_url=srv.url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as me:
             rotated = (await me.post(f"/api/auth/tokens/{token_id}/rotate")).json()

@@ -84,7 +84,7 @@ class Peer:
         self.queued_bytes = 0
         self.outbox.put_nowait((code, message))
 
-    def revoke(self, reason: str) -> None:
+    def end(self, reason: str) -> None:
         """TokenGuard: the token that opened this socket is no longer valid."""
         self.close(CLOSE_UNKNOWN_TOKEN, REVOKED_MESSAGES.get(reason, "Token revoked"))
 

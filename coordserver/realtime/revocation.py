@@ -29,7 +29,7 @@ class Guarded(Protocol):
     token_id: int | None
     expires_at: datetime | None
 
-    def revoke(self, reason: str) -> None: ...
+    def end(self, reason: str) -> None: ...
 
 
 class TokenGuard:
@@ -60,9 +60,9 @@ class TokenGuard:
         if conn.expires_at is not None:
             self.expiring.add(conn)
         if conn.token_id is not None and conn.token_id in self.revoked:
-            conn.revoke("revoked")
+            conn.end("revoked")
         elif conn.expires_at is not None and conn.expires_at <= self.coord.now():
-            conn.revoke("expired")
+            conn.end("expired")
 
     def release(self, conn: Guarded) -> None:
         _discard(self.by_identity, conn.identity, conn)
@@ -83,7 +83,7 @@ class TokenGuard:
         if whole:
             targets.update(self.by_identity.get(identity, ()))
         for conn in targets:
-            conn.revoke(reason)
+            conn.end(reason)
         if targets:
             log.info("closed %d connection(s): token %s", len(targets), reason)
 
@@ -92,7 +92,7 @@ class TokenGuard:
         due = [c for c in self.expiring if c.expires_at is not None and c.expires_at <= now]
         for conn in due:
             self.expiring.discard(conn)
-            conn.revoke("expired")
+            conn.end("expired")
         return len(due)
 
     async def _sweep(self) -> None:

@@ -38,7 +38,6 @@ CLOSING = {
     "expired": b": closing: token expired\n\n",
     "archived": b": closing: identity archived\n\n",
 }
-SLOW_CONSUMER = CLOSING["slow"]
 
 
 def encode_frame(event_type: str, data: dict, event_id: int | None = None) -> bytes:
@@ -95,8 +94,9 @@ class Connection:
             self.queued_bytes = 0
         self.wake.set()
 
-    def revoke(self, reason: str) -> None:
-        """End the stream (TokenGuard: its token was revoked or expired), cut it if it cannot say so."""
+    def end(self, reason: str) -> None:
+        """End the stream (slow, one too many, token revoked or expired...), and cut it if it cannot
+        even take its closing comment."""
         self.close(reason)
         asyncio.get_running_loop().call_later(FORCE_CLOSE_SECONDS, self.force_close)
 
@@ -211,7 +211,7 @@ class SSEHub:
         live = [c for c in self.by_identity.get(identity, ()) if c.closing is None]
         for conn in live[:max(0, len(live) - self.coord.settings.sse_max_streams_per_identity)]:
             log.info("closing the oldest SSE stream of %s: too many streams", identity)
-            self._end(conn, "too_many")
+            conn.end("too_many")
 
     def unregister(self, conn: Connection) -> None:
         if conn not in self.connections:
@@ -228,14 +228,11 @@ class SSEHub:
     def _overflowed(self, conn: Connection) -> None:
         self.slow_closed += 1
         log.info("closing a slow SSE consumer (%s)", conn.identity)
-        self._end(conn, "slow")
-
-    def _end(self, conn: Connection, reason: str) -> None:
-        conn.revoke(reason)
+        conn.end("slow")
 
     def _close_all(self, reason: str) -> None:
         for conn in list(self.connections):
-            self._end(conn, reason)
+            conn.end(reason)
 
     async def _close_all_on_shutdown(self) -> None:
         await self.coord.shutting_down.wait()

@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..client import limits
+from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
 

@@ -136,7 +136,6 @@ class FormScreen(ModalScreen[Any]):
     @work(group="form-submit", exit_on_error=False)
     async def send(self, values: dict) -> None:
         self.sending = True
-        self.show_error("")
         self.query_one("#form-error", Label).update("[dim]Sending…[/dim]")
         try:
             result = await self.submit(values)

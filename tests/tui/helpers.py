@@ -69,3 +69,12 @@ async def fill_form(pilot, **values) -> None:
             await pilot.press(*value)
     await pilot.press("ctrl+s")
     await pilot.pause(0.1)
+
+
+async def open_notebook_page(pilot, app: CoordApp, page_id: str):
+    """Opens a page the way a person does (pane 7, select it, enter) and returns the editor widget."""
+    await pilot.press("7")
+    await wait_for(pilot, lambda: page_id in row_keys(app, "#notebook-pages"), what="page list")
+    select_row(app, "#notebook-pages", page_id)
+    await pilot.press("enter")
+    return app.query_one("#notebook-editor")

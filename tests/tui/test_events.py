@@ -13,8 +13,28 @@ def sse(*frames: str) -> bytes:
     return "".join(frames).encode()
 
 
+async def replay(bodies: list[bytes], connections: int = 3):
+    """Runs an EventStream against a server that answers each connection with the next scripted body.
+    Returns (events, states, resyncs, Last-Event-ID headers sent) once `connections` were made."""
+    seen_headers, events, states, resyncs = [], [], [], []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen_headers.append(request.headers.get("last-event-id"))
+        body = bodies.pop(0) if bodies else b""
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: states.append(s),
+                         on_resync=lambda: resyncs.append(1), min_backoff=0.01, max_backoff=0.02,
+                         transport=httpx.MockTransport(handler))
+    task = asyncio.ensure_future(stream.run())
+    while len(seen_headers) < connections:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return events, states, resyncs, seen_headers
+
+
 async def test_resume_header_dedupe_and_resync():
-    seen_headers = []
     bodies = [
         sse('event: connected\ndata: {"identity":"bob","lastEventId":10}\n\n',
             'id: 11\nevent: message\ndata: {"type":"message","messageId":1}\n\n',
@@ -26,20 +46,7 @@ async def test_resume_header_dedupe_and_resync():
             'event: resync\ndata: {"type":"resync","reason":"expired","oldestEventId":40}\n\n'),
     ]
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen_headers.append(request.headers.get("last-event-id"))
-        body = bodies.pop(0) if bodies else b""
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-
-    events, states, resyncs = [], [], []
-    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: states.append(s),
-                         on_resync=lambda: resyncs.append(1), min_backoff=0.01, max_backoff=0.02,
-                         transport=httpx.MockTransport(handler))
-    task = asyncio.ensure_future(stream.run())
-    while len(seen_headers) < 3:
-        await asyncio.sleep(0.01)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    events, states, resyncs, seen_headers = await replay(bodies)
 
     assert seen_headers[:3] == [None, "12", "39"], "resumes from the last id; after resync from the oldest kept"
     types = [(e.type, e.id) for e in events]
@@ -82,7 +89,6 @@ async def test_a_v1_server_that_only_reads_the_query_token():
 
 async def test_resync_ahead_takes_the_servers_lower_ids():
     """After a database restore the server's ids restart below ours: its live events still count."""
-    seen_headers = []
     bodies = [
         sse('event: connected\ndata: {"identity":"bob","lastEventId":499}\n\n',
             'id: 500\nevent: message\ndata: {"type":"message","messageId":1}\n\n'),
@@ -91,20 +97,7 @@ async def test_resync_ahead_takes_the_servers_lower_ids():
             'id: 4\nevent: message\ndata: {"type":"message","messageId":2}\n\n'),
     ]
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen_headers.append(request.headers.get("last-event-id"))
-        body = bodies.pop(0) if bodies else b""
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
-
-    events, resyncs = [], []
-    stream = EventStream("http://v1.test", "t", events.append, lambda s, d: None,
-                         on_resync=lambda: resyncs.append(1), min_backoff=0.01, max_backoff=0.02,
-                         transport=httpx.MockTransport(handler))
-    task = asyncio.ensure_future(stream.run())
-    while len(seen_headers) < 3:
-        await asyncio.sleep(0.01)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    events, _states, resyncs, seen_headers = await replay(bodies)
 
     assert [(e.type, e.id) for e in events if e.type == "message"] == [("message", 500), ("message", 4)]
     assert seen_headers[:3] == [None, "500", "4"] and resyncs == [1]

@@ -10,9 +10,8 @@ import pytest
 from websockets.asyncio.server import serve
 
 from coordtui.client.notebook import NotebookSession, ReadOnlyError
-from coordtui.panes.collab import CollabTextArea
 from tests.conftest import TOKENS, client
-from tests.tui.helpers import make_app, row_keys, select_row, wait_for
+from tests.tui.helpers import make_app, open_notebook_page, wait_for
 
 
 def status(app) -> str:
@@ -31,11 +30,7 @@ async def test_two_editors_type_through_a_server_restart_and_converge(make_serve
         page = alice.post("/api/notebook", json={"title": "Runbook", "content": "Grüße\n"}).json()["page"]
     app = make_app(server, "bob", backoff=(0.2, 1.0))
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("7")
-        await wait_for(pilot, lambda: page["id"] in row_keys(app, "#notebook-pages"), what="page list")
-        select_row(app, "#notebook-pages", page["id"])
-        await pilot.press("enter")
-        editor = app.query_one("#notebook-editor", CollabTextArea)
+        editor = await open_notebook_page(pilot, app, page["id"])
         await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
         other = await NotebookSession(server.url, TOKENS["alice"], page["id"], backoff=(0.2, 1.0)).connect()
         try:

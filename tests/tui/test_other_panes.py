@@ -9,7 +9,8 @@ from coordtui.panes.collab import CollabTextArea
 from coordtui.panes.doctor import DoctorPane
 from coordtui.screens.form import FormScreen
 from tests.conftest import TOKENS, client
-from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
+from tests.tui.helpers import (fill_form, make_app, open_notebook_page, row_keys, select_row, table_text, wait_for,
+                               wait_idle)
 
 
 async def test_presence_online_first_and_live(make_server):
@@ -114,11 +115,7 @@ async def test_notebook_collaborative_editing(server):
         page = alice.post("/api/notebook", json={"title": "Runbook", "content": "Grüße\n"}).json()["page"]
     app = make_app(server, "bob")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("7")
-        await wait_for(pilot, lambda: page["id"] in row_keys(app, "#notebook-pages"), what="page list")
-        select_row(app, "#notebook-pages", page["id"])
-        await pilot.press("enter")
-        editor = app.query_one("#notebook-editor", CollabTextArea)
+        editor = await open_notebook_page(pilot, app, page["id"])
         await wait_for(pilot, lambda: editor.shared is not None and editor.text == "Grüße\n", what="synced")
         assert not editor.read_only
         editor.move_cursor((0, 5))
