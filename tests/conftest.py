@@ -88,6 +88,13 @@ def make_server(tmp_path):
         server.stop()
 
 
+def backend_url(request, tmp_path_factory) -> str:
+    """For a fixture parametrised over ["sqlite", "postgresql"]: a fresh database of that backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('backend') / 'coord.db'}"
+    return request.getfixturevalue("pg_cluster").create_database()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One server per test module; tests in the module must not depend on each other's data."""

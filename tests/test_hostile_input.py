@@ -17,7 +17,7 @@ import pytest
 import coordserver.api
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import base_env, client
+from tests.conftest import backend_url, base_env, client
 
 _JSON = {"Content-Type": "application/json"}
 # Valid JSON to Python, not to RFC 8259, or what no stored text may hold.
@@ -48,11 +48,7 @@ _UNKNOWN_ID = "987654"  # an id of no row: integer ids and uuids alike answer 40
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def hostile_server(request, tmp_path_factory):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('hostile') / 'coord.db'}"
-    else:
-        url = request.getfixturevalue("pg_cluster").create_database()
-    srv = ServerThread(Settings.from_env(base_env(url))).start()
+    srv = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory)))).start()
     yield srv
     srv.stop()
 
