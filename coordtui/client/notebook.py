@@ -219,6 +219,7 @@ class NotebookSession:
             self._reconnect_task = asyncio.ensure_future(self._reconnect())
 
     def _notify_state(self) -> None:
+        self._state_changed.set()  # wakes wait_for() callers: online, offline and pending are state too
         for callback in self.on_state:
             callback()
 

@@ -107,3 +107,18 @@ async def test_an_edit_past_the_size_cap_ends_the_session_instead_of_resending_i
         assert session.reconnects == 0
     finally:
         await session.close()
+
+
+async def test_waiting_for_offline_wakes_when_the_server_goes(make_server, sqlite_url):
+    """wait_for() is woken by going offline, not only by frames (a waiter started before the drop)."""
+    server = make_server(database_url=sqlite_url)
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Drop", "content": ""}).json()["page"]
+    session = await NotebookSession(server.url, TOKENS["alice"], page["id"], backoff=(5.0, 5.0)).connect()
+    try:
+        waiter = asyncio.ensure_future(session.wait_for(lambda s: not s.online, timeout=10))
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(server.stop)
+        await waiter
+    finally:
+        await session.close()
