@@ -37,10 +37,6 @@ class Conflict(ApiError):
     status = 409
 
 
-class TooLarge(ApiError):
-    status = 413
-
-
 class RateLimited(ApiError):
     status = 429
 

@@ -22,7 +22,6 @@ class Scheduler:
         self.coord = coord
         self.last_tick_at: datetime | None = None  # the injected clock's time of the last finished pass
         self.last_lag_seconds: float = 0.0  # how late the most overdue instant of that pass was handled
-        self.last_result: dict | None = None
         self._task: asyncio.Task | None = None
 
     @property
@@ -43,7 +42,6 @@ class Scheduler:
         result = await self.coord.store.write_alone(recurring.run_due)
         self.last_tick_at = self.coord.clock.now()
         self.last_lag_seconds = result["lagSeconds"]
-        self.last_result = result
         return {"created": result["created"], "errors": result["errors"]}
 
     async def overdue_templates(self) -> int:

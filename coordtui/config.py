@@ -54,10 +54,6 @@ def load_profile(name: str | None = None) -> Profile | None:
     return Profile(name, str(row["url"]), str(row["token"]))
 
 
-def list_profiles() -> list[str]:
-    return sorted(_load()["profiles"])
-
-
 def save_profile(profile: Profile, make_default: bool = True) -> Path:
     data = _load()
     data["profiles"][profile.name] = {"url": profile.url, "token": profile.token}

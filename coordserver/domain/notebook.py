@@ -172,10 +172,6 @@ def get_page(page_id: str, principal: Principal) -> NotebookPage:
     return _visible_page(page_id, principal, for_update=False)
 
 
-def page_for_room(page_id: str) -> NotebookPage | None:
-    return NotebookPage.get_or_none(NotebookPage.id == page_id)
-
-
 def list_pages(principal: Principal, q: str | None, limit: int, offset: int) -> list[dict]:
     query = NotebookPage.select().where(NotebookPage.archived_at.is_null())
     needle = q.lower() if q else None

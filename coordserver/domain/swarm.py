@@ -215,10 +215,6 @@ def _task(task_id: str, lock: bool = False) -> Task:
     return task
 
 
-def get_task(task_id: str) -> dict:
-    return task_json(_task(task_id))
-
-
 def list_tasks(statuses: list[str] | None, assignee: str | None, project_id: str | None,
                include_completed: bool) -> list[dict]:
     query = Task.select()

@@ -237,10 +237,6 @@ class CoordClient:
         body = await self.request("PATCH", f"/api/notebook/{_q(page_id)}", json=fields)
         return Page.parse(body.get("page") or {})
 
-    def notebook_ws_url(self, page_id: str) -> str:
-        base = self.base_url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
-        return f"{base}/api/notebook/ws?page={_q(page_id)}&token={_q(self.token)}"
-
     # directory and buzz
     async def directory(self, query: str | None = None, limit: int = 100) -> list[DirectoryEntry]:
         body = await self.request("GET", "/api/directory", params={"q": query or None, "limit": limit})

@@ -121,10 +121,7 @@ def test_pane_snapshot(snap_server, snap_compare, pane):
 
 
 def test_doctor_snapshot(snap_server, snap_compare):
-
-    async def hide_timings(pilot):
-        pass
-    assert snap_compare(snapshot_app(snap_server, "carol"), run_before=prepare("doctor", hide_timings),
+    assert snap_compare(snapshot_app(snap_server, "carol"), run_before=prepare("doctor"),
                         terminal_size=(80, 24))
 
 
