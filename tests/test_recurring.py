@@ -134,6 +134,35 @@ def _minutes(start: str, count: int) -> list[str]:
     return [iso(first + timedelta(minutes=i)) for i in range(count)]
 
 
+def test_preview_shows_the_next_runs_in_utc(make_server):
+    srv = make_server(clock=FrozenClock(at("2026-03-07T12:00:00")), **SLOW_SCHEDULER)
+    with client(srv, "alice") as alice:
+        preview = ok(alice.post("/api/swarm/recurring/preview", json={"cronExpr": "0  9 * * *"}))
+        # Chicago springs forward on 8 March: 09:00 CST then 09:00 CDT
+        assert preview == {"cronExpr": "0 9 * * *", "timezone": "America/Chicago", "runs": [
+            "2026-03-07T15:00:00.000Z", "2026-03-08T14:00:00.000Z", "2026-03-09T14:00:00.000Z"]}
+        five = ok(alice.post("/api/swarm/recurring/preview",
+                             json={"cronExpr": "0 9 * * 1", "timezone": "Europe/Berlin", "count": 5}))
+        assert len(five["runs"]) == 5 and five["runs"][0] == "2026-03-09T08:00:00.000Z"
+        assert ok(alice.get("/api/swarm/recurring")) == {"templates": []}  # nothing saved
+
+
+@pytest.mark.parametrize("body, message", [
+    ({}, "cronExpr is required"),
+    ({"cronExpr": "0 9 * *"}, "cronExpr must have 5 fields"),
+    ({"cronExpr": "0 25 * * *"}, "Invalid cronExpr"),
+    ({"cronExpr": "0 9 * * *", "timezone": "Mars/Olympus"}, "Unknown timezone: Mars/Olympus"),
+    ({"cronExpr": "0 9 30 2 *"}, "never fires"),
+    ({"cronExpr": "0 9 * * *", "count": 11}, "count must be an integer from 1 to 10"),
+    ({"cronExpr": "0 9 * * *", "count": True}, "count must be an integer"),
+])
+def test_preview_refusals_name_the_field(server, body, message):
+    with client(server, "alice") as alice:
+        response = alice.post("/api/swarm/recurring/preview", json=body)
+        assert response.status_code == 400 and message in response.json()["error"]
+        assert alice.patch("/api/swarm/recurring/preview", json={}).status_code == 405
+
+
 def test_every_minute_across_spring_forward(make_server):
     # 2026-03-08 08:00Z: Chicago jumps from 01:59 CST to 03:00 CDT. One task per real minute.
     made, results = _every_minute_through(make_server, "2026-03-08T07:55:00", 10)

@@ -27,7 +27,7 @@ async def create_template():
     return await c.store.write(recurring.create_template, principal.identity, body, c.env_identities)
 
 
-@bp.patch("/<other_than(tick):id>")
+@bp.patch("/<other_than(tick, preview):id>")
 async def update_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a recurring template; nextRunAt is recomputed when the schedule changes."""
     require_identity()
@@ -36,7 +36,7 @@ async def update_template(id: str):  # noqa: A002 (the path parameter is named a
     return await c.store.write(recurring.update_template, id, body, c.env_identities)
 
 
-@bp.delete("/<other_than(tick):id>")
+@bp.delete("/<other_than(tick, preview):id>")
 async def delete_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Delete a recurring template (its tasks stay)."""
     require_identity()
@@ -49,3 +49,11 @@ async def tick():
     """Run the recurring-task scheduler now."""
     require_identity()
     return await coord().services["scheduler"].tick()
+
+
+@bp.post("/preview")
+async def preview():
+    """The next runs of a cron expression in a timezone (ours): checks a schedule before it is saved."""
+    require_identity()
+    body = await json_object()
+    return await coord().store.read(recurring.preview_runs, body)

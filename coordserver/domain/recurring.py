@@ -115,10 +115,6 @@ def parse_schedule(cron_expr: object, tz_name: object) -> Schedule:
     return Schedule(cron_expr, tz_name)
 
 
-def next_run(cron_expr: str, tz_name: str, after: datetime) -> datetime | None:
-    return Schedule(cron_expr, tz_name).next_after(after)
-
-
 # --- templates -------------------------------------------------------------------------------
 
 def template_json(t: RecurringTemplate) -> dict:
@@ -177,6 +173,29 @@ def _schedule_from(cron_expr: str, tz_name: str) -> datetime:
     if upcoming is None:
         raise Invalid(f"cronExpr never fires: {cron_expr}")
     return upcoming
+
+
+PREVIEW_MAX = 10
+
+
+def preview_runs(body: dict) -> dict:
+    """The next `count` instants (default 3) of a cron expression in a timezone, as a template would run;
+    the same checks as create, so a client can show a schedule's errors before saving it."""
+    cron_expr = body.get("cronExpr")
+    if not isinstance(cron_expr, str) or not cron_expr.strip():
+        raise Invalid("cronExpr is required")
+    tz_name = swarm.valid_timezone(body.get("timezone") or swarm.DEFAULT_TIMEZONE, "timezone")
+    count = body.get("count", 3)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= PREVIEW_MAX:
+        raise Invalid(f"count must be an integer from 1 to {PREVIEW_MAX}")
+    schedule = parse_schedule(" ".join(cron_expr.split()), tz_name)
+    runs: list[str] = []
+    instant = db.now()
+    while len(runs) < count and (instant := schedule.next_after(instant)) is not None:
+        runs.append(iso(instant))
+    if not runs:
+        raise Invalid(f"cronExpr never fires: {cron_expr}")
+    return {"cronExpr": schedule.expr, "timezone": tz_name, "runs": runs}
 
 
 def create_template(caller: str, body: dict, env_identities: frozenset[str]) -> dict:
