@@ -1,37 +1,18 @@
 """Who is calling: token lookup (database first, then environment) and the guards handlers use."""
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
 import time
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from quart import g, request
 
 from .errors import Forbidden, Unauthorized
+from .principal import Principal, hash_token
 from .timeutil import from_db
 
 _CACHE_SECONDS = 5.0
 _LAST_USED_RESOLUTION = timedelta(seconds=60)
-
-
-@dataclass(frozen=True)
-class Principal:
-    identity: str
-    is_admin: bool
-    token_id: int | None = None  # database tokens only
-    source: str = "db"
-    expires_at: datetime | None = None  # database tokens with an expiry: connections end then
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> str:
-    return secrets.token_hex(32)
 
 
 class TokenResolver:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .auth import Principal, TokenResolver
+from .auth import TokenResolver
+from .principal import Principal
 from .errors import Invalid
 from .ratelimit import RateLimiter, route_class
 

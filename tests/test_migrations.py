@@ -6,7 +6,7 @@ from datetime import datetime
 import peewee as pw
 import pytest
 
-from coordserver.auth import hash_token
+from coordserver.principal import hash_token
 from coordserver.db import SCHEMA_VERSION, SchemaTooNew, Store, open_database
 from tests.conftest import client
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from coordserver.auth import Principal
+from coordserver.principal import Principal
 from coordserver.domain.wake import in_work_hours
 from coordserver.models import BuzzEvent, Message, Project, Task
 from coordserver.timeutil import FrozenClock, to_db

@@ -5,7 +5,8 @@ from datetime import timedelta
 
 from quart import Blueprint
 
-from ..auth import Principal, require_admin, require_identity
+from ..auth import require_admin, require_identity
+from ..principal import Principal
 from ..context import coord
 from ..domain import doctor, identities
 from ..domain.doctor import FAIL, PASS, WARN

@@ -5,7 +5,8 @@ from typing import Mapping
 
 from quart import Blueprint, Response, request
 
-from ..auth import Principal, require_identity
+from ..auth import require_identity
+from ..principal import Principal
 from ..context import coord
 from ..domain import messages
 from ..errors import Invalid

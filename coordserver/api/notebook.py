@@ -5,7 +5,8 @@ import asyncio
 
 from quart import Blueprint, request, websocket
 
-from ..auth import Principal, require_identity
+from ..auth import require_identity
+from ..principal import Principal
 from .. import jsonstrict
 from ..context import coord
 from ..domain import notebook as pages

@@ -8,7 +8,7 @@ import peewee as pw
 
 from .. import db
 from ..events import log as event_log
-from ..auth import Principal, hash_token, new_token
+from ..principal import Principal, hash_token, new_token
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..models import Invite, Message, PushDelivery, Token, User, WebhookConfig
 from ..settings import IDENTITY_RE

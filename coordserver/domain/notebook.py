@@ -13,7 +13,7 @@ from datetime import timedelta
 from pycrdt import Doc, Text
 
 from .. import db
-from ..auth import Principal
+from ..principal import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import NotebookPage, NotebookRelay, Token, User

@@ -1,0 +1,1 @@
+"""The live views of coordtui, one per tab."""
