@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from .domain import recurring
 from .errors import log_background_failure
@@ -44,10 +44,9 @@ class Scheduler:
         self.last_lag_seconds = result["lagSeconds"]
         return {"created": result["created"], "errors": result["errors"]}
 
-    async def overdue_templates(self) -> int:
-        """Enabled templates more than two intervals late: the scheduler is not keeping up (or failing)."""
-        grace = timedelta(seconds=2 * self.interval)
-        return await self.coord.store.read(recurring.overdue_count, self.coord.clock.now(), grace)
+    async def overdue_templates(self) -> dict:
+        """Templates late enough that the scheduler is not keeping up (or failing): {"overdue", "examples"}."""
+        return await self.coord.store.read(recurring.overdue, self.coord.clock.now(), self.interval)
 
     async def _run(self) -> None:
         stopping = self.coord.shutting_down

@@ -299,13 +299,13 @@ def test_scheduler_reports_lag_and_overdue_templates(make_server):
     with client(srv, "alice") as alice:
         ok(alice.post("/api/swarm/recurring", json={"title": "Late", "cronExpr": "0 13 * * *", "timezone": "UTC"}))
         clock.set(at("2026-02-17T14:30:00"))
-        assert srv.call(scheduler.overdue_templates) == 0  # 1.5 h late is within two intervals (2 h)
+        assert srv.call(scheduler.overdue_templates)["overdue"] == 0  # 1.5 h late is within two intervals (2 h)
         clock.set(at("2026-02-17T15:30:00"))
-        assert srv.call(scheduler.overdue_templates) == 1
+        assert srv.call(scheduler.overdue_templates)["overdue"] == 1
         assert tick(alice) == {"created": 1, "errors": 0}
         assert scheduler.last_lag_seconds == 2.5 * 3600
         assert scheduler.last_tick_at == at("2026-02-17T15:30:00")
-        assert srv.call(scheduler.overdue_templates) == 0
+        assert srv.call(scheduler.overdue_templates)["overdue"] == 0
 
 
 def test_a_broken_template_is_counted_and_does_not_stop_the_others(make_server):

@@ -8,7 +8,7 @@ from quart import Blueprint
 from ..auth import require_admin, require_identity
 from ..principal import Principal
 from ..context import coord
-from ..domain import doctor, identities
+from ..domain import doctor, identities, recurring
 from ..domain.doctor import FAIL, PASS, WARN
 from ..timeutil import from_db, iso, parse_iso
 from .wake import presence_snapshot
@@ -129,7 +129,7 @@ def _admin_probes() -> list:
     async def scheduler():
         service = c.services.get("scheduler")
         interval = c.settings.scheduler_interval_seconds
-        overdue = await c.store.read(doctor.overdue_templates, c.now() - timedelta(seconds=3 * interval))
+        overdue = await c.store.read(recurring.overdue, c.now(), interval)
         details: dict = {"running": service is not None, "intervalSeconds": interval, **overdue}
         if service is None:
             return WARN, "Recurring-task scheduler is not running", details

@@ -13,9 +13,9 @@ from typing import Awaitable, Callable
 
 import peewee as pw
 
-from ..models import Event, Message, PushDelivery, RecurringTemplate, SchemaVersion, User
+from ..models import Event, Message, PushDelivery, SchemaVersion, User
 from ..netcheck import REFUSED_PREFIX
-from ..timeutil import age_text, iso, parse_iso, to_db
+from ..timeutil import age_text, iso, parse_iso
 from . import identities, wake
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -111,14 +111,6 @@ def outbox_facts() -> dict:
 def refused_delivery(last_error: str | None) -> bool:
     """Whether a delivery's error is the address check's refusal (failed at once, never retried)."""
     return bool(last_error and last_error.startswith(REFUSED_PREFIX))
-
-
-def overdue_templates(cutoff: datetime) -> dict:
-    query = RecurringTemplate.select(RecurringTemplate.id, RecurringTemplate.title, RecurringTemplate.next_run_at).where(
-        (RecurringTemplate.enabled == True) & (RecurringTemplate.next_run_at < to_db(cutoff)))  # noqa: E712
-    rows = list(query.order_by(RecurringTemplate.next_run_at).limit(5))
-    return {"overdue": query.count(), "examples": [{"id": t.id, "title": t.title, "nextRunAt": iso(t.next_run_at)}
-                                                   for t in rows]}
 
 
 def age(value: str | None, now: datetime) -> str | None:

@@ -283,6 +283,12 @@ def _create_instance(template: RecurringTemplate, instant: datetime) -> bool:
     return True
 
 
-def overdue_count(now: datetime, grace: timedelta) -> int:
-    """Enabled templates whose next run is more than `grace` in the past (doctor)."""
-    return _due(now - grace).count()
+OVERDUE_AFTER_INTERVALS = 2  # a template this many scheduler intervals late means the scheduler is not keeping up
+
+
+def overdue(now: datetime, interval_seconds: float) -> dict:
+    """Enabled templates more than OVERDUE_AFTER_INTERVALS intervals late: their count and the five latest."""
+    late = _due(now - timedelta(seconds=OVERDUE_AFTER_INTERVALS * interval_seconds))
+    rows = late.order_by(RecurringTemplate.next_run_at).limit(5)
+    return {"overdue": late.count(),
+            "examples": [{"id": t.id, "title": t.title, "nextRunAt": iso(t.next_run_at)} for t in rows]}
