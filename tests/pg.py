@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from tests.ports import free_port
 
 PG_BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
 
@@ -43,17 +44,11 @@ def require_binaries() -> None:
     pytest.skip("PostgreSQL binaries not installed")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresCluster:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="coord-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.run_as = "postgres" if os.geteuid() == 0 else None
 
     def _cmd(self, *args: str) -> list[str]:

@@ -3,7 +3,6 @@ them (a Buzz ingest path, ?token= on a stream, ?code= on an invite link, the Aut
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,16 +10,11 @@ import time
 import httpx
 
 from tests.conftest import TOKENS, base_env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.ports import free_port
 
 
 def test_access_and_error_logs_mask_secrets(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, **base_env(f"sqlite:///{tmp_path / 'coord.db'}"), "COORD_LOG_LEVEL": "info"}
     proc = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port), "--access-log"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
