@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
                           clock=lambda: clock.now().timestamp())
     coord.services["ratelimit"] = limiter
-    gate = Gate(coord, resolver, limiter)
+    gate = coord.services["gate"] = Gate(coord, resolver, limiter)
 
     for blueprint in _blueprints():
         app.register_blueprint(blueprint)

@@ -1,24 +1,18 @@
 """Notebook pages over REST and the collaborative-editing WebSocket."""
 from __future__ import annotations
 
-import asyncio
-
-from quart import Blueprint, request, websocket
+from quart import Blueprint, request
 
 from ..auth import require_identity
-from ..principal import Principal
-from .. import jsonstrict
 from ..context import coord
 from ..domain import notebook as pages
-from ..errors import Invalid, RateLimited
-from ..ratelimit import route_class
-from ..realtime.notebook_peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, CLOSE_UNKNOWN_TOKEN,
-                                      MAX_PAGE_CHARS, Peer, frame)
+from ..errors import Invalid
+from ..realtime.notebook_peer import MAX_PAGE_CHARS
+from ..realtime.notebook_socket import notebook_socket
 from .common import boolean, json_object, query_int, query_limit, string_list, text, timestamp
 
 bp = Blueprint("notebook", __name__, url_prefix="/api")
 
-CLOSE_MISSING = 4000
 MAX_CONTENT_CHARS = MAX_PAGE_CHARS  # REST content and the live document share one cap
 
 
@@ -140,96 +134,4 @@ async def page_presence(id: str):  # noqa: A002 (the path parameter is {id}, as 
     return {"viewers": _rooms().heartbeat(page_id, principal.identity)}
 
 
-# --- WebSocket -------------------------------------------------------------------------------
-
-def _socket_token() -> str | None:
-    token = websocket.args.get("token")
-    if token:
-        return token
-    header = websocket.headers.get("Authorization", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip() or None
-    return None
-
-
-async def _refuse(code: int, message: str) -> None:
-    await websocket.send(frame("error", message=message))
-    await websocket.close(code, message)
-
-
-def _rate_limited(principal: Principal) -> bool:
-    c = coord()
-    if not c.settings.rate_limits:
-        return False
-    try:
-        c.services["ratelimit"].check(route_class("GET", "/api/notebook/ws"), principal.identity)
-    except RateLimited:
-        return True
-    return False
-
-
-@bp.websocket("/notebook/ws")
-async def notebook_socket():
-    """See the skill doc: JSON frames carrying Yjs v1 updates as arrays of byte values."""
-    c = coord()
-    await websocket.accept()
-    page_id, token = websocket.args.get("page"), _socket_token()
-    if not page_id or not token:
-        return await _refuse(CLOSE_MISSING, "page and token are required")
-    principal = await c.services["tokens"].resolve(token)
-    if principal is None:
-        return await _refuse(CLOSE_UNKNOWN_TOKEN, "Invalid token")
-    if _rate_limited(principal):
-        return await _refuse(CLOSE_TRY_AGAIN, "Too many requests; retry later")
-    c.services["presence"].touch(principal.identity, "api")
-    peer = Peer(principal.identity, principal.is_admin, principal.token_id, principal.expires_at)
-    room = await _rooms().join(page_id, peer) if "\x00" not in page_id else None
-    if room is None:
-        return await _refuse(CLOSE_NOT_FOUND, "Page not found")
-    presence, guard = c.services["presence"], c.services["tokens_guard"]
-    presence.connection_opened(principal.identity, "api")  # an open editor keeps its identity online
-    guard.admit(peer)  # ends when its token is revoked or expires
-    sender = asyncio.ensure_future(_send_frames(peer))
-    receiver = asyncio.ensure_future(_receive_frames(room, peer))
-    try:
-        await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        room.leave(peer)
-        guard.release(peer)
-        presence.connection_closed(principal.identity, "api")
-        for task in (sender, receiver):
-            task.cancel()
-        await asyncio.gather(sender, receiver, return_exceptions=True)
-
-
-async def _send_frames(peer: Peer) -> None:
-    while True:
-        item = await peer.next_item()
-        if isinstance(item, tuple):
-            code, message = item
-            await _refuse(code, message)
-            return
-        await websocket.send(item)
-
-
-async def _receive_frames(room, peer: Peer) -> None:
-    while not peer.closing:
-        data = await websocket.receive()
-        try:
-            message = jsonstrict.loads(data)
-            if not isinstance(message, dict):
-                raise ValueError
-        except (ValueError, UnicodeDecodeError):
-            peer.close(CLOSE_INVALID_DATA, "Frames must be JSON objects")
-            return
-        if message.get("type") != "update":
-            continue  # unknown client frames are ignored (forward compatibility)
-        raw = message.get("update")
-        try:
-            if not isinstance(raw, list):
-                raise TypeError
-            update = bytes(raw)
-        except (TypeError, ValueError):
-            peer.close(CLOSE_INVALID_DATA, "update must be an array of byte values")
-            return
-        room.receive(peer, update)
+bp.websocket("/notebook/ws")(notebook_socket)
