@@ -25,12 +25,12 @@ from playhouse.db_url import connect as connect_url
 from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, migrate as run_migrations
 
 from .errors import Unavailable
-from .models import ALL_MODELS, SchemaVersion, Token, User, database_proxy
+from .models import ALL_MODELS, Project, ProjectTag, SchemaVersion, TaskWorkflow, Token, User, Workflow, database_proxy
 from .timeutil import Clock, utcnow
 
 log = logging.getLogger("coord.db")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _MAX_BATCH = 64
 
 
@@ -125,7 +125,14 @@ def _migration_2(database: pw.Database) -> None:
     _create_search_index(database)
 
 
-MIGRATIONS: dict[int, Callable[[pw.Database], None]] = {2: _migration_2}
+def _migration_3(database: pw.Database) -> None:
+    """v1.1 (API.md §18): project creator and visibility, workflows. Existing projects stay open to
+    everyone (taggedUsers null) with an unknown creator."""
+    _add_missing_columns(database, Project, ["created_by", "tagged_users"])
+    database.create_tables([ProjectTag, Workflow, TaskWorkflow], safe=True)
+
+
+MIGRATIONS: dict[int, Callable[[pw.Database], None]] = {2: _migration_2, 3: _migration_3}
 
 
 def current_version(database: pw.Database) -> int | None:

@@ -244,6 +244,17 @@ class Project(BaseModel):
     archived_at = pw.DateTimeField(null=True)
     created_at = pw.DateTimeField()
     updated_at = pw.DateTimeField()
+    created_by = pw.CharField(max_length=50, null=True)  # null on projects made before schema 3
+    tagged_users = JSONField(null=True)  # null = open to everyone; else restricted (domain/project_access.py)
+
+
+class ProjectTag(BaseModel):
+    """The tagged identities of a restricted project, one row each: the visibility predicate is SQL."""
+    project_id = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50)
+
+    class Meta:
+        primary_key = pw.CompositeKey("project_id", "identity")
 
 
 class Task(BaseModel):
@@ -313,6 +324,31 @@ class RecurringTemplate(BaseModel):
     next_run_at = pw.DateTimeField(null=True, index=True)
     created_at = pw.DateTimeField()
     updated_at = pw.DateTimeField()
+
+
+class Workflow(BaseModel):
+    id = pw.CharField(max_length=36, primary_key=True, default=new_uuid)
+    title = pw.CharField(max_length=255)
+    description = pw.TextField(null=True)
+    document_url = pw.CharField(max_length=500, null=True)
+    document = JSONField(null=True)
+    enabled = pw.BooleanField(default=True)
+    tagged_users = JSONField(null=True)
+    expires_at = pw.DateTimeField(null=True)
+    review_at = pw.DateTimeField(null=True)
+    created_by = pw.CharField(max_length=50)
+    created_at = pw.DateTimeField()
+    updated_at = pw.DateTimeField()
+
+
+class TaskWorkflow(BaseModel):
+    task_id = pw.CharField(max_length=36)
+    workflow_id = pw.CharField(max_length=36, index=True)
+    attached_by = pw.CharField(max_length=50)
+    attached_at = pw.DateTimeField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("task_id", "workflow_id")
 
 
 # --- buzz ------------------------------------------------------------------------------------
@@ -392,6 +428,7 @@ class DirectoryEntry(BaseModel):
 
 ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
-    ChatChannel, ChatMember, ChatMessage, Project, Task, TaskEvent, TaskPageLink, RecurringTemplate,
+    ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
+    Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, DirectoryEntry,
 ]

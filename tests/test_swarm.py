@@ -161,7 +161,7 @@ def test_create_task_refuses_bad_input(alice):
         ({"title": "   "}, 400, "title is required"),
         ({"title": "x", "status": "done"}, 400, "Unknown status"),
         ({"title": "x", "assigneeUserId": "nobody"}, 400, "nobody"),
-        ({"title": "x", "projectId": "no-such-project"}, 400, "projectId"),
+        ({"title": "x", "projectId": "no-such-project"}, 404, "Project not found"),
         ({"title": "x", "onOrAfterAt": "yesterday"}, 400, "onOrAfterAt"),
         ({"title": "x", "linkedNotebookPages": "p1"}, 400, "linkedNotebookPages"),
     ]:
@@ -236,7 +236,7 @@ def test_state_table(srv, alice, source, target):
     elif target in TRANSITIONS[source]:
         moved = ok(response)
         assert moved["status"] == target
-        assert (moved["completedAt"] is not None) == (target == "complete")
+        assert (moved["completedAt"] is not None) == (target in ("complete", "closed"))
         last = history[0]
         assert last["kind"] == "status_changed" and last["actorUserId"] == "alice"
         assert last["beforeState"] == {"status": source}
@@ -259,7 +259,7 @@ def test_documented_409_example(alice):
     task = new_task(alice, status="queued")
     response = alice.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "complete"})
     assert response.status_code == 409
-    assert response.json() == {"error": "Cannot move task from queued to complete", "allowed": ["ready", "holding"]}
+    assert response.json() == {"error": "Cannot move task from queued to complete", "allowed": ["ready", "holding", "closed"]}
 
 
 @pytest.mark.parametrize("source,target", [p for p in PAIRS if p[1] in TRANSITIONS[p[0]]

@@ -30,10 +30,10 @@ async def create_template():
 @bp.patch("/<other_than(tick, preview):id>")
 async def update_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a recurring template; nextRunAt is recomputed when the schedule changes."""
-    require_identity()
+    principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(recurring.update_template, id, body, c.env_identities)
+    return await c.store.write(recurring.update_template, id, body, c.env_identities, principal.identity)
 
 
 @bp.delete("/<other_than(tick, preview):id>")

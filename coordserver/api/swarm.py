@@ -5,7 +5,7 @@ from quart import Blueprint, request
 
 from ..auth import require_identity
 from ..context import coord
-from ..domain import swarm
+from ..domain import projects, swarm
 from ..errors import Invalid
 from .common import json_object, query_bool, query_limit
 
@@ -16,18 +16,18 @@ bp = Blueprint("swarm", __name__, url_prefix="/api/swarm")
 
 @bp.get("/projects")
 async def list_projects():
-    """Projects by title; archived ones only with includeArchived=true."""
-    require_identity()
-    return {"projects": await coord().store.read(swarm.list_projects, query_bool("includeArchived"))}
+    """Projects the caller may see, by title; archived ones only with includeArchived=true."""
+    principal = require_identity()
+    return {"projects": await coord().store.read(projects.list_projects, principal, query_bool("includeArchived"))}
 
 
 @bp.post("/projects")
 async def create_project():
-    """Create a project (title and color required; leads default to the caller)."""
+    """Create a project (title and color required; leads default to the caller; taggedUsers restricts it)."""
     principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(swarm.create_project, principal.identity, body, c.env_identities)
+    return await c.store.write(projects.create_project, principal, body, c.env_identities)
 
 
 @bp.patch("/projects/<id>")
@@ -36,43 +36,38 @@ async def update_project(id: str):  # noqa: A002 (the path parameter is named as
     principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(swarm.update_project, principal.identity, principal.is_admin, id, body,
-                               c.env_identities)
+    return await c.store.write(projects.update_project, principal, id, body, c.env_identities)
 
 
 @bp.post("/projects/<id>/archive")
 async def archive_project(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Archive a project (sets archivedAt; no hard delete)."""
-    require_identity()
-    return await coord().store.write(swarm.archive_project, id)
+    principal = require_identity()
+    return await coord().store.write(projects.archive_project, principal, id)
 
 
 # --- tasks -----------------------------------------------------------------------------------
 
-def _status_filter() -> list[str] | None:
-    raw = request.args.get("statuses")
-    if raw is None or not raw.strip():
-        return None
-    return [swarm.valid_status(s.strip()) for s in raw.split(",") if s.strip()]
-
-
 @bp.get("/tasks")
 async def list_tasks():
-    """Tasks filtered by statuses, assignee and project, in board order."""
-    require_identity()
-    statuses = _status_filter()
-    tasks = await coord().store.read(swarm.list_tasks, statuses, request.args.get("assignee") or None,
+    """Tasks filtered by statuses (or its alias status), assignee (me = the caller) and project."""
+    principal = require_identity()
+    statuses = swarm.status_filter(request.args.get("statuses"), request.args.get("status"))
+    assignee = request.args.get("assignee") or None
+    if assignee == "me":
+        assignee = principal.identity
+    tasks = await coord().store.read(swarm.list_tasks, principal, statuses, assignee,
                                      request.args.get("projectId") or None, query_bool("includeCompleted"))
     return {"tasks": tasks}
 
 
 @bp.post("/tasks")
 async def create_task():
-    """Create a task (status defaults to ready); announced to everyone."""
+    """Create a task (status defaults to ready); announced to those who can see its project."""
     principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(swarm.create_task, principal.identity, body, c.env_identities)
+    return await c.store.write(swarm.create_task, principal, body, c.env_identities)
 
 
 @bp.patch("/tasks/<id>")
@@ -81,7 +76,7 @@ async def update_task(id: str):  # noqa: A002 (the path parameter is named as in
     principal = require_identity()
     body = await json_object()
     c = coord()
-    return await c.store.write(swarm.update_task, principal.identity, principal.is_admin, id, body, c.env_identities)
+    return await c.store.write(swarm.update_task, principal, id, body, c.env_identities)
 
 
 @bp.patch("/tasks/<id>/status")
@@ -100,14 +95,14 @@ async def move_task(id: str):  # noqa: A002 (the path parameter is named as in t
     assignee = body.get("assigneeUserId")
     if assignee is not None:
         assignee = await c.store.read(swarm.known_identity, assignee, "assigneeUserId", c.env_identities)
-    return await c.store.write(swarm.move_task, principal.identity, principal.is_admin, id, status, reason, assignee)
+    return await c.store.write(swarm.move_task, principal, id, status, reason, assignee)
 
 
 @bp.get("/tasks/<id>/events")
 async def task_events(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """A task's history, newest first."""
-    require_identity()
-    return {"events": await coord().store.read(swarm.list_task_events, id, query_limit())}
+    principal = require_identity()
+    return {"events": await coord().store.read(swarm.list_task_events, principal, id, query_limit())}
 
 
 # --- notebook-page links ---------------------------------------------------------------------

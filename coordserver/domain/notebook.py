@@ -16,9 +16,10 @@ from .. import db
 from ..principal import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
-from ..models import NotebookPage, NotebookRelay, Token, User
+from ..models import NotebookPage, NotebookRelay
 from ..timeutil import iso, to_db
 from .identities import valid_identity
+from . import visibility
 from .visibility import can_see, is_owner
 
 TEXT_NAME = "content"
@@ -123,18 +124,8 @@ def room_meta(page: NotebookPage) -> dict:
 
 # --- audience of page events -----------------------------------------------------------------
 
-def admin_identities(env_admins: frozenset[str]) -> set[str]:
-    """Admins see every page: environment admins, admin users and holders of live admin tokens."""
-    users = {u.id for u in User.select(User.id).where(User.is_admin == True)}  # noqa: E712
-    tokens = {t.identity for t in Token.select(Token.identity)
-              .where((Token.is_admin == True) & Token.revoked_at.is_null())}  # noqa: E712
-    return users | tokens | set(env_admins)
-
-
 def audience(page: NotebookPage, env_admins: frozenset[str]) -> list[str] | None:
-    if not page.tagged_users:
-        return None
-    return sorted(set(page.tagged_users) | {page.created_by} | admin_identities(env_admins))
+    return visibility.audience(page.created_by, page.tagged_users, env_admins)
 
 
 def _emit(page: NotebookPage, actor: str, change: str, env_admins: frozenset[str]) -> None:

@@ -139,14 +139,14 @@ def list_templates(include_disabled: bool) -> list[dict]:
     return [template_json(t) for t in query.order_by(RecurringTemplate.title, RecurringTemplate.created_at)]
 
 
-def _template_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
+def _template_columns(body: dict, env_identities: frozenset[str], caller: str) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     if "title" in body:
         columns["title"] = swarm.required_title(body["title"])
     if "detail" in body:
         columns["detail"] = swarm.optional_text(body["detail"], "detail", swarm.TEXT_MAX)
     if "projectId" in body:
-        columns["project_id"] = swarm.existing_project_id(body["projectId"])
+        columns["project_id"] = swarm.existing_project_id(body["projectId"], caller)
     if "assigneeUserId" in body:
         value = body["assigneeUserId"]
         columns["assignee_user_id"] = (None if value is None
@@ -203,7 +203,7 @@ def create_template(caller: str, body: dict, env_identities: frozenset[str]) -> 
     if not isinstance(title, str) or not title.strip() or not isinstance(cron_expr, str) or not cron_expr.strip():
         raise Invalid("title and cronExpr are required")
     columns = {"timezone": swarm.DEFAULT_TIMEZONE, "initial_status": "ready", "enabled": True}
-    columns.update(_template_columns(body, env_identities))
+    columns.update(_template_columns(body, env_identities, caller))
     upcoming = _schedule_from(columns["cron_expr"], columns["timezone"])
     now = to_db(db.now())
     template = RecurringTemplate.create(creator_user_id=caller, next_run_at=to_db(upcoming), created_at=now,
@@ -211,9 +211,9 @@ def create_template(caller: str, body: dict, env_identities: frozenset[str]) -> 
     return template_json(template)
 
 
-def update_template(template_id: str, body: dict, env_identities: frozenset[str]) -> dict:
+def update_template(template_id: str, body: dict, env_identities: frozenset[str], caller: str) -> dict:
     template = _template(template_id)
-    columns = _template_columns(body, env_identities)
+    columns = _template_columns(body, env_identities, caller)
     if not columns:
         return template_json(template)
     schedule_changed = any(columns.get(k, getattr(template, k)) != getattr(template, k)

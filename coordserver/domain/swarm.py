@@ -1,4 +1,5 @@
-"""Swarm: projects, tasks, the task status state machine, task history and notebook-page links.
+"""Swarm tasks: fields, the status moves (state table in task_rules.py), history and notebook-page links.
+Projects are in projects.py; who may see a project's tasks is project_access.py.
 
 Plain functions run inside Store units of work. Every write of one request happens in one unit, and
 status moves are conditional UPDATEs on the status (and assignee) the move was decided on, so two
@@ -17,27 +18,14 @@ import peewee as pw
 from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
-from ..models import NotebookPage, Project, Task, TaskEvent, TaskPageLink
+from ..auth import Principal
+from ..models import NotebookPage, Task, TaskEvent, TaskPageLink
 from ..timeutil import iso, parse_iso, to_db
+from . import project_access
 from .identities import is_known, valid_identity
-from .task_rules import require_lead_change, require_reassign
+from .task_rules import FINISHED, LIST_RANK, REASSIGNING_MOVES, STATUSES, TRANSITIONS, WAKEABLE, allowed_from, \
+    require_reassign
 from .visibility import can_see
-
-# Canonical order (used for `allowed` lists) and the order tasks are listed in.
-STATUSES = ("queued", "ready", "in_progress", "holding", "review", "complete")
-LIST_RANK = ("in_progress", "review", "ready", "queued", "holding", "complete")
-WAKEABLE = frozenset({"ready", "in_progress", "review"})
-
-TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "queued": ("ready", "holding"),
-    "ready": ("in_progress", "holding"),
-    "in_progress": ("holding", "review"),
-    "holding": ("ready", "in_progress"),
-    "review": ("in_progress", "holding", "complete"),
-    "complete": ("ready",),
-}
-# Moves whose body may carry assigneeUserId to hand the task over (typically to the reviewer).
-REASSIGNING_MOVES = frozenset({("in_progress", "review"), ("review", "in_progress")})
 
 DEFAULT_TIMEZONE = "America/Chicago"
 COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -50,6 +38,14 @@ def valid_status(value: object, field: str = "status") -> str:
     if not isinstance(value, str) or value not in STATUSES:
         raise Invalid(f"Unknown {field}: {value}", allowed=list(STATUSES))
     return value
+
+
+def status_filter(statuses: str | None, status: str | None) -> list[str] | None:
+    """`statuses=a,b` for the task list, or its alias `status=a,b` (statuses wins when both are given)."""
+    raw = statuses if statuses is not None and statuses.strip() else status
+    if raw is None or not raw.strip():
+        return None
+    return [valid_status(s.strip()) for s in raw.split(",") if s.strip()]
 
 
 def valid_timezone(value: object, field: str) -> str:
@@ -89,109 +85,22 @@ def required_title(value: object) -> str:
     return value.strip()
 
 
-def existing_project_id(value: object) -> str | None:
+def existing_project_id(value: object, identity: str) -> str | None:
+    """For recurring templates: 400 when the project is absent or `identity` may not see it."""
     if value is None:
         return None
-    if not isinstance(value, str) or not Project.select().where(Project.id == value).exists():
+    if not isinstance(value, str) or not project_access.sees_project(identity, value):
         raise Invalid(f"Unknown projectId: {value}")
     return value
 
 
-# --- projects --------------------------------------------------------------------------------
-
-def project_json(p: Project) -> dict:
-    return {"id": p.id, "title": p.title, "description": p.description, "websiteUrl": p.website_url,
-            "onedevUrl": p.onedev_url, "githubUrl": p.github_url, "dokployDeployUrl": p.dokploy_deploy_url,
-            "color": p.color, "projectLeadUserId": p.project_lead_user_id,
-            "developerLeadUserId": p.developer_lead_user_id, "workHoursStart": p.work_hours_start,
-            "workHoursEnd": p.work_hours_end, "workHoursTimezone": p.work_hours_timezone,
-            "blockingMode": p.blocking_mode, "archivedAt": iso(p.archived_at), "createdAt": iso(p.created_at),
-            "updatedAt": iso(p.updated_at)}
-
-
-_PROJECT_TEXT = {"description": ("description", TEXT_MAX), "websiteUrl": ("website_url", URL_MAX),
-                 "onedevUrl": ("onedev_url", URL_MAX), "githubUrl": ("github_url", URL_MAX),
-                 "dokployDeployUrl": ("dokploy_deploy_url", URL_MAX)}
-_PROJECT_LEADS = {"projectLeadUserId": "project_lead_user_id", "developerLeadUserId": "developer_lead_user_id"}
-
-
-def _project_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
-    """The columns a create or PATCH body sets, validated. Only keys present in the body appear."""
-    columns: dict[str, Any] = {}
-    if "title" in body:
-        columns["title"] = required_title(body["title"])
-    if "color" in body:
-        color = body["color"]
-        if not isinstance(color, str) or not COLOR_RE.match(color):
-            raise Invalid("color must look like #rrggbb")
-        columns["color"] = color.lower()
-    for key, (column, max_len) in _PROJECT_TEXT.items():
-        if key in body:
-            columns[column] = optional_text(body[key], key, max_len)
-    for key, column in _PROJECT_LEADS.items():
-        if key in body:
-            columns[column] = None if body[key] is None else known_identity(body[key], key, env_identities)
-    for key, column in (("workHoursStart", "work_hours_start"), ("workHoursEnd", "work_hours_end")):
-        if key in body:
-            hour = body[key]
-            if hour is not None and (isinstance(hour, bool) or not isinstance(hour, int) or not 0 <= hour <= 23):
-                raise Invalid(f"{key} must be an hour from 0 to 23 (or null)")
-            columns[column] = hour
-    if "workHoursTimezone" in body:
-        value = body["workHoursTimezone"]
-        columns["work_hours_timezone"] = (DEFAULT_TIMEZONE if value is None
-                                          else valid_timezone(value, "workHoursTimezone"))
-    if "blockingMode" in body:
-        if not isinstance(body["blockingMode"], bool):
-            raise Invalid("blockingMode must be true or false")
-        columns["blocking_mode"] = body["blockingMode"]
-    return columns
-
-
-def list_projects(include_archived: bool) -> list[dict]:
-    query = Project.select()
-    if not include_archived:
-        query = query.where(Project.archived_at.is_null())
-    return [project_json(p) for p in query.order_by(Project.title, Project.created_at, Project.id)]
-
-
-def create_project(caller: str, body: dict, env_identities: frozenset[str]) -> dict:
-    title, color = body.get("title"), body.get("color")
-    if not isinstance(title, str) or not title.strip() or not isinstance(color, str) or not color:
-        raise Invalid("title and color are required")
-    columns = {"project_lead_user_id": caller, "developer_lead_user_id": caller,
-               "work_hours_timezone": DEFAULT_TIMEZONE}
-    columns.update(_project_columns(body, env_identities))
-    now = to_db(db.now())
-    project = Project.create(created_at=now, updated_at=now, **columns)
-    return project_json(project)
-
-
-def _project(project_id: str, lock: bool = False) -> Project:
-    query = Project.select().where(Project.id == project_id)
-    project = (db.locked(query) if lock else query).first()
-    if project is None:
-        raise NotFound("Project not found")
-    return project
-
-
-def update_project(caller: str, is_admin: bool, project_id: str, body: dict, env_identities: frozenset[str]) -> dict:
-    project = _project(project_id, lock=True)
-    columns = _project_columns(body, env_identities)
-    if any(column in columns and columns[column] != getattr(project, column) for column in _PROJECT_LEADS.values()):
-        require_lead_change(project, caller, is_admin)
-    if columns:
-        columns["updated_at"] = to_db(db.now())
-        Project.update(**columns).where(Project.id == project_id).execute()
-    return project_json(_project(project_id))
-
-
-def archive_project(project_id: str) -> dict:
-    _project(project_id)
-    now = to_db(db.now())
-    Project.update(archived_at=now, updated_at=now).where(
-        (Project.id == project_id) & Project.archived_at.is_null()).execute()
-    return project_json(_project(project_id))
+def visible_project_id(value: object, viewer: Principal) -> str | None:
+    """A projectId the caller may put a task in: 404 `Project not found` when absent or invisible."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Invalid("projectId must be a string")
+    return project_access.visible_project(value, viewer.identity, viewer.is_admin).id
 
 
 # --- tasks: reading --------------------------------------------------------------------------
@@ -207,21 +116,28 @@ def task_json(t: Task) -> dict:
             "updatedAt": iso(t.updated_at), "completedAt": iso(t.completed_at)}
 
 
-def _task(task_id: str, lock: bool = False) -> Task:
+def _task(task_id: str, viewer: Principal | None, lock: bool = False) -> Task:
+    """The task, 404 when absent or (with a viewer) in a project the viewer may not see."""
     query = Task.select().where(Task.id == task_id)
+    if viewer is not None:
+        query = query.where(project_access.task_visible(viewer.identity, viewer.is_admin))
     task = (db.locked(query) if lock else query).first()
     if task is None:
         raise NotFound("Task not found")
     return task
 
 
-def list_tasks(statuses: list[str] | None, assignee: str | None, project_id: str | None,
+def visible_task(task_id: str, viewer: Principal) -> Task:
+    return _task(task_id, viewer)
+
+
+def list_tasks(viewer: Principal, statuses: list[str] | None, assignee: str | None, project_id: str | None,
                include_completed: bool) -> list[dict]:
-    query = Task.select()
+    query = Task.select().where(project_access.task_visible(viewer.identity, viewer.is_admin))
     if statuses:
         query = query.where(Task.status.in_(statuses))
     elif not include_completed:
-        query = query.where(Task.status != "complete")
+        query = query.where(Task.status.not_in(FINISHED))
     if assignee:
         query = query.where(Task.assignee_user_id == assignee)
     if project_id:
@@ -248,8 +164,8 @@ def task_event_json(e: TaskEvent) -> dict:
             "beforeState": e.before_state, "afterState": e.after_state, "createdAt": iso(e.created_at)}
 
 
-def list_task_events(task_id: str, limit: int) -> list[dict]:
-    _task(task_id)
+def list_task_events(viewer: Principal, task_id: str, limit: int) -> list[dict]:
+    _task(task_id, viewer)
     query = (TaskEvent.select().where(TaskEvent.task_id == task_id)
              .order_by(TaskEvent.seq.desc(), TaskEvent.created_at.desc()).limit(limit))
     return [task_event_json(e) for e in query]
@@ -260,7 +176,7 @@ def _announce(task: Task, kind: str, actor: str, previous_status: str | None = N
     if previous_status is not None:
         data["previousStatus"] = previous_status
     data["actor"] = actor
-    log.append(kind, data, to=None)
+    log.append(kind, data, to=project_access.audience(task.project_id))
 
 
 def _pulse_if_wakeable(task: Task) -> None:
@@ -270,21 +186,22 @@ def _pulse_if_wakeable(task: Task) -> None:
 
 # --- tasks: create and field PATCH -----------------------------------------------------------
 
-def _other_task_id(value: object, field: str) -> str | None:
+def _other_task_id(value: object, field: str, viewer: Principal) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not Task.select().where(Task.id == value).exists():
+    if not isinstance(value, str) or not Task.select().where(
+            (Task.id == value) & project_access.task_visible(viewer.identity, viewer.is_admin)).exists():
         raise Invalid(f"Unknown task for {field}: {value}")
     return value
 
 
-def _task_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
+def _task_columns(viewer: Principal, body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
     """Validated columns for the writable Task fields present in the body (status excluded)."""
     columns: dict[str, Any] = {}
     if "title" in body:
         columns["title"] = required_title(body["title"])
     if "projectId" in body:
-        columns["project_id"] = existing_project_id(body["projectId"])
+        columns["project_id"] = visible_project_id(body["projectId"], viewer)
     for key, column in (("detail", "detail"), ("followUp", "follow_up")):
         if key in body:
             columns[column] = optional_text(body[key], key, TEXT_MAX)
@@ -296,7 +213,7 @@ def _task_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
             columns[column] = None if body[key] is None else known_identity(body[key], key, env_identities)
     for key, column in (("mustBeDoneAfterTaskId", "must_be_done_after_task_id"), ("nextTaskId", "next_task_id")):
         if key in body:
-            columns[column] = _other_task_id(body[key], key)
+            columns[column] = _other_task_id(body[key], key, viewer)
     if "onOrAfterAt" in body:
         columns["on_or_after_at"] = to_db(_timestamp(body["onOrAfterAt"], "onOrAfterAt"))
     if "sortKey" in body:
@@ -327,7 +244,7 @@ def insert_task(actor: str, columns: dict[str, Any]) -> Task:
     """Insert a task with its `created` history entry, log `swarm_task_created` and pulse the assignee."""
     now = to_db(db.now())
     columns.setdefault("status", "ready")
-    if columns["status"] == "complete":
+    if columns["status"] in FINISHED:
         columns.setdefault("completed_at", now)
     task = Task.create(creator_user_id=actor, created_at=now, updated_at=now, **columns)
     record_event(task.id, actor, "created", None,
@@ -337,13 +254,14 @@ def insert_task(actor: str, columns: dict[str, Any]) -> Task:
     return task
 
 
-def create_task(caller: str, body: dict, env_identities: frozenset[str]) -> dict:
+def create_task(viewer: Principal, body: dict, env_identities: frozenset[str]) -> dict:
     if not isinstance(body.get("title"), str) or not body["title"].strip():
         raise Invalid("title is required")
-    columns = _task_columns(body, env_identities)
+    columns = _task_columns(viewer, body, env_identities)
     if body.get("status") is not None:
         columns["status"] = valid_status(body["status"])
-    return task_json(insert_task(caller, columns))
+    project_access.require_assignable(columns.get("assignee_user_id"), columns.get("project_id"))
+    return task_json(insert_task(viewer.identity, columns))
 
 
 _EVENT_FIELDS = {"title": "title", "project_id": "projectId", "detail": "detail", "follow_up": "followUp",
@@ -352,12 +270,16 @@ _EVENT_FIELDS = {"title": "title", "project_id": "projectId", "detail": "detail"
                  "on_or_after_at": "onOrAfterAt", "sort_key": "sortKey", "linked_notebook_pages": "linkedNotebookPages"}
 
 
-def update_task(caller: str, is_admin: bool, task_id: str, body: dict, env_identities: frozenset[str]) -> dict:
-    task = _task(task_id, lock=True)  # the holder the rule is checked against stays the holder until commit
-    columns = _task_columns(body, env_identities)
+def update_task(viewer: Principal, task_id: str, body: dict, env_identities: frozenset[str]) -> dict:
+    caller, is_admin = viewer.identity, viewer.is_admin
+    task = _task(task_id, viewer, lock=True)  # the holder the rule is checked against stays the holder until commit
+    columns = _task_columns(viewer, body, env_identities)
     changed = {c: v for c, v in columns.items() if getattr(task, c) != v}
     if not changed:
         return task_json(task)
+    if "assignee_user_id" in changed or "project_id" in changed:
+        project_access.require_assignable(columns.get("assignee_user_id", task.assignee_user_id),
+                                          columns.get("project_id", task.project_id))
     if "assignee_user_id" in changed:
         require_reassign(task, caller, is_admin)
     if "project_id" in changed:  # a project's leads may reassign, so moving the task is the same decision
@@ -372,7 +294,7 @@ def update_task(caller: str, is_admin: bool, task_id: str, body: dict, env_ident
         record_event(task_id, caller, "updated",
                      {_EVENT_FIELDS[c]: _event_value(getattr(task, c)) for c in others},
                      {_EVENT_FIELDS[c]: _event_value(v) for c, v in others.items()})
-    task = _task(task_id)
+    task = _task(task_id, None)
     _announce(task, "swarm_task_updated", caller)
     if "assignee_user_id" in changed:
         _pulse_if_wakeable(task)
@@ -385,17 +307,18 @@ def _event_value(value: Any) -> Any:
 
 # --- tasks: status moves (the state table, API.md §6) -----------------------------------------
 
-def move_task(caller: str, is_admin: bool, task_id: str, new_status: str, reason: str | None,
+def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | None,
               new_assignee: str | None) -> dict:
-    task = _task(task_id)
+    caller, is_admin = viewer.identity, viewer.is_admin
+    task = _task(task_id, viewer)
     old_status, old_assignee = task.status, task.assignee_user_id
     if new_status == old_status:
         if new_status == "in_progress" and old_assignee and old_assignee != caller:
             # A claim that lost the race (or came late) must not look like success.
-            raise Conflict(f"Task is already in progress under {old_assignee}", allowed=_allowed(old_status))
+            raise Conflict(f"Task is already in progress under {old_assignee}", allowed=allowed_from(old_status))
         return task_json(task)
     if new_status not in TRANSITIONS[old_status]:
-        raise Conflict(f"Cannot move task from {old_status} to {new_status}", allowed=_allowed(old_status))
+        raise Conflict(f"Cannot move task from {old_status} to {new_status}", allowed=allowed_from(old_status))
     if new_status == "holding" and not (isinstance(reason, str) and reason.strip()):
         raise Invalid("reason is required to put a task on hold")
 
@@ -408,13 +331,14 @@ def move_task(caller: str, is_admin: bool, task_id: str, new_status: str, reason
             raise Forbidden(f"Task is assigned to {old_assignee}; only {old_assignee} can start it")
     elif (old_status, new_status) in REASSIGNING_MOVES and new_assignee not in (None, old_assignee):
         require_reassign(task, caller, is_admin)
+        project_access.require_assignable(new_assignee, task.project_id)
         assignee = new_assignee
 
     now = to_db(db.now())
     columns: dict[str, Any] = {"status": new_status, "assignee_user_id": assignee, "updated_at": now}
-    if new_status == "complete":
+    if new_status in FINISHED:
         columns["completed_at"] = now
-    elif old_status == "complete":
+    elif old_status in FINISHED:
         columns["completed_at"] = None
     applied = (Task.update(**columns)
                .where((Task.id == task_id) & (Task.status == old_status) & _assignee_is(old_assignee))
@@ -429,7 +353,7 @@ def move_task(caller: str, is_admin: bool, task_id: str, new_status: str, reason
     if assignee != old_assignee:
         before["assigneeUserId"], after["assigneeUserId"] = old_assignee, assignee
     record_event(task_id, caller, "status_changed", before, after)
-    task = _task(task_id)
+    task = _task(task_id, None)
     _announce(task, "swarm_task_updated", caller, previous_status=old_status)
     _pulse_if_wakeable(task)
     return task_json(task)
@@ -439,16 +363,12 @@ def _assignee_is(identity: str | None):
     return Task.assignee_user_id.is_null() if identity is None else Task.assignee_user_id == identity
 
 
-def _allowed(status: str) -> list[str]:
-    return [s for s in STATUSES if s in TRANSITIONS[status]]
-
-
 def _lost_race(task_id: str, claiming: bool) -> Conflict:
-    now = _task(task_id)
+    now = _task(task_id, None)
     if claiming and now.assignee_user_id:
-        return Conflict(f"Task was claimed by {now.assignee_user_id} first", allowed=_allowed(now.status))
+        return Conflict(f"Task was claimed by {now.assignee_user_id} first", allowed=allowed_from(now.status))
     return Conflict(f"Task changed while moving it (now {now.status}); reload and retry",
-                    allowed=_allowed(now.status))
+                    allowed=allowed_from(now.status))
 
 
 # --- notebook-page links ---------------------------------------------------------------------
@@ -463,21 +383,21 @@ def _visible_page(page_id: object, identity: str, is_admin: bool) -> NotebookPag
 
 
 def link_page(task_id: str, page_id: object, identity: str, is_admin: bool) -> None:
-    _task(task_id)
+    _task(task_id, Principal(identity, is_admin))
     page = _visible_page(page_id, identity, is_admin)
     (TaskPageLink.insert(task_id=task_id, notebook_page_id=page.id, created_at=to_db(db.now()))
      .on_conflict_ignore().execute())
 
 
 def unlink_page(task_id: str, page_id: object, identity: str, is_admin: bool) -> None:
-    _task(task_id)
+    _task(task_id, Principal(identity, is_admin))
     page = _visible_page(page_id, identity, is_admin)
     TaskPageLink.delete().where((TaskPageLink.task_id == task_id)
                                 & (TaskPageLink.notebook_page_id == page.id)).execute()
 
 
 def linked_pages(task_id: str, identity: str, is_admin: bool) -> list[dict]:
-    _task(task_id)
+    _task(task_id, Principal(identity, is_admin))
     rows = (TaskPageLink.select(TaskPageLink, NotebookPage)
             .join(NotebookPage, on=(TaskPageLink.notebook_page_id == NotebookPage.id), attr="page")
             .where(TaskPageLink.task_id == task_id)

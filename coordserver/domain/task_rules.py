@@ -1,4 +1,10 @@
-"""Who may take a task out of its holder's hands (Hardening #6).
+"""The task status table (API.md §6 and §18) and who may take a task out of its holder's hands.
+
+Statuses and transitions: `closed` (won't do) is reachable from every open status and reopens to
+`ready`; `complete` and `closed` are the finished statuses (completedAt set, left out of default lists
+and never in wake).
+
+Reassigning (Hardening #6):
 
 A task someone holds (its assignee) may be handed to another identity only by its creator, the holder,
 a lead of its project or an admin. The rule covers every status, not only `in_progress` and `review`:
@@ -12,6 +18,28 @@ from __future__ import annotations
 
 from ..errors import Forbidden
 from ..models import Project, Task
+
+# Canonical order (used for `allowed` lists) and the order tasks are listed in.
+STATUSES = ("queued", "ready", "in_progress", "holding", "review", "complete", "closed")
+LIST_RANK = ("in_progress", "review", "ready", "queued", "holding", "complete", "closed")
+WAKEABLE = frozenset({"ready", "in_progress", "review"})
+FINISHED = ("complete", "closed")  # completedAt set; excluded from default lists
+
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "queued": ("ready", "holding", "closed"),
+    "ready": ("in_progress", "holding", "closed"),
+    "in_progress": ("holding", "review", "closed"),
+    "holding": ("ready", "in_progress", "closed"),
+    "review": ("in_progress", "holding", "complete", "closed"),
+    "complete": ("ready",),
+    "closed": ("ready",),
+}
+# Moves whose body may carry assigneeUserId to hand the task over (typically to the reviewer).
+REASSIGNING_MOVES = frozenset({("in_progress", "review"), ("review", "in_progress")})
+
+
+def allowed_from(status: str) -> list[str]:
+    return [s for s in STATUSES if s in TRANSITIONS[status]]
 
 
 def project_leads(project_id: str | None) -> set[str]:
