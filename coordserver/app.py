@@ -12,6 +12,7 @@ from .api.common import OtherThan
 from .auth import TokenResolver, request_token
 from .context import Coord
 from .db import Store
+from .domain import users
 from .errors import ApiError
 from .events.bus import make_bus
 from .gate import Gate, client_address
@@ -42,12 +43,12 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _blueprints():
-    from .api import (auth, buzz, chat, directory, doctor, messages, meta, notebook, presence, recurring, skills,
-                      stream, swarm, wake)
+    from .api import (admin, auth, buzz, chat, directory, doctor, messages, meta, notebook, presence, recurring,
+                      skills, stream, swarm, wake, workflows)
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
-            buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, recurring.bp, stream.bp,
-            presence.bp]
+            buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
+            stream.bp, presence.bp, admin.bp]
 
 
 def _services(coord: Coord) -> list:
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         coord.shutting_down = asyncio.Event()
         await asyncio.to_thread(store.open)
         store.on_commit = _publisher(coord)
+        await store.write(users.ensure_admin_rows, settings.admin_rows())
         await coord.bus.start()
         for service in _services(coord):
             await service.start()

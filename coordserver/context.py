@@ -37,6 +37,10 @@ class Coord:
     def env_identities(self) -> frozenset[str]:
         return frozenset(t.identity for t in self.settings.env_tokens.values())
 
+    @cached_property
+    def env_admins(self) -> frozenset[str]:
+        return frozenset(t.identity for t in self.settings.env_tokens.values() if t.is_admin)
+
     def now(self):
         return self.clock.now()
 

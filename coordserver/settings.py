@@ -78,7 +78,22 @@ def parse_env_tokens(env: dict[str, str]) -> dict[str, EnvToken]:
 
     for key in ("SERVICE_ADMIN_TOKEN", "MAILBOX_ADMIN_TOKEN"):
         add(env.get(key), "admin", True, key)
+    superuser = parse_superuser(env)
+    if superuser:
+        add(env.get("SUPERUSER_TOKEN"), superuser[0], True, "SUPERUSER_TOKEN")
     return tokens
+
+
+def parse_superuser(env: dict[str, str]) -> tuple[str, str] | None:
+    """SUPERUSER_TOKEN + SUPERUSER_NAME (lowercased, default `admin`) + SUPERUSER_DISPLAY_NAME (default:
+    the name title-cased): (identity, display name) of the v1.1 environment superuser, or None."""
+    if not (env.get("SUPERUSER_TOKEN") or "").strip():
+        return None
+    name = (env.get("SUPERUSER_NAME") or "admin").strip().lower()
+    if not IDENTITY_RE.match(name) or len(name) > 50:
+        raise ValueError(f"SUPERUSER_NAME must be an identity matching {IDENTITY_RE.pattern}, not {name!r}")
+    display = (env.get("SUPERUSER_DISPLAY_NAME") or "").strip()[:100] or name.title()
+    return name, display
 
 
 def _login_name() -> str:
@@ -115,6 +130,7 @@ class Settings:
     database_url: str = field(default_factory=default_database_url)
     base_url: str = "http://127.0.0.1:8420"
     env_tokens: dict[str, EnvToken] = field(default_factory=dict)
+    superuser: tuple[str, str] | None = None  # (identity, display name) from SUPERUSER_*
     webhook_overrides: dict[str, tuple[str, str]] = field(default_factory=dict)
     webhook_allowed_hosts: frozenset[str] = frozenset()
     rate_limits: bool = True
@@ -134,6 +150,13 @@ class Settings:
     # old is dropped, so the viewers of a process that died without saying goodbye disappear.
     notebook_viewers_refresh_seconds: float = 20.0
 
+    def admin_rows(self) -> dict[str, str | None]:
+        """Identities that get an admin users row at start, with the display name to give them (or None)."""
+        rows: dict[str, str | None] = {t.identity: None for t in self.env_tokens.values() if t.is_admin}
+        if self.superuser:
+            rows[self.superuser[0]] = self.superuser[1]
+        return rows
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
         env = dict(os.environ if env is None else env)
@@ -141,6 +164,7 @@ class Settings:
             database_url=env.get("COORD_DATABASE_URL") or default_database_url(),
             base_url=(env.get("COORD_BASE_URL") or "http://127.0.0.1:8420").rstrip("/"),
             env_tokens=parse_env_tokens(env),
+            superuser=parse_superuser(env),
             webhook_overrides=parse_webhook_overrides(env),
             webhook_allowed_hosts=frozenset(
                 h.strip().lower() for h in env.get("SERVICE_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()

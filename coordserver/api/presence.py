@@ -13,13 +13,12 @@ bp = Blueprint("presence", __name__, url_prefix="/api")
 
 @bp.get("/presence")
 async def presence():
-    require_identity()
+    principal = require_identity()
     c = coord()
     tracker = c.services["presence"]
-    known, unread, tasks = await c.store.read(presence_counts, c.env_identities)
-    identities = known | set(tracker.seen) | set(unread)
+    can_act, unread, tasks = await c.store.read(presence_counts, c.env_identities, principal)
     result = {}
-    for identity in sorted(identities):
+    for identity in sorted(can_act):
         seen = tracker.last_seen(identity)
         result[identity] = {"online": tracker.is_online(identity),
                             "lastSeen": iso(seen[0]) if seen else None,

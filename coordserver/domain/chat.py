@@ -164,8 +164,12 @@ def post(identity: str, channel_id: str, body: str) -> dict:
     _membership(channel_id, identity)
     message = ChatMessage.create(channel=channel_id, sender=identity, body=body, created_at=to_db(db.now()))
     ChatChannel.update(last_message_id=message.id).where(ChatChannel.id == channel_id).execute()
+    members = members_of(channel_id)
     log.append("chat_message", {"type": "chat_message", "channelId": channel_id, "message": _event_message(message)},
-               to=members_of(channel_id))
+               to=members)
+    for member in members:  # the message enters the others' wake (chat source)
+        if member != identity:
+            db.after_commit("wake", {"identity": member})
     return message_json(message)
 
 

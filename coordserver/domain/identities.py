@@ -33,17 +33,28 @@ def valid_identity(value: object) -> str:
 # --- known identities ------------------------------------------------------------------------
 
 def known_identities(env_identities: frozenset[str]) -> set[str]:
+    archived = {u.id for u in User.select(User.id).where(User.archived_at.is_null(False))}
     users = {u.id for u in User.select(User.id)}
     tokens = {t.identity for t in Token.select(Token.identity).distinct()}
-    return users | tokens | set(env_identities)
+    return (users | tokens | set(env_identities)) - archived
 
 
 def is_known(identity: str, env_identities: frozenset[str]) -> bool:
-    if identity in env_identities:
-        return True
-    if User.select().where(User.id == identity).exists():
-        return True
-    return Token.select().where(Token.identity == identity).exists()
+    """May receive mail, chat and tasks: a user, environment or token identity, and not archived."""
+    row = db.sql_rows('SELECT archived_at FROM "user" WHERE id = ?', (identity,))
+    if row:
+        return row[0][0] is None
+    return identity in env_identities or Token.select().where(Token.identity == identity).exists()
+
+
+def actors(env_identities: frozenset[str]) -> set[str]:
+    """Identities that can act (API.md §18): unarchived users holding an unrevoked, unexpired token,
+    plus environment identities (unless archived). Presence and /api/users list these alone."""
+    live = (Token.select(Token.identity).join(User, on=(User.id == Token.identity))
+            .where(Token.revoked_at.is_null() & (Token.expires_at.is_null() | (Token.expires_at > to_db(db.now())))
+                   & User.archived_at.is_null()).distinct())
+    archived = {u.id for u in User.select(User.id).where(User.archived_at.is_null(False))}
+    return {t.identity for t in live} | (set(env_identities) - archived)
 
 
 def ensure_user(identity: str, display_name: str | None = None, is_admin: bool = False,
@@ -68,11 +79,12 @@ UNLISTED = "admin"
 
 
 def list_users(env_identities: frozenset[str]) -> list[dict]:
-    users = list(User.select().where(User.archived_at.is_null() & (User.id != UNLISTED))
-                 .order_by(User.display_name, User.id))
+    can_act = actors(env_identities) - {UNLISTED}
+    users = [u for u in User.select().where(User.archived_at.is_null() & (User.id != UNLISTED))
+             .order_by(User.display_name, User.id) if u.id in can_act]
     listed = {u.id for u in User.select(User.id)}
     rows = [user_json(u) for u in users]
-    for identity in sorted(env_identities - listed - {UNLISTED}):
+    for identity in sorted(can_act - listed):
         rows.append({"id": identity, "displayName": identity, "isAdmin": False, "isAgent": False,
                      "avatarUrl": None, "createdAt": None, "updatedAt": None, "lastSeenAt": None,
                      "archivedAt": None})

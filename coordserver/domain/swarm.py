@@ -179,6 +179,11 @@ def _announce(task: Task, kind: str, actor: str, previous_status: str | None = N
     log.append(kind, data, to=project_access.audience(task.project_id))
 
 
+def announce_change(task: Task, actor: str) -> None:
+    """A change beside the task's own fields (a workflow attached or detached): swarm_task_updated."""
+    _announce(task, "swarm_task_updated", actor)
+
+
 def _pulse_if_wakeable(task: Task) -> None:
     if task.assignee_user_id and task.status in WAKEABLE:
         db.after_commit("wake", {"identity": task.assignee_user_id})

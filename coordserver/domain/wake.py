@@ -16,6 +16,8 @@ import peewee as pw
 from .. import db
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
+from .project_access import project_visible
+from .wake_chat import chat_items
 
 MAX_ITEMS_PER_SOURCE = 50
 WAKEABLE_STATUSES = ("ready", "in_progress", "review")
@@ -35,8 +37,9 @@ _ACTIONS = {
     "buzz": ("buzz", "Alerts: open a task for each. Notifications: just read.", "/api/skill/buzz"),
     "backup": ("backup", "An agent you back up has gone silent with work waiting: check on it or take over.",
                "/api/skill/wake"),
+    "chat": ("chat", "Read the chat conversations waiting for you and answer them.", "/api/skill/chat"),
 }
-_SOURCE_ORDER = ["buzz", "backup", "message", "message_pending", "swarm"]
+_SOURCE_ORDER = ["buzz", "backup", "message", "message_pending", "chat", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -98,7 +101,8 @@ def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
                         Project.work_hours_start, Project.work_hours_end, Project.work_hours_timezone)
             .join(Project, pw.JOIN.LEFT_OUTER, on=(Task.project_id == Project.id))
             .where((Task.assignee_user_id == identity) & (Task.status.in_(WAKEABLE_STATUSES))
-                   & (Task.on_or_after_at.is_null() | (Task.on_or_after_at <= to_db(now))))
+                   & (Task.on_or_after_at.is_null() | (Task.on_or_after_at <= to_db(now)))
+                   & (Task.project_id.is_null() | project_visible(identity, None)))
             .order_by(Task.created_at, Task.id))
 
 
@@ -205,6 +209,7 @@ def _summary(counts: dict[str, int]) -> str | None:
     for key, one, many in (("alert", "alert", "alerts"), ("backup", "backup alert", "backup alerts"),
                            ("message", "unread message", "unread messages"),
                            ("message_pending", "reply owed", "replies owed"),
+                           ("chat", "unread chat", "unread chats"),
                            ("swarm", "active task", "active tasks"),
                            ("notification", "notification", "notifications")):
         if counts.get(key):
@@ -230,7 +235,8 @@ def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_del
         note_total -= len(notes) - len(delivered_notes)
         alerts, notes = delivered_alerts, delivered_notes
     backups = backup_items(identity, now, include_off_hours, seen or {})
-    items = alerts + notes + backups + messages + pending + tasks
+    chats = chat_items(identity)
+    items = alerts + notes + backups + messages + pending + chats + tasks
     items.sort(key=lambda item: (_PRIORITY_RANK[item["priority"]], item["_at"]))
     for item in items:
         item["age"] = age_text(item.pop("_at"), now)
@@ -238,6 +244,6 @@ def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_del
     actions = [{"item": _ACTIONS[source][0], "action": _ACTIONS[source][1],
                 "skill_url": base_url + _ACTIONS[source][2]} for source in _SOURCE_ORDER if source in present]
     counts = {"alert": alert_total, "notification": note_total, "backup": len(backups), "message": unread_total,
-              "message_pending": pending_total, "swarm": task_total}
+              "message_pending": pending_total, "chat": len(chats), "swarm": task_total}
     return {"instructions": INSTRUCTIONS, "skill_url": f"{base_url}/api/skill", "items": items, "actions": actions,
             "summary": _summary(counts), "timestamp": iso(now)}

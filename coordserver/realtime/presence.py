@@ -122,12 +122,15 @@ class PresenceTracker:
 ACTIVE_TASK_STATUSES = ("ready", "in_progress", "review")
 
 
-def presence_counts(env_identities: frozenset[str]) -> tuple[set[str], dict[str, int], dict[str, int]]:
-    """Known identities, unread mail per recipient and active tasks per assignee: three queries in all."""
-    from ..domain.identities import known_identities
+def presence_counts(env_identities: frozenset[str], viewer) -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """Identities that can act, unread mail per recipient and active tasks per assignee that `viewer`
+    (a Principal) may see: four queries in all."""
+    from ..domain.identities import actors
+    from ..domain.project_access import task_visible
     unread = dict(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
                   .where(Message.status == "unread").group_by(Message.recipient).tuples())
     tasks = dict(Task.select(Task.assignee_user_id, pw.fn.COUNT(Task.id))
-                 .where(Task.status.in_(ACTIVE_TASK_STATUSES) & Task.assignee_user_id.is_null(False))
+                 .where(Task.status.in_(ACTIVE_TASK_STATUSES) & Task.assignee_user_id.is_null(False)
+                        & task_visible(viewer.identity, viewer.is_admin))
                  .group_by(Task.assignee_user_id).tuples())
-    return known_identities(env_identities), unread, tasks
+    return actors(env_identities), unread, tasks

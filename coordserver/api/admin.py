@@ -1,0 +1,51 @@
+"""Profiles and user admin (API.md §18): setup-profile, the admin user list, user PATCH and user stats."""
+from __future__ import annotations
+
+from quart import Blueprint
+
+from ..auth import require_admin, require_identity
+from ..context import coord
+from ..domain import users
+from .common import json_object
+
+bp = Blueprint("admin", __name__, url_prefix="/api")
+
+
+@bp.post("/auth/setup-profile")
+async def setup_profile():
+    """Set the caller's display name (1–100 characters, trimmed)."""
+    principal = require_identity()
+    body = await json_object()
+    return await coord().store.write(users.setup_profile, principal.identity, body.get("displayName"))
+
+
+@bp.get("/admin/users")
+async def list_users():
+    """Every user, archived ones included, by id."""
+    require_admin()
+    return {"users": await coord().store.read(users.admin_list)}
+
+
+@bp.patch("/admin/users/<id>")
+async def update_user(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
+    require_admin()
+    body = await json_object()
+    c = coord()
+    result = await c.store.write(users.admin_update, id, body)
+    if "isAdmin" in body:
+        c.services["tokens"].invalidate()  # this process at once; others within the cache's few seconds
+    return result
+
+
+@bp.get("/admin/user-stats")
+async def user_stats():
+    """Per identity: inbox counts, tasks by status, presence and how it is reached."""
+    require_admin()
+    c = coord()
+    tracker = c.services["presence"]
+    seen = dict(tracker.seen)
+    online = {identity: tracker.is_online(identity) for identity in seen}
+    streaming = frozenset(c.services["sse"].by_identity)
+    return await c.store.read(users.user_stats, c.env_identities, seen, online, streaming,
+                              frozenset(c.settings.webhook_overrides))

@@ -1,0 +1,74 @@
+"""Workflows HTTP (API.md §18): CRUD and attaching workflows to tasks."""
+from __future__ import annotations
+
+from quart import Blueprint
+
+from ..auth import require_identity
+from ..context import coord
+from ..domain import workflows
+from .common import json_object, query_bool
+
+bp = Blueprint("workflows", __name__, url_prefix="/api/swarm")
+
+
+@bp.get("/workflows")
+async def list_workflows():
+    """Workflows the caller may see, by title; disabled ones only with includeDisabled=true."""
+    principal = require_identity()
+    return {"workflows": await coord().store.read(workflows.list_workflows, principal, query_bool("includeDisabled"))}
+
+
+@bp.get("/workflows/<id>")
+async def get_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    principal = require_identity()
+    return await coord().store.read(workflows.get_workflow, principal, id)
+
+
+@bp.post("/workflows")
+async def create_workflow():
+    """Create a workflow (title required); visible like a notebook page."""
+    principal = require_identity()
+    body = await json_object()
+    c = coord()
+    return await c.store.write(workflows.create_workflow, principal, body, c.env_identities, c.env_admins)
+
+
+@bp.patch("/workflows/<id>")
+async def update_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """Change a workflow (creator or admin); null clears nullable fields."""
+    principal = require_identity()
+    body = await json_object()
+    c = coord()
+    return await c.store.write(workflows.update_workflow, principal, id, body, c.env_identities, c.env_admins)
+
+
+@bp.delete("/workflows/<id>")
+async def delete_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """Delete a workflow (creator or admin); it is detached from every task."""
+    principal = require_identity()
+    c = coord()
+    await c.store.write(workflows.delete_workflow, principal, id, c.env_admins)
+    return {"ok": True}
+
+
+@bp.get("/tasks/<id>/workflows")
+async def task_workflows(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """The workflows attached to a task that the caller may see, disabled ones included."""
+    principal = require_identity()
+    return {"workflows": await coord().store.read(workflows.task_workflows, principal, id)}
+
+
+@bp.post("/tasks/<id>/workflows")
+async def attach_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """Attach a workflow to a task (attaching twice returns the first attachment)."""
+    principal = require_identity()
+    body = await json_object()
+    return await coord().store.write(workflows.attach, principal, id, body.get("workflowId"))
+
+
+@bp.delete("/tasks/<id>/workflows/<workflow_id>")
+async def detach_workflow(id: str, workflow_id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """Detach a workflow from a task."""
+    principal = require_identity()
+    await coord().store.write(workflows.detach, principal, id, workflow_id)
+    return {"ok": True}

@@ -1,0 +1,148 @@
+"""Profiles and user admin (API.md §18 "Users, profiles and user admin").
+
+Plain functions run inside Store units. Archiving revokes every database token of the identity in the
+same unit (identities.revoke_identity_tokens), whose control event closes its streams and sockets on
+every process; an archived identity is no longer known (no new mail, chat or tasks).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Mapping
+
+import peewee as pw
+
+from .. import db
+from ..errors import Invalid, NotFound
+from ..models import Message, Task, Token, User, WebhookConfig
+from ..timeutil import iso, parse_iso, to_db
+from . import identities
+
+DISPLAY_NAME_MAX = 100
+AVATAR_URL_MAX = 500
+
+
+def display_name(value: object) -> str:
+    name = value.strip() if isinstance(value, str) else ""
+    if not 1 <= len(name) <= DISPLAY_NAME_MAX:
+        raise Invalid(f"displayName must be 1–{DISPLAY_NAME_MAX} characters")
+    return name
+
+
+def setup_profile(identity: str, value: object) -> dict:
+    name = display_name(value)
+    user = identities.ensure_user(identity, name)
+    User.update(display_name=name, updated_at=to_db(db.now())).where(User.id == user.id).execute()
+    return {"identity": identity, "displayName": name}
+
+
+def admin_list() -> list[dict]:
+    return [identities.user_json(u) for u in User.select().order_by(User.id)]
+
+
+def _flag(body: dict, key: str) -> bool:
+    if not isinstance(body[key], bool):
+        raise Invalid(f"{key} must be true or false")
+    return body[key]
+
+
+def _avatar_url(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > AVATAR_URL_MAX or not value.lower().startswith(("http://", "https://")):
+        raise Invalid(f"avatarUrl must be an http or https URL of at most {AVATAR_URL_MAX} characters, or null")
+    return value
+
+
+def _archived_at(value: object) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_iso(value)
+    except (ValueError, TypeError):
+        raise Invalid("archivedAt must be an ISO-8601 timestamp or null") from None
+
+
+def _columns(body: dict) -> dict[str, Any]:
+    columns: dict[str, Any] = {}
+    if "displayName" in body:
+        columns["display_name"] = display_name(body["displayName"])
+    if "isAdmin" in body:
+        columns["is_admin"] = _flag(body, "isAdmin")
+    if "isAgent" in body:
+        columns["is_agent"] = _flag(body, "isAgent")
+    if "avatarUrl" in body:
+        columns["avatar_url"] = _avatar_url(body["avatarUrl"])
+    if "archivedAt" in body:
+        columns["archived_at"] = to_db(_archived_at(body["archivedAt"]))
+    return columns
+
+
+def admin_update(user_id: str, body: dict) -> dict:
+    columns = _columns(body)  # validate before looking anything up: a refused request writes nothing
+    user = db.locked(User.select().where(User.id == user_id)).first()
+    if user is None:
+        raise NotFound("User not found")
+    if columns:
+        User.update(updated_at=to_db(db.now()), **columns).where(User.id == user_id).execute()
+    if "is_admin" in columns:  # the flag is the identity's: its live tokens follow it
+        Token.update(is_admin=columns["is_admin"]).where(
+            (Token.identity == user_id) & Token.revoked_at.is_null()).execute()
+    if columns.get("archived_at") is not None and user.archived_at is None:
+        identities.revoke_identity_tokens(user_id, "archived")
+    return {"user": identities.user_json(User.get_by_id(user_id))}
+
+
+def _inbox_counts() -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for recipient, status, count in (Message.select(Message.recipient, Message.status, pw.fn.COUNT(Message.id))
+                                     .group_by(Message.recipient, Message.status).tuples()):
+        counts.setdefault(recipient, {})[status] = count
+    pending = dict(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
+                   .where(Message.response_waiting == True).group_by(Message.recipient).tuples())  # noqa: E712
+    return {identity: {"unread": c.get("unread", 0), "pending": pending.get(identity, 0), "read": c.get("read", 0),
+                       "total": sum(c.values())} for identity, c in counts.items()}
+
+
+def _task_counts() -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for assignee, status, count in (Task.select(Task.assignee_user_id, Task.status, pw.fn.COUNT(Task.id))
+                                    .where(Task.assignee_user_id.is_null(False))
+                                    .group_by(Task.assignee_user_id, Task.status).tuples()):
+        counts.setdefault(assignee, {})[status] = count
+    return counts
+
+
+def user_stats(env_identities: frozenset[str], seen: Mapping[str, tuple[datetime, str]],
+               online: Mapping[str, bool], streaming: frozenset[str], webhook_overrides: frozenset[str]) -> dict:
+    """Per identity (users rows and environment identities): inbox, tasks by status, presence and how
+    it is reached: `sse` (an open stream), `webhook` (a URL registered), `api` (seen over REST) or `none`."""
+    everyone = {u.id for u in User.select(User.id)} | set(env_identities)
+    inbox, tasks = _inbox_counts(), _task_counts()
+    hooks = {w.identity for w in WebhookConfig.select(WebhookConfig.identity).where(WebhookConfig.url.is_null(False))}
+    hooks |= set(webhook_overrides)
+    result = {}
+    for identity in sorted(everyone):
+        last = seen.get(identity)
+        connection = ("sse" if identity in streaming else "webhook" if identity in hooks
+                      else "api" if last is not None else "none")
+        result[identity] = {
+            "inbox": inbox.get(identity, {"unread": 0, "pending": 0, "read": 0, "total": 0}),
+            "swarm": tasks.get(identity, {}),
+            "presence": {"online": bool(online.get(identity)), "lastSeen": iso(last[0]) if last else None,
+                         "source": last[1] if last else None},
+            "connection": connection}
+    return {"users": result}
+
+
+def ensure_admin_rows(admins: Mapping[str, str | None]) -> None:
+    """At start: environment admins (and the superuser) get a users row with isAdmin true, so the SQL
+    visibility rule and event audiences know them; a given display name is applied. Safe when several
+    processes start at once (insert-or-ignore, then update)."""
+    now = to_db(db.now())
+    for identity, name in admins.items():
+        (User.insert(id=identity, display_name=(name or identity)[:100], is_admin=True, is_agent=False,
+                     created_at=now, updated_at=now).on_conflict_ignore().execute())
+        changes: dict[str, Any] = {"is_admin": True}
+        if name:
+            changes["display_name"] = name
+        User.update(**changes).where(User.id == identity).execute()
