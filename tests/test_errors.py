@@ -15,7 +15,7 @@ def test_unknown_api_path_and_method(server):
     assert response.status_code == 404 and response.json() == {"error": "Not found"}
     response = anon.put("/api/health")
     assert response.status_code == 405 and response.json() == {"error": "Method not allowed"}
-    for v1_only in ("/api/attachments", "/api/admin/users", "/api/auth/sse-token"):
+    for v1_only in ("/api/attachments", "/api/auth/sse-token"):
         assert anon.get(v1_only).json() == {"error": "Not found"}
 
 
