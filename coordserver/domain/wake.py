@@ -16,7 +16,7 @@ import peewee as pw
 from .. import db
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
-from .project_access import project_visible
+from .project_access import task_visible_fast
 from .wake_chat import chat_items
 
 MAX_ITEMS_PER_SOURCE = 50
@@ -102,7 +102,7 @@ def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
             .join(Project, pw.JOIN.LEFT_OUTER, on=(Task.project_id == Project.id))
             .where((Task.assignee_user_id == identity) & (Task.status.in_(WAKEABLE_STATUSES))
                    & (Task.on_or_after_at.is_null() | (Task.on_or_after_at <= to_db(now)))
-                   & (Task.project_id.is_null() | project_visible(identity, None)))
+                   & task_visible_fast(identity))
             .order_by(Task.created_at, Task.id))
 
 

@@ -7,9 +7,8 @@ and each channel's messages through the (channel, id) index.
 """
 from __future__ import annotations
 
-import peewee as pw
-
-from ..models import ChatChannel, ChatMember, ChatMessage
+from .. import db
+from ..models import ChatMessage
 from ..timeutil import from_db
 
 ACTION = "Read the conversation and answer; POST .../read marks it read."
@@ -20,19 +19,26 @@ def _created(value):
     return from_db(ChatMessage.created_at.python_value(value))
 
 
+# Fixed SQL: wake is per request, and building this with Peewee cost more than running it.
+_UNREAD_BY_SENDER = (
+    "SELECT m.channel, c.type, c.name, m.sender, COUNT(m.id), MIN(m.id), MAX(m.id), MIN(m.created_at)"
+    " FROM chat_member AS cm JOIN chat_channel AS c ON c.id = cm.channel"
+    " JOIN chat_message AS m ON m.channel = cm.channel"
+    " WHERE cm.identity = ? AND cm.archived_at IS NULL AND m.sender <> ? AND m.deleted_at IS NULL"
+    " AND (cm.last_read_at IS NULL OR m.created_at > cm.last_read_at)"
+    " GROUP BY m.channel, c.type, c.name, m.sender")
+
+
 def _unread_by_sender(identity: str) -> list[tuple]:
     """(channel, type, name, sender, count, first id, last id, oldest createdAt) of unread messages."""
-    unread = ((ChatMessage.channel == ChatMember.channel) & (ChatMessage.sender != identity)
-              & ChatMessage.deleted_at.is_null()
-              & (ChatMember.last_read_at.is_null() | (ChatMessage.created_at > ChatMember.last_read_at)))
-    query = (ChatMember.select(ChatMember.channel, ChatChannel.type, ChatChannel.name, ChatMessage.sender,
-                               pw.fn.COUNT(ChatMessage.id), pw.fn.MIN(ChatMessage.id), pw.fn.MAX(ChatMessage.id),
-                               pw.fn.MIN(ChatMessage.created_at))
-             .join(ChatChannel, on=(ChatChannel.id == ChatMember.channel))
-             .join(ChatMessage, on=unread)
-             .where((ChatMember.identity == identity) & ChatMember.archived_at.is_null())
-             .group_by(ChatMember.channel, ChatChannel.type, ChatChannel.name, ChatMessage.sender))
-    return list(query.tuples())
+    return db.sql_rows(_UNREAD_BY_SENDER, (identity, identity))
+
+
+def _bodies(message_ids: list[int]) -> dict[int, str]:
+    if not message_ids:
+        return {}
+    marks = ", ".join("?" * len(message_ids))
+    return dict(db.sql_rows(f"SELECT id, body FROM chat_message WHERE id IN ({marks})", message_ids))
 
 
 def _summary(channel: dict, latest: dict[int, str]) -> str:
@@ -55,9 +61,7 @@ def chat_items(identity: str) -> list[dict]:
         entry["senders"].append((sender, first_id))
         created = _created(oldest)
         entry["oldest"] = created if entry["oldest"] is None else min(entry["oldest"], created)
-    dm_latest = [c["last"] for c in channels.values() if c["type"] == "dm"]
-    latest = dict(ChatMessage.select(ChatMessage.id, ChatMessage.body)
-                  .where(ChatMessage.id.in_(dm_latest)).tuples()) if dm_latest else {}
+    latest = _bodies([c["last"] for c in channels.values() if c["type"] == "dm"])
     return [{"source": "chat", "id": channel_id, "channelId": channel_id, "channelType": c["type"],
              "channelName": c["name"], "summary": _summary(c, latest), "action": ACTION, "priority": "normal",
              "ephemeral": False, "_at": c["oldest"]}
