@@ -84,16 +84,17 @@ def parse_env_tokens(env: dict[str, str]) -> dict[str, EnvToken]:
     return tokens
 
 
-def parse_superuser(env: dict[str, str]) -> tuple[str, str] | None:
+def parse_superuser(env: dict[str, str]) -> tuple[str, str, bool] | None:
     """SUPERUSER_TOKEN + SUPERUSER_NAME (lowercased, default `admin`) + SUPERUSER_DISPLAY_NAME (default:
-    the name title-cased): (identity, display name) of the v1.1 environment superuser, or None."""
+    the name title-cased): (identity, display name, whether the display name was given) of the v1.1
+    environment superuser, or None."""
     if not (env.get("SUPERUSER_TOKEN") or "").strip():
         return None
     name = (env.get("SUPERUSER_NAME") or "admin").strip().lower()
     if not IDENTITY_RE.match(name) or len(name) > 50:
         raise ValueError(f"SUPERUSER_NAME must be an identity matching {IDENTITY_RE.pattern}, not {name!r}")
-    display = (env.get("SUPERUSER_DISPLAY_NAME") or "").strip()[:100] or name.title()
-    return name, display
+    given = (env.get("SUPERUSER_DISPLAY_NAME") or "").strip()[:100]
+    return name, given or name.title(), bool(given)
 
 
 def _login_name() -> str:
@@ -130,7 +131,7 @@ class Settings:
     database_url: str = field(default_factory=default_database_url)
     base_url: str = "http://127.0.0.1:8420"
     env_tokens: dict[str, EnvToken] = field(default_factory=dict)
-    superuser: tuple[str, str] | None = None  # (identity, display name) from SUPERUSER_*
+    superuser: tuple[str, str, bool] | None = None  # from SUPERUSER_*, see parse_superuser
     webhook_overrides: dict[str, tuple[str, str]] = field(default_factory=dict)
     webhook_allowed_hosts: frozenset[str] = frozenset()
     rate_limits: bool = True
@@ -150,11 +151,14 @@ class Settings:
     # old is dropped, so the viewers of a process that died without saying goodbye disappear.
     notebook_viewers_refresh_seconds: float = 20.0
 
-    def admin_rows(self) -> dict[str, str | None]:
-        """Identities that get an admin users row at start, with the display name to give them (or None)."""
-        rows: dict[str, str | None] = {t.identity: None for t in self.env_tokens.values() if t.is_admin}
+    def admin_rows(self) -> dict[str, tuple[str, str | None]]:
+        """Identities that get an admin users row at start: (display name of a new row, display name to
+        apply at every start or None)."""
+        rows: dict[str, tuple[str, str | None]] = {t.identity: (t.identity, None)
+                                                   for t in self.env_tokens.values() if t.is_admin}
         if self.superuser:
-            rows[self.superuser[0]] = self.superuser[1]
+            identity, display, given = self.superuser
+            rows[identity] = (display, display if given else None)
         return rows
 
     @classmethod

@@ -11,7 +11,7 @@ import pytest
 
 from coordserver.domain import identities
 from coordserver.server import ServerThread
-from coordserver.settings import Settings
+from coordserver.settings import EnvToken, Settings, parse_env_tokens, parse_superuser
 from coordserver.timeutil import utcnow
 from tests.conftest import TOKENS, backend_url, base_env, client
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
@@ -99,6 +99,8 @@ def test_archiving_revokes_refuses_new_work_and_unlists(srv):
     me = client(srv, token=token)
     assert name in listed(alice) and name in ok(alice.get("/api/presence"))
     ok(alice.post(f"/api/mailboxes/{name}/messages", json={"title": "before"}))
+    dm = ok(alice.post("/api/chat/channels", json={"type": "dm", "identity": name}))["channelId"]
+    from_them = ok(me.post("/api/mailboxes/alice/messages", json={"title": "from the archived-to-be"}))
     archived = ok(admin.patch(f"/api/admin/users/{name}", json={"archivedAt": "2026-03-01T10:00:00+01:00"}))["user"]
     assert archived["archivedAt"] == "2026-03-01T09:00:00.000Z"
     assert me.get("/api/auth/verify").status_code == 401
@@ -113,6 +115,9 @@ def test_archiving_revokes_refuses_new_work_and_unlists(srv):
     assert refused.status_code == 400 and refused.json() == {"error": "Invalid recipient mailbox"}
     assert alice.post("/api/chat/channels", json={"type": "dm", "identity": name}).status_code == 400
     assert alice.post("/api/swarm/tasks", json={"title": "t", "assigneeUserId": name}).status_code == 400
+    assert alice.post(f"/api/chat/channels/{dm}/messages", json={"body": "still there?"}).status_code == 400
+    refused = alice.post(f"/api/mailboxes/me/messages/{from_them['id']}/reply", json={"body": "re"})
+    assert refused.status_code == 400 and refused.json() == {"error": "Invalid recipient mailbox"}
     # unarchiving gives no token back
     assert ok(admin.patch(f"/api/admin/users/{name}", json={"archivedAt": None}))["user"]["archivedAt"] is None
     assert me.get("/api/auth/verify").status_code == 401
@@ -198,3 +203,15 @@ async def test_archiving_on_one_process_closes_streams_and_sockets_on_another(ma
             assert time.monotonic() - started < GRACE
             assert await verify_status(here.url, token) == 401
             assert await verify_status(other, token) == 401
+
+
+def test_superuser_settings():
+    assert parse_superuser({}) is None and parse_superuser({"SUPERUSER_NAME": "root"}) is None
+    assert parse_superuser({"SUPERUSER_TOKEN": "t", "SUPERUSER_NAME": " Root "}) == ("root", "Root", False)
+    assert parse_superuser({"SUPERUSER_TOKEN": "t", "SUPERUSER_DISPLAY_NAME": "Boss"}) == ("admin", "Boss", True)
+    with pytest.raises(ValueError):
+        parse_superuser({"SUPERUSER_TOKEN": "t", "SUPERUSER_NAME": "not a name"})
+    assert parse_env_tokens({"SUPERUSER_TOKEN": "t", "SUPERUSER_NAME": "root"})["t"] == EnvToken("root", True,
+                                                                                                 "SUPERUSER_TOKEN")
+    # an older variable naming the same token keeps its meaning
+    assert parse_env_tokens({"SUPERUSER_TOKEN": "t", "SERVICE_TOKEN_BOB": "t"})["t"].identity == "bob"

@@ -33,8 +33,10 @@ async def update_user(id: str):  # noqa: A002 (the path parameter is named as in
     body = await json_object()
     c = coord()
     result = await c.store.write(users.admin_update, id, body)
-    if "isAdmin" in body:
-        c.services["tokens"].invalidate()  # this process at once; others within the cache's few seconds
+    if "isAdmin" in body or "archivedAt" in body:
+        # This process at once. Others: revocation reaches them through the log (realtime/revocation.py);
+        # an isAdmin change within the token cache's few seconds.
+        c.services["tokens"].invalidate()
     return result
 
 

@@ -15,7 +15,7 @@ from ..events import log
 from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
 from . import fulltext
-from .identities import is_known, valid_identity
+from .identities import archived_among, is_known, valid_identity
 
 NAME_MAX = 100
 BODY_MAX = 10_000
@@ -162,9 +162,14 @@ def messages(identity: str, channel_id: str, limit: int, before: int | None) -> 
 
 def post(identity: str, channel_id: str, body: str) -> dict:
     _membership(channel_id, identity)
+    members = members_of(channel_id)
+    archived = archived_among(members)
+    if archived:  # archived identities receive no new chat: a DM with one is refused, a group skips them
+        if ChatChannel.get_by_id(channel_id).type == "dm":
+            raise Invalid(f"Unknown identity: {sorted(archived)[0]}")
+        members = [m for m in members if m not in archived]
     message = ChatMessage.create(channel=channel_id, sender=identity, body=body, created_at=to_db(db.now()))
     ChatChannel.update(last_message_id=message.id).where(ChatChannel.id == channel_id).execute()
-    members = members_of(channel_id)
     log.append("chat_message", {"type": "chat_message", "channelId": channel_id, "message": _event_message(message)},
                to=members)
     for member in members:  # the message enters the others' wake (chat source)

@@ -47,6 +47,13 @@ def is_known(identity: str, env_identities: frozenset[str]) -> bool:
     return identity in env_identities or Token.select().where(Token.identity == identity).exists()
 
 
+def archived_among(identities: list[str]) -> set[str]:
+    """Which of these identities are archived users (they receive no new mail, chat or tasks)."""
+    if not identities:
+        return set()
+    return {u.id for u in User.select(User.id).where(User.id.in_(identities) & User.archived_at.is_null(False))}
+
+
 def actors(env_identities: frozenset[str]) -> set[str]:
     """Identities that can act (API.md §18): unarchived users holding an unrevoked, unexpired token,
     plus environment identities (unless archived). Presence and /api/users list these alone."""

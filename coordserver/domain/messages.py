@@ -19,7 +19,7 @@ from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
-from .identities import is_known
+from .identities import archived_among, is_known
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -129,6 +129,8 @@ def _own(message_id: int, identity: str) -> tuple:
 
 def reply(identity: str, message_id: int, body: str) -> dict:
     original = message_json(_own(message_id, identity))
+    if archived_among([original["sender"]]):
+        raise Invalid("Invalid recipient mailbox")
     title = original["title"] if original["title"].startswith("Re: ") else f"Re: {original['title']}"
     thread = original["threadId"] if original["threadId"] is not None else str(original["id"])
     return _store(original["sender"], identity, title[:TITLE_MAX], body[:BODY_MAX], False, thread, original["id"],

@@ -134,15 +134,15 @@ def user_stats(env_identities: frozenset[str], seen: Mapping[str, tuple[datetime
     return {"users": result}
 
 
-def ensure_admin_rows(admins: Mapping[str, str | None]) -> None:
+def ensure_admin_rows(admins: Mapping[str, tuple[str, str | None]]) -> None:
     """At start: environment admins (and the superuser) get a users row with isAdmin true, so the SQL
     visibility rule and event audiences know them; a given display name is applied. Safe when several
     processes start at once (insert-or-ignore, then update)."""
     now = to_db(db.now())
-    for identity, name in admins.items():
-        (User.insert(id=identity, display_name=(name or identity)[:100], is_admin=True, is_agent=False,
+    for identity, (initial, forced) in admins.items():
+        (User.insert(id=identity, display_name=initial[:100], is_admin=True, is_agent=False,
                      created_at=now, updated_at=now).on_conflict_ignore().execute())
         changes: dict[str, Any] = {"is_admin": True}
-        if name:
-            changes["display_name"] = name
+        if forced:
+            changes["display_name"] = forced
         User.update(**changes).where(User.id == identity).execute()
