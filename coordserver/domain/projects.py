@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import db
-from ..auth import Principal
 from ..errors import Forbidden, Invalid
 from ..models import Project
+from ..principal import Principal
 from ..timeutil import iso, to_db
 from . import project_access
 from .swarm import COLOR_RE, DEFAULT_TIMEZONE, TEXT_MAX, URL_MAX, known_identity, optional_text, required_title, \

@@ -18,8 +18,8 @@ import peewee as pw
 from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
-from ..auth import Principal
 from ..models import NotebookPage, Task, TaskEvent, TaskPageLink
+from ..principal import Principal
 from ..timeutil import iso, parse_iso, to_db
 from . import project_access
 from .identities import is_known, valid_identity

@@ -10,10 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from .. import db
-from ..auth import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import Task, TaskWorkflow, Workflow
+from ..principal import Principal
 from ..timeutil import iso, parse_iso, to_db
 from . import swarm
 from .projects import tagged_users
