@@ -39,9 +39,9 @@ def identity_list(value: str) -> list[str]:
 
 
 def refresh_ops(app) -> None:
-    for screen in app.screen_stack:
-        if isinstance(screen, OpsScreen):
-            screen.reload()
+    """Reload the list that is showing (lists under a dialog reload when they show again)."""
+    if isinstance(app.screen, OpsScreen):
+        app.screen.reload()
 
 
 def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, done: Callable[[Any], str | None],
@@ -91,6 +91,7 @@ class SecretScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         for box in self.query(".secret-value").results(Input):
             box.read_only = True  # selectable, not editable: what the server issued stays exact
+            box.cursor_position = 0  # show the start (the scheme and host), not the end
         for button in self.query("#copy-0").results(Button):
             button.focus()  # enter or c copies; tab reaches the value itself to select part of it
 
@@ -138,6 +139,11 @@ class OpsScreen(Screen):
 
     def action_reload(self) -> None:
         self.reload()
+
+    def on_screen_resume(self) -> None:
+        """Back from a form or dialog: show what it changed (a table filled while covered keeps stale widths)."""
+        if self.loads:
+            self.reload()
 
     @work(exclusive=True, group="ops-load", exit_on_error=False)
     async def reload(self) -> None:

@@ -106,7 +106,10 @@ class FormScreen(ModalScreen[Any]):
         self._update_count(event.text_area.id, event.text_area.text)
 
     def show_error(self, text: str) -> None:
-        self.query_one("#form-error", Label).update(f"[red]{escape(text)}[/red]" if text else "")
+        label = self.query_one("#form-error", Label)
+        label.update(f"[red]{escape(text)}[/red]" if text else "")
+        if text:
+            label.scroll_visible(animate=False)  # a long form on a small terminal: the reason must show
 
     def show_field_errors(self, message: str) -> None:
         """The server names the field it refused (`cronExpr`, `timezone`, ...): say it under that field."""
