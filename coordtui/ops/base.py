@@ -125,7 +125,10 @@ class OpsScreen(Screen):
         return self.app.client
 
     def compose(self) -> ComposeResult:
-        yield Static(f"[b]{escape(self.TITLE_TEXT)}[/b]  [dim]{escape(self.HINT)} · esc back[/dim]", id="ops-title")
+        with Horizontal(id="ops-top"):
+            yield Static(f"[b]{escape(self.TITLE_TEXT)}[/b]  [dim]{escape(self.HINT)} · esc back[/dim]",
+                         id="ops-title")
+            yield Static("", id="ops-conn")
         yield Static("Loading…", id="ops-summary", classes="pane-summary")
         table = DataTable(id="ops-table", cursor_type="row")
         table.add_columns(*self.COLUMNS)
@@ -135,7 +138,14 @@ class OpsScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#ops-table", DataTable).focus()
+        if hasattr(self.app, "conn_state"):  # the app's top bar is covered: say here whether the server is there
+            self.watch(self.app, "conn_state", self.show_connection)
         self.reload()
+
+    def show_connection(self, state: str) -> None:
+        from ..app import STATE_LOOK  # the app imports this module
+        text, colour = STATE_LOOK.get(state, (state, "white"))
+        self.query_one("#ops-conn", Static).update(f"[b {colour}]{escape(text)}[/]")
 
     def action_reload(self) -> None:
         self.reload()

@@ -82,7 +82,8 @@ async def edit_template(app, t: Template) -> None:
     def submit(values: dict):
         return app.client.update_template(t.id, title=values["title"], cronExpr=values["cron"],
                                           enabled=values["enabled"], **wire_fields(values, projects))
-    run_form(app, f"Edit template: {t.title}", template_fields(t, projects), "Save", submit, saved_text("saved"))
+    run_form(app, f"Edit template: {t.title} ({next_run_text(t)})", template_fields(t, projects), "Save", submit,
+             saved_text("saved"))
 
 
 def delete_template(app, t: Template) -> None:

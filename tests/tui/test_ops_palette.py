@@ -64,15 +64,21 @@ async def test_an_operator_form_survives_a_server_restart(make_server, sqlite_ur
     app = make_app(server, "alice", backoff=(0.3, 0.5))
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
-        await palette(pilot, app, "New buzz webhook")
-        await wait_for(pilot, lambda: palette_hits(app) and palette_hits(app)[0].startswith("New buzz webhook"),
+        await palette(pilot, app, "Buzz webhooks")
+        await wait_for(pilot, lambda: palette_hits(app) and palette_hits(app)[0].startswith("Buzz webhooks"),
                        what="hit")
         await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WebhooksScreen) and app.screen.loads, what="list")
+        hooks_screen = app.screen
+        await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="form")
         server.stop()
         await fill_form_keep(pilot, app_name="pager", title="Pager duty", for_users="alice,bob")
         await wait_for(pilot, lambda: "Everything you typed is kept" in form_error(app), what="not sent")
         assert app.screen.values()["for_users"] == "alice,bob"
+        await wait_for(pilot, lambda: any(word in str(hooks_screen.query_one("#ops-conn").render())
+                                          for word in ("reconnecting", "disconnected")),
+                       what="the list says the server is gone")
 
         restarted = make_server(port=port, database_url=sqlite_url)
         await pilot.press("ctrl+s")
@@ -80,3 +86,7 @@ async def test_an_operator_form_survives_a_server_restart(make_server, sqlite_ur
         with client(restarted, "alice") as alice:
             hooks = alice.get("/api/broadcast/webhooks").json()["webhooks"]
         assert [(h["appName"], h["forUsers"], h["ingestUrl"]) for h in hooks] == [("pager", "alice,bob", url)]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is hooks_screen and "pager" in str(hooks_screen.items.get(
+            str(hooks[0]["id"]), "")) and "● connected" in str(hooks_screen.query_one("#ops-conn").render()),
+            timeout=15, what="listed, connected again")
