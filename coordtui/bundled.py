@@ -58,6 +58,7 @@ class ServeLock:
         except OSError:
             os.close(fd)
             return False
+        os.ftruncate(fd, 0)  # whatever a dead holder left there is not to be believed until publish()
         self.fd = fd
         return True
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import typer
 from typer.core import TyperGroup
 
+from .bundled import default_data_dir
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .config import ConfigError, Profile, load_profile
 
@@ -53,14 +54,14 @@ class GlobalOptionsGroup(TyperGroup):
         return super().parse_args(ctx, hoist_global_options(list(args)))
 
 
-HELP = """coordtui: the coord terminal client (run without a subcommand for the full-screen UI).
+HELP = f"""coordtui: the coord terminal client (run without a subcommand for the full-screen UI).
 
 Connection: --url and a token (--token, --token-file PATH, or COORD_TOKEN / COORD_TOKEN_FILE; prefer the file or
 the variable: --token shows in `ps`), or --profile NAME, or COORD_URL + COORD_TOKEN, or the default saved profile.
 Global options may stand anywhere on the line: `coordtui inbox --url U`.
 
---serve runs the bundled server on 127.0.0.1 (a free port) with its data in --data (default: the user data
-dir, coord/). Its URL shows in the header of the UI and in DATA/serve.lock (JSON: url, port, pid). A second
+--serve runs the bundled server on 127.0.0.1 (a free port) with its data in --data (default:
+{default_data_dir()}). Its URL shows in the header of the UI and in DATA/serve.lock (JSON: url, port, pid). A second
 `coordtui --serve` on the same data dir, or `coordtui --serve send|wake|inbox|ack|reply|show`, attaches to the
 running one instead of starting another.
 
@@ -137,7 +138,7 @@ def _usage(ok: bool, message: str) -> None:
 
 
 def _bundled(options: Options):
-    from .bundled import default_data_dir, serve_or_attach
+    from .bundled import serve_or_attach
     try:
         return serve_or_attach(options.data or default_data_dir())
     except Exception as exc:  # the data dir or port is unusable: a configuration error
@@ -199,8 +200,8 @@ def main_options(ctx: typer.Context,
                  serve: bool = typer.Option(False, "--serve", help="Run the bundled server on 127.0.0.1 (free port; "
                                             "URL in the header and DATA/serve.lock), or attach to the one already "
                                             "running on the same data dir."),
-                 data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --serve (default: the "
-                                                     "user data dir, coord/)."),
+                 data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --serve (default: "
+                                                     f"{default_data_dir()})."),
                  bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items.")) -> None:
     ctx.obj = Options(url, token, profile, serve, data, bell, token_file)
     if data and not serve:

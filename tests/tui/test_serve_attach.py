@@ -126,3 +126,26 @@ async def test_two_serve_windows_update_each_other_and_the_attached_one_takes_ov
             except (ProcessLookupError, ChildProcessError):
                 pass
         os.close(fd)
+
+
+def test_the_lock_of_a_killed_serve_is_recovered(tmp_path):
+    data = tmp_path / "data"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from coordtui.bundled import serve_or_attach; "
+                               f"b = serve_or_attach(__import__('pathlib').Path({str(data)!r})); "
+                               "print(b.url, flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = holder.stdout.readline().strip()
+        assert json.loads((data / LOCK_FILE).read_text())["pid"] == holder.pid
+        attached = serve_or_attach(data)
+        assert not attached.owner and attached.url == url
+        attached.stop()
+    finally:
+        holder.kill()  # SIGKILL: no clean-up, the lock file still names the dead process
+        holder.wait()
+    assert json.loads((data / LOCK_FILE).read_text())["pid"] == holder.pid
+    owner = serve_or_attach(data, wait=5)
+    try:
+        assert owner.owner and json.loads((data / LOCK_FILE).read_text())["pid"] == os.getpid()
+        assert httpx.get(f"{owner.url}/api/health", timeout=5).status_code == 200
+    finally:
+        owner.stop()
