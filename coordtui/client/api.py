@@ -304,6 +304,12 @@ class CoordClient:
     async def update_template(self, template_id: str, **fields: Any) -> Template:
         return Template.parse(await self.request("PATCH", f"/api/swarm/recurring/{_q(template_id)}", json=fields))
 
+    async def preview_schedule(self, cron_expr: str, timezone: str, count: int = 3) -> list:
+        """The server's next `count` runs of a schedule, checked as create checks it (ours: 404 elsewhere)."""
+        body = await self.request("POST", "/api/swarm/recurring/preview",
+                                  json={"cronExpr": cron_expr, "timezone": timezone, "count": count})
+        return [t for t in (parse_time(r) for r in body.get("runs") or []) if t is not None]
+
     async def delete_template(self, template_id: str) -> None:
         await self.request("DELETE", f"/api/swarm/recurring/{_q(template_id)}")
 

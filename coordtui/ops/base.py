@@ -45,7 +45,7 @@ def refresh_ops(app) -> None:
 
 
 def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, done: Callable[[Any], str | None],
-             after: Callable[[Any], None] | None = None) -> None:
+             after: Callable[[Any], None] | None = None, form: Callable[..., FormScreen] = FormScreen) -> None:
     """Opens a form that sends itself (a refusal keeps the text); on success: a toast, lists reloaded, `after`."""
     def finished(result: Any) -> None:
         if result is None:
@@ -56,7 +56,7 @@ def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, d
         refresh_ops(app)
         if after is not None:
             after(result)
-    app.push_screen(FormScreen(title, fields, label, submit=submit), finished)
+    app.push_screen(form(title, fields, label, submit=submit), finished)
 
 
 def confirm(app, question: str, label: str, action: Callable[[], Awaitable[Any]], done: str,

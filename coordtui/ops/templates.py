@@ -1,18 +1,25 @@
 """Recurring templates: list, create, edit, delete (API.md §7).
 
-The schedule is the server's: API.md has no preview route and the client does not run cron itself, so
-the preview is the server's `nextRunAt`, shown in the template's timezone and in UTC after every save.
-A refused cron expression or timezone is shown under that field."""
+The schedule is the server's: while the cron expression or timezone is typed, the form asks the server's
+preview route (POST /api/swarm/recurring/preview, ours) for the next three runs, and shows its refusal
+under the field it names. A server without that route (404) gets the next run from `nextRunAt` after saving.
+"""
 from __future__ import annotations
 
+from functools import partial
 from zoneinfo import ZoneInfo
 
+from rich.markup import escape
+from textual import work
 from textual.binding import Binding
+from textual.timer import Timer
+from textual.widgets import Input, Label
 
 from ..client import limits
+from ..client.api import ApiError, ConnectionFailed
 from ..client.ops_models import Template
 from ..panes.swarm import BOARD
-from ..screens.form import Field
+from ..screens.form import Field, FormScreen
 from .base import OpsScreen, blank_none, confirm, run_form, when
 
 DEFAULT_TIMEZONE = "America/Chicago"
@@ -28,6 +35,63 @@ def next_run_text(t: Template) -> str:
         return f"next run: {local:%a %Y-%m-%d %H:%M} {t.timezone} ({t.next_run_at:%Y-%m-%d %H:%M} UTC)"
     except Exception:  # a timezone this machine lacks: UTC alone
         return f"next run: {t.next_run_at:%a %Y-%m-%d %H:%M} UTC"
+
+
+def runs_text(runs: list, tz_name: str) -> str:
+    try:
+        zone = ZoneInfo(tz_name)
+    except Exception:
+        zone, tz_name = None, "UTC"
+    shown = [f"{(r.astimezone(zone) if zone else r):%a %d %b %H:%M}" for r in runs]
+    return f"Next runs: {', '.join(shown)} ({tz_name})"
+
+
+class TemplateForm(FormScreen):
+    """The template form, with the server's preview of the next three runs under the schedule fields."""
+
+    PREVIEW_DELAY = 0.35
+
+    def __init__(self, client, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.client = client
+        self._timer: Timer | None = None
+        self.previews = 0
+
+    def on_mount(self) -> None:
+        self.mount(Label("", id="schedule-preview"), after=self.query_one("#field-timezone"))
+        self.preview_soon()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id in ("field-cron", "field-timezone"):
+            self.preview_soon()
+
+    def preview_soon(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(self.PREVIEW_DELAY, self.preview)
+
+    @work(exclusive=True, group="schedule-preview", exit_on_error=False)
+    async def preview(self) -> None:
+        values = self.values()
+        label = self.query_one("#schedule-preview", Label)
+        cron, tz_name = values["cron"], values["timezone"] or DEFAULT_TIMEZONE
+        if not cron:
+            label.update("")
+            return
+        try:
+            runs = await self.client.preview_schedule(cron, tz_name, 3)
+        except ApiError as exc:
+            if exc.unsupported:
+                label.update("[dim]This server has no schedule preview: the next run shows after saving.[/dim]")
+            else:
+                self.show_field_errors(exc.message, focus=False)
+                label.update("")
+        except ConnectionFailed:
+            label.update("[dim]No preview: the server cannot be reached.[/dim]")
+        else:
+            self.show_field_errors("", focus=False)
+            label.update(f"[green]{escape(runs_text(runs, tz_name))}[/green]")
+        self.previews += 1
 
 
 def template_fields(t: Template | None, projects: list) -> list[Field]:
@@ -73,7 +137,8 @@ async def new_template(app) -> None:
 
     def submit(values: dict):
         return app.client.create_template(values["title"], values["cron"], **wire_fields(values, projects))
-    run_form(app, "New recurring template", template_fields(None, projects), "Create", submit, saved_text("created"))
+    run_form(app, "New recurring template", template_fields(None, projects), "Create", submit, saved_text("created"),
+             form=partial(TemplateForm, app.client))
 
 
 async def edit_template(app, t: Template) -> None:
@@ -82,8 +147,8 @@ async def edit_template(app, t: Template) -> None:
     def submit(values: dict):
         return app.client.update_template(t.id, title=values["title"], cronExpr=values["cron"],
                                           enabled=values["enabled"], **wire_fields(values, projects))
-    run_form(app, f"Edit template: {t.title} ({next_run_text(t)})", template_fields(t, projects), "Save", submit,
-             saved_text("saved"))
+    run_form(app, f"Edit template: {t.title}", template_fields(t, projects), "Save", submit, saved_text("saved"),
+             form=partial(TemplateForm, app.client))
 
 
 def delete_template(app, t: Template) -> None:
@@ -105,7 +170,7 @@ class TemplatesScreen(OpsScreen):
                 when(t.next_run_at))
 
     def summary(self, items: list[Template]) -> str:
-        return f"{len(items)} templates (the server schedules them; it has no preview of later runs)"
+        return f"{len(items)} templates"
 
     def detail(self, t: Template) -> str:
         last = f" · last run {when(t.last_run_at)} UTC" if t.last_run_at else ""

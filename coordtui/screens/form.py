@@ -111,8 +111,9 @@ class FormScreen(ModalScreen[Any]):
         if text:
             label.scroll_visible(animate=False)  # a long form on a small terminal: the reason must show
 
-    def show_field_errors(self, message: str) -> None:
-        """The server names the field it refused (`cronExpr`, `timezone`, ...): say it under that field."""
+    def show_field_errors(self, message: str, focus: bool = True) -> None:
+        """The server names the field it refused (`cronExpr`, `timezone`, ...): say it under that field
+        (an empty message clears them)."""
         first = None
         for field in self.fields:
             if not field.wire:
@@ -123,7 +124,7 @@ class FormScreen(ModalScreen[Any]):
             label.display = hit
             if hit and first is None:
                 first = self.query_one(f"#field-{field.name}")
-        if first is not None:
+        if first is not None and focus:
             first.focus()
 
     def values(self) -> dict:

@@ -2,6 +2,9 @@
 (and names the refused field), the ingest URL and new tokens are shown once, selectable and copyable."""
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 import httpx
 
 from coordtui.ops.admin import InvitesScreen, TokensScreen
@@ -11,8 +14,8 @@ from coordtui.ops.webhooks import WebhooksScreen
 from coordtui.screens.form import FormScreen
 from tests.conftest import client
 from tests.tui.helpers import make_app, select_row, wait_for
-from tests.tui.ops_helpers import (accepted, confirm_yes, field_error, fill_form_keep, open_ops, ops_rows,
-                                   press_for_form, refused, retype, secret_value)
+from tests.tui.ops_helpers import (accepted, confirm_yes, field_error, fill_form_keep, form_error, open_ops,
+                                   ops_rows, press_for_form, refused, retype, secret_value)
 
 
 def api(server, who, method, path, **kw):
@@ -103,8 +106,20 @@ async def test_recurring_template_errors_by_field_then_create_edit_delete(server
     async with app.run_test(size=(120, 35)) as pilot:
         await open_ops(pilot, app, "4", "R", TemplatesScreen)
         form = await press_for_form(pilot, app, "n")
-        await fill_form_keep(pilot, title="Weekly report", cron="61 9 * * 1", timezone="Europe/Paris",
-                             assignee="bob")
+        preview = form.query_one("#schedule-preview")
+        await wait_for(pilot, lambda: str(preview.render()).startswith("Next runs: Mon"), what="preview of the default")
+        assert str(preview.render()).count("Mon") == 3 and "(America/Chicago)" in str(preview.render())
+        await retype(pilot, form, "cron", "0 9 * * 1-5")
+        await retype(pilot, form, "timezone", "Europe/Paris")
+        runs = api(server, "alice", "POST", "/api/swarm/recurring/preview",
+                   json={"cronExpr": "0 9 * * 1-5", "timezone": "Europe/Paris"})["runs"]
+        first = datetime.fromisoformat(runs[0].replace("Z", "+00:00")).astimezone(ZoneInfo("Europe/Paris"))
+        await wait_for(pilot, lambda: f"{first:%a %d %b} 09:00" in str(preview.render())
+                       and "(Europe/Paris)" in str(preview.render()), what="preview follows typing")
+        await retype(pilot, form, "cron", "61 9 * * 1")
+        await wait_for(pilot, lambda: "Invalid cronExpr" in field_error(app, "cron"), what="error while typing")
+        assert str(preview.render()) == "" and not form_error(app), "nothing was sent yet"
+        await fill_form_keep(pilot, title="Weekly report", assignee="bob")
         await refused(pilot, app, "Invalid cronExpr")
         assert "cronExpr" in field_error(app, "cron") and not field_error(app, "timezone")
         await retype(pilot, form, "cron", "0 9 * * 1")
