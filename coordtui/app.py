@@ -24,6 +24,7 @@ from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
 from .client.models import ServerEvent, Task, Wake, WakeItem
 from .config import Profile
+from .ops.commands import OpsActions, OpsCommands
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
 from .panes.chat import ChatPane
@@ -50,9 +51,10 @@ STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connectin
               REFUSED: ("✕ token refused", "red")}
 
 
-class CoordApp(App):
+class CoordApp(OpsActions, App):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
+    COMMANDS = App.COMMANDS | {OpsCommands}
     BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False) for n, (pid, label, _) in
                 enumerate(PANES, start=1)] + [
         Binding("question_mark", "help", "Help"), Binding("ctrl+r", "reload", "Refresh"),

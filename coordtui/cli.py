@@ -1,6 +1,7 @@
 """coordtui: the terminal client, and scriptable subcommands.
 
-Exit codes: 0 ok; 1 the server refused (its error on stderr); 2 usage or configuration error; 3 cannot connect.
+Exit codes: 0 ok; 1 the server refused (its error on stderr); 2 usage or configuration error; 3 cannot connect
+(or the URL answers but is not a coord server). Global options may stand anywhere on the line.
 """
 from __future__ import annotations
 
@@ -10,17 +11,63 @@ import json
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
+from urllib.parse import urlsplit
 
 import typer
+from typer.core import TyperGroup
 
+from .bundled import default_data_dir
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .config import ConfigError, Profile, load_profile
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
-cli = typer.Typer(help="coordtui: the coord terminal client. Exit codes: 0 ok, 1 server refused, "
-                       "2 usage/config error, 3 cannot connect.", add_completion=False)
+GLOBAL_WITH_VALUE = ("--url", "--token", "--token-file", "--profile", "--data")
+GLOBAL_FLAGS = ("--serve", "--bell")
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """`coordtui inbox --url U` means `coordtui --url U inbox`: global options move before the subcommand
+    (everything after a `--` stays where it is)."""
+    front, rest, i = [], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if arg in GLOBAL_FLAGS:
+            front.append(arg)
+        elif name in GLOBAL_WITH_VALUE:
+            take = 1 if "=" in arg else 2
+            front.extend(args[i:i + take])
+            i += take - 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+class GlobalOptionsGroup(TyperGroup):
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, hoist_global_options(list(args)))
+
+
+HELP = f"""coordtui: the coord terminal client (run without a subcommand for the full-screen UI).
+
+Connection: --url and a token (--token, --token-file PATH, or COORD_TOKEN / COORD_TOKEN_FILE; prefer the file or
+the variable: --token shows in `ps`), or --profile NAME, or COORD_URL + COORD_TOKEN, or the default saved profile.
+Global options may stand anywhere on the line: `coordtui inbox --url U`.
+
+--serve runs the bundled server on 127.0.0.1 (a free port) with its data in --data (default:
+{default_data_dir()}). Its URL shows in the header of the UI and in DATA/serve.lock (JSON: url, port, pid). A second
+`coordtui --serve` on the same data dir, or `coordtui --serve send|wake|inbox|ack|reply|show`, attaches to the
+running one instead of starting another.
+
+Exit codes: 0 ok, 1 server refused, 2 usage/config error, 3 cannot connect (or not a coord server)."""
+
+cli = typer.Typer(cls=GlobalOptionsGroup, help=HELP, add_completion=False, rich_markup_mode=None)
 
 
 @dataclasses.dataclass
@@ -31,20 +78,53 @@ class Options:
     serve: bool
     data: Path | None
     bell: bool
+    token_file: Path | None = None
+
+
+def _read_token_file(path: Path | str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the token file {path}: {exc.strerror or exc}") from exc
+    if not token:
+        raise ConfigError(f"the token file {path} is empty")
+    return token
+
+
+def check_url(url: str, where: str = "--url") -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{where} must be a full URL starting with http:// or https:// (got {url!r})")
+    return url
 
 
 def resolve(options: Options) -> Profile | None:
-    """--url/--token, then --profile, then COORD_URL/COORD_TOKEN, then the default saved profile."""
-    if options.url or options.token:
-        if not (options.url and options.token):
-            raise ConfigError("--url and --token go together (or set COORD_URL and COORD_TOKEN)")
-        return Profile("command line", options.url, options.token)
+    """--url with --token/--token-file/COORD_TOKEN, then --profile, then COORD_URL + COORD_TOKEN, then the default
+    saved profile."""
+    env_token = lambda: os.environ.get("COORD_TOKEN") or _read_token_file(os.environ.get("COORD_TOKEN_FILE"))  # noqa: E731
+    token = options.token or _read_token_file(options.token_file)
+    if options.url or token:
+        url = options.url or os.environ.get("COORD_URL")
+        token = token or env_token()
+        if not (url and token):
+            raise ConfigError("--url and --token go together (the token may also come from --token-file PATH or "
+                              "COORD_TOKEN; the URL from COORD_URL)")
+        return Profile("command line", check_url(url), token)
     if options.profile:
-        return load_profile(options.profile)
-    url, token = os.environ.get("COORD_URL"), os.environ.get("COORD_TOKEN")
-    if url and token:
-        return Profile("environment", url, token)
-    return load_profile(None)
+        profile = load_profile(options.profile)
+        check_url(profile.url, f"profile {profile.name!r}: url")
+        return profile
+    url = os.environ.get("COORD_URL")
+    if url:
+        token = env_token()
+        if token:
+            return Profile("environment", check_url(url, "COORD_URL"), token)
+    profile = load_profile(None)
+    if profile is not None:
+        check_url(profile.url, f"profile {profile.name!r}: url")
+    return profile
 
 
 def _fail(code: int, message: str) -> None:
@@ -52,23 +132,32 @@ def _fail(code: int, message: str) -> None:
     raise typer.Exit(code)
 
 
+def _usage(ok: bool, message: str) -> None:
+    if not ok:
+        _fail(EXIT_USAGE, message)
+
+
+def _bundled(options: Options):
+    from .bundled import serve_or_attach
+    try:
+        return serve_or_attach(options.data or default_data_dir())
+    except Exception as exc:  # the data dir or port is unusable: a configuration error
+        _fail(EXIT_USAGE, f"cannot start or reach the bundled server: {exc}")
+
+
 def _connection(ctx: typer.Context) -> Profile:
     options: Options = ctx.obj
-    if options.serve:  # e.g. `coordtui --serve inbox`: the bundled server, for this one command
-        from .embedded import EmbeddedServer
-        server = EmbeddedServer(options.data)
-        try:
-            server.start()
-        except Exception as exc:
-            _fail(EXIT_USAGE, f"cannot start the bundled server: {exc}")
-        ctx.call_on_close(server.stop)
-        return Profile("local", server.url, server.token)
+    if options.serve:  # e.g. `coordtui --serve inbox`: the running bundled server, else one for this command
+        bundled = _bundled(options)
+        ctx.call_on_close(bundled.stop)
+        return Profile("local", bundled.url, bundled.token)
     try:
         profile = resolve(options)
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
     if profile is None:
-        _fail(EXIT_USAGE, "not configured: pass --url and --token, --profile NAME, or set COORD_URL and COORD_TOKEN")
+        _fail(EXIT_USAGE, "not configured: pass --url and --token (or --token-file), --profile NAME, "
+                          "or set COORD_URL and COORD_TOKEN")
     return profile
 
 
@@ -96,35 +185,44 @@ def _jsonable(value):
     return value
 
 
+def _print_json(value) -> None:
+    typer.echo(json.dumps(_jsonable(value), indent=2))
+
+
 @cli.callback(invoke_without_command=True)
 def main_options(ctx: typer.Context,
-                 url: Optional[str] = typer.Option(None, "--url", help="Server base URL (else COORD_URL)."),
-                 token: Optional[str] = typer.Option(None, "--token", help="API token (else COORD_TOKEN)."),
+                 url: Optional[str] = typer.Option(None, "--url", help="Server base URL, http(s)://… (else COORD_URL)."),
+                 token: Optional[str] = typer.Option(None, "--token", help="API token (visible in ps: prefer "
+                                                                            "--token-file or COORD_TOKEN)."),
+                 token_file: Optional[Path] = typer.Option(None, "--token-file", help="Read the API token from this "
+                                                                                      "file (else COORD_TOKEN_FILE)."),
                  profile: Optional[str] = typer.Option(None, "--profile", help="A saved connection profile."),
-                 serve: bool = typer.Option(False, "--serve", help="Run the bundled server in-process and connect to it."),
-                 data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --serve."),
+                 serve: bool = typer.Option(False, "--serve", help="Run the bundled server on 127.0.0.1 (free port; "
+                                            "URL in the header and DATA/serve.lock), or attach to the one already "
+                                            "running on the same data dir."),
+                 data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --serve (default: "
+                                                     f"{default_data_dir()})."),
                  bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items.")) -> None:
-    ctx.obj = Options(url, token, profile, serve, data, bell)
-    if ctx.invoked_subcommand is not None:
-        return
+    ctx.obj = Options(url, token, profile, serve, data, bell, token_file)
     if data and not serve:
         _fail(EXIT_USAGE, "--data needs --serve")
-    run_tui(ctx.obj)
+    if ctx.invoked_subcommand is None:
+        run_tui(ctx.obj)
 
 
 def run_tui(options: Options) -> None:
     from .app import CoordApp
     if options.serve:
-        from .embedded import EmbeddedServer
-        server = EmbeddedServer(options.data)
+        bundled = _bundled(options)
+        where = bundled.url.split("://", 1)[-1]
+        app = CoordApp(Profile(f"bundled http://{where}", bundled.url, bundled.token), bell=options.bell,
+                       embedded=bundled)
+        bundled.on_takeover = lambda text: app.call_from_thread(app.notify, text, title="Bundled server", timeout=8)
+        bundled.watch()
         try:
-            server.start()
-        except Exception as exc:  # surfaced as a configuration error: the data dir or port is unusable
-            _fail(EXIT_USAGE, f"cannot start the bundled server: {exc}")
-        try:
-            CoordApp(Profile("local", server.url, server.token), bell=options.bell, embedded=server).run()
+            app.run()
         finally:
-            server.stop()
+            bundled.stop()
         return
     try:
         profile = resolve(options)
@@ -153,28 +251,84 @@ def send(ctx: typer.Context, recipient: str = typer.Argument(..., help="Identity
          urgent: bool = typer.Option(False, "--urgent"),
          as_json: bool = typer.Option(False, "--json", help="Print the created message as JSON.")) -> None:
     """Send a mailbox message."""
+    _usage(bool(recipient.strip()), "the recipient must not be empty")
+    _usage(bool(title.strip()), "the title must not be empty")
     profile = _connection(ctx)
-    message = _call(profile, lambda client: client.send(recipient, title, body, urgent))
+    message = _call(profile, lambda client: client.send(recipient.strip(), title, body, urgent))
     if as_json:
-        typer.echo(json.dumps(_jsonable(message), indent=2))
+        _print_json(message)
     else:
         typer.echo(f"sent message {message.id} to {message.recipient}")
+
+
+INBOX_COLUMNS = f"  {'ID':>6}  {'FROM':12} {'RECEIVED (UTC)':16}  TITLE"
 
 
 @cli.command()
 def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json"),
           all_messages: bool = typer.Option(False, "--all", help="Read messages too, not only unread.")) -> None:
-    """List your unread mail (or all with --all)."""
+    """List your unread mail (or all with --all). Flags: ! urgent, * unread."""
     profile = _connection(ctx)
     messages = _call(profile, lambda client: client.inbox_all(None if all_messages else "unread"))
     if as_json:
-        typer.echo(json.dumps(_jsonable(messages), indent=2))
+        _print_json(messages)
         return
     if not messages:
         typer.echo("No messages." if all_messages else "No unread messages.")
+        return
+    typer.echo(INBOX_COLUMNS)
     for message in messages:
         flag = "!" if message.urgent else ("*" if message.unread else " ")
-        typer.echo(f"{flag} {message.id:>6}  {message.sender:12} {message.title}")
+        received = message.created_at.strftime("%Y-%m-%d %H:%M") if message.created_at else ""
+        typer.echo(f"{flag} {message.id:>6}  {message.sender:12} {received:16}  {message.title}")
+
+
+@cli.command()
+def ack(ctx: typer.Context, ids: List[int] = typer.Argument(..., help="Message ids to mark read."),
+        as_json: bool = typer.Option(False, "--json")) -> None:
+    """Mark messages read. Exits 1 if any id is not one of your messages."""
+    profile = _connection(ctx)
+    result = _call(profile, lambda client: client.ack_many(list(ids)))
+    done, missing = result.get("success") or [], result.get("notFound") or []
+    if as_json:
+        typer.echo(json.dumps({"success": done, "notFound": missing}, indent=2))
+    elif done:
+        typer.echo(f"acknowledged {' '.join(str(i) for i in done)}")
+    if missing:
+        _fail(EXIT_REFUSED, f"not found in your mailbox: {' '.join(str(i) for i in missing)}")
+
+
+@cli.command()
+def reply(ctx: typer.Context, message_id: int = typer.Argument(..., metavar="ID"),
+          body: str = typer.Argument(..., metavar="BODY"),
+          as_json: bool = typer.Option(False, "--json", help="Print the reply as JSON.")) -> None:
+    """Reply to a message you received (goes to its sender)."""
+    _usage(bool(body.strip()), "the reply body must not be empty")
+    profile = _connection(ctx)
+    message = _call(profile, lambda client: client.reply(message_id, body))
+    if as_json:
+        _print_json(message)
+    else:
+        typer.echo(f"sent reply {message.id} to {message.recipient}")
+
+
+@cli.command()
+def show(ctx: typer.Context, message_id: int = typer.Argument(..., metavar="ID"),
+         as_json: bool = typer.Option(False, "--json")) -> None:
+    """Print one message you received, with its body (does not mark it read; see `ack`)."""
+    profile = _connection(ctx)
+    messages = _call(profile, lambda client: client.inbox_all(None, max_pages=100))
+    message = next((m for m in messages if m.id == message_id), None)
+    if message is None:
+        _fail(EXIT_REFUSED, f"message {message_id} is not in your mailbox")
+    if as_json:
+        _print_json(message)
+        return
+    received = message.created_at.strftime("%Y-%m-%d %H:%M UTC") if message.created_at else ""
+    typer.echo(f"Message {message.id}{' (urgent)' if message.urgent else ''} · {message.status}")
+    typer.echo(f"From:    {message.sender}\nTo:      {message.recipient}\nDate:    {received}\n"
+               f"Title:   {message.title}\n")
+    typer.echo(message.body or "")
 
 
 def main() -> None:

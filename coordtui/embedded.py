@@ -5,12 +5,11 @@ import os
 import socket
 from pathlib import Path
 
-import platformdirs
-
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 
-TOKEN_FILE = "local-admin.token"
+from .bundled import TOKEN_FILE, default_data_dir
+
 LOCAL_ADMIN = "admin"
 
 
@@ -20,8 +19,6 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("coord"))
 
 
 class EmbeddedServer:
@@ -47,7 +44,7 @@ class EmbeddedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if self.env is None else self.env)
         env.update({"COORD_DATABASE_URL": self.database_url, "COORD_RATE_LIMITS": "off"})
-        port = self.port or _free_port()
+        port = self.port = self.port or _free_port()
         env["COORD_BASE_URL"] = f"http://127.0.0.1:{port}"  # links in wake and skill docs point here
         self.thread = ServerThread(Settings.from_env(env), port=port).start()
         self.token = self._local_admin_token()

@@ -8,6 +8,7 @@ import httpx
 
 from .models import (BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage, Message,
                      Page, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
+from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
 
 
 class ApiError(Exception):
@@ -31,6 +32,10 @@ class ApiError(Exception):
 
 class ConnectionFailed(Exception):
     """The server could not be reached (refused, DNS, timeout)."""
+
+
+class NotCoordServer(ConnectionFailed):
+    """Something answered at the URL, but not a coord server (an HTML page, a 404 without a JSON error, ...)."""
 
 
 def error_text(status: int, body: Any, fallback: str = "") -> str:
@@ -74,6 +79,10 @@ class CoordClient:
             body = response.json()
         except ValueError:
             body = None
+        if body is None and response.status_code not in (413, 429, 502, 503, 504) and response.content:
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            raise NotCoordServer(f"{self.base_url} answers but is not a coord server "
+                                 f"(HTTP {response.status_code}, {kind} for {path})")
         if response.status_code >= 400:
             raise ApiError(response.status_code, error_text(response.status_code, body, response.reason_phrase),
                            body if isinstance(body, dict) else None)
@@ -175,8 +184,22 @@ class CoordClient:
         body = await self.request("GET", "/api/swarm/projects")
         return [Project.parse(p) for p in body.get("projects") or []]
 
-    async def create_project(self, title: str, color: str = "#3b82f6") -> Project:
-        return Project.parse(await self.request("POST", "/api/swarm/projects", json={"title": title, "color": color}))
+    async def projects_all(self) -> list[Project]:
+        """Archived projects too (ours: includeArchived)."""
+        body = await self.request("GET", "/api/swarm/projects", params={"includeArchived": "true"})
+        return [Project.parse(p) for p in body.get("projects") or []]
+
+    async def create_project(self, title: str, color: str = "#3b82f6", **fields: Any) -> Project:
+        """`fields` are wire names (description, projectLeadUserId, workHoursStart, ...); None is left out."""
+        payload = {"title": title, "color": color, **{k: v for k, v in fields.items() if v is not None}}
+        return Project.parse(await self.request("POST", "/api/swarm/projects", json=payload))
+
+    async def update_project(self, project_id: str, **fields: Any) -> Project:
+        """`fields` are wire names; None clears a nullable field."""
+        return Project.parse(await self.request("PATCH", f"/api/swarm/projects/{_q(project_id)}", json=fields))
+
+    async def archive_project(self, project_id: str) -> Project:
+        return Project.parse(await self.request("POST", f"/api/swarm/projects/{_q(project_id)}/archive"))
 
     async def tasks(self, project_id: str | None = None, include_completed: bool = True,
                     assignee: str | None = None) -> list[Task]:
@@ -253,3 +276,83 @@ class CoordClient:
     async def buzz_events(self, app_name: str | None = None, limit: int = 50) -> list[BuzzEvent]:
         body = await self.request("GET", "/api/broadcast/events", params={"appName": app_name, "limit": limit})
         return [BuzzEvent.parse(e) for e in body.get("events") or []]
+
+    # buzz webhooks (API.md §8)
+    async def webhooks(self) -> list[Webhook]:
+        body = await self.request("GET", "/api/broadcast/webhooks")
+        return [Webhook.parse(w) for w in body.get("webhooks") or []]
+
+    async def create_webhook(self, app_name: str, title: str, **fields: Any) -> Webhook:
+        payload = {"appName": app_name, "title": title, **{k: v for k, v in fields.items() if v is not None}}
+        return Webhook.parse(await self.request("POST", "/api/broadcast/webhooks", json=payload))
+
+    async def update_webhook(self, webhook_id: int, **fields: Any) -> Webhook:
+        return Webhook.parse(await self.request("PATCH", f"/api/broadcast/webhooks/{_q(webhook_id)}", json=fields))
+
+    async def delete_webhook(self, webhook_id: int) -> None:
+        await self.request("DELETE", f"/api/broadcast/webhooks/{_q(webhook_id)}")
+
+    # recurring templates (API.md §7)
+    async def templates(self) -> list[Template]:
+        body = await self.request("GET", "/api/swarm/recurring", params={"includeDisabled": "true"})
+        return [Template.parse(t) for t in body.get("templates") or []]
+
+    async def create_template(self, title: str, cron_expr: str, **fields: Any) -> Template:
+        payload = {"title": title, "cronExpr": cron_expr, **{k: v for k, v in fields.items() if v is not None}}
+        return Template.parse(await self.request("POST", "/api/swarm/recurring", json=payload))
+
+    async def update_template(self, template_id: str, **fields: Any) -> Template:
+        return Template.parse(await self.request("PATCH", f"/api/swarm/recurring/{_q(template_id)}", json=fields))
+
+    async def preview_schedule(self, cron_expr: str, timezone: str, count: int = 3) -> list:
+        """The server's next `count` runs of a schedule, checked as create checks it (ours: 404 elsewhere)."""
+        body = await self.request("POST", "/api/swarm/recurring/preview",
+                                  json={"cronExpr": cron_expr, "timezone": timezone, "count": count})
+        return [t for t in (parse_time(r) for r in body.get("runs") or []) if t is not None]
+
+    async def delete_template(self, template_id: str) -> None:
+        await self.request("DELETE", f"/api/swarm/recurring/{_q(template_id)}")
+
+    # tokens and invites (admin, API.md §2)
+    async def tokens(self) -> list[TokenRecord]:
+        body = await self.request("GET", "/api/auth/tokens")
+        return [TokenRecord.parse(t) for t in body.get("tokens") or []]
+
+    async def revoke_token(self, token_id: int) -> TokenRecord:
+        return TokenRecord.parse(await self.request("POST", f"/api/auth/tokens/{_q(token_id)}/revoke"))
+
+    async def rotate_token(self, token_id: int) -> IssuedToken:
+        new = (await self.request("POST", f"/api/auth/tokens/{_q(token_id)}/rotate")).get("newToken") or {}
+        return IssuedToken(parse_id_or_none(new.get("id")), str(new.get("identity") or ""), str(new.get("token") or ""),
+                           bool(new.get("isAdmin")))
+
+    async def invites(self) -> list[Invite]:
+        body = await self.request("GET", "/api/auth/invites")
+        return [Invite.parse(i) for i in body.get("invites") or []]
+
+    async def create_invite(self, identity_hint: str | None = None, is_admin: bool = False, max_uses: int = 1,
+                            expires_in_hours: float | None = None) -> Invite:
+        payload: dict[str, Any] = {"identityHint": identity_hint, "isAdmin": is_admin, "maxUses": max_uses}
+        if expires_in_hours is not None:
+            payload["expiresInHours"] = expires_in_hours
+        body = await self.request("POST", "/api/auth/invites", json=payload)
+        return Invite.parse(body.get("invite") or {}, body.get("onboardUrl"))
+
+    async def delete_invite(self, invite_id: int) -> None:
+        await self.request("DELETE", f"/api/auth/invites/{_q(invite_id)}")
+
+    async def create_token(self, identity: str, is_admin: bool = False, label: str | None = None) -> IssuedToken:
+        """The API issues new tokens through invites: a single-use invite for `identity`, redeemed at once."""
+        invite = await self.create_invite(identity, is_admin, 1, 1)
+        try:
+            body = await self.request("POST", "/api/auth/register",
+                                      json={"code": invite.code, "identity": identity, "label": label or None})
+        except ApiError:
+            await self.delete_invite(invite.id)  # refused (e.g. the identity exists): leave no usable invite
+            raise
+        return IssuedToken(None, str(body.get("identity") or identity), str(body.get("token") or ""),
+                           bool(body.get("isAdmin")))
+
+
+def parse_id_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None

@@ -157,10 +157,24 @@ class Project:
     id: str
     title: str
     color: str | None
+    description: str | None = None
+    project_lead: str | None = None
+    developer_lead: str | None = None
+    work_hours_start: int | None = None
+    work_hours_end: int | None = None
+    work_hours_timezone: str | None = None
+    archived_at: datetime | None = None
 
     @classmethod
     def parse(cls, row: dict) -> "Project":
-        return cls(id=str(row.get("id")), title=str(row.get("title") or ""), color=row.get("color"))
+        return cls(id=str(row.get("id")), title=str(row.get("title") or ""), color=row.get("color"),
+                   description=row.get("description"),
+                   project_lead=pick(row, "projectLeadUserId", "project_lead_user_id"),
+                   developer_lead=pick(row, "developerLeadUserId", "developer_lead_user_id"),
+                   work_hours_start=pick(row, "workHoursStart", "work_hours_start"),
+                   work_hours_end=pick(row, "workHoursEnd", "work_hours_end"),
+                   work_hours_timezone=pick(row, "workHoursTimezone", "work_hours_timezone"),
+                   archived_at=parse_time(pick(row, "archivedAt", "archived_at")))
 
 
 @dataclass(frozen=True)

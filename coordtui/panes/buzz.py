@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..client.models import BuzzEvent, age_text
@@ -12,7 +13,8 @@ from .base import Pane
 class BuzzPane(Pane):
     TITLE = "Buzz"
     EVENT_TYPES = frozenset({"broadcast", "resync", "reconnected"})
-    KEYS = [("ctrl+r", "refresh")]
+    KEYS = [("ctrl+r", "refresh"), ("w", "webhooks: list, create, edit, delete, ingest URLs")]
+    BINDINGS = [Binding("w", "app.ops('webhooks')", "Webhooks")]
 
     def compose(self) -> ComposeResult:
         yield Static("", id="buzz-summary", classes="pane-summary")

@@ -24,9 +24,9 @@ class ChatPane(Pane):
     TITLE = "Chat"
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n", "jump to the next unread channel"), ("i", "write a message"),
-            ("d", "open a direct message"), ("escape", "back to the channel list")]
+            ("d", "open a direct message"), ("g", "new group chat"), ("escape", "back to the channel list")]
     BINDINGS = [Binding("n", "next_unread", "Next unread"), Binding("i", "write", "Write"),
-                Binding("d", "open_dm", "DM")]
+                Binding("d", "open_dm", "DM"), Binding("g", "app.ops('group')", "Group")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

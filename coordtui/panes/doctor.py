@@ -5,6 +5,7 @@ import json
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Static, Tree
 
 from ..client.models import DoctorReport
@@ -27,7 +28,9 @@ def detail_lines(details) -> list[str]:
 
 class DoctorPane(Pane):
     TITLE = "Doctor"
-    KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)")]
+    KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
+            ("t", "tokens (admin)"), ("i", "invites (admin)")]
+    BINDINGS = [Binding("t", "app.ops('tokens')", "Tokens"), Binding("i", "app.ops('invites')", "Invites")]
 
     refresh_seconds = REFRESH_SECONDS
 

@@ -37,12 +37,13 @@ class SwarmPane(Pane):
     KEYS = [("tab / h l", "previous / next column"), ("enter", "task detail and history"),
             ("[ / ]", "move the task one column left / right"), ("m", "move to a chosen status"),
             ("c", "claim (start) the task"), ("n", "new task"), ("e", "edit the task"),
-            ("f", "filter by project (cycles)")]
+            ("f", "filter by project (cycles)"), ("P", "projects"), ("R", "recurring templates")]
     BINDINGS = [Binding("left_square_bracket", "shift(-1)", "Move ←"),
                 Binding("right_square_bracket", "shift(1)", "Move →"),
                 Binding("m", "move", "Move"), Binding("c", "claim", "Claim"), Binding("n", "new", "New"),
                 Binding("e", "edit", "Edit"), Binding("f", "filter", "Project"),
-                Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False)]
+                Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
+                Binding("P", "app.ops('projects')", "Projects"), Binding("R", "app.ops('templates')", "Recurring")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

@@ -13,7 +13,7 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
 
@@ -32,6 +32,7 @@ class Field:
     options: tuple = ()
     required: bool = False
     max_len: int | None = None  # the server's limit, counted as it counts (characters)
+    wire: str = ""  # the API's name for it: a refusal naming it is shown under this field too
 
 
 class FormScreen(ModalScreen[Any]):
@@ -46,7 +47,7 @@ class FormScreen(ModalScreen[Any]):
         self.sending = False
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="form"):
+        with VerticalScroll(id="form"):
             yield Label(f"[b]{escape(self.form_title)}[/b]  [dim]ctrl+s {self.submit_label.lower()} · esc cancel[/dim]",
                         id="form-title")
             for field in self.fields:
@@ -68,6 +69,8 @@ class FormScreen(ModalScreen[Any]):
                                  id=widget_id, compact=True)
                 else:
                     yield Input(str(field.default or ""), id=widget_id, compact=True)
+                if field.wire:
+                    yield Label("", id=f"error-{field.name}", classes="field-error")
             yield Label("", id="form-error")
             with Horizontal(id="form-buttons"):
                 yield Button(self.submit_label, id="submit", variant="primary", compact=True)
@@ -81,6 +84,8 @@ class FormScreen(ModalScreen[Any]):
         target = empty[0] if empty else (fields[0] if fields else None)
         if target is not None:
             target.focus()
+        else:  # a confirmation: enter answers it
+            self.query_one("#submit", Button).focus()
 
     @staticmethod
     def _count_text(field: Field, value: str) -> str:
@@ -101,7 +106,26 @@ class FormScreen(ModalScreen[Any]):
         self._update_count(event.text_area.id, event.text_area.text)
 
     def show_error(self, text: str) -> None:
-        self.query_one("#form-error", Label).update(f"[red]{escape(text)}[/red]" if text else "")
+        label = self.query_one("#form-error", Label)
+        label.update(f"[red]{escape(text)}[/red]" if text else "")
+        if text:
+            label.scroll_visible(animate=False)  # a long form on a small terminal: the reason must show
+
+    def show_field_errors(self, message: str, focus: bool = True) -> None:
+        """The server names the field it refused (`cronExpr`, `timezone`, ...): say it under that field
+        (an empty message clears them)."""
+        first = None
+        for field in self.fields:
+            if not field.wire:
+                continue
+            hit = field.wire.lower() in message.lower()
+            label = self.query_one(f"#error-{field.name}", Label)
+            label.update(f"[red]↑ {escape(message)}[/red]" if hit else "")
+            label.display = hit
+            if hit and first is None:
+                first = self.query_one(f"#field-{field.name}")
+        if first is not None and focus:
+            first.focus()
 
     def values(self) -> dict:
         result = {}
@@ -141,6 +165,7 @@ class FormScreen(ModalScreen[Any]):
             result = await self.submit(values)
         except ApiError as exc:
             allowed = f" Allowed: {', '.join(exc.allowed)}." if exc.allowed else ""
+            self.show_field_errors(exc.message)
             self.show_error(f"Refused: {exc.message}.{allowed} Fix it and press ctrl+s again.")
         except ConnectionFailed as exc:
             self.show_error(f"Not sent: {exc}. Everything you typed is kept: press ctrl+s to try again.")

@@ -68,7 +68,9 @@ def test_send_and_inbox_through_env_and_profile(server):
     assert mine and mine[0]["sender"] == "alice" and mine[0]["urgent"] is True and mine[0]["status"] == "unread"
 
     text = run("--profile", "bob", "inbox")
-    assert "CLI hello" in text.stdout and text.stdout.lstrip().startswith("!")
+    header, first = text.stdout.splitlines()[:2]
+    assert header.split() == ["ID", "FROM", "RECEIVED", "(UTC)", "TITLE"]
+    assert first.startswith("!") and "CLI hello" in first and "alice" in first
 
 
 def test_send_to_unknown_recipient_exits_1(server):

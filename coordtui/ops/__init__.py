@@ -1,0 +1,1 @@
+"""Operator screens: everything an operator does through the API, by key and from the command palette."""

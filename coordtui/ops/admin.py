@@ -1,0 +1,141 @@
+"""For admins: tokens (list, create, revoke, rotate) and invites (create with the onboarding URL, delete).
+
+API.md has no token-create route: new tokens come from invites, so "new token" makes a single-use invite
+for the identity and redeems it at once; the secret is shown once, like rotate's."""
+from __future__ import annotations
+
+from textual.binding import Binding
+
+from ..client import limits
+from ..client.ops_models import Invite, IssuedToken, TokenRecord
+from ..screens.form import Field
+from .base import OpsScreen, SecretScreen, blank_none, confirm, number_or_text, run_form, when
+
+ONCE = "Shown once: the server keeps only its hash. Copy it now."
+
+
+def show_token(app, issued: IssuedToken, title: str) -> None:
+    app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)]))
+
+
+def new_token(app) -> None:
+    fields = [Field("identity", "Identity (new: ^[a-z][a-z0-9_-]*$)", required=True, max_len=limits.IDENTITY,
+                    wire="identity"),
+              Field("label", "Label", max_len=limits.TOKEN_LABEL, wire="label"),
+              Field("admin", "Admin", False, kind="check")]
+
+    def submit(values: dict):
+        return app.client.create_token(values["identity"], values["admin"], blank_none(values["label"]))
+    run_form(app, "New token", fields, "Create", submit, lambda t: f"Token issued for {t.identity}",
+             after=lambda issued: show_token(app, issued, "New token"))
+
+
+def revoke_token(app, token: TokenRecord) -> None:
+    confirm(app, f"Revoke token #{token.id} of {token.identity}? Clients using it are refused at once.", "Revoke",
+            lambda: app.client.revoke_token(token.id), f"Token #{token.id} revoked")
+
+
+def rotate_token(app, token: TokenRecord) -> None:
+    confirm(app, f"Rotate token #{token.id} of {token.identity}? The old one stops working now.", "Rotate",
+            lambda: app.client.rotate_token(token.id), f"Token #{token.id} rotated",
+            after=lambda issued: show_token(app, issued, f"Rotated token #{token.id}"))
+
+
+class TokensScreen(OpsScreen):
+    TITLE_TEXT = "Tokens"
+    COLUMNS = ("ID", "Identity", "Admin", "Label", "Created", "Last used", "Revoked")
+    HINT = "n new · r rotate · x revoke"
+    BINDINGS = [Binding("n", "new", "New"), Binding("r", "rotate", "Rotate"), Binding("x", "revoke", "Revoke")]
+
+    async def fetch(self) -> list[TokenRecord]:
+        return await self.client.tokens()
+
+    def row(self, t: TokenRecord) -> tuple:
+        return (str(t.id), t.identity, "yes" if t.is_admin else "", t.label or "", when(t.created_at),
+                when(t.last_used_at), when(t.revoked_at))
+
+    def summary(self, items: list[TokenRecord]) -> str:
+        live = sum(1 for t in items if t.revoked_at is None)
+        return f"{live} live tokens, {len(items) - live} revoked (database tokens; environment tokens are not listed)"
+
+    def action_new(self) -> None:
+        new_token(self.app)
+
+    def _live(self) -> TokenRecord | None:
+        token = self.need()
+        if token is not None and token.revoked_at is not None:
+            self.notify(f"Token #{token.id} is already revoked", severity="warning", timeout=3)
+            return None
+        return token
+
+    def action_rotate(self) -> None:
+        token = self._live()
+        if token is not None:
+            rotate_token(self.app, token)
+
+    def action_revoke(self) -> None:
+        token = self._live()
+        if token is not None:
+            revoke_token(self.app, token)
+
+
+def show_invite(app, invite: Invite) -> None:
+    values = [("Onboarding URL", invite.onboard_url)] if invite.onboard_url else []
+    app.push_screen(SecretScreen("Invite created", "Whoever opens the URL registers an identity and gets a token.",
+                                 values + [("Invite code", invite.code)]))
+
+
+def new_invite(app) -> None:
+    fields = [Field("hint", "Identity (empty = any)", max_len=limits.IDENTITY, wire="identityHint"),
+              Field("admin", "Admin", False, kind="check"),
+              Field("max_uses", "Max uses", "1", wire="maxUses"),
+              Field("hours", "Expires in hours", "72", wire="expiresInHours")]
+
+    def submit(values: dict):
+        return app.client.create_invite(blank_none(values["hint"]), values["admin"],
+                                        number_or_text(values["max_uses"]) or 1, number_or_text(values["hours"]))
+    run_form(app, "New invite", fields, "Create", submit, lambda i: f"Invite #{i.id} created",
+             after=lambda invite: show_invite(app, invite))
+
+
+def delete_invite(app, invite: Invite) -> None:
+    confirm(app, f"Delete invite #{invite.id} ({invite.identity_hint or 'any identity'})?", "Delete",
+            lambda: app.client.delete_invite(invite.id), f"Invite #{invite.id} deleted")
+
+
+class InvitesScreen(OpsScreen):
+    TITLE_TEXT = "Invites"
+    COLUMNS = ("ID", "Identity", "Admin", "Uses", "Expires", "Code")
+    HINT = "n new · d delete"
+    BINDINGS = [Binding("n", "new", "New"), Binding("d", "delete", "Delete")]
+
+    async def fetch(self) -> list[Invite]:
+        return await self.client.invites()
+
+    def row(self, i: Invite) -> tuple:
+        return (str(i.id), i.identity_hint or "any", "yes" if i.is_admin else "", f"{i.use_count}/{i.max_uses}",
+                when(i.expires_at), i.code[:12] + "…")
+
+    def summary(self, items: list[Invite]) -> str:
+        return f"{len(items)} invites (newest first)"
+
+    def action_new(self) -> None:
+        new_invite(self.app)
+
+    def action_delete(self) -> None:
+        invite = self.need()
+        if invite is not None:
+            delete_invite(self.app, invite)
+
+
+def commands(app, tokens: list[TokenRecord]):
+    yield "Tokens (admin)", "List, create, rotate and revoke tokens (Doctor pane: t)", lambda: app.push_screen(
+        TokensScreen())
+    yield "New token (admin)", "For a new identity; the secret is shown once", lambda: new_token(app)
+    yield "Invites (admin)", "List, create and delete invites (Doctor pane: i)", lambda: app.push_screen(
+        InvitesScreen())
+    yield "New invite (admin)", "Shows the onboarding URL", lambda: new_invite(app)
+    for t in tokens:
+        if t.revoked_at is None:
+            yield f"Rotate token #{t.id} ({t.identity})", t.label or "", lambda t=t: rotate_token(app, t)
+            yield f"Revoke token #{t.id} ({t.identity})", t.label or "", lambda t=t: revoke_token(app, t)

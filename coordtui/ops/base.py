@@ -1,0 +1,222 @@
+"""What every operator screen shares: a table loaded through the SDK, forms that send themselves,
+confirmations, and a dialog that shows a secret or URL once, selectable and copyable."""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, ClassVar
+
+from rich.markup import escape
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+
+from ..client.api import ApiError, ConnectionFailed
+from ..screens.form import Field, FormScreen, Submit
+
+
+def blank_none(value: Any) -> Any:
+    """Form text to a wire value: empty means null (the API clears or defaults it)."""
+    return None if value == "" else value
+
+
+def number_or_text(value: str) -> Any:
+    """An hour or count as typed: a number when it is one, else the text, for the server to refuse by name."""
+    if value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+
+
+def identity_list(value: str) -> list[str]:
+    return [part.strip() for part in value.replace(" ", ",").split(",") if part.strip()]
+
+
+def refresh_ops(app) -> None:
+    """Reload the list that is showing (lists under a dialog reload when they show again)."""
+    if isinstance(app.screen, OpsScreen):
+        app.screen.reload()
+
+
+def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, done: Callable[[Any], str | None],
+             after: Callable[[Any], None] | None = None, form: Callable[..., FormScreen] = FormScreen) -> None:
+    """Opens a form that sends itself (a refusal keeps the text); on success: a toast, lists reloaded, `after`."""
+    def finished(result: Any) -> None:
+        if result is None:
+            return
+        text = done(result)
+        if text:
+            app.notify(text, timeout=5)
+        refresh_ops(app)
+        if after is not None:
+            after(result)
+    app.push_screen(form(title, fields, label, submit=submit), finished)
+
+
+def confirm(app, question: str, label: str, action: Callable[[], Awaitable[Any]], done: str,
+            after: Callable[[Any], None] | None = None) -> None:
+    """A yes/no dialog whose yes sends the request; a refusal stays visible in the dialog."""
+    run_form(app, question, [], label, lambda _values: action(), lambda _r: done, after)
+
+
+class SecretScreen(ModalScreen[None]):
+    """Shows values the server gives once (a new token, an ingest or onboarding URL) in read-only inputs the
+    user can select, with a copy button each (OSC 52 through App.copy_to_clipboard)."""
+
+    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("c", "copy(0)", "Copy")]
+
+    def __init__(self, title: str, note: str, values: list[tuple[str, str]]):
+        super().__init__(classes="form-screen")
+        self.secret_title, self.note, self.values = title, note, values
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="form"):
+            yield Label(f"[b]{escape(self.secret_title)}[/b]  [dim]c copy · esc close[/dim]", id="form-title")
+            if self.note:
+                yield Label(escape(self.note), classes="secret-note")
+            for index, (label, value) in enumerate(self.values):
+                yield Label(label, classes="field-label")
+                with Horizontal(classes="secret-row"):
+                    yield Input(value, id=f"secret-{index}", classes="secret-value", compact=True)
+                    yield Button("Copy", id=f"copy-{index}", compact=True)
+            with Horizontal(id="form-buttons"):
+                yield Button("Close", id="close", variant="primary", compact=True)
+
+    def on_mount(self) -> None:
+        for box in self.query(".secret-value").results(Input):
+            box.read_only = True  # selectable, not editable: what the server issued stays exact
+            box.cursor_position = 0  # show the start (the scheme and host), not the end
+        for button in self.query("#copy-0").results(Button):
+            button.focus()  # enter or c copies; tab reaches the value itself to select part of it
+
+    def action_copy(self, index: int) -> None:
+        label, value = self.values[index]
+        self.app.copy_to_clipboard(value)
+        self.notify(f"{label} copied to the clipboard", timeout=3)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "close":
+            self.dismiss(None)
+        elif (event.button.id or "").startswith("copy-"):
+            self.action_copy(int(event.button.id.split("-", 1)[1]))
+
+
+class OpsScreen(Screen):
+    """A full-screen list of one kind of operator object: `fetch()` loads it, `row()` renders one item."""
+
+    TITLE_TEXT: ClassVar[str] = ""
+    COLUMNS: ClassVar[tuple[str, ...]] = ()
+    HINT: ClassVar[str] = ""
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh")]
+
+    def __init__(self) -> None:
+        super().__init__(classes="ops-screen")
+        self.items: dict[str, Any] = {}
+        self.loads = 0
+
+    @property
+    def client(self):
+        return self.app.client
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="ops-top"):
+            yield Static(f"[b]{escape(self.TITLE_TEXT)}[/b]  [dim]{escape(self.HINT)} · esc back[/dim]",
+                         id="ops-title")
+            yield Static("", id="ops-conn")
+        yield Static("Loading…", id="ops-summary", classes="pane-summary")
+        table = DataTable(id="ops-table", cursor_type="row")
+        table.add_columns(*self.COLUMNS)
+        yield table
+        yield Static("", id="ops-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#ops-table", DataTable).focus()
+        if hasattr(self.app, "conn_state"):  # the app's top bar is covered: say here whether the server is there
+            self.watch(self.app, "conn_state", self.show_connection)
+        self.reload()
+
+    def show_connection(self, state: str) -> None:
+        from ..app import STATE_LOOK  # the app imports this module
+        text, colour = STATE_LOOK.get(state, (state, "white"))
+        self.query_one("#ops-conn", Static).update(f"[b {colour}]{escape(text)}[/]")
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        """Back from a form or dialog: show what it changed (a table filled while covered keeps stale widths)."""
+        if self.loads:
+            self.reload()
+
+    @work(exclusive=True, group="ops-load", exit_on_error=False)
+    async def reload(self) -> None:
+        summary = self.query_one("#ops-summary", Static)
+        try:
+            items = await self.fetch()
+        except (ApiError, ConnectionFailed) as exc:
+            text = str(exc) if isinstance(exc, ConnectionFailed) else f"Refused: {exc.message} (HTTP {exc.status})"
+            summary.update(f"[red]{escape(text)}[/red]")
+            return
+        table = self.query_one("#ops-table", DataTable)
+        selected = self.selected()
+        table.clear()
+        self.items = {str(item.id): item for item in items}
+        for key, item in self.items.items():
+            table.add_row(*self.row(item), key=key)
+        if selected is not None and str(selected.id) in self.items:
+            table.move_cursor(row=table.get_row_index(str(selected.id)))
+        summary.update(self.summary(items))
+        self.loads += 1
+        self.describe(self.selected())
+
+    async def fetch(self) -> list:
+        raise TypeError(f"{type(self).__name__} must define fetch()")
+
+    def row(self, item) -> tuple:
+        raise TypeError(f"{type(self).__name__} must define row()")
+
+    def summary(self, items: list) -> str:
+        return f"{len(items)} {self.TITLE_TEXT.lower()}"
+
+    def detail(self, item) -> str:
+        return ""
+
+    def describe(self, item) -> None:
+        self.query_one("#ops-detail", Static).update(self.detail(item) if item is not None else "")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.describe(self.items.get(event.row_key.value) if event.row_key is not None else None)
+
+    def selected(self):
+        table = self.query_one("#ops-table", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self.items.get(key)
+
+    def need(self):
+        item = self.selected()
+        if item is None:
+            self.notify("Select a row first", severity="warning", timeout=3)
+        return item
+
+    def select(self, key: Any) -> None:
+        table = self.query_one("#ops-table", DataTable)
+        try:
+            table.move_cursor(row=table.get_row_index(str(key)))
+        except Exception:
+            pass
+
+
+def when(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value is not None else ""

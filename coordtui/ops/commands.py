@@ -1,0 +1,69 @@
+"""ctrl+p: every operator action, the per-item ones (edit X, archive X, revoke #n) read from the server
+when the palette opens."""
+from __future__ import annotations
+
+import asyncio
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from . import admin, chat, projects, templates, webhooks
+
+LOAD_TIMEOUT = 3.0
+
+
+async def _quietly(call, timeout: float = LOAD_TIMEOUT) -> list:
+    """Per-item commands are a bonus: a refusal (e.g. 403 for non-admins) or a slow server gives none."""
+    try:
+        return await asyncio.wait_for(call(), timeout)
+    except Exception:
+        return []
+
+
+class OpsCommands(Provider):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.entries: list[tuple[str, str, object]] = []
+
+    async def startup(self) -> None:
+        app = self.app
+        client = getattr(app, "client", None)
+        data = {"projects": [], "webhooks": [], "templates": [], "tokens": []}
+        if client is not None:
+            admin_only = client.tokens if getattr(app, "is_admin", False) else (lambda: asyncio.sleep(0, []))
+            found = await asyncio.gather(_quietly(client.projects_all), _quietly(client.webhooks),
+                                         _quietly(client.templates), _quietly(admin_only))
+            data = dict(zip(data, found))
+        self.entries = [*projects.commands(app, data["projects"]), *templates.commands(app, data["templates"]),
+                        *webhooks.commands(app, data["webhooks"]), *chat.commands(app),
+                        *admin.commands(app, data["tokens"])]
+
+    async def discover(self) -> Hits:
+        for title, help_text, run in self.entries:
+            if ":" not in title and "#" not in title:  # the general actions; per-item ones come by typing
+                yield DiscoveryHit(title, run, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, run in self.entries:
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), run, text=title, help=help_text)
+
+
+OPENERS = {
+    "projects": lambda app: app.push_screen(projects.ProjectsScreen()),
+    "templates": lambda app: app.push_screen(templates.TemplatesScreen()),
+    "webhooks": lambda app: app.push_screen(webhooks.WebhooksScreen()),
+    "tokens": lambda app: app.push_screen(admin.TokensScreen()),
+    "invites": lambda app: app.push_screen(admin.InvitesScreen()),
+    "group": chat.new_group,
+}
+
+
+class OpsActions:
+    """Mixed into the App: `app.ops('<name>')` for pane key bindings, and the palette provider."""
+
+    def action_ops(self, name: str) -> None:
+        if self.client is None:
+            self.notify("Not connected yet", severity="warning", timeout=3)
+            return
+        OPENERS[name](self)

@@ -1,0 +1,120 @@
+"""Swarm projects: create, edit (title, colour, leads, work hours) and archive (API.md §6)."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+
+from ..client import limits
+from ..client.models import Project
+from ..screens.form import Field
+from .base import OpsScreen, blank_none, confirm, number_or_text, run_form, when
+
+DEFAULT_COLOR = "#3b82f6"
+DEFAULT_TIMEZONE = "America/Chicago"
+
+
+def project_fields(project: Project | None) -> list[Field]:
+    p = project
+    return [
+        Field("title", "Title", p.title if p else "", required=True, max_len=limits.PROJECT_TITLE, wire="title"),
+        Field("color", "Colour (#rrggbb)", (p.color or "") if p else DEFAULT_COLOR, required=True, wire="color"),
+        Field("description", "Description", (p.description or "") if p else "", max_len=limits.PROJECT_DESCRIPTION,
+              wire="description"),
+        Field("project_lead", "Project lead (identity; empty = you)", (p.project_lead or "") if p else "",
+              wire="projectLeadUserId"),
+        Field("developer_lead", "Developer lead (identity; empty = you)", (p.developer_lead or "") if p else "",
+              wire="developerLeadUserId"),
+        Field("hours_start", "Work hours start (0-23; empty = no window)", _hour(p.work_hours_start) if p else "9",
+              wire="workHoursStart"),
+        Field("hours_end", "Work hours end (0-23, exclusive)", _hour(p.work_hours_end) if p else "17",
+              wire="workHoursEnd"),
+        Field("timezone", "Work hours timezone (IANA)", (p.work_hours_timezone or "") if p else DEFAULT_TIMEZONE,
+              wire="workHoursTimezone"),
+    ]
+
+
+def _hour(value) -> str:
+    return "" if value is None else str(value)
+
+
+def wire_fields(values: dict) -> dict:
+    return {"description": blank_none(values["description"]),
+            "projectLeadUserId": blank_none(values["project_lead"]),
+            "developerLeadUserId": blank_none(values["developer_lead"]),
+            "workHoursStart": number_or_text(values["hours_start"]),
+            "workHoursEnd": number_or_text(values["hours_end"]),
+            "workHoursTimezone": blank_none(values["timezone"])}
+
+
+def new_project(app) -> None:
+    def submit(values: dict):
+        return app.client.create_project(values["title"], values["color"], **wire_fields(values))
+    run_form(app, "New project", project_fields(None), "Create", submit, lambda p: f"Project {p.title} created")
+
+
+def edit_project(app, project: Project) -> None:
+    def submit(values: dict):
+        # an emptied lead keeps the current one (a project always has leads); other empties clear
+        fields = {k: v for k, v in wire_fields(values).items() if v is not None or not k.endswith("LeadUserId")}
+        return app.client.update_project(project.id, title=values["title"], color=values["color"], **fields)
+    run_form(app, f"Edit project: {project.title}", project_fields(project), "Save", submit,
+             lambda p: f"Project {p.title} saved")
+
+
+def archive_project(app, project: Project) -> None:
+    confirm(app, f"Archive project {project.title}? Its tasks stay; the project leaves the lists.", "Archive",
+            lambda: app.client.archive_project(project.id), f"Project {project.title} archived")
+
+
+class ProjectsScreen(OpsScreen):
+    TITLE_TEXT = "Projects"
+    COLUMNS = ("Title", "Colour", "Project lead", "Dev lead", "Work hours", "Archived")
+    HINT = "n new · e/enter edit · a archive"
+    BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("a", "archive", "Archive")]
+
+    async def fetch(self) -> list[Project]:
+        return await self.client.projects_all()
+
+    def row(self, p: Project) -> tuple:
+        hours = (f"{p.work_hours_start}-{p.work_hours_end} {p.work_hours_timezone or ''}"
+                 if p.work_hours_start is not None else "any time")
+        title = Text(p.title, style="dim strike" if p.archived_at else (p.color or ""))
+        return (title, p.color or "", p.project_lead or "", p.developer_lead or "", hours, when(p.archived_at))
+
+    def summary(self, items: list[Project]) -> str:
+        archived = sum(1 for p in items if p.archived_at)
+        return f"{len(items) - archived} projects" + (f", {archived} archived" if archived else "")
+
+    def detail(self, p: Project) -> str:
+        return (p.description or "").replace("\n", " ")[:300]
+
+    def action_new(self) -> None:
+        new_project(self.app)
+
+    def action_edit(self) -> None:
+        project = self.need()
+        if project is not None:
+            edit_project(self.app, project)
+
+    def on_data_table_row_selected(self, event) -> None:
+        self.action_edit()
+
+    def action_archive(self) -> None:
+        project = self.need()
+        if project is None:
+            return
+        if project.archived_at:
+            self.notify(f"{project.title} is already archived", timeout=3)
+            return
+        archive_project(self.app, project)
+
+
+def commands(app, projects: list[Project]):
+    yield "Projects", "List, create, edit and archive swarm projects (Swarm pane: P)", lambda: app.push_screen(
+        ProjectsScreen())
+    yield "New project", "Create a swarm project: title, colour, leads, work hours", lambda: new_project(app)
+    for p in projects:
+        if p.archived_at:
+            continue
+        yield f"Edit project: {p.title}", "Title, colour, leads, work hours", lambda p=p: edit_project(app, p)
+        yield f"Archive project: {p.title}", "Asks first", lambda p=p: archive_project(app, p)

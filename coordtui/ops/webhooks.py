@@ -1,0 +1,118 @@
+"""Buzz webhooks: list, create (the ingest URL shown once more, selectable and copyable), edit, delete (API.md §8)."""
+from __future__ import annotations
+
+from textual.binding import Binding
+
+from ..client import limits
+from ..client.ops_models import Webhook
+from ..screens.form import Field
+from .base import OpsScreen, SecretScreen, blank_none, confirm, run_form, when
+
+
+def webhook_fields(hook: Webhook | None) -> list[Field]:
+    h = hook
+    fields = [
+        Field("app_name", "App name (part of the ingest URL)", h.app_name if h else "", required=True,
+              max_len=limits.WEBHOOK_APP_NAME, wire="appName"),
+        Field("title", "Title", h.title if h else "", required=True, max_len=limits.WEBHOOK_TITLE, wire="title"),
+        Field("for_users", "For users (comma-separated; empty = everyone)", (h.for_users or "") if h else "",
+              max_len=limits.WEBHOOK_FOR_USERS, wire="forUsers"),
+        Field("wake_agent", "Wake agent (identity)", (h.wake_agent or "") if h else "", wire="wakeAgent"),
+        Field("notify_agent", "Notify agent (identity)", (h.notify_agent or "") if h else "", wire="notifyAgent"),
+    ]
+    if h is not None:
+        fields.append(Field("enabled", "Enabled (off: ingest answers 404)", h.enabled, kind="check"))
+    return fields
+
+
+def wire_fields(values: dict) -> dict:
+    return {"forUsers": blank_none(values["for_users"]), "wakeAgent": blank_none(values["wake_agent"]),
+            "notifyAgent": blank_none(values["notify_agent"])}
+
+
+def show_ingest_url(app, hook: Webhook, created: bool = False) -> None:
+    note = ("Send alerts here (any body; JSON `title`/`body` are used). The URL holds the webhook's secret."
+            if created else "The URL holds the webhook's secret: share it only with the sender.")
+    app.push_screen(SecretScreen(f"Ingest URL: {hook.app_name}", note, [("Ingest URL", hook.ingest_url or "")]))
+
+
+def copy_ingest_url(app, hook: Webhook) -> None:
+    app.copy_to_clipboard(hook.ingest_url or "")
+    app.notify(f"Ingest URL of {hook.app_name} copied to the clipboard", timeout=3)
+
+
+def new_webhook(app) -> None:
+    def submit(values: dict):
+        return app.client.create_webhook(values["app_name"], values["title"], **wire_fields(values))
+    run_form(app, "New buzz webhook", webhook_fields(None), "Create", submit, lambda h: f"Webhook {h.app_name} created",
+             after=lambda hook: show_ingest_url(app, hook, created=True))
+
+
+def edit_webhook(app, hook: Webhook) -> None:
+    def submit(values: dict):
+        return app.client.update_webhook(hook.id, appName=values["app_name"], title=values["title"],
+                                         enabled=values["enabled"], **wire_fields(values))
+    run_form(app, f"Edit webhook: {hook.app_name}", webhook_fields(hook), "Save", submit,
+             lambda h: f"Webhook {h.app_name} saved")
+
+
+def delete_webhook(app, hook: Webhook) -> None:
+    confirm(app, f"Delete webhook {hook.app_name} ({hook.title})? Its ingest URL stops working.", "Delete",
+            lambda: app.client.delete_webhook(hook.id), f"Webhook {hook.app_name} deleted")
+
+
+class WebhooksScreen(OpsScreen):
+    TITLE_TEXT = "Buzz webhooks"
+    COLUMNS = ("ID", "App", "Title", "For", "Wake", "Notify", "On", "Last hit")
+    HINT = "n new · e/enter edit · d delete · u URL · c copy URL"
+    BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("d", "delete", "Delete"),
+                Binding("u", "url", "Ingest URL"), Binding("c", "copy", "Copy URL")]
+
+    async def fetch(self) -> list[Webhook]:
+        return await self.client.webhooks()
+
+    def row(self, h: Webhook) -> tuple:
+        return (str(h.id), h.app_name, h.title, h.for_users or "everyone", h.wake_agent or "", h.notify_agent or "",
+                "yes" if h.enabled else "no", when(h.last_hit_at))
+
+    def summary(self, items: list[Webhook]) -> str:
+        return f"{len(items)} webhooks"
+
+    def detail(self, h: Webhook) -> str:
+        return f"Ingest URL: {h.ingest_url or '(not given by this server)'}"
+
+    def action_new(self) -> None:
+        new_webhook(self.app)
+
+    def action_edit(self) -> None:
+        hook = self.need()
+        if hook is not None:
+            edit_webhook(self.app, hook)
+
+    def on_data_table_row_selected(self, event) -> None:
+        self.action_edit()
+
+    def action_delete(self) -> None:
+        hook = self.need()
+        if hook is not None:
+            delete_webhook(self.app, hook)
+
+    def action_url(self) -> None:
+        hook = self.need()
+        if hook is not None:
+            show_ingest_url(self.app, hook)
+
+    def action_copy(self) -> None:
+        hook = self.need()
+        if hook is not None:
+            copy_ingest_url(self.app, hook)
+
+
+def commands(app, hooks: list[Webhook]):
+    yield "Buzz webhooks", "List, create, edit and delete buzz webhooks (Buzz pane: w)", lambda: app.push_screen(
+        WebhooksScreen())
+    yield "New buzz webhook", "Create a webhook and get its ingest URL", lambda: new_webhook(app)
+    for h in hooks:
+        yield f"Edit webhook: {h.app_name}", h.title, lambda h=h: edit_webhook(app, h)
+        yield f"Delete webhook: {h.app_name}", "Asks first", lambda h=h: delete_webhook(app, h)
+        yield f"Copy ingest URL: {h.app_name}", "To the clipboard", lambda h=h: copy_ingest_url(app, h)
