@@ -49,6 +49,7 @@ async def simulate(url: str, supervisor: int, args) -> dict:
         path = f"/api/stream?token={agent_token(agent)}"
         subscribers.append((agent, Subscriber(host, port, path, received, 0), received))
     gate = asyncio.Semaphore(100)
+    rss_idle = {pid: tree_rss_mb(pid) for pid in process_tree(supervisor)[1:]}
 
     async def connect(sub: Subscriber) -> asyncio.Task:
         async with gate:
@@ -67,7 +68,7 @@ async def simulate(url: str, supervisor: int, args) -> dict:
     addressed: dict[int, int] = {}
     total = int(args.rate * args.seconds)
     limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits,
+    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(30, pool=None), limits=limits,
                                  headers={"Authorization": f"Bearer {SENDER}"}) as http:
         async def send(seq: int) -> None:
             agent = seq % args.agents
@@ -110,6 +111,7 @@ async def simulate(url: str, supervisor: int, args) -> dict:
             "p50_ms": round(percentile(latencies, 0.5), 1), "p99_ms": round(percentile(latencies, 0.99), 1),
             "max_ms": round(latencies[-1], 1) if latencies else None,
             "connect_seconds": round(connect_seconds, 1),
+            "worker_rss_mb_idle": {str(k): round(v) for k, v in rss_idle.items()},
             "worker_rss_mb_streams_open": {str(k): round(v) for k, v in rss_open.items()},
             "worker_rss_mb_after": {str(k): round(v) for k, v in rss_after.items()},
             "server_cpu_pct_while_sending": round(cpu_used / send_seconds * 100, 1)}

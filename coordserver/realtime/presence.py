@@ -23,7 +23,9 @@ FLUSH_SECONDS = 5.0
 
 def _persist(seen: dict[str, tuple[datetime, str]]) -> None:
     from ..domain.identities import ensure_user
-    for identity, (when, source) in seen.items():
+    # In identity order: another worker flushing an overlapping batch then takes the row locks in the
+    # same order, instead of deadlocking against this one.
+    for identity, (when, source) in sorted(seen.items()):
         if _update_seen(identity, when, source) or User.select().where(User.id == identity).exists():
             continue
         try:
