@@ -90,9 +90,13 @@ async def simulate(url: str, supervisor: int, args) -> dict:
     cpu_used = tree_cpu(supervisor) - cpu_before
 
     expected = {agent: {seq for seq, a in addressed.items() if a == agent} for agent in range(args.agents)}
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(set(r) != expected[a] for a, _, r in subscribers):
-        await asyncio.sleep(0.2)
+    # Until every stream has everything, or nothing new arrived for 30 s (a backlog drains slowly).
+    last_count, quiet_since = -1, time.monotonic()
+    while any(set(r) != expected[a] for a, _, r in subscribers) and time.monotonic() - quiet_since < 30:
+        count = sum(len(r) for _, _, r in subscribers)
+        if count != last_count:
+            last_count, quiet_since = count, time.monotonic()
+        await asyncio.sleep(0.5)
     rss_after = {pid: tree_rss_mb(pid) for pid in process_tree(supervisor)[1:]}
     for _, sub, _ in subscribers:
         sub.close()
