@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .settings import Settings
 
@@ -38,7 +38,6 @@ class Slot:
     started_at: float = 0.0
     failures: int = 0
     restart_at: float | None = None
-    history: list[int] = field(default_factory=list)  # pids that held this slot
 
 
 def forget_dead_worker(pid: int) -> None:
@@ -135,7 +134,6 @@ class Supervisor:
         env = dict(self._env, COORD_WORKER_INDEX=str(slot.index + 1))
         slot.process = subprocess.Popen(self._command(), env=env)
         slot.started_at, slot.restart_at = time.monotonic(), None
-        slot.history.append(slot.process.pid)
         log.info("worker %d started (pid %d)", slot.index + 1, slot.process.pid)
 
     def _watch(self) -> None:
