@@ -98,6 +98,10 @@ async def simulate(url: str, supervisor: int, args) -> dict:
             last_count, quiet_since = count, time.monotonic()
         await asyncio.sleep(0.5)
     rss_after = {pid: tree_rss_mb(pid) for pid in process_tree(supervisor)[1:]}
+    # Streams the server ended (a reader too slow for its queue is cut off; a real client would
+    # resume with Last-Event-ID, these raw subscribers do not): what they missed is not lost.
+    ended = [i for i, task in enumerate(tasks) if task.done()]
+    missed_by_ended = sum(len(expected[subscribers[i][0]] - set(subscribers[i][2])) for i in ended)
     for _, sub, _ in subscribers:
         sub.close()
     for task in tasks:
@@ -105,13 +109,16 @@ async def simulate(url: str, supervisor: int, args) -> dict:
     await asyncio.gather(*tasks, return_exceptions=True)
 
     missing = sum(len(expected[a] - set(r)) for a, _, r in subscribers)
+    missing_seqs = sorted({seq for a, _, r in subscribers for seq in expected[a] - set(r)})
     duplicates = sum(len(times) - 1 for _, _, r in subscribers for times in r.values())
     strays = sum(len(set(r) - expected[a]) for a, _, r in subscribers)
     latencies = sorted((t - sent[seq]) * 1000 for _, _, r in subscribers for seq, times in r.items() for t in times)
     return {"streams": args.streams, "agents": args.agents, "workers": args.workers, "messages": total,
             "rate_target": args.rate, "rate_achieved": round(total / send_seconds, 1),
             "receipts": len(latencies), "expected_receipts": sum(len(expected[a]) for a, _, _ in subscribers),
-            "missing": missing, "duplicates": duplicates, "strays": strays,
+            "missing": missing, "streams_ended_by_server": len(ended), "missing_on_ended_streams": missed_by_ended,
+            "messages_missing_somewhere": len(missing_seqs), "missing_seqs": missing_seqs[:50],
+            "duplicates": duplicates, "strays": strays,
             "p50_ms": round(percentile(latencies, 0.5), 1), "p99_ms": round(percentile(latencies, 0.99), 1),
             "max_ms": round(latencies[-1], 1) if latencies else None,
             "connect_seconds": round(connect_seconds, 1),
