@@ -5,6 +5,8 @@ GET /api/mailboxes/me/messages returns 50 message-shaped objects. No auth, no da
 framework and server cost on their own.
 
     python bench/bare_app.py --port 8431
+    python bench/bare_app.py --port 8431 --reuse-port & python bench/bare_app.py --port 8431 --reuse-port
+        (two processes on one port, as `coordserver serve --workers 2` runs them)
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import itertools
 from hypercorn.asyncio import serve
 from quart import Quart, request
 
-from coordserver.server import hypercorn_config
+from coordserver.server import hypercorn_config, listening_socket
 
 app = Quart("bare")
 app.json.sort_keys = False
@@ -45,8 +47,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8431)
+    parser.add_argument("--reuse-port", action="store_true", help="share the port with other processes")
     args = parser.parse_args()
-    asyncio.run(serve(app, hypercorn_config([f"{args.host}:{args.port}"], "warning")))
+    sock = listening_socket(args.host, args.port, args.reuse_port)
+    asyncio.run(serve(app, hypercorn_config([f"fd://{sock.fileno()}"], "warning")))
 
 
 if __name__ == "__main__":

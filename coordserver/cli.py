@@ -27,14 +27,23 @@ def _store():
 @cli.command()
 def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
           port: int = typer.Option(8420, help="Port to listen on."),
-          access_log: bool = typer.Option(False, help="Log every request.")) -> None:
+          workers: int = typer.Option(1, min=1, help="Server processes on the port (PostgreSQL only above 1)."),
+          access_log: bool = typer.Option(False, help="Log every request."),
+          reuse_port: bool = typer.Option(False, hidden=True, help="Listen with SO_REUSEPORT (one of --workers).")) -> None:
     """Run the server (Hypercorn) until interrupted."""
-    from .server import run
     settings = Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in ("hypercorn.error", "hypercorn.access"):  # Hypercorn logs through its own handlers
         logging.getLogger(name).propagate = False
-    run(settings, host, port, access_log)
+    if workers > 1:
+        if not settings.database_url.startswith(("postgres://", "postgresql://")):
+            typer.echo(f"--workers {workers} needs PostgreSQL: SQLite is one process. Set COORD_DATABASE_URL="
+                       "postgresql://... or run one worker.", err=True)
+            raise typer.Exit(2)
+        from .supervisor import Supervisor
+        raise typer.Exit(Supervisor(settings, host, port, workers, access_log).run())
+    from .server import run
+    run(settings, host, port, access_log, reuse_port)
 
 
 @cli.command()

@@ -135,6 +135,9 @@ def _migration_3(database: pw.Database) -> None:
 MIGRATIONS: dict[int, Callable[[pw.Database], None]] = {2: _migration_2, 3: _migration_3}
 
 
+MIGRATION_LOCK_KEY = 0x636F6F7264  # "coord": the advisory lock that serialises schema upgrades
+
+
 def current_version(database: pw.Database) -> int | None:
     if not database.table_exists(SchemaVersion._meta.table_name):
         return None
@@ -143,8 +146,14 @@ def current_version(database: pw.Database) -> int | None:
 
 
 def migrate(database: pw.Database) -> tuple[int | None, int]:
-    """Bring the schema to SCHEMA_VERSION. Returns (version found, version now)."""
+    """Bring the schema to SCHEMA_VERSION. Returns (version found, version now).
+
+    On PostgreSQL, several coordserver processes (workers, a rolling upgrade, `coordserver migrate`)
+    may start at once: a transaction-scoped advisory lock makes them upgrade one after another, and
+    the later ones find the schema current."""
     with database.atomic():
+        if not is_sqlite(database):
+            database.execute_sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         found = current_version(database)
         if found is None:
             database.create_tables(ALL_MODELS, safe=True)

@@ -55,7 +55,21 @@ def announcing_shutdown(app, wait):
     return trigger
 
 
-async def _serve_until_signal(app, config: Config) -> None:
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A bound, listening TCP socket for Hypercorn (passed as fd://). With reuse_port, several
+    processes listen on the same port (SO_REUSEPORT) and the kernel spreads connections over them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve_until_signal(app, config: Config) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -75,25 +89,28 @@ async def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
-def run(settings: Settings, host: str, port: int, access_log: bool = False) -> None:
-    """Blocking: serve until SIGINT/SIGTERM."""
+def run(settings: Settings, host: str, port: int, access_log: bool = False, reuse_port: bool = False) -> None:
+    """Blocking: serve until SIGINT/SIGTERM. With reuse_port this process is one of several
+    `--workers` sharing the port (coordserver/supervisor.py)."""
     app = create_app(settings)
     app.before_serving(_freeze_startup_heap)  # registered last: runs once the services have started
-    asyncio.run(_serve_until_signal(app, hypercorn_config([f"{host}:{port}"], settings.log_level, access_log)))
+    sock = listening_socket(host, port, reuse_port)
+    config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, access_log)
+    try:
+        asyncio.run(serve_until_signal(app, config))
+    finally:
+        sock.close()
 
 
 class ServerThread:
     """The real server on a loopback port, in a thread of its own (tests and `coordtui --serve`)."""
 
-    def __init__(self, settings: Settings, clock: Clock | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, settings: Settings, clock: Clock | None = None, host: str = "127.0.0.1", port: int = 0,
+                 reuse_port: bool = False):
         self.settings = settings
         self.clock = clock
         self.app = create_app(settings, clock)
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
-        self._socket.listen(1024)
-        self._socket.set_inheritable(True)
+        self._socket = listening_socket(host, port, reuse_port)
         self.host, self.port = self._socket.getsockname()[:2]
         self.url = f"http://{self.host}:{self.port}"
         self._loop: asyncio.AbstractEventLoop | None = None

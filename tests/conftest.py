@@ -4,9 +4,13 @@
 - `make_server(...)`: a fresh server with your own env, clock or database (stopped after the test).
 - `client(server, who)`: an httpx.Client authenticated as one of the env identities.
 - `backend` / `database_url`: parametrise a test over SQLite and PostgreSQL.
+- COORD_TEST_WORKERS=N (N > 1): every test server on PostgreSQL without an injected clock runs as N
+  workers on one port (tests/workers.py), and the servers that default to SQLite use PostgreSQL.
+  A frozen clock cannot be shared with another process: those servers stay single-process.
 """
 from __future__ import annotations
 
+import os
 import uuid
 
 import httpx
@@ -16,6 +20,7 @@ from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from tests import pg
 
+TEST_WORKERS = int(os.environ.get("COORD_TEST_WORKERS") or 1)
 TOKENS = {"admin": "admin-token-0000000000000000", "alice": "alice-token-000000000000000",
           "bob": "bob-token-00000000000000000", "carol": "carol-token-000000000000000"}
 
@@ -71,15 +76,30 @@ def database_url(request, tmp_path) -> str:
     return request.getfixturevalue("pg_cluster").create_database()
 
 
+def start_server(settings: Settings, clock=None, port: int = 0) -> ServerThread:
+    """A started test server: in this process, or N workers on one port under COORD_TEST_WORKERS=N."""
+    if TEST_WORKERS > 1 and clock is None and settings.database_url.startswith("postgresql"):
+        from tests.workers import WorkerGroup
+        return WorkerGroup(settings, TEST_WORKERS, port=port).start()
+    return ServerThread(settings, clock=clock, port=port).start()
+
+
+def default_url(request, directory) -> str:
+    """SQLite in `directory`, or a PostgreSQL database under COORD_TEST_WORKERS."""
+    if TEST_WORKERS > 1:
+        return request.getfixturevalue("pg_cluster").create_database()
+    return f"sqlite:///{directory / f'coord-{uuid.uuid4().hex[:6]}.db'}"
+
+
 @pytest.fixture
-def make_server(tmp_path):
+def make_server(request, tmp_path):
     started: list[ServerThread] = []
 
     def factory(env: dict[str, str] | None = None, clock=None, database_url: str | None = None,
                 port: int = 0, **settings_overrides) -> ServerThread:
-        url = database_url or f"sqlite:///{tmp_path / f'coord-{uuid.uuid4().hex[:6]}.db'}"
+        url = database_url or default_url(request, tmp_path)
         full_env = base_env(url, **(env or {}))
-        server = ServerThread(Settings.from_env(full_env, **settings_overrides), clock=clock, port=port).start()
+        server = start_server(Settings.from_env(full_env, **settings_overrides), clock=clock, port=port)
         started.append(server)
         return server
 
@@ -96,9 +116,8 @@ def backend_url(request, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(request, tmp_path_factory):
     """One server per test module; tests in the module must not depend on each other's data."""
-    path = tmp_path_factory.mktemp("server") / "coord.db"
-    srv = ServerThread(Settings.from_env(base_env(f"sqlite:///{path}"))).start()
+    srv = start_server(Settings.from_env(base_env(default_url(request, tmp_path_factory.mktemp("server")))))
     yield srv
     srv.stop()

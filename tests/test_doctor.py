@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import datetime, timedelta, timezone
 
 from coordserver.db import SCHEMA_VERSION
@@ -12,7 +13,7 @@ from tests.conftest import client
 
 STATUSES = {"pass", "warn", "fail"}
 CALLER_PROBES = ["auth", "identity", "stream", "webhooks", "pending"]
-ADMIN_PROBES = ["database", "events", "outbox", "streams", "scheduler", "loop"]
+ADMIN_PROBES = ["database", "events", "outbox", "streams", "scheduler", "loop", "process"]
 
 
 def check_report(report: dict, probe_ids: list[str]) -> dict:
@@ -93,6 +94,8 @@ def test_admin_report(make_server):
     assert probes["outbox"]["status"] == "pass" and probes["outbox"]["details"]["pending"] == 0
     assert probes["streams"]["details"]["open"] == 0
     assert probes["loop"]["details"]["samples"] >= 1 and probes["loop"]["details"]["maxMs"] is not None
+    assert probes["process"]["details"]["pid"] == os.getpid()  # the in-process test server
+    assert probes["process"]["details"]["worker"] is None and probes["process"]["details"]["workers"] == 1
 
     # a backlog, an old pending push and an overdue template show up as warnings
     hook = client(srv, "alice").post("/api/buzz/webhooks", json={"appName": "ci", "title": "CI"}).json()

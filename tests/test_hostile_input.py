@@ -17,7 +17,7 @@ import pytest
 import coordserver.api
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import backend_url, base_env, client
+from tests.conftest import backend_url, base_env, client, start_server
 
 _JSON = {"Content-Type": "application/json"}
 # Valid JSON to Python, not to RFC 8259, or what no stored text may hold.
@@ -48,7 +48,7 @@ _UNKNOWN_ID = "987654"  # an id of no row: integer ids and uuids alike answer 40
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def hostile_server(request, tmp_path_factory):
-    srv = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory)))).start()
+    srv = start_server(Settings.from_env(base_env(backend_url(request, tmp_path_factory))))
     yield srv
     srv.stop()
 

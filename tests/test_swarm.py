@@ -14,7 +14,7 @@ from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import to_db, utcnow
-from tests.conftest import backend_url, base_env, client
+from tests.conftest import backend_url, base_env, client, start_server
 
 CLAIMERS = [f"u{i}" for i in range(1, 21)]
 CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
@@ -24,8 +24,8 @@ CLAIMER_ENV = {f"SERVICE_TOKEN_{name.upper()}": token for name, token in CLAIMER
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
     """One server per backend for the module; every test runs against both."""
-    server = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory)),
-                                            scheduler_interval_seconds=3600)).start()
+    server = start_server(Settings.from_env(base_env(backend_url(request, tmp_path_factory)),
+                                            scheduler_interval_seconds=3600))
     yield server
     server.stop()
 

@@ -10,9 +10,8 @@ import httpx
 import pytest
 
 from coordserver.domain.swarm import STATUSES
-from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, backend_url, base_env
+from tests.conftest import TOKENS, backend_url, base_env, start_server
 
 EXTRA = {"dave": "dave-token-0000000000000000", "erin": "erin-token-0000000000000000"}
 ALL_TOKENS = {**TOKENS, **EXTRA}
@@ -24,7 +23,7 @@ PERMITTED = {"creator", "holder", "lead", "admin"}
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
     env = base_env(backend_url(request, tmp_path_factory), SERVICE_TOKEN_DAVE=EXTRA["dave"], SERVICE_TOKEN_ERIN=EXTRA["erin"])
-    server = ServerThread(Settings.from_env(env, scheduler_interval_seconds=3600)).start()
+    server = start_server(Settings.from_env(env, scheduler_interval_seconds=3600))
     yield server
     server.stop()
 

@@ -1,6 +1,8 @@
 """GET /api/doctor (the caller's own setup) and GET /api/doctor/admin (the server's insides)."""
 from __future__ import annotations
 
+import os
+import time
 from datetime import timedelta
 
 from quart import Blueprint
@@ -153,8 +155,22 @@ def _admin_probes() -> list:
             return FAIL, summary, stats
         return (WARN if stats["maxMs"] > doctor.SLOW_LOOP_MS else PASS), summary, stats
 
+    async def process():
+        # The streams, scheduler and loop probes describe the process that answered; with
+        # `serve --workers N` this says which one it was.
+        facts = {"pid": os.getpid(), "worker": _env_int("COORD_WORKER_INDEX"), "workers": _env_int("COORD_WORKERS") or 1,
+                 "uptimeSeconds": round(time.monotonic() - c.started_monotonic, 1)}
+        where = f"worker {facts['worker']} of {facts['workers']}, " if facts["worker"] else ""
+        return PASS, f"Answered by {where}pid {facts['pid']}", facts
+
     return [("database", "Database", database), ("events", "Event log", events), ("outbox", "Push outbox", outbox),
-            ("streams", "Streams", streams), ("scheduler", "Scheduler", scheduler), ("loop", "Event loop", loop)]
+            ("streams", "Streams", streams), ("scheduler", "Scheduler", scheduler), ("loop", "Event loop", loop),
+            ("process", "Process", process)]
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
 
 
 def _size(size: int | None) -> str:

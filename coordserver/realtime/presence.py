@@ -23,14 +23,24 @@ FLUSH_SECONDS = 5.0
 
 def _persist(seen: dict[str, tuple[datetime, str]]) -> None:
     from ..domain.identities import ensure_user
-    for identity, (when, source) in seen.items():
-        updated = (User.update(last_seen_at=to_db(when), last_seen_source=source)
-                   .where((User.id == identity) & ((User.last_seen_at.is_null()) | (User.last_seen_at < to_db(when))))
-                   .execute())
-        if not updated and not User.select().where(User.id == identity).exists():
-            user = ensure_user(identity)
-            user.last_seen_at, user.last_seen_source = to_db(when), source
-            user.save()
+    # In identity order: another worker flushing an overlapping batch then takes the row locks in the
+    # same order, instead of deadlocking against this one.
+    for identity, (when, source) in sorted(seen.items()):
+        if _update_seen(identity, when, source) or User.select().where(User.id == identity).exists():
+            continue
+        try:
+            with User._meta.database.atomic():  # a savepoint: another worker may create the row first
+                user = ensure_user(identity)
+                user.last_seen_at, user.last_seen_source = to_db(when), source
+                user.save()
+        except pw.IntegrityError:
+            _update_seen(identity, when, source)
+
+
+def _update_seen(identity: str, when: datetime, source: str) -> int:
+    return (User.update(last_seen_at=to_db(when), last_seen_source=source)
+            .where((User.id == identity) & ((User.last_seen_at.is_null()) | (User.last_seen_at < to_db(when))))
+            .execute())
 
 
 def _load() -> dict[str, tuple[datetime, str]]:
