@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from . import metrics
 from .settings import Settings
 
 log = logging.getLogger("coord.supervisor")
@@ -40,11 +41,10 @@ class Slot:
     restart_at: float | None = None
 
 
-def forget_dead_worker(pid: int) -> None:
-    """Everything that must learn a worker process is gone, called once per exited worker.
-
-    MERGE POINT (metrics): call coordserver.metrics.mark_process_dead(pid) here, so the
+def forget_dead_worker(pid: int, metrics_dir: str) -> None:
+    """Everything that must learn a worker process is gone, called once per exited worker: the
     prometheus-client multi-process files of the dead pid stop counting as live gauges."""
+    metrics.mark_process_dead(pid, metrics_dir)
     log.debug("worker pid %d forgotten", pid)
 
 
@@ -120,6 +120,8 @@ class Supervisor:
         if not env.get("COORD_METRICS_DIR"):
             self._metrics_dir_created = tempfile.mkdtemp(prefix="coord-metrics-")
             env["COORD_METRICS_DIR"] = self._metrics_dir_created
+        self.metrics_dir = env["COORD_METRICS_DIR"]
+        metrics.prepare_dir(self.metrics_dir)  # a previous run's counters are not this run's
         env["COORD_WORKERS"] = str(len(self.slots))
         return env
 
@@ -147,7 +149,7 @@ class Supervisor:
     def _on_exit(self, slot: Slot, now: float) -> None:
         process, lived = slot.process, now - slot.started_at
         slot.process = None
-        forget_dead_worker(process.pid)
+        forget_dead_worker(process.pid, self.metrics_dir)
         slot.failures = 1 if lived >= STABLE_SECONDS else slot.failures + 1
         delay = backoff_seconds(slot.failures)
         slot.restart_at = now + delay
@@ -166,7 +168,7 @@ class Supervisor:
                 log.warning("worker pid %d did not stop in %.0f s; killing it", process.pid, STOP_TIMEOUT_SECONDS)
                 process.kill()
                 process.wait()
-            forget_dead_worker(process.pid)
+            forget_dead_worker(process.pid, self.metrics_dir)
         for slot in self.slots:
             slot.process = None
 
