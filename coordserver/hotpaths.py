@@ -1,6 +1,6 @@
-"""The two hottest routes, served straight from ASGI in front of Quart.
+"""The hottest routes (send, inbox, the caller's wake), served straight from ASGI in front of Quart.
 
-Agents send mail and list their inbox far more than they do anything else, and on those two routes
+Agents send mail, list their inbox and ask what is waiting far more than they do anything else, and on those routes
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
 cost more than the work itself: about 40% of a send's CPU (bench/messages.md). Here they skip it.
 
@@ -22,6 +22,7 @@ from werkzeug.datastructures import ImmutableMultiDict
 
 from .api.common import decode_json_object
 from .api.messages import inbox_json, post_message
+from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
 from .errors import ApiError
 from .gate import Admission, Gate, client_address
@@ -31,6 +32,7 @@ log = logging.getLogger("coord")
 
 _MAILBOXES = "/api/mailboxes/"
 _INBOX = "/api/mailboxes/me/messages"
+_WAKE = "/api/wake"
 _JSON = b"application/json"
 
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
@@ -61,12 +63,12 @@ class HotPaths:
 
     def _route(self, scope) -> Handler | None:
         method, path = scope["method"], scope["path"]
-        if method == "GET" and path == _INBOX:
+        if method == "GET" and path in (_INBOX, _WAKE):
             try:
                 scope["query_string"].decode()
             except UnicodeDecodeError:
                 return None
-            return self._inbox
+            return self._inbox if path == _INBOX else self._wake
         if method == "POST" and path.startswith(_MAILBOXES) and path.endswith("/messages"):
             recipient = path[len(_MAILBOXES):-len("/messages")]
             # "me" is no recipient (POST .../me/messages is a 405, from Quart)
@@ -105,10 +107,20 @@ class HotPaths:
 
     async def _inbox(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        # The same parse as werkzeug's request.args.
-        args = ImmutableMultiDict(parse_qsl(scope["query_string"].decode(), keep_blank_values=True,
-                                            errors="werkzeug.url_quote"))
+        args = _args(scope)
         return 200, (await inbox_json(self._coord, principal, args)).encode()
+
+
+    async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        principal = identity_required(admission.principal, admission.token_given)
+        args = _args(scope)
+        return 200, self._json(await wake_for(self._coord, principal.identity, args.get("includeOffHours") == "true"))
+
+
+def _args(scope) -> ImmutableMultiDict:
+    """The same parse as werkzeug's request.args."""
+    return ImmutableMultiDict(parse_qsl(scope["query_string"].decode(), keep_blank_values=True,
+                                        errors="werkzeug.url_quote"))
 
 
 def _headers(scope) -> dict[bytes, bytes]:

@@ -5,7 +5,6 @@ from quart import Blueprint
 
 from ..auth import require_admin, require_identity
 from ..context import coord
-from ..domain import wake
 from ..domain.identities import valid_identity
 from .common import query_bool
 
@@ -14,7 +13,11 @@ bp = Blueprint("wake", __name__, url_prefix="/api")
 
 def presence_snapshot() -> dict:
     """Last-seen times as plain values for the domain code (backup alerts)."""
-    presence = coord().services.get("presence")
+    return _presence_of(coord())
+
+
+def _presence_of(c) -> dict:
+    presence = c.services.get("presence")
     return {identity: when for identity, (when, _source) in list(presence.seen.items())} if presence else {}
 
 
@@ -27,13 +30,14 @@ async def my_wake():
 
 async def deliver_wake(identity: str, include_off_hours: bool) -> dict:
     """The caller's wake, with its buzz items marked delivered in the unit that returns them.
-    Most wakes hold no buzz item: those are answered from a read unit and never queue on the writer."""
-    c = coord()
-    args = (identity, c.settings.base_url, include_off_hours)
-    payload = await c.store.read(wake.wake_payload, *args, False, c.env_identities, presence_snapshot())
-    if not any(item["source"] == "buzz" for item in payload["items"]):
-        return payload
-    return await c.store.write(wake.wake_payload, *args, True, c.env_identities, presence_snapshot())
+    Most wakes hold no buzz item: those are answered from a read unit (and the wake cache) and never
+    queue on the writer."""
+    return await wake_for(coord(), identity, include_off_hours)
+
+
+async def wake_for(c, identity: str, include_off_hours: bool) -> dict:
+    """deliver_wake for callers holding the Coord (the ASGI hot path)."""
+    return await c.services["wake_cache"].payload(identity, include_off_hours, True, _presence_of(c))
 
 
 @bp.get("/wake/<identity>")
@@ -42,5 +46,4 @@ async def wake_of(identity: str):
     require_admin("Admin required")
     target = valid_identity(identity)
     c = coord()
-    return await c.store.read(wake.wake_payload, target, c.settings.base_url, query_bool("includeOffHours"),
-                              False, c.env_identities, presence_snapshot())
+    return await c.services["wake_cache"].payload(target, query_bool("includeOffHours"), False, _presence_of(c))

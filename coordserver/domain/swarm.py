@@ -183,6 +183,7 @@ def update_project(caller: str, is_admin: bool, project_id: str, body: dict, env
     if columns:
         columns["updated_at"] = to_db(db.now())
         Project.update(**columns).where(Project.id == project_id).execute()
+        db.after_commit("wake_changed", {"identity": None})  # work hours decide which tasks wake
     return project_json(_project(project_id))
 
 
@@ -191,6 +192,7 @@ def archive_project(project_id: str) -> dict:
     now = to_db(db.now())
     Project.update(archived_at=now, updated_at=now).where(
         (Project.id == project_id) & Project.archived_at.is_null()).execute()
+    db.after_commit("wake_changed", {"identity": None})
     return project_json(_project(project_id))
 
 
