@@ -114,7 +114,8 @@ class HotPaths:
     async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
         args = _args(scope)
-        return 200, self._json(await wake_for(self._coord, principal.identity, args.get("includeOffHours") == "true"))
+        text = await wake_for(self._coord, principal.identity, args.get("includeOffHours") == "true")
+        return 200, f"{text}\n".encode()
 
 
 def _args(scope) -> ImmutableMultiDict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 
+from coordserver.db import SCHEMA_VERSION
 from coordserver.models import PushDelivery, RecurringTemplate
 from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db
@@ -86,7 +87,7 @@ def test_admin_report(make_server):
     srv.call(let_loopmon_sample)
     admin = client(srv, "admin")
     probes = check_report(admin.get("/api/doctor/admin").json(), ADMIN_PROBES)
-    assert probes["database"]["details"]["schemaVersion"] == 2
+    assert probes["database"]["details"]["schemaVersion"] == SCHEMA_VERSION
     assert probes["database"]["details"]["sizeBytes"] > 0 and probes["database"]["details"]["backend"] == "sqlite"
     assert probes["events"]["details"]["rows"] == 0
     assert probes["outbox"]["status"] == "pass" and probes["outbox"]["details"]["pending"] == 0

@@ -1,7 +1,7 @@
 """Wake: GET /api/wake (marks buzz items delivered) and the admin view of another identity (marks nothing)."""
 from __future__ import annotations
 
-from quart import Blueprint
+from quart import Blueprint, Response
 
 from ..auth import require_admin, require_identity
 from ..context import coord
@@ -28,15 +28,20 @@ async def my_wake():
     return await deliver_wake(principal.identity, query_bool("includeOffHours"))
 
 
-async def deliver_wake(identity: str, include_off_hours: bool) -> dict:
+async def deliver_wake(identity: str, include_off_hours: bool) -> Response:
     """The caller's wake, with its buzz items marked delivered in the unit that returns them.
     Most wakes hold no buzz item: those are answered from a read unit (and the wake cache) and never
     queue on the writer."""
-    return await wake_for(coord(), identity, include_off_hours)
+    return _json_response(await wake_for(coord(), identity, include_off_hours))
 
 
-async def wake_for(c, identity: str, include_off_hours: bool) -> dict:
-    """deliver_wake for callers holding the Coord (the ASGI hot path)."""
+def _json_response(text: str) -> Response:
+    """What returning the payload dict would give (Quart's compact JSON and newline), from its text."""
+    return Response(text + "\n", content_type="application/json")
+
+
+async def wake_for(c, identity: str, include_off_hours: bool) -> str:
+    """deliver_wake for callers holding the Coord (the ASGI hot path): the payload as JSON text."""
     return await c.services["wake_cache"].payload(identity, include_off_hours, True, _presence_of(c))
 
 
@@ -46,4 +51,5 @@ async def wake_of(identity: str):
     require_admin("Admin required")
     target = valid_identity(identity)
     c = coord()
-    return await c.services["wake_cache"].payload(target, query_bool("includeOffHours"), False, _presence_of(c))
+    return _json_response(
+        await c.services["wake_cache"].payload(target, query_bool("includeOffHours"), False, _presence_of(c)))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable
 
+from .. import jsonstrict
 from ..domain import wake
 
 MAX_ENTRIES = 10_000
@@ -88,9 +89,9 @@ class WakeCache:
         return self._generation, self._identity_generation.get(identity, 0)
 
     # serving
-    async def payload(self, identity: str, include_off_hours: bool, deliver: bool, seen: dict) -> dict:
-        """The identity's WakePayload; with `deliver` (its own GET /api/wake) buzz items in it are
-        marked delivered, in a write unit, as wake.wake_payload does."""
+    async def payload(self, identity: str, include_off_hours: bool, deliver: bool, seen: dict) -> str:
+        """The identity's WakePayload as compact JSON text; with `deliver` (its own GET /api/wake) buzz
+        items in it are marked delivered, in a write unit, as wake.wake_payload does."""
         c = self.coord
         key, stamp = (identity, include_off_hours), self._stamp(identity)
         held = self._entries.get(key)
@@ -103,8 +104,8 @@ class WakeCache:
             self.misses += 1
         if deliver and gathered.has_buzz:
             self._entries.pop(key, None)
-            return await c.store.write(wake.wake_payload, identity, c.settings.base_url, include_off_hours, True,
-                                       c.env_identities, seen)
+            return jsonstrict.dumps(await c.store.write(wake.wake_payload, identity, c.settings.base_url,
+                                                        include_off_hours, True, c.env_identities, seen))
         if self._stamp(identity) == stamp:
             self._entries[key] = (stamp, gathered)
             self._entries.move_to_end(key)
