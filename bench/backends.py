@@ -3,6 +3,9 @@
     python bench/backends.py                          # both backends, throwaway PostgreSQL (tests/pg.py)
     python bench/backends.py --rounds 2 --duration 8 --backends sqlite postgresql
     python bench/backends.py --url http://127.0.0.1:8420 --database-url postgresql://...  # a server you run
+    git archive main coordserver | (mkdir -p /tmp/before && tar -x -C /tmp/before)
+    git archive HEAD coordserver | (mkdir -p /tmp/after && tar -x -C /tmp/after)
+    python bench/backends.py --trees /tmp/before /tmp/after   # before/after on both backends, same rounds
 
 Each server gets the same data, written straight into its database before it starts:
 - `reader`: 1,000 unread messages (the inbox case lists 50 of them, urgent first then oldest);
@@ -31,7 +34,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(HERE)]
+sys.path.insert(0, str(HERE))
+sys.path.append(str(ROOT))  # after PYTHONPATH: a --trees tree's coordserver comes first in its processes
 
 from messages import cpu_seconds, free_port, wait_up  # noqa: E402
 
@@ -157,6 +161,8 @@ def main() -> None:
     parser.add_argument("--database-url", help="with --url: the server's database, filled before measuring")
     parser.add_argument("--big-history", type=int, default=100_000)
     parser.add_argument("--big-unread", type=int, default=10_000)
+    parser.add_argument("--trees", nargs="+", help="source trees (each holding coordserver/) to compare, "
+                        "e.g. before and after: every tree runs on every backend, in the same rounds")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--connections", type=int, default=32)
@@ -169,21 +175,26 @@ def main() -> None:
         servers = {"server": (args.url.rstrip("/"), None)}
         print(table(run_rounds(servers, args.cases, args), list(servers), args.cases))
         return
+    trees = [Path(t).resolve() for t in args.trees] if args.trees else [ROOT]
     cluster, procs, servers = None, [], {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            for backend in args.backends:
-                if backend == "sqlite":
-                    url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-                else:
-                    from tests import pg
-                    cluster = pg.PostgresCluster().start()
-                    url = cluster.create_database()
-                print(f"{backend}: filled in {fill(url, args.big_history, args.big_unread):.1f} s", flush=True)
-                port = free_port()
-                procs.append(subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)],
-                                              cwd=ROOT, env=_env(url)))
-                servers[backend] = (f"http://127.0.0.1:{port}", procs[-1].pid)
+            for tree in trees:
+                for backend in args.backends:
+                    label = backend if len(trees) == 1 else f"{backend}@{tree.name}"
+                    if backend == "sqlite":
+                        url = f"sqlite:///{Path(tmp) / (label.replace('@', '-') + '.db')}"
+                    else:
+                        if cluster is None:
+                            from tests import pg
+                            cluster = pg.PostgresCluster().start()
+                        url = cluster.create_database()
+                    print(f"{label}: filled in {_fill_with(tree, url, args):.1f} s", flush=True)
+                    port = free_port()
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)], cwd=tree,
+                        env={**_env(url), "PYTHONPATH": str(tree)}))
+                    servers[label] = (f"http://127.0.0.1:{port}", procs[-1].pid)
             for base, _ in servers.values():
                 wait_up(f"{base}/api/health")
             samples = run_rounds(servers, args.cases, args)
@@ -194,8 +205,18 @@ def main() -> None:
                 proc.wait(30)
             if cluster:
                 cluster.stop()
-    print(table(samples, list(servers), args.cases))
+    labels = list(servers)
+    print(table(samples, labels, args.cases))
+    for first, second in zip(labels, labels[len(args.backends):]):  # each backend: last tree vs first
+        print(table(samples, [first, second], args.cases))
 
+
+def _fill_with(tree: Path, url: str, args) -> float:
+    """fill() with `tree`'s coordserver (its migrations), in a process of its own."""
+    code = f"import backends; print(backends.fill({url!r}, {args.big_history}, {args.big_unread}))"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}"},
+                         cwd=tree, check=True, capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
 
 if __name__ == "__main__":
     main()

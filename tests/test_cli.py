@@ -6,6 +6,7 @@ import re
 from typer.testing import CliRunner
 
 from coordserver.cli import cli
+from coordserver.db import SCHEMA_VERSION
 from tests.conftest import client
 
 
@@ -38,4 +39,4 @@ def test_init_prints_admin_token_once(sqlite_url, make_server):
 def test_migrate_reports_versions(sqlite_url):
     result = run(["migrate"], sqlite_url)
     assert result.exit_code == 0 and "new database -> schema version" in result.output
-    assert "version 2 -> schema version 2" in run(["migrate"], sqlite_url).output
+    assert f"version {SCHEMA_VERSION} -> schema version {SCHEMA_VERSION}" in run(["migrate"], sqlite_url).output

@@ -215,12 +215,15 @@ class PostgresBus(LocalBus):
 
     def _relay_notifications(self, conn) -> None:
         import select
+        own = '{"o":"' + self._origin + '"'
         while not self._stop.is_set():
             if select.select([conn], [], [], 0.5) == ([], [], []):
                 continue
             conn.poll()
             while conn.notifies:
                 note = conn.notifies.pop(0)
+                if note.payload.startswith(own):  # our own publishes echo back: skip them unparsed
+                    continue
                 try:
                     message = json.loads(note.payload)
                 except ValueError:
