@@ -62,6 +62,7 @@ class LocalBus:
 
 
 RECONNECT_MIN_SECONDS = 0.5
+RECONNECT_MAX_SECONDS = 10.0
 NOTIFY_BYTES = 7900  # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more
 
 
