@@ -28,7 +28,9 @@ from typing import Callable
 from .. import jsonstrict
 from ..domain import wake
 
-MAX_ENTRIES = 10_000
+# An entry holds up to 250 items (with their encoded text): ~100 KB at most. The least recently used
+# go first; 1,000 identities asking in turn is far more than one coordserver serves.
+MAX_ENTRIES = 1_000
 
 
 class WakeCache:
