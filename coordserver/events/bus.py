@@ -4,6 +4,8 @@ Channels used by the server:
 - "events":   {"maxId": N}  new rows up to N are in the event log (readers fetch them from the log)
 - "ephemeral": {"type": ..., "data": {...}, "to": [identities] | None}  unlogged events (typing, presence, ...)
 - "wake":     {"identity": ...}  something entered this identity's wake
+- "wake_changed": {"identity": ... | None}  an unlogged change to what this identity's (None: everyone's)
+              wake shows (pending replies, work hours, delivered buzz): the wake cache drops its entry
 - "notebook:<pageId>": CRDT updates and room control for one page
 - "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
               connection, and may have missed announcements meanwhile
