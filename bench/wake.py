@@ -9,6 +9,8 @@ directly with SQL, and measures GET /api/wake: p50/p99 latency and requests per 
     python bench/wake.py                       # 1k then 100k messages, SQLite
     python bench/wake.py --sizes 1000 100000 --requests 2000 --concurrency 8
     python bench/wake.py --database-url postgresql://user@host/db
+
+Wake under wrk load next to send and inbox, on SQLite and PostgreSQL in one run: bench/backends.py.
 """
 from __future__ import annotations
 

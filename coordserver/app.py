@@ -26,6 +26,7 @@ from .realtime.presence import PresenceTracker
 from .realtime.push import PushService
 from .realtime.revocation import TokenGuard
 from .realtime.sse import SSEHub
+from .realtime.wake_cache import WakeCache
 from .realtime.wake_pulse import WakePulser
 from .redaction import redact
 from .scheduler import Scheduler
@@ -56,7 +57,7 @@ def _blueprints():
 def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
     return [coord.services["presence"], coord.services["tokens_guard"], coord.services["loopmon"],
-            coord.services["wake"], coord.services["notebook"], coord.services["scheduler"], coord.services["sse"],
+            coord.services["wake"], coord.services["wake_cache"], coord.services["notebook"], coord.services["scheduler"], coord.services["sse"],
             coord.services["push"]]
 
 
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["presence"] = PresenceTracker(coord)
     coord.services["loopmon"] = LoopMonitor(coord)
     coord.services["wake"] = WakePulser(coord)
+    coord.services["wake_cache"] = WakeCache(coord)
     coord.services["notebook"] = NotebookRooms(coord)
     coord.services["scheduler"] = Scheduler(coord)
     coord.services["sse"] = SSEHub(coord)

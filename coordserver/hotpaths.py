@@ -1,6 +1,6 @@
-"""The two hottest routes, served straight from ASGI in front of Quart.
+"""The hottest routes (send, inbox, the caller's wake), served straight from ASGI in front of Quart.
 
-Agents send mail and list their inbox far more than they do anything else, and on those two routes
+Agents send mail, list their inbox and ask what is waiting far more than they do anything else, and on those routes
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
 cost more than the work itself: about 40% of a send's CPU (bench/messages.md). Here they skip it.
 
@@ -23,6 +23,7 @@ from werkzeug.datastructures import ImmutableMultiDict
 
 from .api.common import decode_json_object
 from .api.messages import inbox_json, post_message
+from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
 from .errors import ApiError
 from .gate import Admission, Gate, client_address
@@ -33,10 +34,12 @@ log = logging.getLogger("coord")
 
 _MAILBOXES = "/api/mailboxes/"
 _INBOX = "/api/mailboxes/me/messages"
+_WAKE = "/api/wake"
 _JSON = b"application/json"
 # Their route labels (coord_http_requests_total), as API.md writes them.
 SEND_ROUTE = "/api/mailboxes/{recipient}/messages"
 INBOX_ROUTE = _INBOX
+WAKE_ROUTE = _WAKE
 
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
 
@@ -70,12 +73,12 @@ class HotPaths:
 
     def _route(self, scope) -> tuple[Handler, str] | None:
         method, path = scope["method"], scope["path"]
-        if method == "GET" and path == _INBOX:
+        if method == "GET" and path in (_INBOX, _WAKE):
             try:
                 scope["query_string"].decode()
             except UnicodeDecodeError:
                 return None
-            return self._inbox, INBOX_ROUTE
+            return (self._inbox, INBOX_ROUTE) if path == _INBOX else (self._wake, WAKE_ROUTE)
         if method == "POST" and path.startswith(_MAILBOXES) and path.endswith("/messages"):
             recipient = path[len(_MAILBOXES):-len("/messages")]
             # "me" is no recipient (POST .../me/messages is a 405, from Quart)
@@ -115,10 +118,21 @@ class HotPaths:
 
     async def _inbox(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        # The same parse as werkzeug's request.args.
-        args = ImmutableMultiDict(parse_qsl(scope["query_string"].decode(), keep_blank_values=True,
-                                            errors="werkzeug.url_quote"))
+        args = _args(scope)
         return 200, (await inbox_json(self._coord, principal, args)).encode()
+
+
+    async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        principal = identity_required(admission.principal, admission.token_given)
+        args = _args(scope)
+        text = await wake_for(self._coord, principal.identity, args.get("includeOffHours") == "true")
+        return 200, f"{text}\n".encode()
+
+
+def _args(scope) -> ImmutableMultiDict:
+    """The same parse as werkzeug's request.args."""
+    return ImmutableMultiDict(parse_qsl(scope["query_string"].decode(), keep_blank_values=True,
+                                        errors="werkzeug.url_quote"))
 
 
 def _headers(scope) -> dict[bytes, bytes]:

@@ -144,6 +144,29 @@ def test_inbox_pages_and_refusals_match(pair):
     assert both(pair, "GET", "/api/mailboxes/me/messages", who=None, token="wrong").json() == {"error": "Invalid key"}
 
 
+def test_wake_and_its_refusals_match(pair):
+    """GET /api/wake (the caller's own) is a hot path too: same payloads, with buzz items delivered once."""
+    served_before = len(pair[0].served)
+    for i in range(3):
+        both(pair, "POST", "/api/mailboxes/carol/messages", who="alice", json={"title": f"w{i} é", "urgent": i == 2})
+    both(pair, "POST", "/api/mailboxes/carol/messages", who="alice", json={"title": "pending"})
+    for server in pair:  # each server makes its own hook token: create and ingest on each
+        hook = client(server, "alice").post("/api/buzz/webhooks",
+                                            json={"appName": "ci", "title": "CI", "wakeAgent": "carol"}).json()
+        assert client(server).post(f"/api/ingest/ci/{hook['token']}", json={"body": "red"}).status_code == 200
+    first = both(pair, "GET", "/api/wake", who="carol")
+    assert [i["source"] for i in first.json()["items"]].count("buzz") == 1
+    assert {"From alice: 'w0 é'", "From alice: 'w2 é'"} <= {i["summary"] for i in first.json()["items"]}
+    assert "é" in first.text
+    again = both(pair, "GET", "/api/wake?includeOffHours=true", who="carol")
+    assert "buzz" not in [i["source"] for i in again.json()["items"]]  # the alert went out once
+    both(pair, "GET", "/api/wake?includeOffHours=yes&x=%ff", who="carol")
+    assert both(pair, "GET", "/api/wake", who=None).status_code == 401
+    assert both(pair, "GET", "/api/wake", who=None, token="wrong").json() == {"error": "Invalid key"}
+    assert both(pair, "GET", "/api/wake/carol", who="admin").status_code == 200  # Quart: the admin view
+    assert len(pair[0].served) - served_before == 4 + 5  # the sends and the five GET /api/wake
+
+
 def test_rate_limit_answers_match(pair):
     """Anonymous senders are limited by address before they are refused; both paths count alike."""
     answers = [both(pair, "POST", "/api/mailboxes/bob/messages", who=None, json={"title": "t"}) for _ in range(51)]

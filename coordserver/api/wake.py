@@ -1,11 +1,10 @@
 """Wake: GET /api/wake (marks buzz items delivered) and the admin view of another identity (marks nothing)."""
 from __future__ import annotations
 
-from quart import Blueprint
+from quart import Blueprint, Response
 
 from ..auth import require_admin, require_identity
 from ..context import coord
-from ..domain import wake
 from ..domain.identities import valid_identity
 from .common import query_bool
 
@@ -14,7 +13,11 @@ bp = Blueprint("wake", __name__, url_prefix="/api")
 
 def presence_snapshot() -> dict:
     """Last-seen times as plain values for the domain code (backup alerts)."""
-    presence = coord().services.get("presence")
+    return _presence_of(coord())
+
+
+def _presence_of(c) -> dict:
+    presence = c.services.get("presence")
     return {identity: when for identity, (when, _source) in list(presence.seen.items())} if presence else {}
 
 
@@ -25,15 +28,21 @@ async def my_wake():
     return await deliver_wake(principal.identity, query_bool("includeOffHours"))
 
 
-async def deliver_wake(identity: str, include_off_hours: bool) -> dict:
+async def deliver_wake(identity: str, include_off_hours: bool) -> Response:
     """The caller's wake, with its buzz items marked delivered in the unit that returns them.
-    Most wakes hold no buzz item: those are answered from a read unit and never queue on the writer."""
-    c = coord()
-    args = (identity, c.settings.base_url, include_off_hours)
-    payload = await c.store.read(wake.wake_payload, *args, False, c.env_identities, presence_snapshot())
-    if not any(item["source"] == "buzz" for item in payload["items"]):
-        return payload
-    return await c.store.write(wake.wake_payload, *args, True, c.env_identities, presence_snapshot())
+    Most wakes hold no buzz item: those are answered from a read unit (and the wake cache) and never
+    queue on the writer."""
+    return _json_response(await wake_for(coord(), identity, include_off_hours))
+
+
+def _json_response(text: str) -> Response:
+    """What returning the payload dict would give (Quart's compact JSON and newline), from its text."""
+    return Response(text + "\n", content_type="application/json")
+
+
+async def wake_for(c, identity: str, include_off_hours: bool) -> str:
+    """deliver_wake for callers holding the Coord (the ASGI hot path): the payload as JSON text."""
+    return await c.services["wake_cache"].payload(identity, include_off_hours, True, _presence_of(c))
 
 
 @bp.get("/wake/<identity>")
@@ -42,5 +51,5 @@ async def wake_of(identity: str):
     require_admin("Admin required")
     target = valid_identity(identity)
     c = coord()
-    return await c.store.read(wake.wake_payload, target, c.settings.base_url, query_bool("includeOffHours"),
-                              False, c.env_identities, presence_snapshot())
+    return _json_response(
+        await c.services["wake_cache"].payload(target, query_bool("includeOffHours"), False, _presence_of(c)))

@@ -182,6 +182,7 @@ def mark_read(identity: str, channel_id: str) -> dict:
     _membership(channel_id, identity)
     ChatMember.update(last_read_at=to_db(db.now())).where(
         (ChatMember.channel == channel_id) & (ChatMember.identity == identity)).execute()
+    db.after_commit("wake_changed", {"identity": identity})  # its chat item leaves wake, in every process
     return {"ok": True}
 
 
@@ -189,6 +190,7 @@ def set_archived(identity: str, channel_id: str, archived: bool) -> dict:
     _membership(channel_id, identity)
     ChatMember.update(archived_at=to_db(db.now()) if archived else None).where(
         (ChatMember.channel == channel_id) & (ChatMember.identity == identity)).execute()
+    db.after_commit("wake_changed", {"identity": identity})  # archived channels are not in wake
     return {"ok": True}
 
 

@@ -117,6 +117,7 @@ def update_project(viewer: Principal, project_id: str, body: dict, env_identitie
     if columns:
         columns["updated_at"] = to_db(db.now())
         Project.update(**columns).where(Project.id == project_id).execute()
+        db.after_commit("wake_changed", {"identity": None})  # work hours and visibility decide which tasks wake
     if tags_change:
         project_access.store_tags(project_id, columns["tagged_users"])
     return project_json(Project.get_by_id(project_id))
@@ -127,4 +128,5 @@ def archive_project(viewer: Principal, project_id: str) -> dict:
     now = to_db(db.now())
     Project.update(archived_at=now, updated_at=now).where(
         (Project.id == project_id) & Project.archived_at.is_null()).execute()
+    db.after_commit("wake_changed", {"identity": None})
     return project_json(Project.get_by_id(project_id))

@@ -7,13 +7,14 @@ when a source has more, the summary counts them all (one extra indexed count).
 """
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import peewee as pw
 
-from .. import db
+from .. import db, jsonstrict
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
 from .project_access import task_visible_fast
@@ -202,7 +203,7 @@ def backup_items(identity: str, now: datetime, include_off_hours: bool,
     return items
 
 
-# --- the payload -----------------------------------------------------------------------------
+# --- the payload ---------------------------------------------------------------------------
 
 def _summary(counts: dict[str, int]) -> str | None:
     parts = []
@@ -218,32 +219,154 @@ def _summary(counts: dict[str, int]) -> str | None:
     return f"{total} waiting: {', '.join(parts)}." if total else None
 
 
+@dataclass
+class Gathered:
+    """What the identity's own sources hold (every source but backup alerts, which depend on other
+    identities' state and the clock): items still carrying `_at`, the counts, and until when it stays
+    right with nothing written (time-dependent sources: a task's on_or_after_at, work-hours windows)."""
+    items: list[dict]
+    counts: dict[str, int]
+    computed_at: datetime
+    expires_at: datetime | None = None
+    version: tuple | None = None
+    backups_at: int = 0  # where backup alerts join `items` (ties in the sort keep this order)
+    _encoded: list | None = None
+
+    @property
+    def has_buzz(self) -> bool:
+        return any(item["source"] == "buzz" for item in self.items)
+
+    def encoded(self) -> list[tuple[tuple, str]]:
+        """Each item's sort key and its JSON text up to its age, computed once per entry."""
+        if self._encoded is None:
+            self._encoded = [(_sort_key(item, 0 if i < self.backups_at else 2, i), _json_head(item))
+                             for i, item in enumerate(self.items)]
+        return self._encoded
+
+
+def _sort_key(item: dict, group: int, index: int) -> tuple:
+    """Priority, then time; equal ones keep the order alerts, notifications, backups, the rest."""
+    return _PRIORITY_RANK[item["priority"]], item["_at"], group, index
+
+
+def _json_head(item: dict) -> str:
+    """The item's JSON object without its closing brace, ending where "age" goes (it is the last key)."""
+    return jsonstrict.dumps({k: v for k, v in item.items() if k != "_at"})[:-1] + ',"age":'
+
+
+def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered: bool) -> Gathered:
+    """Every source of the identity's own wake. With mark_delivered (run it in a write unit) the buzz
+    items returned are marked delivered in the same unit."""
+    messages, unread_total = unread_messages(identity)
+    pending, pending_total = pending_messages(identity)
+    tasks, task_total = active_tasks(identity, now, include_off_hours)
+    alerts, alert_total = buzz_items(identity, "wake")
+    notes, note_total = buzz_items(identity, "notify")
+    if mark_delivered and (alerts or notes):
+        delivered_alerts, delivered_notes = _mark_delivered(alerts, now), _mark_delivered(notes, now)
+        alert_total -= len(alerts) - len(delivered_alerts)
+        note_total -= len(notes) - len(delivered_notes)
+        if delivered_alerts or delivered_notes:
+            db.after_commit("wake_changed", {"identity": identity})
+        alerts, notes = delivered_alerts, delivered_notes
+    chats = chat_items(identity)
+    counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
+              "message_pending": pending_total, "chat": len(chats), "swarm": task_total}
+    return Gathered(alerts + notes + messages + pending + chats + tasks, counts, now, tasks_change_at(identity, now),
+                    backups_at=len(alerts) + len(notes))
+
+
+def tasks_change_at(identity: str, now: datetime) -> datetime | None:
+    """When the task source may change with nothing written: the earliest future on_or_after_at of the
+    identity's active tasks, or the next quarter hour (every zone's offset is a multiple of 15 minutes,
+    so every work-hours boundary falls on one) while one of them has a work-hours window."""
+    sql = ("SELECT MIN(CASE WHEN t.on_or_after_at > ? THEN t.on_or_after_at END), "
+           "MAX(CASE WHEN p.work_hours_start IS NOT NULL AND p.work_hours_end IS NOT NULL "
+           "AND p.work_hours_start <> p.work_hours_end THEN 1 ELSE 0 END) "
+           "FROM task t LEFT JOIN project p ON t.project_id = p.id "
+           "WHERE t.assignee_user_id = ? AND t.status IN (?, ?, ?)")
+    next_start, windowed = db.sql_rows(sql, (to_db(now), identity, *WAKEABLE_STATUSES))[0]
+    candidates = [from_db(next_start)] if next_start is not None else []
+    if windowed:
+        quarter = now.replace(second=0, microsecond=0) - timedelta(minutes=now.minute % 15)
+        candidates.append(quarter + timedelta(minutes=15))
+    return min(candidates) if candidates else None
+
+
+def wake_version(identity: str) -> tuple[tuple, bool]:
+    """One statement: (the newest logged event addressed to `identity`, the newest addressed to
+    everyone) and whether `identity` is anyone's backup agent. Any logged change whose audience
+    includes the identity, in any process, moves the first."""
+    row = db.sql_rows("SELECT (SELECT MAX(event) FROM event_target WHERE identity = ?), "
+                      "(SELECT MAX(id) FROM event WHERE to_all), "
+                      "(SELECT COUNT(*) FROM token WHERE backup_agent = ? AND revoked_at IS NULL)",
+                      (identity, identity))[0]
+    return (row[0], row[1]), bool(row[2])
+
+
+def _actions(sources: set[str], base_url: str) -> list[dict]:
+    return [{"item": _ACTIONS[source][0], "action": _ACTIONS[source][1], "skill_url": base_url + _ACTIONS[source][2]}
+            for source in _SOURCE_ORDER if source in sources]
+
+
+def render(gathered: Gathered, backups: list[dict], base_url: str, now: datetime) -> dict:
+    """The WakePayload of §9 from gathered sources and backup alerts; ages and timestamp as of `now`."""
+    keyed = [(_sort_key(item, 0 if i < gathered.backups_at else 2, i), dict(item))
+             for i, item in enumerate(gathered.items)]
+    keyed += [(_sort_key(item, 1, i), dict(item)) for i, item in enumerate(backups)]
+    keyed.sort(key=lambda pair: pair[0])
+    items = [item for _key, item in keyed]
+    for item in items:
+        item["age"] = age_text(item.pop("_at"), now)
+    counts = {**gathered.counts, "backup": len(backups)}
+    return {"instructions": INSTRUCTIONS, "skill_url": f"{base_url}/api/skill", "items": items,
+            "actions": _actions({item["source"] for item in items}, base_url), "summary": _summary(counts),
+            "timestamp": iso(now)}
+
+
+def render_json(gathered: Gathered, backups: list[dict], base_url: str, now: datetime) -> str:
+    """render(), encoded as compact JSON (jsonstrict.dumps of it, byte for byte), reusing each item's
+    encoded text kept in `gathered`: only ages, the summary and the timestamp are encoded per call.
+    Encoding 50 items afresh was the largest part of a cached wake's CPU."""
+    keyed = list(gathered.encoded())
+    keyed += [(_sort_key(item, 1, i), _json_head(item)) for i, item in enumerate(backups)]
+    keyed.sort(key=lambda pair: pair[0])
+    ages: dict[datetime, str] = {}
+    items = []
+    for key, head in keyed:
+        at = key[1]
+        age = ages.get(at)
+        if age is None:
+            age = ages[at] = jsonstrict.dumps(age_text(at, now))
+        items.append(f"{head}{age}}}")
+    sources = {item["source"] for item in gathered.items} | ({"backup"} if backups else set())
+    counts = {**gathered.counts, "backup": len(backups)}
+    dumps = jsonstrict.dumps
+    return (f'{{"instructions":{dumps(INSTRUCTIONS)},"skill_url":{dumps(base_url + "/api/skill")},'
+            f'"items":[{",".join(items)}],"actions":{dumps(_actions(sources, base_url))},'
+            f'"summary":{dumps(_summary(counts))},"timestamp":{dumps(iso(now))}}}')
+
+
 def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_delivered: bool,
                  env_identities: frozenset[str], seen: Mapping[str, datetime] | None = None) -> dict:
     """The WakePayload of §9. With mark_delivered (GET /api/wake and pulses: run it in a write unit)
     the buzz items returned are marked delivered in the same unit; without it nothing is written.
     `env_identities` is accepted for symmetry with other domain calls (wake is per identity: no lookups)."""
     now = db.now()
-    messages, unread_total = unread_messages(identity)
-    pending, pending_total = pending_messages(identity)
-    tasks, task_total = active_tasks(identity, now, include_off_hours)
-    alerts, alert_total = buzz_items(identity, "wake")
-    notes, note_total = buzz_items(identity, "notify")
-    if mark_delivered:
-        delivered_alerts, delivered_notes = _mark_delivered(alerts, now), _mark_delivered(notes, now)
-        alert_total -= len(alerts) - len(delivered_alerts)
-        note_total -= len(notes) - len(delivered_notes)
-        alerts, notes = delivered_alerts, delivered_notes
-    backups = backup_items(identity, now, include_off_hours, seen or {})
-    chats = chat_items(identity)
-    items = alerts + notes + backups + messages + pending + chats + tasks
-    items.sort(key=lambda item: (_PRIORITY_RANK[item["priority"]], item["_at"]))
-    for item in items:
-        item["age"] = age_text(item.pop("_at"), now)
-    present = {item["source"] for item in items}
-    actions = [{"item": _ACTIONS[source][0], "action": _ACTIONS[source][1],
-                "skill_url": base_url + _ACTIONS[source][2]} for source in _SOURCE_ORDER if source in present]
-    counts = {"alert": alert_total, "notification": note_total, "backup": len(backups), "message": unread_total,
-              "message_pending": pending_total, "chat": len(chats), "swarm": task_total}
-    return {"instructions": INSTRUCTIONS, "skill_url": f"{base_url}/api/skill", "items": items, "actions": actions,
-            "summary": _summary(counts), "timestamp": iso(now)}
+    gathered = gather(identity, now, include_off_hours, mark_delivered)
+    return render(gathered, backup_items(identity, now, include_off_hours, seen or {}), base_url, now)
+
+
+def cached_payload(identity: str, base_url: str, include_off_hours: bool, cached: Gathered | None,
+                   seen: Mapping[str, datetime]) -> tuple[str, Gathered]:
+    """A read unit for the wake cache: `cached` is reused while its version matches, it has not
+    expired and the clock has not gone back; otherwise the sources are gathered afresh. Returns the
+    payload as JSON text and the Gathered it came from (for the cache to keep)."""
+    now = db.now()
+    version, is_backup = wake_version(identity)
+    if cached is None or cached.version != version or now < cached.computed_at \
+            or (cached.expires_at is not None and now >= cached.expires_at):
+        cached = gather(identity, now, include_off_hours, False)
+        cached.version = version
+    backups = backup_items(identity, now, include_off_hours, seen) if is_backup else []
+    return render_json(cached, backups, base_url, now), cached

@@ -4,6 +4,8 @@ Channels used by the server:
 - "events":   {"maxId": N}  new rows up to N are in the event log (readers fetch them from the log)
 - "ephemeral": {"type": ..., "data": {...}, "to": [identities] | None}  unlogged events (typing, presence, ...)
 - "wake":     {"identity": ...}  something entered this identity's wake
+- "wake_changed": {"identity": ... | None}  an unlogged change to what this identity's (None: everyone's)
+              wake shows (pending replies, work hours, delivered buzz): the wake cache drops its entry
 - "notebook:<pageId>": CRDT updates and room control for one page
 - "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
               connection, and may have missed announcements meanwhile
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import queue
 import threading
 import uuid
 from collections import defaultdict
@@ -62,6 +65,29 @@ class LocalBus:
 
 RECONNECT_MIN_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 10.0
+NOTIFY_BYTES = 7900  # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more
+
+
+def _packed(origin: str, messages: list[tuple[str, dict, str]]) -> list[str]:
+    """NOTIFY payloads {"o": origin, "m": [[channel, payload], ...]}, each under NOTIFY_BYTES, in order.
+    `messages` are (channel, payload, its encoded [channel, payload]). Repeated `events`
+    announcements fold into one carrying the highest maxId: readers only need the highest."""
+    events = [m for m in messages if m[0] == "events"]
+    if len(events) > 1:
+        top = max(events, key=lambda m: m[1].get("maxId") or 0)
+        messages = [m for m in messages if m[0] != "events" or m is top]
+    payloads, current, size = [], [], 0
+    head = '{"o":"' + origin + '","m":['
+    for _channel, _payload, text in messages:
+        length = len(text.encode()) + 1
+        if current and len(head) + size + length + 2 > NOTIFY_BYTES:
+            payloads.append(head + ",".join(current) + "]}")
+            current, size = [], 0
+        current.append(text)
+        size += length
+    if current:
+        payloads.append(head + ",".join(current) + "]}")
+    return payloads
 
 
 class PostgresBus(LocalBus):
@@ -80,12 +106,15 @@ class PostgresBus(LocalBus):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._send_lock = threading.Lock()
         self._send_conn = None
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._sender: threading.Thread | None = None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._send_conn = await asyncio.to_thread(self._connect)
+        self._sender = threading.Thread(target=self._send_loop, name="coord-bus-notify", daemon=True)
+        self._sender.start()
         ready = threading.Event()
         self._thread = threading.Thread(target=self._listen, args=(ready,), name="coord-bus-listen", daemon=True)
         self._thread.start()
@@ -95,6 +124,9 @@ class PostgresBus(LocalBus):
         self._stop.set()
         if self._thread:
             await asyncio.to_thread(self._thread.join, 5)
+        if self._sender:
+            self._outbox.put(None)
+            await asyncio.to_thread(self._sender.join, 5)
         if self._send_conn is not None:
             self._send_conn.close()
         await super().stop()
@@ -107,33 +139,54 @@ class PostgresBus(LocalBus):
 
     def publish(self, channel: str, payload: dict) -> None:
         self._deliver(channel, payload)
-        message = json.dumps({"o": self._origin, "c": channel, "p": payload}, separators=(",", ":"))
-        if len(message.encode()) > 7900:
+        message = json.dumps([channel, payload], separators=(",", ":"))
+        if len(message.encode()) > NOTIFY_BYTES:
             log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
                         channel, len(message))
             return
-        assert self._loop is not None
-        self._loop.run_in_executor(None, self._notify, message)
+        self._outbox.put((channel, payload, message))
 
-    def _notify(self, message: str) -> None:
-        """Send one NOTIFY; a lost connection is replaced once. What still fails is logged: other
+    def _send_loop(self) -> None:
+        """The one thread that NOTIFYs. Whatever was published while it was sending goes out together:
+        as few NOTIFYs as fit the payload limit, in one statement (one round trip), where every publish
+        once cost a thread-pool hop and a round trip of its own on one shared connection (a send
+        publishes twice: `events` and `wake`)."""
+        while True:
+            first = self._outbox.get()
+            if first is None:
+                return
+            batch = [first]
+            while True:
+                try:
+                    more = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._outbox.put(None)
+                    break
+                batch.append(more)
+            self._notify(_packed(self._origin, batch))
+
+    def _notify(self, payloads: list[str]) -> None:
+        """Send the NOTIFYs; a lost connection is replaced once. What still fails is logged: other
         processes catch up from the event log (see `reconnected` below), never from the bus alone."""
         import psycopg2
-        with self._send_lock:
-            for attempt in (1, 2):
-                try:
-                    if self._send_conn is None or self._send_conn.closed:
-                        self._send_conn = self._connect()
-                    with self._send_conn.cursor() as cursor:
-                        cursor.execute("SELECT pg_notify(%s, %s)", (self.CHANNEL, message))
+        sql = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(payloads))
+        params = [value for payload in payloads for value in (self.CHANNEL, payload)]
+        for attempt in (1, 2):
+            try:
+                if self._send_conn is None or self._send_conn.closed:
+                    self._send_conn = self._connect()
+                with self._send_conn.cursor() as cursor:
+                    cursor.execute(sql, params)
+                return
+            except psycopg2.Error as exc:
+                if self._send_conn is not None and not self._send_conn.closed:
+                    log.exception("bus publish failed")  # the connection is fine: not an outage
                     return
-                except psycopg2.Error as exc:
-                    if self._send_conn is not None and not self._send_conn.closed:
-                        log.exception("bus publish failed")  # the connection is fine: not an outage
-                        return
-                    self._send_conn = None
-                    if attempt == 2:
-                        log.warning("bus publish failed (%s); other processes will catch up", exc)
+                self._send_conn = None
+                if attempt == 2:
+                    log.warning("bus publish failed (%s); other processes will catch up", exc)
 
     def _listen(self, ready: threading.Event) -> None:
         """LISTEN, and after losing the connection LISTEN again (with backoff) until stopped. After a
@@ -165,20 +218,28 @@ class PostgresBus(LocalBus):
 
     def _relay_notifications(self, conn) -> None:
         import select
+        own = '{"o":"' + self._origin + '"'
         while not self._stop.is_set():
             if select.select([conn], [], [], 0.5) == ([], [], []):
                 continue
             conn.poll()
             while conn.notifies:
                 note = conn.notifies.pop(0)
+                if note.payload.startswith(own):  # our own publishes echo back: skip them unparsed
+                    continue
                 try:
                     message = json.loads(note.payload)
                 except ValueError:
                     continue
-                if message.get("o") == self._origin:
+                if not isinstance(message, dict) or message.get("o") == self._origin:
                     continue
                 assert self._loop is not None
-                self._loop.call_soon_threadsafe(self._deliver, message["c"], message["p"])
+                self._loop.call_soon_threadsafe(self._deliver_all, message.get("m") or [])
+
+    def _deliver_all(self, messages: list) -> None:
+        for item in messages:
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+                self._deliver(item[0], item[1])
 
 
 def make_bus(database) -> LocalBus:

@@ -25,12 +25,46 @@ def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
     cost more than the inserts themselves (bench/messages.md)."""
     event_id = db.sql_insert(_INSERT_EVENT, (type_, Event.data.db_value(data), to is None, to_db(db.now())))
     if to is not None:
-        targets = sorted({identity for identity in to if identity})
+        targets = _audience(to)
         if targets:
             db.sql_execute("INSERT INTO event_target (identity, event) VALUES "
                         + ", ".join(["(?, ?)"] * len(targets)), [v for i in targets for v in (i, event_id)])
     db.note_event(event_id, type_)  # counted (coord_events_total) once the unit commits
     return event_id
+
+
+def _audience(to: Iterable[str] | None) -> list[str]:
+    return [] if to is None else sorted({identity for identity in to if identity})
+
+
+def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: dict, id_key: str,
+                      to: Iterable[str] | None) -> int:
+    """Run `insert_sql` (one fixed INSERT of one row, '?' placeholders, no RETURNING) and log an event
+    whose `data[id_key]` is the new row's id; returns that id.
+
+    On PostgreSQL row, event and targets are ONE statement (one round trip instead of three, and one
+    parse): the event text is encoded here with a null `id_key`, and the statement puts the id in its
+    place. `"key":null` cannot occur inside a JSON string (a quote there is escaped), so the one match
+    is the key itself."""
+    database = db.current_database()
+    if db.is_sqlite(database):
+        row_id = db.sql_insert(insert_sql, params)
+        append(type_, {**data, id_key: row_id}, to)
+        return row_id
+    marker = f'"{id_key}":null'
+    text = Event.data.db_value({**data, id_key: None})
+    targets = _audience(to)
+    sql = (f"WITH r AS ({insert_sql} RETURNING id), "
+           "e AS (INSERT INTO event (type, data, to_all, created_at) "
+           "SELECT ?, replace(?, ?, ? || r.id), ?, ? FROM r RETURNING id)")
+    values = [*params, type_, text, marker, f'"{id_key}":', to is None, to_db(db.now())]
+    if targets:
+        sql += (", t AS (INSERT INTO event_target (identity, event) SELECT v.i, e.id FROM e, (VALUES "
+                + ", ".join(["(?)"] * len(targets)) + ") AS v(i))")
+        values += targets
+    row_id, event_id = db.sql_rows(sql + " SELECT r.id, e.id FROM r, e", values)[0]
+    db.note_event(event_id, type_)
+    return row_id
 
 
 def latest_id() -> int:
@@ -53,6 +87,14 @@ def range_after(after_id: int, upto_id: int | None = None, limit: int = 1000) ->
         for target in EventTarget.select().where(EventTarget.event.in_(addressed)):
             targets.setdefault(target.event, []).append(target.identity)
     return [(row.id, row.type, row.data, row.to_all, targets.get(row.id, [])) for row in rows]
+
+
+def heads_after(after_id: int, load: frozenset[str], limit: int = 1000) -> list[tuple[int, str, dict | None, bool, list[str]]]:
+    """range_after's rows without audiences, and with data only for the types in `load`: for a
+    reader that only needs to move past rows (an SSE hub with no stream open), one small query."""
+    rows = db.sql_rows("SELECT id, type, CASE WHEN type IN (" + ", ".join("?" * len(load)) + ") THEN data END, "
+                       "to_all FROM event WHERE id > ? ORDER BY id LIMIT ?", [*sorted(load), after_id, limit])
+    return [(event_id, type_, Event.data.python_value(data), to_all, []) for event_id, type_, data, to_all in rows]
 
 
 def for_identity_after(identity: str, after_id: int, limit: int = 1000) -> list[tuple[int, str, dict]]:

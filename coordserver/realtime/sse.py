@@ -306,7 +306,12 @@ class SSEHub:
                 self._cursor = self._announced
                 self._gaps = GapTracker()
                 return
-            rows = await self.coord.store.read(event_log.range_after, self._cursor, None, READ_BATCH)
+            if self.connections:
+                rows = await self.coord.store.read(event_log.range_after, self._cursor, None, READ_BATCH)
+            else:  # nobody listening: only move past the rows (and act on control rows), one small query
+                rows = await self.coord.store.read(event_log.heads_after, self._cursor, CONTROL_TYPES, READ_BATCH)
+                if self.connections:
+                    continue  # a stream opened during the read: read these rows again, in full
             usable = self._gaps.usable(self._cursor, [row[0] for row in rows])
             for event_id, event_type, data, to_all, audience in rows[:usable]:
                 if event_type in CONTROL_TYPES:

@@ -1,0 +1,130 @@
+"""Serving GET /api/wake (and the admin view) from a per-identity cache of its gathered sources.
+
+A wake with 1,000 unread messages cost ~4 ms of CPU, nearly all of it reading and shaping the same
+rows again. Here each identity's gathered sources (domain/wake.Gathered) are kept between requests
+and reused while nothing they depend on can have changed; what depends on the clock (ages, the
+timestamp, backup alerts) is rendered per request from them.
+
+A kept entry is dropped, or not reused, when:
+- a logged event addressed to the identity or to everyone committed, in any process: every read
+  checks wake_version (one indexed statement) against the entry's, so new sources that log their
+  changes are covered without further work;
+- an unlogged announcement (bus `ephemeral` with the identity or everyone in `to`, `wake`,
+  `wake_changed`) names the identity or everyone, from this process or another (PostgresBus);
+- a unit committed in this process that announced nothing at all (a direct write), unless it is one
+  of the background units known to leave every wake alone (WAKE_NEUTRAL): all entries go;
+- the clock passes the entry's expiry (a task's on_or_after_at, a work-hours boundary) or goes back.
+Every entry is computed in a read unit that starts after the generation it is filed under was taken,
+so an invalidation that lands while it is computed keeps it from being filed.
+
+Buzz items are one-shot: a wake that holds any goes through a write unit that marks them delivered
+(and announces `wake_changed`), exactly as without the cache.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable
+
+from .. import jsonstrict
+from ..domain import wake
+
+# An entry holds up to 250 items (with their encoded text): ~100 KB at most. The least recently used
+# go first; 1,000 identities asking in turn is far more than one coordserver serves.
+MAX_ENTRIES = 1_000
+
+
+class WakeCache:
+    def __init__(self, coord):
+        self.coord = coord
+        self._entries: OrderedDict[tuple[str, bool], tuple[int, wake.Gathered]] = OrderedDict()
+        self._generation = 0  # bumped for every identity at once
+        self._identity_generation: dict[str, int] = {}
+        self._unsubscribe: list[Callable[[], None]] = []
+        self.hits = self.misses = 0
+
+    async def start(self) -> None:
+        bus = self.coord.bus
+        self._unsubscribe = [bus.subscribe("ephemeral", self._on_ephemeral), bus.subscribe("wake", self._on_named),
+                             bus.subscribe("wake_changed", self._on_named),
+                             bus.subscribe("bus", lambda _payload: self.forget_all())]
+        self.coord.store.on_write.append(self._on_write)
+
+    async def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        if self._on_write in self.coord.store.on_write:
+            self.coord.store.on_write.remove(self._on_write)
+        self._entries.clear()
+
+    # invalidation (all on the event loop)
+    def forget(self, identity: str) -> None:
+        self._identity_generation[identity] = self._identity_generation.get(identity, 0) + 1
+        for key in ((identity, False), (identity, True)):
+            self._entries.pop(key, None)
+
+    def forget_all(self) -> None:
+        self._generation += 1
+        self._identity_generation.clear()
+        self._entries.clear()
+
+    def _on_ephemeral(self, payload: dict) -> None:
+        to = payload.get("to") if isinstance(payload, dict) else None
+        if to is None:
+            self.forget_all()
+        else:
+            for identity in to:
+                if isinstance(identity, str):
+                    self.forget(identity)
+
+    def _on_named(self, payload: dict) -> None:
+        identity = payload.get("identity") if isinstance(payload, dict) else None
+        if isinstance(identity, str):
+            self.forget(identity)
+        else:
+            self.forget_all()
+
+    def _on_write(self, fn: Callable, announced: bool) -> None:
+        if not announced and fn not in WAKE_NEUTRAL:
+            self.forget_all()
+
+    def _stamp(self, identity: str) -> tuple[int, int]:
+        return self._generation, self._identity_generation.get(identity, 0)
+
+    # serving
+    async def payload(self, identity: str, include_off_hours: bool, deliver: bool, seen: dict) -> str:
+        """The identity's WakePayload as compact JSON text; with `deliver` (its own GET /api/wake) buzz
+        items in it are marked delivered, in a write unit, as wake.wake_payload does."""
+        c = self.coord
+        key, stamp = (identity, include_off_hours), self._stamp(identity)
+        held = self._entries.get(key)
+        cached = held[1] if held and held[0] == stamp else None
+        body, gathered = await c.store.read(wake.cached_payload, identity, c.settings.base_url, include_off_hours,
+                                            cached, seen)
+        if gathered is cached:
+            self.hits += 1
+        else:
+            self.misses += 1
+        if deliver and gathered.has_buzz:
+            self._entries.pop(key, None)
+            return jsonstrict.dumps(await c.store.write(wake.wake_payload, identity, c.settings.base_url,
+                                                        include_off_hours, True, c.env_identities, seen))
+        if self._stamp(identity) == stamp:
+            self._entries[key] = (stamp, gathered)
+            self._entries.move_to_end(key)
+            if len(self._entries) > MAX_ENTRIES:
+                self._entries.popitem(last=False)
+        return body
+
+
+def _neutral_units() -> frozenset[Callable]:
+    """Background units that write often and never change what any wake shows."""
+    from ..domain import identities
+    from ..events import log as event_log
+    from ..realtime import presence, push
+    return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
+                      identities.touch_token, presence._persist, event_log.prune,
+                      # marks buzz delivered; announces wake_changed itself when it marked any
+                      wake.wake_payload})
+
+
+WAKE_NEUTRAL = _neutral_units()

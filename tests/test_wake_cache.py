@@ -1,0 +1,180 @@
+"""The wake cache (coordserver/realtime/wake_cache.py) over real HTTP on both backends: a repeated
+GET /api/wake is served from the cache, yet every kind of change shows at once - each change made
+through the API, a direct write, buzz items delivered once, and what depends on the clock (ages, a
+task's onOrAfterAt, work-hours windows) - and the cached rendering is byte for byte the uncached one.
+With PostgreSQL, a second server on the same database sees the first one's changes."""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from coordserver import jsonstrict
+from coordserver.domain import wake
+from coordserver.models import Message
+from coordserver.server import ServerThread
+from coordserver.settings import Settings
+from coordserver.timeutil import FrozenClock, iso, to_db
+from tests.conftest import backend_url, base_env, client
+
+START = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)  # 06:00 in Chicago
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def srv(request, tmp_path_factory):
+    clock = FrozenClock(START)
+    server = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory))), clock=clock).start()
+    server.clock = clock
+    yield server
+    server.stop()
+
+
+def cache(server):
+    return server.coord.services["wake_cache"]
+
+
+def wake_of(server, who: str, **params) -> dict:
+    response = client(server, who).get("/api/wake", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def served_from_cache(server, who: str) -> dict:
+    """Two wakes in a row with nothing between them: the second must be a cache hit, and alike."""
+    first = wake_of(server, who)
+    hits = cache(server).hits
+    second = wake_of(server, who)
+    assert cache(server).hits == hits + 1
+    assert first == second
+    return second
+
+
+def titles(payload: dict) -> list[str]:
+    return [item["summary"] for item in payload["items"]]
+
+
+def test_every_change_through_the_api_shows_at_once(srv):
+    alice, carol = client(srv, "alice"), client(srv, "carol")
+    served_from_cache(srv, "carol")
+
+    sent = alice.post("/api/mailboxes/carol/messages", json={"title": "deploy?"}).json()
+    assert "From alice: 'deploy?'" in titles(served_from_cache(srv, "carol"))
+
+    assert carol.post(f"/api/mailboxes/me/messages/{sent['id']}/pending").status_code == 200
+    assert [i["source"] for i in served_from_cache(srv, "carol")["items"]] == ["message", "message_pending"]
+    assert carol.delete(f"/api/mailboxes/me/messages/{sent['id']}/pending").status_code == 200
+    assert [i["source"] for i in served_from_cache(srv, "carol")["items"]] == ["message"]
+
+    assert carol.post(f"/api/mailboxes/me/messages/{sent['id']}/ack").status_code == 200
+    assert served_from_cache(srv, "carol")["items"] == []
+
+    task = alice.post("/api/swarm/tasks", json={"title": "ship it", "assigneeUserId": "carol"}).json()
+    assert titles(served_from_cache(srv, "carol")) == ["ship it"]
+    assert alice.patch(f"/api/swarm/tasks/{task['id']}", json={"title": "ship it now"}).status_code == 200
+    assert titles(served_from_cache(srv, "carol")) == ["ship it now"]
+    assert carol.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"}).status_code == 200
+    assert [i["status"] for i in served_from_cache(srv, "carol")["items"]] == ["in_progress"]
+
+    # a project's work hours decide whether its tasks wake (06:00 in Chicago: outside 9-17)
+    project = alice.post("/api/swarm/projects", json={"title": "P", "color": "#3b82f6"}).json()
+    alice.post("/api/swarm/tasks", json={"title": "in project", "assigneeUserId": "carol", "projectId": project["id"]})
+    assert "in project" in titles(served_from_cache(srv, "carol"))
+    assert alice.patch(f"/api/swarm/projects/{project['id']}",
+                       json={"workHoursStart": 9, "workHoursEnd": 17}).status_code == 200
+    assert "in project" not in titles(served_from_cache(srv, "carol"))
+    assert "in project" in titles(wake_of(srv, "carol", includeOffHours="true"))
+
+    assert carol.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "review"}).status_code == 200
+    alice.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "complete"})
+    assert "ship it now" not in titles(served_from_cache(srv, "carol"))
+
+
+def test_buzz_items_are_delivered_once_through_the_cache(srv):
+    served_from_cache(srv, "bob")
+    hook = client(srv, "alice").post("/api/buzz/webhooks", json={"appName": "ci", "title": "CI",
+                                                                 "wakeAgent": "bob", "notifyAgent": "bob"}).json()
+    event = client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"body": "red"}).json()["eventId"]
+    admin_view = client(srv, "admin").get("/api/wake/bob").json()  # the admin view marks nothing
+    assert [(i["source"], i["id"]) for i in admin_view["items"]] == [("buzz", event), ("buzz", event)]
+    delivered = wake_of(srv, "bob")
+    assert [(i["source"], i.get("role")) for i in delivered["items"]] == [("buzz", "wake"), ("buzz", "notify")]
+    after = served_from_cache(srv, "bob")
+    assert "buzz" not in [i["source"] for i in after["items"]]
+    assert "buzz" not in [i["source"] for i in client(srv, "admin").get("/api/wake/bob").json()["items"]]
+
+
+def test_a_direct_write_that_announces_nothing_still_shows(srv):
+    served_from_cache(srv, "admin")
+
+    def unit():
+        return Message.create(recipient="admin", sender="alice", title="behind the API", body="",
+                              created_at=to_db(srv.clock.now())).id
+    message_id = srv.call(lambda: srv.coord.store.write(unit))
+    assert "From alice: 'behind the API'" in titles(served_from_cache(srv, "admin"))
+    srv.call(lambda: srv.coord.store.write(
+        lambda: Message.update(status="read").where(Message.id == message_id).execute()))
+    assert "From alice: 'behind the API'" not in titles(served_from_cache(srv, "admin"))
+
+
+def test_the_clock_moves_ages_scheduled_tasks_and_work_hours(srv):
+    srv.clock.set(START)  # 12:00 UTC, 06:00 in Chicago
+    alice = client(srv, "alice")
+    alice.post("/api/mailboxes/bob/messages", json={"title": "clocked"})
+    later = alice.post("/api/swarm/tasks", json={"title": "not yet", "assigneeUserId": "bob",
+                                                 "onOrAfterAt": iso(START + timedelta(hours=2))}).json()
+    project = alice.post("/api/swarm/projects", json={"title": "Hours", "color": "#3b82f6",
+                                                      "workHoursStart": 9, "workHoursEnd": 17}).json()
+    alice.post("/api/swarm/tasks", json={"title": "office", "assigneeUserId": "bob", "projectId": project["id"]})
+    first = served_from_cache(srv, "bob")
+    aged = next(i for i in first["items"] if i["summary"] == "From alice: 'clocked'")
+    assert aged["age"] == "0m" and "not yet" not in titles(first) and "office" not in titles(first)
+
+    srv.clock.advance(minutes=10)  # no write, no boundary passed: rendered from the cache for the new time
+    hits = cache(srv).hits
+    moved = wake_of(srv, "bob")
+    assert cache(srv).hits == hits + 1
+    assert next(i for i in moved["items"] if i["summary"] == "From alice: 'clocked'")["age"] == "10m"
+    assert moved["timestamp"] == iso(srv.clock.now())
+
+    srv.clock.set(START + timedelta(hours=2))  # onOrAfterAt reached
+    assert later["id"] in [i["id"] for i in wake_of(srv, "bob")["items"]]
+    assert "office" not in titles(wake_of(srv, "bob"))
+    srv.clock.set(START + timedelta(hours=3))  # 09:00 in Chicago: the project's window opens
+    assert "office" in titles(wake_of(srv, "bob"))
+    srv.clock.set(START + timedelta(hours=11))  # 17:00: it closes again
+    assert "office" not in titles(served_from_cache(srv, "bob"))
+    srv.clock.set(START + timedelta(hours=10, minutes=59))  # the clock went back: nothing kept is reused
+    assert "office" in titles(wake_of(srv, "bob"))
+
+
+def test_the_cached_rendering_is_the_uncached_one(srv):
+    alice = client(srv, "alice")
+    for title in ("ünïcode ✓", 'quotes "and" \\ backslashes', "urgent"):
+        alice.post("/api/mailboxes/admin/messages", json={"title": title, "urgent": title == "urgent"})
+    alice.post("/api/swarm/tasks", json={"title": "review me", "assigneeUserId": "admin", "status": "review"})
+    for _ in range(2):  # the second answer comes from the cache
+        text = client(srv, "admin").get("/api/wake").text
+        expected = srv.call(lambda: srv.coord.store.read(
+            wake.wake_payload, "admin", srv.coord.settings.base_url, False, False, srv.coord.env_identities, {}))
+        assert text == jsonstrict.dumps(expected) + "\n"
+
+
+def test_another_server_on_the_same_database_sees_changes(pg_cluster):
+    """PostgreSQL, two processes' worth of servers on one database: a logged change reaches the other
+    server's cache through wake_version, an unlogged one (an ack) through the bus."""
+    env, clock = base_env(pg_cluster.create_database()), FrozenClock(START)
+    first = ServerThread(Settings.from_env(env), clock=clock).start()
+    other = ServerThread(Settings.from_env(env), clock=clock).start()
+    try:
+        served_from_cache(other, "carol")
+        sent = client(first, "alice").post("/api/mailboxes/carol/messages", json={"title": "from afar"}).json()
+        assert "From alice: 'from afar'" in titles(served_from_cache(other, "carol"))
+        client(first, "carol").post(f"/api/mailboxes/me/messages/{sent['id']}/ack")
+        deadline = time.monotonic() + 10
+        while "From alice: 'from afar'" in titles(wake_of(other, "carol")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the bus is asynchronous: the other server hears the ack a moment later
+        assert "From alice: 'from afar'" not in titles(wake_of(other, "carol"))
+    finally:
+        first.stop()
+        other.stop()
