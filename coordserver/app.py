@@ -9,6 +9,7 @@ from quart.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from .api.common import OtherThan
+from .api.metrics import instrument
 from .auth import TokenResolver, request_token
 from .context import Coord
 from .db import Store
@@ -17,6 +18,7 @@ from .errors import ApiError
 from .events.bus import make_bus
 from .gate import Gate, client_address
 from .hotpaths import HotPaths
+from .metrics import AppMetrics
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
 from .realtime.notebook_manager import NotebookRooms
@@ -43,12 +45,12 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _blueprints():
-    from .api import (admin, auth, buzz, chat, directory, doctor, messages, meta, notebook, presence, recurring,
-                      skills, stream, swarm, wake, workflows)
+    from .api import (admin, auth, buzz, chat, directory, doctor, messages, meta, metrics, notebook, presence,
+                      recurring, skills, stream, swarm, wake, workflows)
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
-            stream.bp, presence.bp, admin.bp]
+            stream.bp, presence.bp, admin.bp, metrics.bp]
 
 
 def _services(coord: Coord) -> list:
@@ -96,6 +98,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     coord.services["scheduler"] = Scheduler(coord)
     coord.services["sse"] = SSEHub(coord)
     coord.services["push"] = PushService(coord)
+    coord.services["metrics"] = AppMetrics(coord)
+    store.on_events = coord.services["metrics"].process.count_events
     limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
                           clock=lambda: clock.now().timestamp())
     coord.services["ratelimit"] = limiter
@@ -125,6 +129,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         await coord.cancel_tasks()
         await coord.bus.stop()
         await asyncio.to_thread(store.close)
+
+    instrument(app)  # first of the request hooks
 
     def _request_client() -> str:
         return client_address(settings.trusted_proxy, request.headers.get("X-Forwarded-For", ""),

@@ -222,15 +222,17 @@ def after_commit(channel: str, payload: dict) -> None:
     effects.append((channel, payload))
 
 
-def note_event(event_id: int) -> None:
+def note_event(event_id: int, event_type: str) -> None:
     current = getattr(_unit, "max_event", None)
     if getattr(_unit, "effects", None) is None:
         raise RuntimeError("events must be appended inside a Store.write unit")
     _unit.max_event = event_id if current is None else max(current, event_id)
+    _unit.event_types.append(event_type)
 
 
 class _Job:
-    __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event", "alone")
+    __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event", "alone",
+                 "event_types")
 
     def __init__(self, fn, args, kwargs, loop, future, alone: bool = False):
         self.fn, self.args, self.kwargs, self.loop, self.future = fn, args, kwargs, loop, future
@@ -238,6 +240,7 @@ class _Job:
         self.result = self.error = None
         self.effects: list = []
         self.max_event: int | None = None
+        self.event_types: list[str] = []
 
 
 class _FixedSavepoint:
@@ -292,6 +295,7 @@ class Store:
         self.database = open_database(url)
         self.sqlite = is_sqlite(self.database)
         self.on_commit: Callable[[int | None, list], None] | None = None
+        self.on_events: Callable[[list[str]], None] | None = None  # types of the events a unit committed
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writers: list[threading.Thread] = []
         self._reads: queue.SimpleQueue = queue.SimpleQueue()
@@ -370,10 +374,13 @@ class Store:
     def run_sync(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         """For the CLI and startup code, which own the thread they run on."""
         self._bind_thread()
-        _unit.effects, _unit.max_event = [], None
+        _unit.effects, _unit.max_event, _unit.event_types = [], None, []
         try:
             with self.database.atomic():
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+            if _unit.event_types and self.on_events:
+                self.on_events(_unit.event_types)
+            return result
         finally:
             _unit.effects = None
 
@@ -482,7 +489,7 @@ class Store:
             elif not _is_conflict(exc):
                 log.exception("database commit failed")
             for job in jobs:
-                job.error, job.effects, job.max_event = exc, [], None
+                job.error, job.effects, job.max_event, job.event_types = exc, [], None, []
 
     def _conflicted(self, job: _Job) -> bool:
         return not self.sqlite and job.error is not None and _is_conflict(job.error)
@@ -493,11 +500,11 @@ class Store:
 
     def _run_job(self, job: _Job) -> None:
         job.error = None
-        _unit.effects, _unit.max_event = [], None
+        _unit.effects, _unit.max_event, _unit.event_types = [], None, []
         try:
             with self._unit_savepoint:
                 job.result = job.fn(*job.args, **job.kwargs)
-            job.effects, job.max_event = _unit.effects, _unit.max_event
+            job.effects, job.max_event, job.event_types = _unit.effects, _unit.max_event, _unit.event_types
         except Exception as exc:
             job.error = exc
         finally:
@@ -509,6 +516,8 @@ class Store:
                 self.on_commit(job.max_event, job.effects)
             except Exception:
                 log.exception("publishing committed effects failed")
+        if job.error is None and job.event_types and self.on_events:
+            self.on_events(job.event_types)
         _settle(job)
 
     # facts for doctor

@@ -14,6 +14,7 @@ tests/test_hotpaths.py checks both paths answer alike.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 from typing import Awaitable, Callable
 from urllib.parse import parse_qsl
 
@@ -25,6 +26,7 @@ from .api.messages import inbox_json, post_message
 from .auth import identity_required, parse_bearer
 from .errors import ApiError
 from .gate import Admission, Gate, client_address
+from .metrics import process_metrics
 from .settings import MAX_BODY_BYTES
 
 log = logging.getLogger("coord")
@@ -32,6 +34,9 @@ log = logging.getLogger("coord")
 _MAILBOXES = "/api/mailboxes/"
 _INBOX = "/api/mailboxes/me/messages"
 _JSON = b"application/json"
+# Their route labels (coord_http_requests_total), as API.md writes them.
+SEND_ROUTE = "/api/mailboxes/{recipient}/messages"
+INBOX_ROUTE = _INBOX
 
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
 
@@ -46,35 +51,39 @@ class HotPaths:
         self._trusted_proxy = coord.settings.trusted_proxy
         # Quart's JSON provider with the compact separators and trailing newline of its responses.
         self._dumps = app.json.dumps
+        self._observe = process_metrics().observe_request
 
     async def __call__(self, scope, receive, send) -> None:
-        handler = self._route(scope) if scope["type"] == "http" else None
-        if handler is None:
+        found = self._route(scope) if scope["type"] == "http" else None
+        if found is None:
             await self._inner(scope, receive, send)
             return
+        started = perf_counter()
+        handler, route = found
         body = b""
         if scope["method"] == "POST":
             body = await _read_body(receive)
             if body is None:  # the client went away
                 return
-        await self._serve(handler, scope, body, send)
+        status = await self._serve(handler, scope, body, send)
+        self._observe(scope["method"], route, status, perf_counter() - started)
 
-    def _route(self, scope) -> Handler | None:
+    def _route(self, scope) -> tuple[Handler, str] | None:
         method, path = scope["method"], scope["path"]
         if method == "GET" and path == _INBOX:
             try:
                 scope["query_string"].decode()
             except UnicodeDecodeError:
                 return None
-            return self._inbox
+            return self._inbox, INBOX_ROUTE
         if method == "POST" and path.startswith(_MAILBOXES) and path.endswith("/messages"):
             recipient = path[len(_MAILBOXES):-len("/messages")]
             # "me" is no recipient (POST .../me/messages is a 405, from Quart)
             if recipient and "/" not in recipient and recipient != "me" and _declared_length(scope) is not None:
-                return self._send
+                return self._send, SEND_ROUTE
         return None
 
-    async def _serve(self, handler: Handler, scope, body: bytes, send) -> None:
+    async def _serve(self, handler: Handler, scope, body: bytes, send) -> int:
         headers = _headers(scope)
         rate_headers: dict[str, str] = {}
         extra: dict[str, str] = {}
@@ -94,6 +103,7 @@ class HotPaths:
         response_headers += [(k.lower().encode(), v.encode()) for k, v in {**extra, **rate_headers}.items()]
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": payload})
+        return status
 
     def _json(self, value) -> bytes:
         return f"{self._dumps(value, separators=(',', ':'))}\n".encode()

@@ -16,7 +16,7 @@ def route_class(method: str, path: str) -> str | None:
     """None = exempt."""
     if not path.startswith("/api/") and path != "/api":
         return None
-    if path == "/api/health" or path.startswith("/api/skill"):
+    if path in ("/api/health", "/api/metrics") or path.startswith("/api/skill"):
         return None
     if path == "/api/auth/register":
         return "register"

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from .domain import recurring
 from .errors import log_background_failure
+from .timeutil import from_db
 
 log = logging.getLogger("coord.scheduler")
 
@@ -27,6 +28,13 @@ class Scheduler:
     @property
     def interval(self) -> float:
         return self.coord.settings.scheduler_interval_seconds
+
+    def lag_seconds(self, now: datetime) -> float | None:
+        """Time since the last pass minus the interval (admin doctor and coord_scheduler_lag_seconds):
+        above 0 when a pass is overdue; None before the first pass."""
+        if self.last_tick_at is None:
+            return None
+        return (now - from_db(self.last_tick_at)).total_seconds() - self.interval
 
     async def start(self) -> None:
         self._task = self.coord.spawn(self._run(), "scheduler")

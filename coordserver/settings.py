@@ -45,6 +45,13 @@ def _positive_int(value: str | None, name: str, default: int) -> int:
     return number
 
 
+def metrics_dir(env=os.environ) -> str | None:
+    """COORD_METRICS_DIR: the shared directory of prometheus-client's multi-process mode (several server
+    processes on one host, set by `serve --workers`). Read by coordserver.metrics before any metric
+    value exists, not through Settings: the mode is per process, chosen once."""
+    return (env.get("COORD_METRICS_DIR") or "").strip() or None
+
+
 def parse_env_tokens(env: dict[str, str]) -> dict[str, EnvToken]:
     """Environment tokens in the documented order; an earlier source wins for the same token."""
     tokens: dict[str, EnvToken] = {}
@@ -150,6 +157,8 @@ class Settings:
     # Rooms re-announce their viewers to other processes this often; an announcement three intervals
     # old is dropped, so the viewers of a process that died without saying goodbye disappear.
     notebook_viewers_refresh_seconds: float = 20.0
+    metrics_enabled: bool = True  # GET /api/metrics; COORD_METRICS=off answers 404
+    metrics_token: str | None = field(default=None, repr=False)  # COORD_METRICS_TOKEN: the scraper's bearer secret; unset = no auth
 
     def admin_rows(self) -> dict[str, tuple[str, str | None]]:
         """Identities that get an admin users row at start: (display name of a new row, display name to
@@ -187,6 +196,8 @@ class Settings:
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),
             notebook_unload_seconds=float(env.get("COORD_NOTEBOOK_UNLOAD_SECONDS") or 10),
             notebook_viewers_refresh_seconds=float(env.get("COORD_NOTEBOOK_VIEWERS_REFRESH_SECONDS") or 20),
+            metrics_enabled=_flag(env.get("COORD_METRICS"), True),
+            metrics_token=(env.get("COORD_METRICS_TOKEN") or "").strip() or None,
         )
         values.update(overrides)
         return cls(**values)

@@ -10,7 +10,7 @@ from ..principal import Principal
 from ..context import coord
 from ..domain import doctor, identities, recurring
 from ..domain.doctor import FAIL, PASS, WARN
-from ..timeutil import from_db, iso, parse_iso
+from ..timeutil import iso, parse_iso
 from .wake import presence_snapshot
 
 bp = Blueprint("doctor", __name__, url_prefix="/api")
@@ -135,7 +135,7 @@ def _admin_probes() -> list:
             return WARN, "Recurring-task scheduler is not running", details
         last_tick = getattr(service, "last_tick_at", None)
         details["lastTickAt"] = iso(last_tick)
-        lag = (c.now() - from_db(last_tick)).total_seconds() - interval if last_tick else None
+        lag = service.lag_seconds(c.now())
         details["lagSeconds"] = round(lag, 1) if lag is not None else None
         if lag is not None and lag > 2 * interval:
             return WARN, f"Scheduler last ran {doctor.age(iso(last_tick), c.now())} ago", details

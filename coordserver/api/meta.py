@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
 from quart import Blueprint, current_app
@@ -10,6 +11,24 @@ bp = Blueprint("meta", __name__, url_prefix="/api")
 
 _PARAM = re.compile(r"<(?:[a-z_]+(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <int:id>, <other_than(x):id>
 _PUBLIC = ("/api/health", "/api/skill", "/api/openapi.json", "/api/ingest/", "/api/auth/register")
+
+
+@lru_cache(maxsize=512)
+def route_template(rule: str) -> str:
+    """A Quart rule as API.md writes the path: `/api/chat/channels/<channel_id>/read` ->
+    `/api/chat/channels/{id}/read`. The first parameter that is an id (`id`, `<thing>_id`) is `{id}`,
+    later ones camelCase (`<workflow_id>` -> `{workflowId}`), names such as `recipient` stay."""
+    seen_id = False
+
+    def name(match: re.Match) -> str:
+        nonlocal seen_id
+        param = match.group(1)
+        if (param == "id" or param.endswith("_id")) and not seen_id:
+            seen_id = True
+            return "{id}"
+        head, *rest = param.split("_")
+        return "{" + head + "".join(part.title() for part in rest) + "}"
+    return _PARAM.sub(name, rule)
 
 
 def package_version() -> str:

@@ -29,7 +29,7 @@ def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
         if targets:
             db.sql_execute("INSERT INTO event_target (identity, event) VALUES "
                         + ", ".join(["(?, ?)"] * len(targets)), [v for i in targets for v in (i, event_id)])
-    db.note_event(event_id)
+    db.note_event(event_id, type_)  # counted (coord_events_total) once the unit commits
     return event_id
 
 

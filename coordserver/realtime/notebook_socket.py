@@ -11,6 +11,7 @@ from ..auth import parse_bearer
 from ..context import coord
 from ..errors import Invalid, RateLimited
 from ..gate import client_address
+from ..metrics import process_metrics
 from ..principal import Principal
 from .notebook_peer import CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, CLOSE_UNKNOWN_TOKEN, Peer, frame
 
@@ -58,6 +59,8 @@ async def notebook_socket():
     presence, guard = c.services["presence"], c.services["tokens_guard"]
     presence.connection_opened(principal.identity, "api")  # an open editor keeps its identity online
     guard.admit(peer)  # ends when its token is revoked or expires
+    sockets = process_metrics().notebook_sockets  # coord_notebook_sockets, summed over processes
+    sockets.inc()
     sender = asyncio.ensure_future(_send_frames(peer))
     receiver = asyncio.ensure_future(_receive_frames(room, peer))
     try:
@@ -65,6 +68,7 @@ async def notebook_socket():
     finally:
         room.leave(peer)
         guard.release(peer)
+        sockets.dec()
         presence.connection_closed(principal.identity, "api")
         for task in (sender, receiver):
             task.cancel()

@@ -20,6 +20,7 @@ import peewee as pw
 from .. import jsonstrict
 from .. import db
 from ..errors import Invalid, log_background_failure
+from ..metrics import process_metrics
 from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
 from ..netcheck import REFUSED_PREFIX, Refused, pin
 from ..timeutil import from_db, to_db
@@ -186,22 +187,28 @@ def claim_due(limit: int, sqlite: bool) -> list[Claimed]:
     return claimed
 
 
-def record_outcome(delivery_id: str, outcome: str, status_code: int | None, error: str | None) -> None:
-    """outcome: "delivered", "retry" or "failed"."""
+def record_outcome(delivery_id: str, outcome: str, status_code: int | None, error: str | None) -> str | None:
+    """outcome: "delivered", "retry" or "failed". Returns what became of the delivery ("ok", "retry" =
+    tried again later, "failed" = given up), or None when it was no longer pending."""
     row = PushDelivery.get_or_none(PushDelivery.id == delivery_id)
     if row is None or row.status != "pending":
-        return
+        return None
     now = db.now()
     attempts = row.attempts + 1
     changes = {"attempts": attempts, "claimed_until": None, "last_status": status_code}
     if outcome == "delivered":
+        result = "ok"
         changes.update(status="delivered", delivered_at=to_db(now), last_error=None)
     elif outcome == "retry" and attempts < MAX_ATTEMPTS:
+        result = "retry"
         changes.update(next_attempt_at=to_db(now + timedelta(seconds=BACKOFF_SECONDS[attempts - 1])),
                        last_error=(error or "")[:300])
     else:
+        result = "failed"
         changes.update(status="failed", last_error=(error or "")[:300])
-    PushDelivery.update(**changes).where((PushDelivery.id == delivery_id) & (PushDelivery.status == "pending")).execute()
+    updated = PushDelivery.update(**changes).where(
+        (PushDelivery.id == delivery_id) & (PushDelivery.status == "pending")).execute()
+    return result if updated else None
 
 
 def next_due_at() -> datetime | None:
@@ -257,6 +264,7 @@ class PushService:
         # for one name must never carry a request for another name at the same address.
         self._clients: dict[str | None, httpx.AsyncClient] = {}
         self._unsubscribe = None
+        self._outcomes = process_metrics().push_deliveries
 
     async def start(self) -> None:
         if not self.coord.settings.push_enabled:
@@ -357,7 +365,9 @@ class PushService:
             log.exception("push attempt %s crashed", delivery.id)
             outcome, status_code, error = "retry", None, f"internal error: {type(exc).__name__}"
         try:
-            await self.coord.store.write(record_outcome, delivery.id, outcome, status_code, error)
+            result = await self.coord.store.write(record_outcome, delivery.id, outcome, status_code, error)
+            if result is not None:
+                self._outcomes.labels(result).inc()  # coord_push_deliveries_total
         finally:
             self._in_flight.discard(delivery.id)
             self._wake_sender.set()

@@ -16,6 +16,7 @@ from .. import jsonstrict
 from ..errors import log_background_failure
 from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
+from ..metrics import process_metrics
 from .logreader import GapTracker
 
 log = logging.getLogger("coord.sse")
@@ -148,6 +149,7 @@ class SSEHub:
         self._new_events = asyncio.Event()
         self._gaps = GapTracker()
         self._unsubscribe: list = []
+        self._open_gauge = process_metrics().sse_streams  # coord_sse_streams, summed over processes
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -197,6 +199,7 @@ class SSEHub:
         identity = principal.identity
         conn = Connection(identity, self.queue_size, self.queue_bytes, principal.token_id, principal.expires_at)
         self.connections.add(conn)
+        self._open_gauge.inc()
         self.by_identity.setdefault(identity, {})[conn] = None
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             conn.close("shutdown")
@@ -217,6 +220,7 @@ class SSEHub:
         if conn not in self.connections:
             return
         self.connections.discard(conn)
+        self._open_gauge.dec()
         peers = self.by_identity.get(conn.identity)
         if peers is not None:
             peers.pop(conn, None)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..domain import wake
 from ..errors import log_background_failure
+from ..metrics import process_metrics
 
 log = logging.getLogger("coord.wake")
 
@@ -37,6 +38,7 @@ class WakePulser:
         self._states: dict[str, _State] = {}
         self._unsubscribe = None
         self.pulses_sent = 0
+        self._pulse_counter = process_metrics().wake_pulses
 
     async def start(self) -> None:
         self._unsubscribe = self.coord.bus.subscribe("wake", self._on_signal)
@@ -102,6 +104,7 @@ class WakePulser:
                 self.coord.env_identities, self._presence_snapshot())
             self.coord.bus.publish("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
             self.pulses_sent += 1
+            self._pulse_counter.inc()
         except Exception:
             log_background_failure(log, "computing the wake pulse for %s failed", identity)
         finally:

@@ -1,0 +1,251 @@
+"""Prometheus metrics (GET /api/metrics) with the official client library, prometheus-client.
+
+Three sources make one scrape:
+- process figures, kept by prometheus-client objects made once per process (`process_metrics()`):
+  requests and their latency (hot paths included), events logged, push outcomes, wake pulses, open
+  streams and notebook sockets, `coord_info`;
+- app figures read at scrape time (`AppMetrics`): row counts from one read unit on the Store, cached
+  at most 2 s on the app's clock; scheduler and event-loop lag as admin doctor computes them;
+- the standard process_* and python_* collectors (of the process answering).
+
+Several server processes on one host (`serve --workers`) share COORD_METRICS_DIR: prometheus-client's
+multi-process mode, where each process writes its values to files there and a scrape of any process
+adds them up (open connections as `livesum`, so a dead process's streams drop out once the supervisor
+calls `mark_process_dead`). prometheus-client picks that mode when it is imported, from
+PROMETHEUS_MULTIPROC_DIR, so this module sets that variable before importing it.
+"""
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import threading
+from datetime import timedelta
+from typing import Iterable
+
+from .settings import metrics_dir
+
+_prepared_dir: str | None = None  # the supervisor's directory (prepare_dir), for mark_process_dead
+
+
+def _multiprocess_dir() -> str | None:
+    """COORD_METRICS_DIR, handed on to prometheus-client (which reads PROMETHEUS_MULTIPROC_DIR)."""
+    directory = metrics_dir()
+    if directory:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    return directory
+
+
+_multiprocess_dir()  # before the import below: prometheus-client chooses its value class on import
+
+import peewee as pw  # noqa: E402
+from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram,  # noqa: E402
+                               PlatformCollector, ProcessCollector, disable_created_metrics, generate_latest,
+                               values)
+from prometheus_client import multiprocess  # noqa: E402
+from prometheus_client.core import GaugeMetricFamily  # noqa: E402
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+ROW_COUNTS_MAX_AGE = timedelta(seconds=2)
+OTHER_ROUTE = "other"  # the route label of a path that matches no route
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# The hot paths answer in about a millisecond: finer low buckets than the library's default.
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+PUSH_RESULTS = ("ok", "retry", "failed")
+
+
+# --- the supervisor's side (serve --workers) -------------------------------------------------
+
+def prepare_dir(path: str) -> None:
+    """Create the shared directory, or empty it of a previous run's files (stale counters)."""
+    global _prepared_dir
+    os.makedirs(path, exist_ok=True)
+    for name in glob.glob(os.path.join(path, "*.db")):
+        os.remove(name)
+    _prepared_dir = path
+
+
+def mark_process_dead(pid: int, path: str | None = None) -> None:
+    """A worker has exited: drop its live gauges (open streams and sockets, coord_info); its counters
+    stay in the totals."""
+    directory = path or _prepared_dir or metrics_dir()
+    if directory:
+        multiprocess.mark_process_dead(pid, directory)
+
+
+# --- process figures -------------------------------------------------------------------------
+
+class ProcessMetrics:
+    def __init__(self, directory: str | None):
+        if directory and not getattr(values.ValueClass, "_multiprocess", False):
+            # prometheus_client was imported before COORD_METRICS_DIR was set (a worker forked from a
+            # supervisor that had imported it): choose again, before the first value exists.
+            values.ValueClass = values.get_value_class()
+        disable_created_metrics()
+        self.directory = directory
+        self.sources = CollectorRegistry(auto_describe=True)  # what a scrape reads, besides the app's figures
+        own = None if directory else self.sources
+        self.info = Gauge("coord_info", "coordserver build", ["version"], registry=own,
+                          multiprocess_mode="livemax")
+        self.http_requests = Counter("coord_http_requests_total", "HTTP requests served, hot paths included",
+                                     ["method", "route", "status"], registry=own)
+        self.http_duration = Histogram("coord_http_request_duration_seconds", "HTTP request latency",
+                                       ["route"], buckets=_LATENCY_BUCKETS, registry=own)
+        self.sse_streams = Gauge("coord_sse_streams", "Open SSE event streams", registry=own,
+                                 multiprocess_mode="livesum")
+        self.notebook_sockets = Gauge("coord_notebook_sockets", "Open notebook WebSockets", registry=own,
+                                      multiprocess_mode="livesum")
+        self.events = Counter("coord_events_total", "Events logged (committed)", ["type"], registry=own)
+        self.push_deliveries = Counter("coord_push_deliveries_total", "Webhook push attempts by outcome",
+                                       ["result"], registry=own)
+        self.wake_pulses = Counter("coord_wake_pulses_total", "Wake pulses sent", registry=own)
+        if directory:
+            multiprocess.MultiProcessCollector(self.sources, path=directory)
+        ProcessCollector(registry=self.sources)
+        PlatformCollector(registry=self.sources)
+        GCCollector(registry=self.sources)
+        from .api.meta import package_version
+        self.info.labels(package_version()).set(1)
+        for result in PUSH_RESULTS:
+            self.push_deliveries.labels(result)  # every result is a series from the start, at 0
+        self._http: dict[tuple[str, str, int], tuple] = {}
+        self._event_types: dict[str, object] = {}
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float | None) -> None:
+        """One request served. Runs on every request: a dict lookup and two increments once warm."""
+        key = (method, route, status)
+        children = self._http.get(key)
+        if children is None:
+            label = method if method in _METHODS else "other"
+            children = (self.http_requests.labels(label, route, f"{status // 100}xx"),
+                        self.http_duration.labels(route))
+            if len(self._http) < 10_000:  # `method` is the client's: never let it grow the cache unbounded
+                self._http[key] = children
+        children[0].inc()
+        if seconds is not None:
+            children[1].observe(seconds)
+
+    def count_events(self, types: list[str]) -> None:
+        """Events of a committed unit (the Store calls this; see events/log.py)."""
+        for event_type in types:
+            child = self._event_types.get(event_type)
+            if child is None:
+                child = self._event_types[event_type] = self.events.labels(event_type)
+            child.inc()
+
+
+_process: ProcessMetrics | None = None
+_process_lock = threading.Lock()
+
+
+def process_metrics() -> ProcessMetrics:
+    """This process's metric objects, made on first use (after COORD_METRICS_DIR is known)."""
+    global _process
+    if _process is None:
+        with _process_lock:
+            if _process is None:
+                _process = ProcessMetrics(_multiprocess_dir())
+    return _process
+
+
+# --- app figures -----------------------------------------------------------------------------
+
+def row_counts() -> dict:
+    """A read unit: the row-count gauges and the push backlog, one cheap COUNT each."""
+    from .domain.swarm import STATUSES
+    from .models import ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
+
+    def count(query) -> int:
+        return query.select(pw.fn.COUNT(pw.SQL("*"))).scalar() or 0
+
+    tasks = dict.fromkeys(STATUSES, 0)
+    tasks.update(Task.select(Task.status, pw.fn.COUNT(pw.SQL("*"))).group_by(Task.status).tuples())
+    return {
+        "coord_users_total": count(User.select()),
+        "coord_chat_channels_total": count(ChatChannel.select()),
+        "coord_chat_messages_total": count(ChatMessage.select()),
+        "coord_mailbox_messages_total": count(Message.select()),
+        "coord_swarm_projects_total": count(Project.select().where(Project.archived_at.is_null())),
+        "tasks": tasks,
+        "coord_push_outbox_pending": count(PushDelivery.select().where(PushDelivery.status == "pending")),
+    }
+
+
+_HELP = {
+    "coord_users_total": "Users (rows)",
+    "coord_chat_channels_total": "Chat channels (rows)",
+    "coord_chat_messages_total": "Chat messages (rows)",
+    "coord_mailbox_messages_total": "Mailbox messages (rows)",
+    "coord_swarm_projects_total": "Swarm projects, unarchived",
+    "coord_push_outbox_pending": "Webhook pushes waiting in the outbox",
+}
+
+
+class _AppFigures:
+    """A collector over figures already gathered (nothing here touches the database)."""
+
+    def __init__(self, counts: dict, scheduler_lag: float, loop_lag: float):
+        self.counts, self.scheduler_lag, self.loop_lag = counts, scheduler_lag, loop_lag
+
+    def collect(self) -> Iterable:
+        for name, text in _HELP.items():
+            yield GaugeMetricFamily(name, text, value=self.counts[name])
+        tasks = GaugeMetricFamily("coord_swarm_tasks_total", "Swarm tasks per status", labels=["status"])
+        for status, number in sorted(self.counts["tasks"].items()):
+            tasks.add_metric([status], number)
+        yield tasks
+        yield GaugeMetricFamily("coord_scheduler_lag_seconds", "Recurring-task scheduler: seconds overdue "
+                                "(admin doctor's lag, 0 while on time)", value=self.scheduler_lag)
+        yield GaugeMetricFamily("coord_event_loop_lag_seconds", "Event-loop lag: the longest over the last "
+                                "minute (admin doctor's loop probe)", value=self.loop_lag)
+
+
+class _Scrape:
+    def __init__(self, *sources):
+        self.sources = sources
+
+    def collect(self) -> Iterable:
+        for source in self.sources:
+            yield from source.collect()
+
+
+class AppMetrics:
+    """coord.services["metrics"]: one app's scrape."""
+
+    def __init__(self, coord):
+        self.coord = coord
+        self.process = process_metrics()
+        self._counts: dict | None = None
+        self._counted_at = None
+        self._lock = asyncio.Lock()
+        self.row_queries = 0  # how many times the row counts were read (tests check the cache)
+
+    async def scrape(self) -> bytes:
+        figures = _AppFigures(await self._row_counts(), self._scheduler_lag(), self._loop_lag())
+        # Rendering reads /proc and, in multi-process mode, every process's files: off the event loop.
+        return await asyncio.to_thread(generate_latest, _Scrape(self.process.sources, figures))
+
+    def _fresh(self) -> bool:
+        if self._counted_at is None:
+            return False
+        age = self.coord.now() - self._counted_at
+        return timedelta(0) <= age < ROW_COUNTS_MAX_AGE
+
+    async def _row_counts(self) -> dict:
+        async with self._lock:  # concurrent scrapes share one read
+            if not self._fresh():
+                started = self.coord.now()  # the figures are as old as the query's start
+                self._counts = await self.coord.store.read(row_counts)
+                self._counted_at = started
+                self.row_queries += 1
+            return self._counts
+
+    def _scheduler_lag(self) -> float:
+        scheduler = self.coord.services.get("scheduler")
+        lag = scheduler.lag_seconds(self.coord.now()) if scheduler else None
+        return max(0.0, lag) if lag is not None else float("nan")
+
+    def _loop_lag(self) -> float:
+        monitor = self.coord.services.get("loopmon")
+        most = monitor.stats()["maxMs"] if monitor else None
+        return most / 1000 if most is not None else float("nan")
