@@ -81,6 +81,8 @@ class ProcessMetrics:
             # prometheus_client was imported before COORD_METRICS_DIR was set (a worker forked from a
             # supervisor that had imported it): choose again, before the first value exists.
             values.ValueClass = values.get_value_class()
+        if directory:
+            os.makedirs(directory, exist_ok=True)  # emptying it is the supervisor's job (prepare_dir)
         disable_created_metrics()
         self.directory = directory
         self.sources = CollectorRegistry(auto_describe=True)  # what a scrape reads, besides the app's figures

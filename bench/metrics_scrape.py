@@ -1,0 +1,173 @@
+"""Metrics benchmark: what GET /api/metrics costs while the server is busy.
+
+One local coordserver (SQLite in a temp dir) under bench/messages.py's send load (wrk, send.lua), in
+rounds of two phases: without a scraper, and with a scraper hitting /api/metrics every --interval
+seconds on a keep-alive connection. The phases alternate order each round, so machine noise hits
+both alike. Reported: scrape latency p50/p99 under load, send throughput with vs without scraping
+(median of same-round ratios), and the in-process cost of counting one request.
+
+    python bench/metrics_scrape.py [--rounds 3] [--duration 10] [--interval 0.25] [--multiprocess]
+
+--multiprocess runs the server with COORD_METRICS_DIR (prometheus-client's multi-process mode, as
+under `serve --workers`). Targets: scrape p99 <= 20 ms; send throughput with scraping within 3%.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))
+
+from messages import TOKENS, cpu_seconds, free_port, wait_up, wrk  # noqa: E402 - the same load generator
+
+
+class Scraper(threading.Thread):
+    """GET /api/metrics every `interval` seconds on one keep-alive connection; records each latency."""
+
+    def __init__(self, port: int, interval: float):
+        super().__init__(daemon=True)
+        self.port, self.interval = port, interval
+        self.latencies_ms: list[float] = []
+        self.failures = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        next_at = time.monotonic()
+        while not self.stopping.is_set():
+            started = time.perf_counter()
+            try:
+                connection.request("GET", "/api/metrics")
+                response = connection.getresponse()
+                body = response.read()
+                ok = response.status == 200 and b"coord_http_requests_total" in body
+            except OSError:
+                connection.close()
+                ok = False
+            if ok:
+                self.latencies_ms.append((time.perf_counter() - started) * 1000)
+            else:
+                self.failures += 1
+            next_at += self.interval
+            self.stopping.wait(max(0.0, next_at - time.monotonic()))
+        connection.close()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+
+
+def observe_cost_us(count: int = 200_000) -> float:
+    """In-process cost of counting one request (what every request pays), in microseconds."""
+    from coordserver.metrics import process_metrics
+    observe = process_metrics().observe_request
+    observe("POST", "/api/mailboxes/{recipient}/messages", 200, 0.001)
+    started = time.perf_counter()
+    for _ in range(count):
+        observe("POST", "/api/mailboxes/{recipient}/messages", 200, 0.001)
+    return (time.perf_counter() - started) / count * 1e6
+
+
+def run(args, tmp: str) -> dict:
+    port = free_port()
+    env = {**os.environ, "COORD_RATE_LIMITS": "off", "COORD_LOG_LEVEL": "warning",
+           "COORD_DATABASE_URL": f"sqlite:///{tmp}/bench.db", "PYTHONPATH": str(HERE.parent),
+           **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in TOKENS.items()}}
+    if args.multiprocess:
+        env["COORD_METRICS_DIR"] = f"{tmp}/metrics"
+    server = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)],
+                              env=env, cwd=HERE.parent)
+    base = f"http://127.0.0.1:{port}"
+    url = f"{base}/api/mailboxes/sink/messages"
+    load_env = {"TOKEN": TOKENS["bench"], "RECIPIENT": "sink"}
+    rows: list[dict] = []
+    scrapes: list[float] = []
+    failures = 0
+    try:
+        wait_up(f"{base}/api/health")
+        wrk(url, "send.lua", load_env, 3, args.connections, args.threads)  # warm-up
+        for round_ in range(1, args.rounds + 1):
+            result: dict = {}
+            for phase in (("plain", "scraped") if round_ % 2 else ("scraped", "plain")):
+                scraper = Scraper(port, args.interval) if phase == "scraped" else None
+                if scraper:
+                    scraper.start()
+                cpu_before = cpu_seconds(server.pid)
+                figures = wrk(url, "send.lua", load_env, args.duration, args.connections, args.threads)
+                cpu = cpu_seconds(server.pid) - cpu_before
+                if scraper:
+                    scraper.stopping.set()
+                    scraper.join(30)
+                    scrapes += scraper.latencies_ms
+                    failures += scraper.failures
+                    figures["scrapes"] = len(scraper.latencies_ms)
+                figures["server_cpu_us"] = cpu * 1e6 / (figures["rps"] * args.duration)
+                result[phase] = figures
+                print(f"  r{round_} {phase:<7} send {figures['rps']:7.0f} req/s  p99 {figures['p99_ms']:6.2f} ms  "
+                      f"server CPU {figures['server_cpu_us']:5.0f} us/req  non-2xx {figures['non2xx']}"
+                      + (f"  scrapes {figures['scrapes']}" if scraper else ""), flush=True)
+            rows.append(result)
+        idle = Scraper(port, 0.05)
+        idle.start()
+        time.sleep(3)
+        idle.stopping.set()
+        idle.join(30)
+    finally:
+        server.terminate()
+        server.wait(30)
+    ratios = [row["scraped"]["rps"] / row["plain"]["rps"] for row in rows]
+    summary = {
+        "mode": "multiprocess" if args.multiprocess else "single-process",
+        "interval_s": args.interval,
+        "scrape_under_load_ms": {"count": len(scrapes), "p50": statistics.median(scrapes),
+                                 "p99": percentile(scrapes, 99), "max": max(scrapes), "failures": failures},
+        "scrape_idle_ms": {"count": len(idle.latencies_ms), "p50": statistics.median(idle.latencies_ms),
+                           "p99": percentile(idle.latencies_ms, 99)},
+        "send_rps_plain": statistics.median(row["plain"]["rps"] for row in rows),
+        "send_rps_scraped": statistics.median(row["scraped"]["rps"] for row in rows),
+        "send_scraped_vs_plain": statistics.median(ratios) - 1,
+        "send_ratios": ratios,
+        "observe_request_us": observe_cost_us(),
+    }
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=10, help="seconds of send load per phase")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between scrapes")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads")
+    parser.add_argument("--multiprocess", action="store_true", help="server with COORD_METRICS_DIR set")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = run(args, tmp)
+    load, idle = summary["scrape_under_load_ms"], summary["scrape_idle_ms"]
+    print(f"--- {summary['mode']}, a scrape every {args.interval} s")
+    print(f"  scrape under send load: p50 {load['p50']:.2f} ms  p99 {load['p99']:.2f} ms  max {load['max']:.2f} ms "
+          f"({load['count']} scrapes, {load['failures']} failed)")
+    print(f"  scrape idle:            p50 {idle['p50']:.2f} ms  p99 {idle['p99']:.2f} ms ({idle['count']} scrapes)")
+    print(f"  send: {summary['send_rps_plain']:.0f} req/s plain, {summary['send_rps_scraped']:.0f} req/s scraped: "
+          f"{summary['send_scraped_vs_plain']:+.1%} (median of same-round ratios "
+          f"{', '.join(f'{r:.3f}' for r in summary['send_ratios'])})")
+    print(f"  counting one request: {summary['observe_request_us']:.2f} us in-process")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
