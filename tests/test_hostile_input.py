@@ -161,7 +161,7 @@ def _get_routes(srv: ServerThread) -> list[tuple[str, list[str]]]:
     routes = []
     for rule in srv.app.url_map.iter_rules():
         if not rule.rule.startswith("/api/") or "GET" not in rule.methods or getattr(rule, "websocket", False) \
-                or rule.rule.startswith(("/api/skill", "/api/stream")):
+                or rule.rule.startswith(("/api/skill", "/api/stream", "/api/metrics")):  # not JSON
             continue
         module = sys.modules[srv.app.view_functions[rule.endpoint].__module__]
         params = set(_QUERY_PARAM.findall(Path(module.__file__).read_text())) | {"limit", "q"}
