@@ -80,6 +80,31 @@ def observe_cost_us(count: int = 200_000) -> float:
     return (time.perf_counter() - started) / count * 1e6
 
 
+def server_side_ms(port: int) -> dict:
+    """The server's own timing of its /api/metrics answers (coord_http_request_duration_seconds): the
+    mean, and the histogram bucket bounds holding the median and the 99th percentile."""
+    from prometheus_client.parser import text_string_to_metric_families
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/api/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    buckets, total, count = [], 0.0, 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("route") != "/api/metrics":
+                continue
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_sum"):
+                total = sample.value
+            elif sample.name.endswith("_count"):
+                count = sample.value
+
+    def bound(q: float) -> float:
+        return next(le for le, seen in sorted(buckets) if seen >= q * count) * 1000
+    return {"count": count, "mean": total / count * 1000, "p50_at_most": bound(0.5), "p99_at_most": bound(0.99)}
+
+
 def run(args, tmp: str) -> dict:
     port = free_port()
     env = {**os.environ, "COORD_RATE_LIMITS": "off", "COORD_LOG_LEVEL": "warning",
@@ -124,6 +149,7 @@ def run(args, tmp: str) -> dict:
         time.sleep(3)
         idle.stopping.set()
         idle.join(30)
+        server_side = server_side_ms(port)
     finally:
         server.terminate()
         server.wait(30)
@@ -135,6 +161,7 @@ def run(args, tmp: str) -> dict:
                                  "p99": percentile(scrapes, 99), "max": max(scrapes), "failures": failures},
         "scrape_idle_ms": {"count": len(idle.latencies_ms), "p50": statistics.median(idle.latencies_ms),
                            "p99": percentile(idle.latencies_ms, 99)},
+        "scrape_server_side_ms": server_side,
         "send_rps_plain": statistics.median(row["plain"]["rps"] for row in rows),
         "send_rps_scraped": statistics.median(row["scraped"]["rps"] for row in rows),
         "send_scraped_vs_plain": statistics.median(ratios) - 1,
@@ -161,6 +188,9 @@ def main() -> None:
     print(f"  scrape under send load: p50 {load['p50']:.2f} ms  p99 {load['p99']:.2f} ms  max {load['max']:.2f} ms "
           f"({load['count']} scrapes, {load['failures']} failed)")
     print(f"  scrape idle:            p50 {idle['p50']:.2f} ms  p99 {idle['p99']:.2f} ms ({idle['count']} scrapes)")
+    server = summary["scrape_server_side_ms"]
+    print(f"  scrape in the server:   mean {server['mean']:.2f} ms  p50 <= {server['p50_at_most']:g} ms  "
+          f"p99 <= {server['p99_at_most']:g} ms (its own histogram, {server['count']:.0f} scrapes)")
     print(f"  send: {summary['send_rps_plain']:.0f} req/s plain, {summary['send_rps_scraped']:.0f} req/s scraped: "
           f"{summary['send_scraped_vs_plain']:+.1%} (median of same-round ratios "
           f"{', '.join(f'{r:.3f}' for r in summary['send_ratios'])})")

@@ -517,7 +517,10 @@ class Store:
             except Exception:
                 log.exception("publishing committed effects failed")
         if job.error is None and job.event_types and self.on_events:
-            self.on_events(job.event_types)
+            try:
+                self.on_events(job.event_types)
+            except Exception:
+                log.exception("counting committed events failed")
         _settle(job)
 
     # facts for doctor

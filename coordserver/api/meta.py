@@ -10,7 +10,8 @@ from quart import Blueprint, current_app
 bp = Blueprint("meta", __name__, url_prefix="/api")
 
 _PARAM = re.compile(r"<(?:[a-z_]+(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <int:id>, <other_than(x):id>
-_PUBLIC = ("/api/health", "/api/skill", "/api/openapi.json", "/api/ingest/", "/api/auth/register")
+_PUBLIC = ("/api/health", "/api/skill", "/api/openapi.json", "/api/ingest/", "/api/auth/register",
+           "/api/metrics")  # metrics: unless COORD_METRICS_TOKEN is set
 
 
 @lru_cache(maxsize=512)
