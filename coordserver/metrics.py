@@ -106,8 +106,8 @@ class ProcessMetrics:
         ProcessCollector(registry=self.sources)
         PlatformCollector(registry=self.sources)
         GCCollector(registry=self.sources)
-        from .api.meta import package_version
-        self.info.labels(package_version()).set(1)
+        from .domain.doctor import version
+        self.info.labels(version()).set(1)  # the version admin doctor reports
         for result in PUSH_RESULTS:
             self.push_deliveries.labels(result)  # every result is a series from the start, at 0
         self._http: dict[tuple[str, str, int], tuple] = {}

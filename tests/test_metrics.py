@@ -11,7 +11,8 @@ import websockets
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordserver import metrics
-from coordserver.api.meta import package_version, route_template
+from coordserver.api.meta import route_template
+from coordserver.domain.doctor import version as package_version
 from coordserver.models import ChatMessage, Message, Project, Task, User
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
