@@ -314,3 +314,28 @@ def test_two_processes_sharing_a_metrics_dir_add_up(tmp_path, database_url):
         for process in (a, b):
             process.terminate()
             process.wait(15)
+
+
+def test_settings_read_the_metrics_variables():
+    settings = Settings.from_env({"COORD_METRICS": "off", "COORD_METRICS_TOKEN": "  s3cret  "})
+    assert settings.metrics_enabled is False and settings.metrics_token == "s3cret"
+    assert "s3cret" not in repr(settings)
+    defaults = Settings.from_env({})
+    assert defaults.metrics_enabled is True and defaults.metrics_token is None
+    from coordserver.settings import metrics_dir
+    assert metrics_dir({"COORD_METRICS_DIR": "/tmp/m"}) == "/tmp/m" and metrics_dir({}) is None
+
+
+@pytest.mark.parametrize("imported_first", [False, True])
+def test_multiprocess_mode_holds_whatever_imported_prometheus_client_first(tmp_path, imported_first):
+    """COORD_METRICS_DIR set before start, or only after prometheus_client was imported (a worker forked
+    from a process that had imported it): either way the values land in the shared directory."""
+    import subprocess
+    import sys
+    script = ("import os, prometheus_client\n" if imported_first else "import os\n") + (
+        f"os.environ['COORD_METRICS_DIR'] = {str(tmp_path)!r}\n"
+        "from coordserver.metrics import process_metrics\n"
+        "process_metrics().wake_pulses.inc()\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    kinds = {p.name.rsplit("_", 1)[0] for p in tmp_path.iterdir()}
+    assert {"counter", "gauge_livesum", "gauge_livemax"} <= kinds, kinds
