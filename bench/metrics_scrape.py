@@ -6,7 +6,7 @@ seconds on a keep-alive connection. The phases alternate order each round, so ma
 both alike. Reported: scrape latency p50/p99 under load, send throughput with vs without scraping
 (median of same-round ratios), and the in-process cost of counting one request.
 
-    python bench/metrics_scrape.py [--rounds 3] [--duration 10] [--interval 0.25] [--multiprocess]
+    python bench/metrics_scrape.py [--rounds 8] [--duration 4] [--interval 0.25] [--multiprocess]
 
 --multiprocess runs the server with COORD_METRICS_DIR (prometheus-client's multi-process mode, as
 under `serve --workers`). Targets: scrape p99 <= 20 ms; send throughput with scraping within 3%.
@@ -144,11 +144,16 @@ def run(args, tmp: str) -> dict:
                       f"server CPU {figures['server_cpu_us']:5.0f} us/req  non-2xx {figures['non2xx']}"
                       + (f"  scrapes {figures['scrapes']}" if scraper else ""), flush=True)
             rows.append(result)
+        idle_cpu = cpu_seconds(server.pid)
+        time.sleep(5)  # the server's own background CPU, without scrapes
+        baseline = cpu_seconds(server.pid) - idle_cpu
         idle = Scraper(port, 0.05)
+        idle_cpu = cpu_seconds(server.pid)
         idle.start()
-        time.sleep(3)
+        time.sleep(5)
         idle.stopping.set()
         idle.join(30)
+        scrape_cpu_ms = (cpu_seconds(server.pid) - idle_cpu - baseline) * 1000 / max(1, len(idle.latencies_ms))
         server_side = server_side_ms(port)
     finally:
         server.terminate()
@@ -162,9 +167,12 @@ def run(args, tmp: str) -> dict:
         "scrape_idle_ms": {"count": len(idle.latencies_ms), "p50": statistics.median(idle.latencies_ms),
                            "p99": percentile(idle.latencies_ms, 99)},
         "scrape_server_side_ms": server_side,
+        "server_cpu_ms_per_scrape": scrape_cpu_ms,
         "send_rps_plain": statistics.median(row["plain"]["rps"] for row in rows),
         "send_rps_scraped": statistics.median(row["scraped"]["rps"] for row in rows),
         "send_scraped_vs_plain": statistics.median(ratios) - 1,
+        "send_cpu_scraped_vs_plain": statistics.median(
+            row["scraped"]["server_cpu_us"] / row["plain"]["server_cpu_us"] for row in rows) - 1,
         "send_ratios": ratios,
         "observe_request_us": observe_cost_us(),
     }
@@ -173,8 +181,8 @@ def run(args, tmp: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", type=int, default=10, help="seconds of send load per phase")
+    parser.add_argument("--rounds", type=int, default=8, help="pairs of phases (plain, scraped), order alternating")
+    parser.add_argument("--duration", type=int, default=4, help="seconds of send load per phase")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between scrapes")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")
@@ -191,9 +199,11 @@ def main() -> None:
     server = summary["scrape_server_side_ms"]
     print(f"  scrape in the server:   mean {server['mean']:.2f} ms  p50 <= {server['p50_at_most']:g} ms  "
           f"p99 <= {server['p99_at_most']:g} ms (its own histogram, {server['count']:.0f} scrapes)")
+    print(f"  server CPU per scrape (idle, background subtracted): {summary['server_cpu_ms_per_scrape']:.2f} ms")
     print(f"  send: {summary['send_rps_plain']:.0f} req/s plain, {summary['send_rps_scraped']:.0f} req/s scraped: "
           f"{summary['send_scraped_vs_plain']:+.1%} (median of same-round ratios "
           f"{', '.join(f'{r:.3f}' for r in summary['send_ratios'])})")
+    print(f"  server CPU per send, scraped vs plain: {summary['send_cpu_scraped_vs_plain']:+.1%} (median of same-round ratios)")
     print(f"  counting one request: {summary['observe_request_us']:.2f} us in-process")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
