@@ -23,7 +23,10 @@ from .client import limits
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
 from .client.models import ServerEvent, Task, Wake, WakeItem
+from .client.transitions import allowed_moves
 from .config import Profile
+from .keys import load_keys, unknown_ids
+from .live import LiveMixin
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
 from .panes.chat import ChatPane
@@ -32,7 +35,7 @@ from .panes.doctor import DoctorPane
 from .panes.inbox import InboxPane
 from .panes.notebook import NotebookPane
 from .panes.presence import PresencePane
-from .panes.swarm import BOARD, SwarmPane
+from .panes.swarm import SwarmPane
 from .panes.wake import WakePane
 from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
@@ -50,20 +53,26 @@ STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connectin
               REFUSED: ("✕ token refused", "red")}
 
 
-class CoordApp(App):
+class CoordApp(LiveMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
-    BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False) for n, (pid, label, _) in
+    # digits switch panes from lists; alt+digit (priority) from anywhere, inputs and editors included
+    BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False, id=f"app.pane.{pid}") for n, (pid, label, _) in
                 enumerate(PANES, start=1)] + [
-        Binding("question_mark", "help", "Help"), Binding("ctrl+r", "reload", "Refresh"),
+        Binding(f"alt+{n}", f"pane('{pid}')", label, show=False, priority=True) for n, (pid, label, _) in
+        enumerate(PANES, start=1)] + [
+        Binding("question_mark", "help", "Help", id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
+        Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True)]
 
     conn_state = reactive(CONNECTING)
 
     def __init__(self, profile: Profile | None, *, bell: bool = False, embedded=None,
                  clock: Callable[[], datetime] | None = None, batch_interval: float = 0.06,
-                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0)):
+                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0), notify: bool = False):
         super().__init__()
+        self.init_live(notify)
+        self.key_config = load_keys()
         self.profile = profile
         self.ring_bell = bell
         self.embedded = embedded
@@ -93,6 +102,7 @@ class CoordApp(App):
         with Horizontal(id="topbar"):
             yield Static("coord", id="brand")
             yield Static("", id="who")
+            yield Static("", id="updated")
             yield Static("", id="conn")
         with TabbedContent(id="panes"):
             for number, (pane_id, label, cls) in enumerate(PANES, start=1):
@@ -102,7 +112,9 @@ class CoordApp(App):
 
     def on_mount(self) -> None:
         self.render_connection()
+        self.apply_keys()
         self.set_interval(self.batch_interval, self.flush_events)
+        self.set_interval(1.0, self.render_updated)
         if self.profile is None:
             self.push_screen(ConnectScreen(), self.connect_to)
         else:
@@ -212,6 +224,7 @@ class CoordApp(App):
         self.batches += 1
         for pane in self.panes():
             pane.handle_events(batch)
+        self.note_events(batch)
         for event in batch:
             if event.type == "message" and event.data.get("urgent"):
                 self.alert(f"Urgent from {event.data.get('sender')}: {event.data.get('title')}")
@@ -238,6 +251,7 @@ class CoordApp(App):
 
     def alert(self, text: str) -> None:
         self.notify(text, title="Urgent", severity="warning", timeout=8)
+        self.send_desktop("Urgent", text)
         if self.ring_bell:
             self.bell()
 
@@ -274,6 +288,22 @@ class CoordApp(App):
             if focusable:
                 focusable[0].focus()
 
+    def action_leave_input(self) -> None:
+        """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""
+        pane = self.active_pane
+        if pane is not None:
+            pane.focus_list()
+
+    def apply_keys(self) -> None:
+        """keys.toml overrides by binding id; a typo is reported, not fatal."""
+        config = self.key_config
+        known = binding_ids()
+        problems = config.problems + [f"{config.path}: no binding named {name!r}"
+                                      for name in unknown_ids(config, known)]
+        self.set_keymap({k: v for k, v in config.keymap.items() if k in known})
+        for problem in problems:
+            self.notify(problem, title="keys.toml", severity="warning", timeout=8)
+
     def action_reload(self) -> None:
         pane = self.active_pane
         if pane is not None:
@@ -281,7 +311,7 @@ class CoordApp(App):
 
     def action_help(self) -> None:
         pane = self.active_pane
-        self.push_screen(HelpScreen(pane.TITLE if pane else "", pane.KEYS if pane else []))
+        self.push_screen(HelpScreen(pane, self.key_config))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -293,7 +323,9 @@ class CoordApp(App):
 
     # cross-pane actions
     def open_wake_item(self, item: WakeItem) -> None:
-        if item.source in ("message", "message_pending"):
+        if item.source == "chat":
+            self.open_chat_item(item)
+        elif item.source in ("message", "message_pending"):
             self.action_pane("inbox")
             inbox = self.pane("inbox")
             inbox.request_reload()
@@ -333,10 +365,20 @@ class CoordApp(App):
             on_done(task)
 
     @work(group="task-move", exit_on_error=False)
-    async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None) -> None:
-        task = await self.push_screen_wait(FormScreen(f"Move: {title}", [
-            Field("status", "New status", "in_progress", kind="select", options=BOARD),
-            Field("reason", "Reason (holding)", max_len=limits.TASK_REASON),
-            Field("assignee", "Reassign to (optional)")], "Move",
+    async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None,
+                               status: str | None = None) -> None:
+        """Starts on the status, offering only the moves the state table allows from `status`."""
+        moves = allowed_moves(status)
+        task = await self.push_screen_wait(FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
+            Field("status", "New status", moves[0], kind="select", options=moves),
+            Field("reason", "Reason (holding, closed)", max_len=limits.TASK_REASON),
+            Field("assignee", "Reassign to (optional)")], "Move", focus="status",
             submit=lambda v: self.client.move_task(task_id, v["status"], v["reason"] or None, v["assignee"] or None)))
         self.moved(task, on_done)
+
+
+def binding_ids() -> set[str]:
+    """Every binding id keys.toml may name: the app's, the panes' and the form's."""
+    classes = [CoordApp, FormScreen] + [cls for _, _, cls in PANES]
+    return {b.id for cls in classes for base in cls.__mro__ for b in base.__dict__.get("BINDINGS", [])
+            if isinstance(b, Binding) and b.id}

@@ -31,6 +31,7 @@ class Options:
     serve: bool
     data: Path | None
     bell: bool
+    notify: bool = False
 
 
 def resolve(options: Options) -> Profile | None:
@@ -103,8 +104,10 @@ def main_options(ctx: typer.Context,
                  profile: Optional[str] = typer.Option(None, "--profile", help="A saved connection profile."),
                  serve: bool = typer.Option(False, "--serve", help="Run the bundled server in-process and connect to it."),
                  data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --serve."),
-                 bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items.")) -> None:
-    ctx.obj = Options(url, token, profile, serve, data, bell)
+                 bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items."),
+                 notify: bool = typer.Option(False, "--notify", help="Desktop notifications through the terminal "
+                                             "(OSC 9 and OSC 777) for new mail, chat and urgent items.")) -> None:
+    ctx.obj = Options(url, token, profile, serve, data, bell, notify)
     if ctx.invoked_subcommand is not None:
         return
     if data and not serve:
@@ -122,7 +125,8 @@ def run_tui(options: Options) -> None:
         except Exception as exc:  # surfaced as a configuration error: the data dir or port is unusable
             _fail(EXIT_USAGE, f"cannot start the bundled server: {exc}")
         try:
-            CoordApp(Profile("local", server.url, server.token), bell=options.bell, embedded=server).run()
+            CoordApp(Profile("local", server.url, server.token), bell=options.bell, notify=options.notify,
+                     embedded=server).run()
         finally:
             server.stop()
         return
@@ -130,7 +134,7 @@ def run_tui(options: Options) -> None:
         profile = resolve(options)
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
-    CoordApp(profile, bell=options.bell).run()
+    CoordApp(profile, bell=options.bell, notify=options.notify).run()
 
 
 @cli.command()
