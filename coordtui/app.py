@@ -16,7 +16,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Select, Static, TabbedContent, TabPane
 
 from .alerts import AlertStore, store_path
 from .client import limits
@@ -175,6 +175,8 @@ class CoordApp(LiveMixin, App):
         self.identity, self.is_admin = identity, is_admin
         self.alerts.attach(store_path(self.server_key(), identity))
         self.render_connection()
+        self.counts.due = True
+        self.refresh_counts()
 
     def server_key(self) -> str:
         """What names this server across runs: the bundled server's port changes every start, its data dir does not."""
@@ -257,25 +259,27 @@ class CoordApp(LiveMixin, App):
 
     # panes
     def panes(self) -> list[Pane]:
-        return list(self.query(Pane))
+        """From the panes' screen: events still reach them while a dialog is open."""
+        return list(self.screen_stack[0].query(Pane)) if self.screen_stack else []
 
     @property
     def active_pane(self) -> Pane | None:
         if not self.is_mounted:
             return None
-        try:
-            active = self.query_one("#panes", TabbedContent).active
+        try:  # the panes' screen, also while a dialog is on top of it
+            main = self.screen_stack[0]
+            active = main.query_one("#panes", TabbedContent).active
         except Exception:
             return None
         if not active:
             return None
         try:
-            return self.query_one(f"#{active.removeprefix('tab-')}", Pane)
+            return main.query_one(f"#{active.removeprefix('tab-')}", Pane)
         except NoMatches:  # while the app is being torn down
             return None
 
     def pane(self, pane_id: str) -> Pane:
-        return self.query_one(f"#{pane_id}", Pane)
+        return self.screen_stack[0].query_one(f"#{pane_id}", Pane)
 
     def action_pane(self, pane_id: str) -> None:
         self.query_one("#panes", TabbedContent).active = f"tab-{pane_id}"
@@ -284,9 +288,7 @@ class CoordApp(LiveMixin, App):
         pane = self.active_pane
         if pane is not None and self.client is not None:
             pane.activated()
-            focusable = [w for w in pane.query("DataTable, Tree") if w.display]
-            if focusable:
-                focusable[0].focus()
+            pane.focus_default()
 
     def action_leave_input(self) -> None:
         """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""
@@ -369,11 +371,21 @@ class CoordApp(LiveMixin, App):
                                status: str | None = None) -> None:
         """Starts on the status, offering only the moves the state table allows from `status`."""
         moves = allowed_moves(status)
-        task = await self.push_screen_wait(FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
+        form = FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
             Field("status", "New status", moves[0], kind="select", options=moves),
             Field("reason", "Reason (holding, closed)", max_len=limits.TASK_REASON),
-            Field("assignee", "Reassign to (optional)")], "Move", focus="status",
-            submit=lambda v: self.client.move_task(task_id, v["status"], v["reason"] or None, v["assignee"] or None)))
+            Field("assignee", "Reassign to (optional)")], "Move", focus="status")
+
+        async def submit(values: dict):
+            try:
+                return await self.client.move_task(task_id, values["status"], values["reason"] or None,
+                                                   values["assignee"] or None)
+            except ApiError as exc:
+                if exc.status == 409 and exc.allowed:  # moved meanwhile: offer what the server allows now
+                    form.query_one("#field-status", Select).set_options([(s, s) for s in exc.allowed])
+                raise
+        form.submit = submit
+        task = await self.push_screen_wait(form)
         self.moved(task, on_done)
 
 

@@ -2,17 +2,20 @@
 "updated 12s ago", and the undo slot. A mixin of CoordApp, kept apart so app.py stays about wiring."""
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable
 
 from textual import work
+from textual.css.query import NoMatches
 from textual.widgets import Static, TabbedContent
 
 from .client.api import ApiError, ConnectionFailed
 from .client.models import ServerEvent, Wake, WakeItem, age_text
 from .unread import COUNT_EVENTS, UnreadCounts, with_chat
 
+COUNT_SPACING = 0.3  # seconds between two refetches of the counts: a burst of events costs a few, not one each
 _EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f;]")
 
@@ -101,6 +104,7 @@ class LiveMixin:
                 self.counts.set_channels(channels)
                 self.wake_seen(wake)
                 self.counts_seen(wake=wake, mail=mail)
+                await asyncio.sleep(COUNT_SPACING)  # what arrives meanwhile joins one next round
         finally:
             self._counting = False
 
@@ -118,7 +122,10 @@ class LiveMixin:
         if not self.is_mounted:
             return
         from .app import PANES
-        tabs = self.query_one("#panes", TabbedContent)
+        try:
+            tabs = self.main_screen().query_one("#panes", TabbedContent)
+        except NoMatches:  # torn down
+            return
         badges = self.counts.badges()
         for number, (pane_id, label, _) in enumerate(PANES, start=1):
             count = badges.get(pane_id)
@@ -140,6 +147,10 @@ class LiveMixin:
         summary = f"{wake.summary} · {note}" if wake.summary else note
         return Wake(wake.items + kept, summary, wake.instructions, wake.timestamp)
 
+    def main_screen(self):
+        """The panes' screen, also while a dialog is on top of it."""
+        return self.screen_stack[0]
+
     # --- "updated 12s ago" -----------------------------------------------------------------
 
     def render_updated(self) -> None:
@@ -149,7 +160,10 @@ class LiveMixin:
         text = ""
         if pane is not None and pane.updated_at is not None:
             text = f"updated {since_text((self.now() - pane.updated_at).total_seconds())} ago"
-        label = self.query_one("#updated", Static)
+        try:
+            label = self.main_screen().query_one("#updated", Static)
+        except NoMatches:
+            return
         if str(label.content) != text:
             label.update(text)
 
@@ -177,7 +191,7 @@ class LiveMixin:
             pane.request_reload()
 
     def open_chat_item(self, item: WakeItem) -> None:
-        self.action_pane("chat")
         chat = self.pane("chat")
-        chat.open_channel(str(item.channel_id or item.id))
-        self.call_later(chat.focus_input)
+        chat.input_next = True
+        self.action_pane("chat")
+        chat.open_for_reading(str(item.channel_id or item.id))

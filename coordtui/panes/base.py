@@ -171,6 +171,10 @@ class Pane(Widget, can_focus=False):
         elif self._last_data is not None:
             self.show(self._last_data)
 
+    def focus_default(self) -> None:
+        """Where the cursor goes when the pane comes into view."""
+        self.focus_list()
+
     def focus_list(self) -> None:
         """The pane's first visible list gets the keys (escape from an input lands here)."""
         lists = [w for w in self.query("DataTable, Tree") if w.display]

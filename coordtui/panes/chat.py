@@ -42,6 +42,7 @@ class ChatPane(Pane):
         self._typing_sent = 0.0
         self._typing_text = ""
         self.need_messages = True
+        self.input_next = False  # the next time the pane comes into view, the cursor goes to the message box
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -177,6 +178,21 @@ class ChatPane(Pane):
     def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
 
+    def focus_default(self) -> None:
+        if self.input_next:
+            self.input_next = False
+            self.focus_input()
+        else:
+            super().focus_default()
+
+    def open_for_reading(self, channel_id: str) -> None:
+        """From Wake or a DM: the channel opens with the cursor in the message box."""
+        self.open_channel(channel_id)
+        if self.active:
+            self.focus_input()
+        else:
+            self.input_next = True
+
     @work(group="chat-action", exit_on_error=False)
     async def action_archive(self) -> None:
         channel = self.channels.get(self.current or "")
@@ -240,5 +256,4 @@ class ChatPane(Pane):
         channel_id = await self.app.push_screen_wait(FormScreen("Direct message", [
             Field("identity", "With", required=True)], "Open", submit=lambda v: self.client.open_dm(v["identity"])))
         if isinstance(channel_id, str):
-            self.open_channel(channel_id)
-            self.focus_input()
+            self.open_for_reading(channel_id)
