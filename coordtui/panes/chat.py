@@ -85,7 +85,7 @@ class ChatPane(Pane):
         self.coord.counts_seen(channels=channels)
         me = self.coord.identity or ""
         for channel in channels:
-            if not self.matches(channel.label(me), channel.name, *channel.members) and channel.id != self.current:
+            if not self.matches(channel.label(me), channel.name, *channel.members):
                 continue
             unread = Text(str(channel.unread), style="bold cyan") if channel.unread else Text("")
             style = "bold" if channel.unread else ""
