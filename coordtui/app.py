@@ -289,6 +289,7 @@ class CoordApp(LiveMixin, App):
         if pane is not None and self.client is not None:
             pane.activated()
             pane.focus_default()
+            self.render_updated()
 
     def action_leave_input(self) -> None:
         """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""

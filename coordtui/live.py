@@ -68,9 +68,9 @@ class LiveMixin:
         chat = self.pane("chat")
         if chat.active and chat.current == event.data.get("channelId"):
             return  # being read as it arrives
-        channel = (chat.channels or {}).get(event.data.get("channelId"))
-        where = channel.label(self.identity or "") if channel else "chat"
-        self.quiet_toast("chat", f"Chat {where}", f"{sender}: {str(message.get('body') or '')[:100]}")
+        known = {c.id: c for c in self.counts.channels or []} | (chat.channels or {})
+        channel = known.get(event.data.get("channelId"))
+        self.quiet_toast("chat", f"Chat {channel.label(self.identity or '')}" if channel else "New chat", f"{sender}: {str(message.get('body') or '')[:100]}")
 
     def quiet_toast(self, pane_id: str, title: str, text: str) -> None:
         """New non-urgent mail or chat: a short toast when its pane is not in view (urgent mail has its own)."""
@@ -101,7 +101,7 @@ class LiveMixin:
                 except (ApiError, ConnectionFailed):
                     return  # a reconnect marks the counts due again
                 self.counts.fetches += 1
-                self.counts.set_channels(channels)
+                self.channels_changed(channels)
                 self.wake_seen(wake)
                 self.counts_seen(wake=wake, mail=mail)
                 await asyncio.sleep(COUNT_SPACING)  # what arrives meanwhile joins one next round
@@ -111,28 +111,46 @@ class LiveMixin:
     def counts_seen(self, *, wake: Wake | None = None, mail: int | None = None, channels=None) -> None:
         """Panes report what they loaded, so a pane in view and its badge never disagree."""
         if channels is not None:
-            self.counts.set_channels(channels)
+            self.channels_changed(channels)
         if mail is not None:
             self.counts.mail = mail
         if wake is not None:
+            self.counts.last_wake = wake
             self.counts.wake = len(self.wake_view(wake).items)
         self.render_badges()
+
+    def channels_changed(self, channels) -> None:
+        """Chat items in Wake come from the channels on older servers: Wake follows their unread counts."""
+        before = [(c.id, c.unread) for c in self.counts.channels or []]
+        self.counts.set_channels(channels)
+        if before == [(c.id, c.unread) for c in channels]:
+            return
+        if self.counts.last_wake is not None:
+            self.counts.wake = len(self.wake_view(self.counts.last_wake).items)
+        try:
+            wake = self.pane("wake")
+        except NoMatches:
+            return
+        if wake.active:
+            wake.refilter()
+        else:
+            wake.stale = True
 
     def render_badges(self) -> None:
         if not self.is_mounted:
             return
         from .app import PANES
+        badges = self.counts.badges()
         try:
             tabs = self.main_screen().query_one("#panes", TabbedContent)
+            for number, (pane_id, label, _) in enumerate(PANES, start=1):
+                count = badges.get(pane_id)
+                text = f"{number} {label}" + (f" ({count})" if count else "")
+                tab = tabs.get_tab(f"tab-{pane_id}")
+                if tab.label_text != text:
+                    tab.label = text
         except NoMatches:  # torn down
             return
-        badges = self.counts.badges()
-        for number, (pane_id, label, _) in enumerate(PANES, start=1):
-            count = badges.get(pane_id)
-            text = f"{number} {label}" + (f" ({count})" if count else "")
-            tab = tabs.get_tab(f"tab-{pane_id}")
-            if tab.label_text != text:
-                tab.label = text
 
     def wake_view(self, wake: Wake) -> Wake:
         """The wake list as shown: the server's items, chat items built from the channels when an older
@@ -158,7 +176,9 @@ class LiveMixin:
             return
         pane = self.active_pane
         text = ""
-        if pane is not None and pane.updated_at is not None:
+        if pane is not None and pane.busy:
+            text = "refreshing…"
+        elif pane is not None and pane.updated_at is not None:
             text = f"updated {since_text((self.now() - pane.updated_at).total_seconds())} ago"
         try:
             label = self.main_screen().query_one("#updated", Static)

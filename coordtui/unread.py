@@ -47,6 +47,7 @@ class UnreadCounts:
     mail: int | None = None
     chat: int | None = None
     channels: list[Channel] | None = None
+    last_wake: Wake | None = None  # the server's, before chat items and kept alerts join it
     due: bool = False  # something changed since the last fetch
     fetches: int = 0
 
@@ -54,11 +55,10 @@ class UnreadCounts:
         self.channels = list(channels)
         self.chat = sum(c.unread for c in channels)
 
-    def mark_channel_read(self, channel_id: str) -> None:
-        if self.channels is None:
-            return
-        self.set_channels([c if c.id != channel_id else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
-                                                                 c.last_at) for c in self.channels])
+    def read(self, channel_id: str) -> list[Channel]:
+        """The channels as they are once `channel_id` is read."""
+        return [c if c.id != channel_id else Channel(c.id, c.type, c.name, c.members, 0, c.last_body, c.last_at)
+                for c in self.channels or []]
 
     def badges(self) -> dict[str, int | None]:
         return {"wake": self.wake, "inbox": self.mail, "chat": self.chat}

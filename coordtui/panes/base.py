@@ -105,6 +105,8 @@ class Pane(Widget, can_focus=False):
         self._last_data = data
         self.updated_at = self.coord.now()
         self.show(data)
+        if self.active:
+            self.coord.render_updated()
 
     def on_mount(self) -> None:
         if self.POLL_SECONDS:

@@ -145,8 +145,7 @@ class ChatPane(Pane):
         channel_id = self.current
         if channel_id is None or await self.act(self.client.mark_read(channel_id)) is None:
             return
-        self.coord.counts.mark_channel_read(channel_id)
-        self.coord.render_badges()
+        self.coord.counts_seen(channels=self.coord.counts.read(channel_id))
         self.request_reload()  # the other channels' counts and order
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
