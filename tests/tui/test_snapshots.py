@@ -87,12 +87,12 @@ def prepare(pane: str, after=None):
             await pilot.pause(0.05)
         await pilot.press(PANE_KEYS[pane])
         target = app.pane(pane)
-        while target.loads == 0 or target.busy or app._pending:
+        while target.loads == 0 or target.busy or app._pending or app._counting:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never loaded"
             await pilot.pause(0.05)
         loads = target.loads  # one more load after the stream's connect-time events: the same picture every run
         await pilot.press("ctrl+r")
-        while target.loads == loads or target.busy or app._pending:
+        while target.loads == loads or target.busy or app._pending or app._counting:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never reloaded"
             await pilot.pause(0.05)
         if after is not None:
