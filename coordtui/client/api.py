@@ -9,6 +9,7 @@ import httpx
 from .models import (BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage, Message,
                      Page, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
+from .v11 import AdminUser, MetricsSample, Workflow
 
 
 class ApiError(Exception):
@@ -236,6 +237,51 @@ class CoordClient:
     async def task_events(self, task_id: str, limit: int = 50) -> list[TaskEvent]:
         body = await self.request("GET", f"/api/swarm/tasks/{_q(task_id)}/events", params={"limit": limit})
         return [TaskEvent.parse(e) for e in body.get("events") or []]
+
+    # workflows (API.md §18)
+    async def workflows(self, include_disabled: bool = False) -> list[Workflow]:
+        body = await self.request("GET", "/api/swarm/workflows",
+                                  params={"includeDisabled": "true" if include_disabled else None})
+        return [Workflow.parse(w) for w in body.get("workflows") or []]
+
+    async def create_workflow(self, title: str, **fields: Any) -> Workflow:
+        payload = {"title": title, **{k: v for k, v in fields.items() if v is not None}}
+        return Workflow.parse(await self.request("POST", "/api/swarm/workflows", json=payload))
+
+    async def task_workflows(self, task_id: str) -> list[Workflow]:
+        body = await self.request("GET", f"/api/swarm/tasks/{_q(task_id)}/workflows")
+        return [Workflow.parse(w) for w in body.get("workflows") or []]
+
+    async def attach_workflow(self, task_id: str, workflow_id: str) -> None:
+        await self.request("POST", f"/api/swarm/tasks/{_q(task_id)}/workflows", json={"workflowId": workflow_id})
+
+    async def detach_workflow(self, task_id: str, workflow_id: str) -> None:
+        await self.request("DELETE", f"/api/swarm/tasks/{_q(task_id)}/workflows/{_q(workflow_id)}")
+
+    # user admin (API.md §18, admin)
+    async def admin_users(self) -> list[AdminUser]:
+        body = await self.request("GET", "/api/admin/users")
+        return [AdminUser.parse(u) for u in body.get("users") or []]
+
+    async def update_user(self, user_id: str, **fields: Any) -> AdminUser:
+        """`fields` are wire names (displayName, isAdmin, isAgent, archivedAt); None clears a nullable one."""
+        body = await self.request("PATCH", f"/api/admin/users/{_q(user_id)}", json=fields)
+        return AdminUser.parse(body.get("user") or {})
+
+    async def metrics(self, at: float = 0.0) -> MetricsSample:
+        """GET /api/metrics (Prometheus text): 404 when the server has none or turned them off."""
+        try:
+            response = await self.http.get("/api/metrics")
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"cannot reach {self.base_url}: {exc.__class__.__name__} {exc}".strip()) from exc
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            raise ApiError(response.status_code, error_text(response.status_code, body, response.reason_phrase),
+                           body if isinstance(body, dict) else None)
+        return MetricsSample.parse(response.text, at)
 
     # presence and doctor
     async def presence(self) -> list[PresenceEntry]:

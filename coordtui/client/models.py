@@ -149,7 +149,7 @@ class ChatMessage:
                    created_at=parse_time(pick(row, "createdAt", "created_at")))
 
 
-TASK_STATUSES = ("queued", "ready", "in_progress", "review", "holding", "complete")
+TASK_STATUSES = ("queued", "ready", "in_progress", "review", "holding", "complete", "closed")
 
 
 @dataclass(frozen=True)
@@ -164,9 +164,13 @@ class Project:
     work_hours_end: int | None = None
     work_hours_timezone: str | None = None
     archived_at: datetime | None = None
+    tagged_users: list[str] | None = None  # §18 visibility: None = open to everyone
+    has_visibility: bool = False  # the server knows taggedUsers (v1.1)
+    created_by: str | None = None
 
     @classmethod
     def parse(cls, row: dict) -> "Project":
+        tagged = row.get("taggedUsers")
         return cls(id=str(row.get("id")), title=str(row.get("title") or ""), color=row.get("color"),
                    description=row.get("description"),
                    project_lead=pick(row, "projectLeadUserId", "project_lead_user_id"),
@@ -174,7 +178,9 @@ class Project:
                    work_hours_start=pick(row, "workHoursStart", "work_hours_start"),
                    work_hours_end=pick(row, "workHoursEnd", "work_hours_end"),
                    work_hours_timezone=pick(row, "workHoursTimezone", "work_hours_timezone"),
-                   archived_at=parse_time(pick(row, "archivedAt", "archived_at")))
+                   archived_at=parse_time(pick(row, "archivedAt", "archived_at")),
+                   tagged_users=[str(u) for u in tagged] if isinstance(tagged, list) and tagged else None,
+                   has_visibility="taggedUsers" in row, created_by=pick(row, "createdBy", "created_by"))
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,8 @@ class OpsScreen(Screen):
             items = await self.fetch()
         except (ApiError, ConnectionFailed) as exc:
             text = str(exc) if isinstance(exc, ConnectionFailed) else f"Refused: {exc.message} (HTTP {exc.status})"
+            if isinstance(exc, ApiError) and exc.unsupported:
+                text = f"This server does not support {self.TITLE_TEXT.lower()} ({exc.message})."
             summary.update(f"[red]{escape(text)}[/red]")
             return
         table = self.query_one("#ops-table", DataTable)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from . import admin, chat, projects, templates, webhooks
+from . import admin, chat, projects, templates, users, webhooks
 
 LOAD_TIMEOUT = 3.0
 
 
-async def _quietly(call, timeout: float = LOAD_TIMEOUT) -> list:
+async def _quietly(call, timeout: float = LOAD_TIMEOUT, default=()) -> list:
     """Per-item commands are a bonus: a refusal (e.g. 403 for non-admins) or a slow server gives none."""
     try:
         return await asyncio.wait_for(call(), timeout)
     except Exception:
-        return []
+        return [] if default == () else default
 
 
 class OpsCommands(Provider):
@@ -26,15 +26,18 @@ class OpsCommands(Provider):
     async def startup(self) -> None:
         app = self.app
         client = getattr(app, "client", None)
-        data = {"projects": [], "webhooks": [], "templates": [], "tokens": []}
+        data = {"projects": [], "webhooks": [], "templates": [], "tokens": [], "users": None}
         if client is not None:
-            admin_only = client.tokens if getattr(app, "is_admin", False) else (lambda: asyncio.sleep(0, []))
+            is_admin = getattr(app, "is_admin", False)
+            admin_only = client.tokens if is_admin else (lambda: asyncio.sleep(0, []))
+            user_list = (lambda: users.load(client)) if is_admin else (lambda: asyncio.sleep(0, None))
             found = await asyncio.gather(_quietly(client.projects_all), _quietly(client.webhooks),
-                                         _quietly(client.templates), _quietly(admin_only))
+                                         _quietly(client.templates), _quietly(admin_only),
+                                         _quietly(user_list, default=None))
             data = dict(zip(data, found))
         self.entries = [*projects.commands(app, data["projects"]), *templates.commands(app, data["templates"]),
                         *webhooks.commands(app, data["webhooks"]), *chat.commands(app),
-                        *admin.commands(app, data["tokens"])]
+                        *admin.commands(app, data["tokens"]), *users.commands(app, data["users"])]
 
     async def discover(self) -> Hits:
         for title, help_text, run in self.entries:
@@ -55,6 +58,7 @@ OPENERS = {
     "webhooks": lambda app: app.push_screen(webhooks.WebhooksScreen()),
     "tokens": lambda app: app.push_screen(admin.TokensScreen()),
     "invites": lambda app: app.push_screen(admin.InvitesScreen()),
+    "users": lambda app: app.push_screen(users.UsersScreen()),
     "group": chat.new_group,
 }
 

@@ -1,4 +1,4 @@
-"""Swarm projects: create, edit (title, colour, leads, work hours) and archive (API.md §6)."""
+"""Swarm projects: create, edit (title, colour, leads, work hours, visibility) and archive (API.md §6, §18)."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -7,15 +7,15 @@ from textual.binding import Binding
 from ..client import limits
 from ..client.models import Project
 from ..screens.form import Field
-from .base import OpsScreen, blank_none, confirm, number_or_text, run_form, when
+from .base import OpsScreen, blank_none, confirm, identity_list, number_or_text, run_form, when
 
 DEFAULT_COLOR = "#3b82f6"
 DEFAULT_TIMEZONE = "America/Chicago"
 
 
-def project_fields(project: Project | None) -> list[Field]:
+def project_fields(project: Project | None, visibility: bool = True) -> list[Field]:
     p = project
-    return [
+    fields = [
         Field("title", "Title", p.title if p else "", required=True, max_len=limits.PROJECT_TITLE, wire="title"),
         Field("color", "Colour (#rrggbb)", (p.color or "") if p else DEFAULT_COLOR, required=True, wire="color"),
         Field("description", "Description", (p.description or "") if p else "", max_len=limits.PROJECT_DESCRIPTION,
@@ -31,6 +31,10 @@ def project_fields(project: Project | None) -> list[Field]:
         Field("timezone", "Work hours timezone (IANA)", (p.work_hours_timezone or "") if p else DEFAULT_TIMEZONE,
               wire="workHoursTimezone"),
     ]
+    if visibility:  # §18: a server without taggedUsers gets no such field
+        fields.append(Field("visible", "Visible to (identities, comma-separated; empty = everyone)",
+                            ", ".join(p.tagged_users or []) if p else "", wire="taggedUsers"))
+    return fields
 
 
 def _hour(value) -> str:
@@ -43,13 +47,25 @@ def wire_fields(values: dict) -> dict:
             "developerLeadUserId": blank_none(values["developer_lead"]),
             "workHoursStart": number_or_text(values["hours_start"]),
             "workHoursEnd": number_or_text(values["hours_end"]),
-            "workHoursTimezone": blank_none(values["timezone"])}
+            "workHoursTimezone": blank_none(values["timezone"]),
+            **({"taggedUsers": identity_list(values["visible"]) or None} if "visible" in values else {})}
 
 
-def new_project(app) -> None:
+def visible_to(p: Project) -> str:
+    if not p.has_visibility:
+        return ""
+    return ", ".join(p.tagged_users) if p.tagged_users else "everyone"
+
+
+def knows_visibility(projects: list[Project]) -> bool:
+    """Whether the server has §18 visibility: its projects carry taggedUsers (with none listed, assume so)."""
+    return not projects or any(p.has_visibility for p in projects)
+
+
+def new_project(app, visibility: bool = True) -> None:
     def submit(values: dict):
         return app.client.create_project(values["title"], values["color"], **wire_fields(values))
-    run_form(app, "New project", project_fields(None), "Create", submit, lambda p: f"Project {p.title} created")
+    run_form(app, "New project", project_fields(None, visibility), "Create", submit, lambda p: f"Project {p.title} created")
 
 
 def edit_project(app, project: Project) -> None:
@@ -57,7 +73,7 @@ def edit_project(app, project: Project) -> None:
         # an emptied lead keeps the current one (a project always has leads); other empties clear
         fields = {k: v for k, v in wire_fields(values).items() if v is not None or not k.endswith("LeadUserId")}
         return app.client.update_project(project.id, title=values["title"], color=values["color"], **fields)
-    run_form(app, f"Edit project: {project.title}", project_fields(project), "Save", submit,
+    run_form(app, f"Edit project: {project.title}", project_fields(project, project.has_visibility), "Save", submit,
              lambda p: f"Project {p.title} saved")
 
 
@@ -68,7 +84,7 @@ def archive_project(app, project: Project) -> None:
 
 class ProjectsScreen(OpsScreen):
     TITLE_TEXT = "Projects"
-    COLUMNS = ("Title", "Colour", "Project lead", "Dev lead", "Work hours", "Archived")
+    COLUMNS = ("Title", "Colour", "Project lead", "Dev lead", "Work hours", "Visible to", "Archived")
     HINT = "n new · e/enter edit · a archive"
     BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("a", "archive", "Archive")]
 
@@ -79,7 +95,8 @@ class ProjectsScreen(OpsScreen):
         hours = (f"{p.work_hours_start}-{p.work_hours_end} {p.work_hours_timezone or ''}"
                  if p.work_hours_start is not None else "any time")
         title = Text(p.title, style="dim strike" if p.archived_at else (p.color or ""))
-        return (title, p.color or "", p.project_lead or "", p.developer_lead or "", hours, when(p.archived_at))
+        return (title, p.color or "", p.project_lead or "", p.developer_lead or "", hours, visible_to(p),
+                when(p.archived_at))
 
     def summary(self, items: list[Project]) -> str:
         archived = sum(1 for p in items if p.archived_at)
@@ -89,7 +106,7 @@ class ProjectsScreen(OpsScreen):
         return (p.description or "").replace("\n", " ")[:300]
 
     def action_new(self) -> None:
-        new_project(self.app)
+        new_project(self.app, knows_visibility(list(self.items.values())))
 
     def action_edit(self) -> None:
         project = self.need()
@@ -112,7 +129,8 @@ class ProjectsScreen(OpsScreen):
 def commands(app, projects: list[Project]):
     yield "Projects", "List, create, edit and archive swarm projects (Swarm pane: P)", lambda: app.push_screen(
         ProjectsScreen())
-    yield "New project", "Create a swarm project: title, colour, leads, work hours", lambda: new_project(app)
+    yield "New project", "Create a swarm project: title, colour, leads, work hours, visibility", \
+        lambda: new_project(app, knows_visibility(projects))
     for p in projects:
         if p.archived_at:
             continue

@@ -1,4 +1,5 @@
-"""Doctor: the admin doctor (or the caller's own doctor for non-admins), refreshed live, details expandable."""
+"""Doctor: the admin doctor (or the caller's own doctor for non-admins), refreshed live, details expandable;
+for admins a live metrics strip from GET /api/metrics (see metrics_strip.py)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from textual.widgets import Static, Tree
 
 from ..client.models import DoctorReport
 from .base import Pane
+from .metrics_strip import MetricsStrip
 
 STATUS_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 REFRESH_SECONDS = 5.0
@@ -29,8 +31,10 @@ def detail_lines(details) -> list[str]:
 class DoctorPane(Pane):
     TITLE = "Doctor"
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
-            ("t", "tokens (admin)"), ("i", "invites (admin)")]
-    BINDINGS = [Binding("t", "app.ops('tokens')", "Tokens"), Binding("i", "app.ops('invites')", "Invites")]
+            ("t", "tokens (admin)"), ("i", "invites (admin)"), ("u", "users (admin)"),
+            ("", "admins: requests/s, p99 latency, open streams, push outbox, event-loop lag (last minute)")]
+    BINDINGS = [Binding("t", "app.ops('tokens')", "Tokens"), Binding("i", "app.ops('invites')", "Invites"),
+                Binding("u", "app.ops('users')", "Users", id="doctor.users")]
 
     refresh_seconds = REFRESH_SECONDS
 
@@ -41,12 +45,17 @@ class DoctorPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="doctor-summary", classes="pane-summary")
+        yield MetricsStrip(id="doctor-metrics")
         tree: Tree[str] = Tree("probes", id="doctor-tree")
         tree.show_root = False
         yield tree
 
     def on_mount(self) -> None:
         self.set_interval(self.refresh_seconds, self._tick)
+
+    def activated(self) -> None:
+        super().activated()
+        self.query_one(MetricsStrip).tick()  # in view again: a scrape now, not in up to 2 s
 
     def _tick(self) -> None:
         if self.active and not self.busy and not self.unsupported:

@@ -5,6 +5,7 @@ from datetime import datetime
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..client.models import PresenceEntry, age_text
@@ -38,7 +39,8 @@ class PresencePane(Pane):
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
     POLL_SECONDS = 30.0  # active turns idle and away with time alone
-    KEYS = [("ctrl+r", "refresh"), ("/", "filter"),
+    BINDINGS = [Binding("U", "app.ops('users')", "Users", id="presence.users")]
+    KEYS = [("ctrl+r", "refresh"), ("/", "filter"), ("U", "users: archive, admin flag, names (admin)"),
             ("states", f"active < {IDLE_AFTER // 60} min since last seen · idle < {AWAY_AFTER // 60} min · "
                        "away: longer · offline: the server says not online")]
 

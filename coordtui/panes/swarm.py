@@ -13,9 +13,10 @@ from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
 from .base import Pane
 
-BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete")
+BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete", "closed")
 BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progress", "review": "Review",
-                "holding": "Holding", "complete": "Complete"}
+                "holding": "Holding", "complete": "Complete", "closed": "Closed"}
+DONE = ("complete", "closed")  # hidden until `d` shows them
 
 
 def task_form(title: str, task: Task | None, projects: list[Project], project_id: str | None,
@@ -39,7 +40,8 @@ class SwarmPane(Pane):
             ("m", "move: only the statuses allowed from here"),
             ("c", "claim (start) the task"), ("n", "new task"), ("e", "edit the task"),
             ("f", "filter by project (cycles)"), ("/", "filter tasks by text"), ("P", "projects"),
-            ("R", "recurring templates")]
+            ("R", "recurring templates"), ("x", "close the task (won't do) with a reason"),
+            ("d", "show / hide the Complete and Closed columns")]
     BINDINGS = [Binding("left_square_bracket", "shift(-1)", "Move ←", id="swarm.back"),
                 Binding("right_square_bracket", "shift(1)", "Move →", id="swarm.forward"),
                 Binding("m", "move", "Move", id="swarm.move"), Binding("c", "claim", "Claim", id="swarm.claim"),
@@ -47,7 +49,8 @@ class SwarmPane(Pane):
                 Binding("e", "edit", "Edit", id="swarm.edit"), Binding("f", "project", "Project", id="swarm.project"),
                 Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
                 Binding("P", "app.ops('projects')", "Projects", id="swarm.projects"),
-                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates")]
+                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates"),
+                Binding("x", "close", "Close", id="swarm.close"), Binding("d", "done", "Done", id="swarm.done")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -55,6 +58,7 @@ class SwarmPane(Pane):
         self.projects: list[Project] = []
         self.project_id: str | None = None
         self.filter_label = "all projects"
+        self.show_done = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="swarm-summary", classes="pane-summary")
@@ -63,6 +67,7 @@ class SwarmPane(Pane):
                 table = DataTable(id=f"col-{status}", cursor_type="row", classes="board-column",
                                   show_header=True)
                 table.add_column(BOARD_TITLES[status], key="title")
+                table.display = status not in DONE
                 yield table
 
     async def load(self):
@@ -93,7 +98,9 @@ class SwarmPane(Pane):
             table.refresh()
         self.filter_label = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
         shown = sum(len(rows) for rows in by_status.values())
-        text = f"{len(tasks)} tasks · {self.filter_label} (f cycles)"
+        done = sum(len(by_status[s]) for s in DONE)
+        text = (f"{len(tasks)} tasks · {self.filter_label} (f cycles) · "
+                f"{'d hides' if self.show_done else 'd shows'} {done} done")
         if self.filter_text:
             text = f"filter “{self.filter_text}”: {shown} of {text}"
         self.query_one("#swarm-summary", Static).update(text)
@@ -106,6 +113,8 @@ class SwarmPane(Pane):
         if task is None:
             return
         table = self.query_one(f"#col-{task.status}", DataTable)
+        if not table.display:
+            return
         try:
             table.move_cursor(row=table.get_row_index(task_id))
         except Exception:
@@ -131,9 +140,40 @@ class SwarmPane(Pane):
 
     def action_column(self, step: int) -> None:
         focused = self.app.focused
-        index = BOARD.index(focused.id[4:]) if isinstance(focused, DataTable) and (focused.id or "").startswith(
-            "col-") else -1
-        self.query_one(f"#col-{BOARD[(index + step) % len(BOARD)]}", DataTable).focus()
+        shown = self.columns()
+        index = shown.index(focused.id[4:]) if isinstance(focused, DataTable) and (focused.id or "")[4:] in shown \
+            else -1
+        self.query_one(f"#col-{shown[(index + step) % len(shown)]}", DataTable).focus()
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(s for s in BOARD if self.show_done or s not in DONE)
+
+    def action_done(self) -> None:
+        """Complete and Closed columns in or out of view (tasks closed or completed by a key stay visible)."""
+        self.show_done = not self.show_done
+        for status in DONE:
+            self.query_one(f"#col-{status}", DataTable).display = self.show_done
+        if not self.show_done and (self.app.focused is None or not self.app.focused.display):
+            self.query_one("#col-ready", DataTable).focus()
+        self.refilter()
+
+    @work(group="swarm-action", exit_on_error=False)
+    async def action_close(self) -> None:
+        task = self._need()
+        if task is None:
+            return
+        if "closed" not in transitions.allowed_moves(task.status):
+            self.notify(f"A {task.status} task cannot be closed (reopen moves closed → ready)", severity="warning",
+                        timeout=4)
+            return
+        form = FormScreen(f"Close (won't do): {task.title}", [
+            Field("reason", "Reason (kept in the task's history)", kind="text", max_len=limits.TASK_REASON,
+                  wire="reason")], "Close", submit=lambda v: self.client.move_task(task.id, "closed",
+                                                                                    v["reason"].strip() or None))
+        closed = await self.app.push_screen_wait(form)
+        if closed:
+            self.notify(f"{task.title} closed", timeout=3)
+            self.request_reload()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         task = self.tasks.get(event.row_key.value) if event.row_key is not None else None

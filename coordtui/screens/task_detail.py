@@ -1,4 +1,5 @@
-"""Task detail: fields and the history from GET /api/swarm/tasks/{id}/events."""
+"""Task detail: fields, the task's workflows (§18: attach, detach) and the history from
+GET /api/swarm/tasks/{id}/events."""
 from __future__ import annotations
 
 from rich.markup import escape
@@ -11,16 +12,22 @@ from textual.widgets import Footer, Static
 
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import age_text
+from ..client.v11 import Workflow
+from .form import Field, FormScreen
+
+STATE_STYLE = {"enabled": "green", "disabled": "dim", "expired": "red", "review due": "yellow"}
 
 
 class TaskDetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "close", "Close"), Binding("m", "move", "Move"), Binding("c", "claim", "Claim")]
+    BINDINGS = [Binding("escape,q", "close", "Close"), Binding("m", "move", "Move"), Binding("c", "claim", "Claim"),
+                Binding("a", "attach", "Attach workflow"), Binding("d", "detach", "Detach workflow")]
 
     def __init__(self, task_id: str):
         super().__init__()
         self.task_id = task_id
         self.current_task = None
         self.history = []
+        self.workflows: list[Workflow] | None = None  # None: the server has no workflows (404)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="task-detail"):
@@ -41,6 +48,12 @@ class TaskDetailScreen(ModalScreen[None]):
                 self.history = await client.task_events(self.task_id)
             except ApiError as exc:
                 self.history = [] if exc.unsupported else self.history
+            try:
+                self.workflows = await client.task_workflows(self.task_id)
+            except ApiError as exc:
+                if not exc.unsupported:
+                    raise
+                self.workflows = None
         except (ApiError, ConnectionFailed) as exc:
             target.update(f"[red]{escape(str(exc))}[/red]")
             return
@@ -59,6 +72,7 @@ class TaskDetailScreen(ModalScreen[None]):
                  f"Created:   {age_text(task.created_at, now)} ago", ""]
         if task.detail:
             lines += [escape(task.detail), ""]
+        lines += self.workflow_lines(now)
         lines.append("[b]History[/b] (newest first)")
         for event in self.history:
             lines.append(f"  {age_text(event.created_at, now):>7} ago  {escape(event.actor or '-'):10} "
@@ -66,6 +80,17 @@ class TaskDetailScreen(ModalScreen[None]):
         if not self.history:
             lines.append("  (none)")
         target.update("\n".join(lines))
+
+    def workflow_lines(self, now) -> list[str]:
+        if self.workflows is None:
+            return []
+        lines = ["[b]Workflows[/b] [dim](a attach · d detach)[/dim]"]
+        for flow in self.workflows:
+            states = " · ".join(f"[{STATE_STYLE[s]}]{s}[/]" for s in flow.states(now))
+            lines.append(f"  {escape(flow.title)}  {states}")
+        if not self.workflows:
+            lines.append("  (none)")
+        return lines + [""]
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -78,3 +103,47 @@ class TaskDetailScreen(ModalScreen[None]):
     def action_claim(self) -> None:
         if self.current_task is not None:
             self.app.move_task(self.current_task.id, "in_progress", on_done=lambda *_: self.load())
+
+    @work(group="task-workflows", exit_on_error=False)
+    async def action_attach(self) -> None:
+        if self.workflows is None:
+            return
+        try:
+            visible = await self.app.client.workflows()
+        except (ApiError, ConnectionFailed) as exc:
+            self.notify(str(exc), title="Workflows", severity="error", timeout=5)
+            return
+        attached = {w.id for w in self.workflows}
+        choices = labelled([w for w in visible if w.id not in attached], self.app.now())
+        if not choices:
+            self.notify("No other workflow to attach", severity="warning", timeout=3)
+            return
+        await self.pick("Attach a workflow", choices, "Attach",
+                        lambda flow_id: self.app.client.attach_workflow(self.task_id, flow_id))
+
+    @work(group="task-workflows", exit_on_error=False)
+    async def action_detach(self) -> None:
+        if not self.workflows:
+            self.notify("No workflow attached", severity="warning", timeout=3)
+            return
+        await self.pick("Detach a workflow", labelled(self.workflows, self.app.now()), "Detach",
+                        lambda flow_id: self.app.client.detach_workflow(self.task_id, flow_id))
+
+    async def pick(self, title: str, choices: dict[str, str], label: str, call) -> None:
+        names = tuple(choices)
+        form = FormScreen(f"{title}: {self.current_task.title if self.current_task else ''}",
+                          [Field("workflow", "Workflow", names[0], kind="select", options=names)], label,
+                          submit=lambda values: call(choices[values["workflow"]]), focus="workflow")
+        if await self.app.push_screen_wait(form):
+            self.load()
+
+
+def labelled(flows: list[Workflow], now) -> dict[str, str]:
+    """Select labels (title and state, numbered when titles repeat) to workflow ids."""
+    choices: dict[str, str] = {}
+    for flow in flows:
+        name = f"{flow.title} ({', '.join(flow.states(now))})"
+        while name in choices:
+            name += " ·"
+        choices[name] = flow.id
+    return choices

@@ -232,7 +232,7 @@ async def test_focus_rules_moves_along_the_state_table_confirm_and_undo(server):
         await pilot.press("e")
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="edit form")
         assert app.focused.id == "field-title"
-        await pilot.press("escape")
+        await pilot.press("escape", "d")  # d: the Complete and Closed columns into view
         for expected in ("review", "complete"):
             await wait_idle(pilot, app)
             await pilot.press("right_square_bracket")
