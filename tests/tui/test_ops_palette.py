@@ -12,7 +12,7 @@ from tests.tui.ops_helpers import accepted, fill_form_keep, form_error, secret_v
 
 GENERAL = ["Projects", "New project", "Recurring templates", "New recurring template", "Buzz webhooks",
            "New buzz webhook", "New group chat", "Tokens (admin)", "New token (admin)", "Invites (admin)",
-           "New invite (admin)"]
+           "New invite (admin)", "Users (admin)"]
 
 
 def palette_hits(app) -> list[str]:

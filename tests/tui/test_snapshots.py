@@ -43,12 +43,13 @@ def seed(server, clock: FrozenClock) -> None:
         project = alice.post("/api/swarm/projects", json={"title": "Website", "color": "#3b82f6"}).json()
         for title, status, assignee in [("Write release notes", "queued", None), ("Fix login redirect", "ready", "alice"),
                                         ("Rotate API keys", "in_progress", "alice"), ("Review CSS", "review", "bob"),
-                                        ("Vendor quote", "holding", "carol"), ("Set up CI", "complete", "bob")]:
+                                        ("Vendor quote", "holding", "carol"), ("Set up CI", "complete", "bob"),
+                                        ("Legacy exporter", "closed", None)]:
             task = alice.post("/api/swarm/tasks", json={"title": title, "projectId": project["id"],
                                                          "assigneeUserId": assignee, "status": "queued"}).json()
             path = {"queued": [], "ready": ["ready"], "in_progress": ["ready", "in_progress"],
                     "review": ["ready", "in_progress", "review"], "holding": ["holding"],
-                    "complete": ["ready", "in_progress", "review", "complete"]}[status]
+                    "complete": ["ready", "in_progress", "review", "complete"], "closed": ["closed"]}[status]
             for step in path:
                 who = alice if step != "in_progress" or assignee in (None, "alice") else \
                     {"bob": bob, "carol": carol}[assignee]
@@ -118,6 +119,15 @@ def undeliver_alerts(server) -> None:
 def test_pane_snapshot(snap_server, snap_compare, pane):
     undeliver_alerts(snap_server)
     assert snap_compare(snapshot_app(snap_server), run_before=prepare(pane), terminal_size=(80, 24))
+
+
+def test_swarm_done_snapshot(snap_server, snap_compare):
+    """d brings the Complete and Closed columns into view."""
+
+    async def show_done(pilot):
+        await pilot.press("d")
+        await pilot.pause(0.1)
+    assert snap_compare(snapshot_app(snap_server), run_before=prepare("swarm", show_done), terminal_size=(120, 35))
 
 
 def test_doctor_snapshot(snap_server, snap_compare):

@@ -12,6 +12,7 @@ from coordtui.ops.users import UsersScreen
 from coordtui.panes.metrics_strip import MetricsStrip
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import TOKENS, client
+from tests.tui.test_ops_palette import palette, palette_hits
 from tests.tui.helpers import make_app, row_keys, select_row, wait_for, wait_idle
 from tests.tui.ops_helpers import (accepted, confirm_yes, fill_form_keep, open_ops, ops_rows, press_for_form,
                                    retype)
@@ -239,6 +240,12 @@ async def test_user_admin_archives_and_names(server):
 
         await pilot.press("escape", "5", "U")  # also from the Presence pane
         await wait_for(pilot, lambda: isinstance(app.screen, UsersScreen), what="users from presence")
+        await pilot.press("escape")
+        await palette(pilot, app, "Rename user: dave")
+        await wait_for(pilot, lambda: any("Rename user: dave" in h for h in palette_hits(app)), what="palette entry")
+        await pilot.press("enter")
+        form = await press_for_form(pilot, app)
+        assert form.values()["name"] == "Dave Bowman"
 
 
 async def test_metrics_404_hides_the_strip(make_server, monkeypatch):
