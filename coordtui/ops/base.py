@@ -168,7 +168,8 @@ class OpsScreen(Screen):
             return
         table = self.query_one("#ops-table", DataTable)
         selected = self.selected()
-        table.clear()
+        table.clear(columns=True)  # columns again: their widths follow the new rows (an archived date appears)
+        table.add_columns(*self.COLUMNS)
         self.items = {str(item.id): item for item in items}
         for key, item in self.items.items():
             table.add_row(*self.row(item), key=key)

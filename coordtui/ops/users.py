@@ -26,7 +26,8 @@ def edit_name(app, user: AdminUser) -> None:
 def toggle_archive(app, user: AdminUser) -> None:
     if user.archived_at is None:
         now = app.now().astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-        confirm(app, f"Archive {user.id}? Their tokens are revoked and open streams closed at once; they leave "
+        you = "That is you. " if user.id == getattr(app, "identity", None) else ""
+        confirm(app, f"{you}Archive {user.id}? Their tokens are revoked and open streams closed at once; they leave "
                      "presence and receive no new mail, chat or tasks.", "Archive",
                 lambda: app.client.update_user(user.id, archivedAt=now), f"{user.id} archived")
     else:

@@ -48,9 +48,9 @@ class SwarmPane(Pane):
                 Binding("n", "new", "New", id="swarm.new"),
                 Binding("e", "edit", "Edit", id="swarm.edit"), Binding("f", "project", "Project", id="swarm.project"),
                 Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
+                Binding("x", "close", "Close", id="swarm.close"), Binding("d", "done", "Done", id="swarm.done"),
                 Binding("P", "app.ops('projects')", "Projects", id="swarm.projects"),
-                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates"),
-                Binding("x", "close", "Close", id="swarm.close"), Binding("d", "done", "Done", id="swarm.done")]
+                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
