@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from coordtui.client.api import ApiError, CoordClient
+from coordtui.client.v11 import parse_exposition, quantile
 from coordtui.ops.projects import ProjectsScreen
 from coordtui.ops.users import UsersScreen
 from coordtui.panes.metrics_strip import MetricsStrip
@@ -262,3 +263,28 @@ async def test_metrics_404_hides_the_strip(make_server, monkeypatch):
         assert not strip.display, "a server without metrics shows no strip"
         assert app.query_one("#doctor-tree").display
 
+
+
+async def test_sdk_reads_the_servers_metrics_text(server):
+    async with CoordClient(server.url, TOKENS["admin"]) as sdk:
+        before = await sdk.metrics(at=1.0)
+        for _ in range(5):
+            await sdk.presence()
+        after = await sdk.metrics(at=2.0)
+    assert after.requests >= before.requests + 5 and after.rate(before) >= 5.0
+    assert float("inf") in after.buckets and after.p99(before) is not None and after.p99(before) > 0
+    assert after.loop_lag is not None and after.streams >= 0
+
+
+def test_exposition_parser_and_quantile():
+    text = ('# HELP x_total A counter\n# TYPE x_total counter\n'
+            'x_total{route="/a/{id}",note="say \\"hi\\"\\\\n"} 3.0\nx_total{route="/b"} 4\n'
+            'lat_bucket{le="0.1"} 90\nlat_bucket{le="1.0"} 100\nlat_bucket{le="+Inf"} 100\ngarbage line here x\n'
+            'up 1 1700000000000\n')
+    samples = parse_exposition(text)
+    assert samples[0] == ("x_total", {"route": "/a/{id}", "note": 'say "hi"\\n'}, 3.0)
+    assert [s[0] for s in samples] == ["x_total", "x_total", "lat_bucket", "lat_bucket", "lat_bucket", "up"]
+    assert quantile(0.99, {0.1: 90, 1.0: 100, float("inf"): 100}) == pytest.approx(0.91)
+    assert quantile(0.5, {0.1: 90, 1.0: 100, float("inf"): 100}) == pytest.approx(0.1 * 50 / 90)
+    assert quantile(0.99, {0.1: 0, float("inf"): 0}) is None
+    assert quantile(0.99, {0.1: 1, float("inf"): 100}) == 0.1, "beyond the last finite bound: that bound"
