@@ -126,9 +126,10 @@ def feed(overrides: dict, gaps: GapTracker, sqlite: bool) -> tuple[int, bool]:
     """Turn new log rows into deliveries and move the cursor, atomically.
     Returns (deliveries created, whether more rows are waiting)."""
     cursor = _lock_cursor(sqlite)
-    rows = list(Event.select(Event.id, Event.type).where(Event.id > cursor.last_event_id)
-                .order_by(Event.id).limit(FEED_BATCH).tuples())
-    usable = rows[:gaps.usable(cursor.last_event_id, [event_id for event_id, _ in rows])]
+    rows, count = gaps.read(cursor.last_event_id, lambda: list(
+        Event.select(Event.id, Event.type).where(Event.id > cursor.last_event_id)
+        .order_by(Event.id).limit(FEED_BATCH).tuples()))
+    usable = rows[:count]
     if not usable:
         return 0, False
     now = to_db(db.now())

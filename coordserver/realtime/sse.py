@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections import deque
 from datetime import timedelta
+from functools import partial
 
 from .. import jsonstrict
 from ..errors import log_background_failure
@@ -306,13 +307,14 @@ class SSEHub:
                 self._cursor = self._announced
                 self._gaps = GapTracker()
                 return
-            if self.connections:
-                rows = await self.coord.store.read(event_log.range_after, self._cursor, None, READ_BATCH)
+            cursor, full = self._cursor, bool(self.connections)
+            if full:
+                read_rows = partial(event_log.range_after, cursor, None, READ_BATCH)
             else:  # nobody listening: only move past the rows (and act on control rows), one small query
-                rows = await self.coord.store.read(event_log.heads_after, self._cursor, CONTROL_TYPES, READ_BATCH)
-                if self.connections:
-                    continue  # a stream opened during the read: read these rows again, in full
-            usable = self._gaps.usable(self._cursor, [row[0] for row in rows])
+                read_rows = partial(event_log.heads_after, cursor, CONTROL_TYPES, READ_BATCH)
+            rows, usable = await self.coord.store.read(self._gaps.read, cursor, read_rows)
+            if self.connections and not full:
+                continue  # a stream opened during the read: read these rows again, in full
             for event_id, event_type, data, to_all, audience in rows[:usable]:
                 if event_type in CONTROL_TYPES:
                     self.coord.services["tokens_guard"].on_logged(event_type, data)
