@@ -85,6 +85,10 @@ class LiveMixin:
             self._driver.write(osc_notification(title, text))
             self._driver.flush()
 
+    def recount(self) -> None:
+        self.counts.due = True
+        self.refresh_counts()
+
     @work(group="counts", exit_on_error=False)
     async def refresh_counts(self) -> None:
         """Refetches the three counts; events that arrive meanwhile cause exactly one more round."""

@@ -74,6 +74,7 @@ class ChatPane(Pane):
         current = next((c for c in channels if c.id == self.current), None)
         if current is not None and current.unread and self.active:
             await self.client.mark_read(self.current)
+            self.coord.recount()
             channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
                                                                  c.last_at) for c in channels]
         return channels, messages
@@ -147,6 +148,7 @@ class ChatPane(Pane):
         if channel_id is None or await self.act(self.client.mark_read(channel_id)) is None:
             return
         self.coord.counts_seen(channels=self.coord.counts.read(channel_id))
+        self.coord.recount()  # a count fetched before this read must not have the last word
         self.request_reload()  # the other channels' counts and order
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
