@@ -218,8 +218,8 @@ def run_tui(options: Options) -> None:
     if options.serve:
         bundled = _bundled(options)
         where = bundled.url.split("://", 1)[-1]
-        app = CoordApp(Profile(f"bundled http://{where}", bundled.url, bundled.token), bell=options.bell, notify=options.notify,
-                       embedded=bundled)
+        app = CoordApp(Profile(f"bundled http://{where}", bundled.url, bundled.token), bell=options.bell,
+                       notify=options.notify, embedded=bundled)
         bundled.on_takeover = lambda text: app.call_from_thread(app.notify, text, title="Bundled server", timeout=8)
         bundled.watch()
         try:

@@ -65,7 +65,8 @@ def knows_visibility(projects: list[Project]) -> bool:
 def new_project(app, visibility: bool = True) -> None:
     def submit(values: dict):
         return app.client.create_project(values["title"], values["color"], **wire_fields(values))
-    run_form(app, "New project", project_fields(None, visibility), "Create", submit, lambda p: f"Project {p.title} created")
+    run_form(app, "New project", project_fields(None, visibility), "Create", submit,
+             lambda p: f"Project {p.title} created")
 
 
 def edit_project(app, project: Project) -> None:

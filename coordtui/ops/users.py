@@ -95,7 +95,7 @@ async def load(client) -> list[AdminUser] | None:
 def commands(app, users: list[AdminUser] | None):
     if not getattr(app, "is_admin", False) or users is None:
         return
-    yield "Users (admin)", "List users incl. archived; archive, admin flag, display name (Doctor: u, Presence: U)", \
+    yield "Users (admin)", "List users incl. archived; archive, admin flag, display name (Doctor or Who pane: U)", \
         lambda: app.push_screen(UsersScreen())
     for u in users:
         verb = "Unarchive" if u.archived_at else "Archive"

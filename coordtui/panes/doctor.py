@@ -31,10 +31,10 @@ def detail_lines(details) -> list[str]:
 class DoctorPane(Pane):
     TITLE = "Doctor"
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
-            ("t", "tokens (admin)"), ("i", "invites (admin)"), ("u", "users (admin)"),
+            ("t", "tokens (admin)"), ("i", "invites (admin)"), ("U", "users (admin)"),
             ("", "admins: requests/s, p99 latency, open streams, push outbox, event-loop lag (last minute)")]
     BINDINGS = [Binding("t", "app.ops('tokens')", "Tokens"), Binding("i", "app.ops('invites')", "Invites"),
-                Binding("u", "app.ops('users')", "Users", id="doctor.users")]
+                Binding("U", "app.ops('users')", "Users", id="doctor.users")]
 
     refresh_seconds = REFRESH_SECONDS
 

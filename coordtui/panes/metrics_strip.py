@@ -52,7 +52,7 @@ class MetricsStrip(Static):
         pane = self.parent
         app = self.app
         if self.unsupported or not getattr(app, "is_admin", False) or app.client is None \
-                or not getattr(pane, "active", False):
+                or not getattr(pane, "active", False) or app.screen is not self.screen:  # covered: no scrapes
             return
         self.scrape()
 

@@ -205,7 +205,7 @@ async def test_user_admin_archives_and_names(server):
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
         await wait_for(pilot, lambda: app.is_admin, what="admin")
-        await open_ops(pilot, app, "6", "u", UsersScreen)
+        await open_ops(pilot, app, "6", "U", UsersScreen)
         await wait_for(pilot, lambda: "dave" in ops_rows(app), what="dave listed")
         select_row(app.screen, "#ops-table", "dave")
         await pilot.press("a")
