@@ -16,14 +16,17 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Select, Static, TabbedContent, TabPane
 
 from .alerts import AlertStore, store_path
 from .client import limits
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
 from .client.models import ServerEvent, Task, Wake, WakeItem
+from .client.transitions import allowed_moves
 from .config import Profile
+from .keys import load_keys, unknown_ids
+from .live import LiveMixin
 from .ops.commands import OpsActions, OpsCommands
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
@@ -33,7 +36,7 @@ from .panes.doctor import DoctorPane
 from .panes.inbox import InboxPane
 from .panes.notebook import NotebookPane
 from .panes.presence import PresencePane
-from .panes.swarm import BOARD, SwarmPane
+from .panes.swarm import SwarmPane
 from .panes.wake import WakePane
 from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
@@ -51,21 +54,27 @@ STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connectin
               REFUSED: ("✕ token refused", "red")}
 
 
-class CoordApp(OpsActions, App):
+class CoordApp(OpsActions, LiveMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
     COMMANDS = App.COMMANDS | {OpsCommands}
-    BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False) for n, (pid, label, _) in
+    # digits switch panes from lists; alt+digit (priority) from anywhere, inputs and editors included
+    BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False, id=f"app.pane.{pid}") for n, (pid, label, _) in
                 enumerate(PANES, start=1)] + [
-        Binding("question_mark", "help", "Help"), Binding("ctrl+r", "reload", "Refresh"),
+        Binding(f"alt+{n}", f"pane('{pid}')", label, show=False, priority=True) for n, (pid, label, _) in
+        enumerate(PANES, start=1)] + [
+        Binding("question_mark", "help", "Help", id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
+        Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True)]
 
     conn_state = reactive(CONNECTING)
 
     def __init__(self, profile: Profile | None, *, bell: bool = False, embedded=None,
                  clock: Callable[[], datetime] | None = None, batch_interval: float = 0.06,
-                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0)):
+                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0), notify: bool = False):
         super().__init__()
+        self.init_live(notify)
+        self.key_config = load_keys()
         self.profile = profile
         self.ring_bell = bell
         self.embedded = embedded
@@ -95,6 +104,7 @@ class CoordApp(OpsActions, App):
         with Horizontal(id="topbar"):
             yield Static("coord", id="brand")
             yield Static("", id="who")
+            yield Static("", id="updated")
             yield Static("", id="conn")
         with TabbedContent(id="panes"):
             for number, (pane_id, label, cls) in enumerate(PANES, start=1):
@@ -104,7 +114,9 @@ class CoordApp(OpsActions, App):
 
     def on_mount(self) -> None:
         self.render_connection()
+        self.apply_keys()
         self.set_interval(self.batch_interval, self.flush_events)
+        self.set_interval(1.0, self.render_updated)
         if self.profile is None:
             self.push_screen(ConnectScreen(), self.connect_to)
         else:
@@ -165,6 +177,8 @@ class CoordApp(OpsActions, App):
         self.identity, self.is_admin = identity, is_admin
         self.alerts.attach(store_path(self.server_key(), identity))
         self.render_connection()
+        self.counts.due = True
+        self.refresh_counts()
 
     def server_key(self) -> str:
         """What names this server across runs: the bundled server's port changes every start, its data dir does not."""
@@ -214,6 +228,7 @@ class CoordApp(OpsActions, App):
         self.batches += 1
         for pane in self.panes():
             pane.handle_events(batch)
+        self.note_events(batch)
         for event in batch:
             if event.type == "message" and event.data.get("urgent"):
                 self.alert(f"Urgent from {event.data.get('sender')}: {event.data.get('title')}")
@@ -240,30 +255,33 @@ class CoordApp(OpsActions, App):
 
     def alert(self, text: str) -> None:
         self.notify(text, title="Urgent", severity="warning", timeout=8)
+        self.send_desktop("Urgent", text)
         if self.ring_bell:
             self.bell()
 
     # panes
     def panes(self) -> list[Pane]:
-        return list(self.query(Pane))
+        """From the panes' screen: events still reach them while a dialog is open."""
+        return list(self.screen_stack[0].query(Pane)) if self.screen_stack else []
 
     @property
     def active_pane(self) -> Pane | None:
         if not self.is_mounted:
             return None
-        try:
-            active = self.query_one("#panes", TabbedContent).active
+        try:  # the panes' screen, also while a dialog is on top of it
+            main = self.screen_stack[0]
+            active = main.query_one("#panes", TabbedContent).active
         except Exception:
             return None
         if not active:
             return None
         try:
-            return self.query_one(f"#{active.removeprefix('tab-')}", Pane)
+            return main.query_one(f"#{active.removeprefix('tab-')}", Pane)
         except NoMatches:  # while the app is being torn down
             return None
 
     def pane(self, pane_id: str) -> Pane:
-        return self.query_one(f"#{pane_id}", Pane)
+        return self.screen_stack[0].query_one(f"#{pane_id}", Pane)
 
     def action_pane(self, pane_id: str) -> None:
         self.query_one("#panes", TabbedContent).active = f"tab-{pane_id}"
@@ -272,9 +290,24 @@ class CoordApp(OpsActions, App):
         pane = self.active_pane
         if pane is not None and self.client is not None:
             pane.activated()
-            focusable = [w for w in pane.query("DataTable, Tree") if w.display]
-            if focusable:
-                focusable[0].focus()
+            pane.focus_default()
+            self.render_updated()
+
+    def action_leave_input(self) -> None:
+        """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""
+        pane = self.active_pane
+        if pane is not None:
+            pane.focus_list()
+
+    def apply_keys(self) -> None:
+        """keys.toml overrides by binding id; a typo is reported, not fatal."""
+        config = self.key_config
+        known = binding_ids()
+        problems = config.problems + [f"{config.path}: no binding named {name!r}"
+                                      for name in unknown_ids(config, known)]
+        self.set_keymap({k: v for k, v in config.keymap.items() if k in known})
+        for problem in problems:
+            self.notify(problem, title="keys.toml", severity="warning", timeout=8)
 
     def action_reload(self) -> None:
         pane = self.active_pane
@@ -283,7 +316,7 @@ class CoordApp(OpsActions, App):
 
     def action_help(self) -> None:
         pane = self.active_pane
-        self.push_screen(HelpScreen(pane.TITLE if pane else "", pane.KEYS if pane else []))
+        self.push_screen(HelpScreen(pane, self.key_config))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -295,7 +328,9 @@ class CoordApp(OpsActions, App):
 
     # cross-pane actions
     def open_wake_item(self, item: WakeItem) -> None:
-        if item.source in ("message", "message_pending"):
+        if item.source == "chat":
+            self.open_chat_item(item)
+        elif item.source in ("message", "message_pending"):
             self.action_pane("inbox")
             inbox = self.pane("inbox")
             inbox.request_reload()
@@ -335,10 +370,30 @@ class CoordApp(OpsActions, App):
             on_done(task)
 
     @work(group="task-move", exit_on_error=False)
-    async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None) -> None:
-        task = await self.push_screen_wait(FormScreen(f"Move: {title}", [
-            Field("status", "New status", "in_progress", kind="select", options=BOARD),
-            Field("reason", "Reason (holding)", max_len=limits.TASK_REASON),
-            Field("assignee", "Reassign to (optional)")], "Move",
-            submit=lambda v: self.client.move_task(task_id, v["status"], v["reason"] or None, v["assignee"] or None)))
+    async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None,
+                               status: str | None = None) -> None:
+        """Starts on the status, offering only the moves the state table allows from `status`."""
+        moves = allowed_moves(status)
+        form = FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
+            Field("status", "New status", moves[0], kind="select", options=moves),
+            Field("reason", "Reason (holding, closed)", max_len=limits.TASK_REASON),
+            Field("assignee", "Reassign to (optional)")], "Move", focus="status")
+
+        async def submit(values: dict):
+            try:
+                return await self.client.move_task(task_id, values["status"], values["reason"] or None,
+                                                   values["assignee"] or None)
+            except ApiError as exc:
+                if exc.status == 409 and exc.allowed:  # moved meanwhile: offer what the server allows now
+                    form.query_one("#field-status", Select).set_options([(s, s) for s in exc.allowed])
+                raise
+        form.submit = submit
+        task = await self.push_screen_wait(form)
         self.moved(task, on_done)
+
+
+def binding_ids() -> set[str]:
+    """Every binding id keys.toml may name: the app's, the panes' and the form's."""
+    classes = [CoordApp, FormScreen] + [cls for _, _, cls in PANES]
+    return {b.id for cls in classes for base in cls.__mro__ for b in base.__dict__.get("BINDINGS", [])
+            if isinstance(b, Binding) and b.id}

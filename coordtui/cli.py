@@ -79,6 +79,7 @@ class Options:
     data: Path | None
     bell: bool
     token_file: Path | None = None
+    notify: bool = False
 
 
 def _read_token_file(path: Path | str | None) -> str | None:
@@ -202,8 +203,10 @@ def main_options(ctx: typer.Context,
                                             "running on the same data dir."),
                  data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --serve (default: "
                                                      f"{default_data_dir()})."),
-                 bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items.")) -> None:
-    ctx.obj = Options(url, token, profile, serve, data, bell, token_file)
+                 bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items."),
+                 notify: bool = typer.Option(False, "--notify", help="Desktop notifications through the terminal "
+                                             "(OSC 9 and OSC 777) for new mail, chat and urgent items.")) -> None:
+    ctx.obj = Options(url, token, profile, serve, data, bell, token_file, notify)
     if data and not serve:
         _fail(EXIT_USAGE, "--data needs --serve")
     if ctx.invoked_subcommand is None:
@@ -215,7 +218,7 @@ def run_tui(options: Options) -> None:
     if options.serve:
         bundled = _bundled(options)
         where = bundled.url.split("://", 1)[-1]
-        app = CoordApp(Profile(f"bundled http://{where}", bundled.url, bundled.token), bell=options.bell,
+        app = CoordApp(Profile(f"bundled http://{where}", bundled.url, bundled.token), bell=options.bell, notify=options.notify,
                        embedded=bundled)
         bundled.on_takeover = lambda text: app.call_from_thread(app.notify, text, title="Bundled server", timeout=8)
         bundled.watch()
@@ -228,7 +231,7 @@ def run_tui(options: Options) -> None:
         profile = resolve(options)
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
-    CoordApp(profile, bell=options.bell).run()
+    CoordApp(profile, bell=options.bell, notify=options.notify).run()
 
 
 @cli.command()

@@ -176,6 +176,16 @@ class CoordClient:
     async def mark_read(self, channel_id: str) -> None:
         await self.request("POST", f"/api/chat/channels/{_q(channel_id)}/read")
 
+    async def archive_channel(self, channel_id: str) -> None:
+        await self.request("POST", f"/api/chat/channels/{_q(channel_id)}/archive")
+
+    async def unarchive_channel(self, channel_id: str) -> None:
+        await self.request("POST", f"/api/chat/channels/{_q(channel_id)}/unarchive")
+
+    async def unread_mail(self) -> int:
+        """The server's count of unread received mail (one row fetched, `total` counts them all)."""
+        return (await self.inbox("unread", limit=1)).total
+
     async def typing(self, channel_id: str) -> None:
         await self.request("POST", f"/api/chat/channels/{_q(channel_id)}/typing")
 

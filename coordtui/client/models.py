@@ -250,6 +250,9 @@ class WakeItem:
     role: str | None = None
     target_agent: str | None = None
     ephemeral: bool = False
+    channel_id: str | None = None  # chat items (API.md §18)
+    channel_type: str | None = None
+    channel_name: str | None = None
 
     @property
     def key(self) -> str:
@@ -261,7 +264,9 @@ class WakeItem:
                    summary=str(row.get("summary") or ""), action=str(row.get("action") or ""),
                    priority=str(row.get("priority") or "normal"), age=str(row.get("age") or ""),
                    status=row.get("status"), project_id=row.get("projectId"), app_name=row.get("appName"),
-                   role=row.get("role"), target_agent=row.get("targetAgent"), ephemeral=bool(row.get("ephemeral")))
+                   role=row.get("role"), target_agent=row.get("targetAgent"), ephemeral=bool(row.get("ephemeral")),
+                   channel_id=row.get("channelId"), channel_type=row.get("channelType"),
+                   channel_name=row.get("channelName"))
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from datetime import datetime
+
 from rich.markup import escape
+from textual.binding import Binding
 from textual.widget import Widget
+from textual.widgets import DataTable, Input, Tree
 
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import ServerEvent
@@ -23,6 +27,12 @@ class Pane(Widget, can_focus=False):
     TITLE: ClassVar[str] = ""
     EVENT_TYPES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[list[tuple[str, str]]] = []
+    POLL_SECONDS: ClassVar[float | None] = None  # for data no event announces: reloaded this often while in view
+    FRESH_FOR: ClassVar[float] = 10.0  # a pane returning to view older than this reloads at once
+    SERVER_FILTER: ClassVar[bool] = False  # `/` asks the server (on enter) instead of filtering what is shown
+    BINDINGS = [Binding("slash", "filter", "Filter", id="pane.filter"),
+                Binding("j", "cursor(1)", "Down", show=False, id="pane.down"),
+                Binding("k", "cursor(-1)", "Up", show=False, id="pane.up")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -32,6 +42,9 @@ class Pane(Widget, can_focus=False):
         self.loads = 0
         self.last_error: str | None = None
         self.unsupported = False
+        self.updated_at: datetime | None = None
+        self.filter_text = ""
+        self._last_data: Any = None
 
     @property
     def coord(self) -> "CoordApp":
@@ -70,7 +83,7 @@ class Pane(Widget, can_focus=False):
                     self.last_error = None
                     self.unsupported = False
                     self.loads += 1
-                    self.show(data)
+                    self.render_data(data)
                 if not self._again:
                     break
         finally:
@@ -86,6 +99,94 @@ class Pane(Widget, can_focus=False):
 
     def show(self, data: Any) -> None:
         raise TypeError(f"{type(self).__name__} must define show()")
+
+    def render_data(self, data: Any) -> None:
+        """Shows fresh data and remembers it, so a filter can re-show it without asking the server."""
+        self._last_data = data
+        self.updated_at = self.coord.now()
+        self.show(data)
+        if self.active:
+            self.coord.render_updated()
+
+    def on_mount(self) -> None:
+        if self.POLL_SECONDS:
+            self.set_interval(self.POLL_SECONDS, self._poll)
+
+    def _poll(self) -> None:
+        if self.active and not self.busy and not self.unsupported:
+            self.request_reload()
+
+    # --- `/` filter, j/k, focus ------------------------------------------------------------
+
+    def matches(self, *texts: object) -> bool:
+        """Whether a row passes the filter: every word of it appears somewhere in the row (any case)."""
+        if not self.filter_text or self.SERVER_FILTER:
+            return True
+        haystack = " ".join(str(getattr(t, "plain", t) or "") for t in texts).casefold()
+        return all(word in haystack for word in self.filter_text.casefold().split())
+
+    def filter_input(self) -> Input:
+        found = self.query(f"#{self.id}-filter")
+        if found:
+            return found.first(Input)
+        box = Input(placeholder="filter (escape clears)" if not self.SERVER_FILTER else "search (enter), escape clears",
+                    id=f"{self.id}-filter", classes="pane-filter")
+        box.cursor_blink = False
+        self.mount(box, before=0)
+        return box
+
+    def action_filter(self) -> None:
+        box = self.filter_input()
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == f"{self.id}-filter" and not self.SERVER_FILTER:
+            self.filter_text = event.value.strip()
+            self.refilter()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != f"{self.id}-filter":
+            return
+        self.filter_text = event.value.strip()
+        if not self.filter_text:
+            event.input.display = False
+        self.focus_list()
+        self.refilter()
+
+    def on_key(self, event) -> None:
+        boxes = self.query(f"#{self.id}-filter")
+        if event.key != "escape" or not boxes:
+            return
+        box = boxes.first(Input)
+        if box.has_focus or self.filter_text:
+            box.value = ""
+            box.display = False
+            self.filter_text = ""
+            self.focus_list()
+            self.refilter()
+            event.stop()
+
+    def refilter(self) -> None:
+        if self.SERVER_FILTER:
+            self.request_reload()
+        elif self._last_data is not None:
+            self.show(self._last_data)
+
+    def focus_default(self) -> None:
+        """Where the cursor goes when the pane comes into view."""
+        self.focus_list()
+
+    def focus_list(self) -> None:
+        """The pane's first visible list gets the keys (escape from an input lands here)."""
+        lists = [w for w in self.query("DataTable, Tree") if w.display]
+        if lists:
+            lists[0].focus()
+
+    def action_cursor(self, step: int) -> None:
+        focused = self.app.focused
+        if isinstance(focused, (DataTable, Tree)):
+            (focused.action_cursor_down if step > 0 else focused.action_cursor_up)()
 
     def show_error(self, exc: Exception) -> None:
         """Says why the pane is empty: in its summary line, and once as a toast."""
@@ -113,7 +214,9 @@ class Pane(Widget, can_focus=False):
         return event.type in self.EVENT_TYPES
 
     def activated(self) -> None:
-        if self.stale:
+        """Back in view: stale or old data reloads at once (what was shown stays until the answer comes)."""
+        age = (self.coord.now() - self.updated_at).total_seconds() if self.updated_at else None
+        if self.stale or age is None or age > self.FRESH_FOR:
             self.request_reload()
 
     async def act(self, coro, success: str | None = None) -> Any:

@@ -30,6 +30,8 @@ class BuzzPane(Pane):
         table.clear()
         now = self.coord.now()
         for event in events:
+            if not self.matches(event.app_name, event.title, event.body):
+                continue
             title = Text(event.title, style="dim strike" if event.suppressed else "bold")
             table.add_row(age_text(event.received_at, now), event.app_name, title,
                           (event.body or "").replace("\n", " ")[:120], key=str(event.id))

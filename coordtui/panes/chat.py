@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
 from ..client.models import Channel, ChatMessage, ServerEvent
+from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
 from .base import Pane
 
@@ -23,10 +24,15 @@ TYPING_SENT_EVERY = 3.0
 class ChatPane(Pane):
     TITLE = "Chat"
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
-    KEYS = [("enter", "open channel / send"), ("n", "jump to the next unread channel"), ("i", "write a message"),
-            ("d", "open a direct message"), ("g", "new group chat"), ("escape", "back to the channel list")]
-    BINDINGS = [Binding("n", "next_unread", "Next unread"), Binding("i", "write", "Write"),
-                Binding("d", "open_dm", "DM"), Binding("g", "app.ops('group')", "Group")]
+    KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
+            ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),
+            ("escape", "back to the channel list"),
+            ("", "the open channel is marked read as messages arrive while this pane is in view")]
+    BINDINGS = [Binding("n", "next_unread(1)", "Next unread", id="chat.next_unread"),
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="chat.prev_unread"),
+                Binding("i", "write", "Write", id="chat.write"), Binding("d", "open_dm", "DM", id="chat.dm"),
+                Binding("x", "archive", "Archive", id="chat.archive"),
+                Binding("g", "app.ops('group')", "Group", id="chat.group")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -37,6 +43,7 @@ class ChatPane(Pane):
         self._typing_sent = 0.0
         self._typing_text = ""
         self.need_messages = True
+        self.input_next = False  # the next time the pane comes into view, the cursor goes to the message box
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -64,11 +71,12 @@ class ChatPane(Pane):
             # live messages arrive by event; the history is fetched on opening a channel or after a gap
             self.need_messages = False
             messages = await self.client.chat_messages(self.current, limit=100)
-            current = next((c for c in channels if c.id == self.current), None)
-            if current is not None and current.unread and self.active:
-                await self.client.mark_read(self.current)
-                channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
-                                                                     c.last_at) for c in channels]
+        current = next((c for c in channels if c.id == self.current), None)
+        if current is not None and current.unread and self.active:
+            await self.client.mark_read(self.current)
+            self.coord.recount()
+            channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
+                                                                 c.last_at) for c in channels]
         return channels, messages
 
     def show(self, data) -> None:
@@ -76,12 +84,15 @@ class ChatPane(Pane):
         table = self.query_one("#chat-channels", DataTable)
         table.clear()
         self.channels = {c.id: c for c in channels}
+        self.coord.counts_seen(channels=channels)
         me = self.coord.identity or ""
         for channel in channels:
+            if not self.matches(channel.label(me), channel.name, *channel.members):
+                continue
             unread = Text(str(channel.unread), style="bold cyan") if channel.unread else Text("")
             style = "bold" if channel.unread else ""
             table.add_row(Text(channel.label(me), style=style), unread, key=channel.id)
-        if self.current in self.channels:
+        if self.current in table.rows:
             table.move_cursor(row=table.get_row_index(self.current))
         if messages is not None:
             self.messages = {m.id: m for m in messages}
@@ -110,7 +121,7 @@ class ChatPane(Pane):
             self.query_one("#chat-typing", Static).update(text)
 
     def handle_events(self, events: list[ServerEvent]) -> None:
-        changed = False
+        changed = read_now = False
         for event in events:
             channel_id = event.data.get("channelId")
             if event.type == "chat_typing" and channel_id == self.current:
@@ -120,12 +131,25 @@ class ChatPane(Pane):
                 self.messages[message.id] = message
                 self.typing.pop(message.sender, None)
                 changed = True
+                read_now = read_now or message.sender != self.coord.identity
         if any(e.type in ("resync", "reconnected") for e in events):
             self.need_messages = True
         if changed and self.is_mounted:
             self.render_messages()
         self.render_typing()
-        super().handle_events(events)
+        if read_now and self.active:
+            self.mark_current_read()  # read as it arrives: the channel is open and in view
+        else:
+            super().handle_events(events)
+
+    @work(group="chat-read", exit_on_error=False)
+    async def mark_current_read(self) -> None:
+        channel_id = self.current
+        if channel_id is None or await self.act(self.client.mark_read(channel_id)) is None:
+            return
+        self.coord.counts_seen(channels=self.coord.counts.read(channel_id))
+        self.coord.recount()  # a count fetched before this read must not have the last word
+        self.request_reload()  # the other channels' counts and order
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.open_channel(event.row_key.value)
@@ -139,8 +163,10 @@ class ChatPane(Pane):
         self.need_messages = True
         self.request_reload()
 
-    def action_next_unread(self) -> None:
+    def action_next_unread(self, step: int = 1) -> None:
         ids = list(self.channels)
+        if step < 0:
+            ids.reverse()
         start = ids.index(self.current) + 1 if self.current in ids else 0
         for channel_id in ids[start:] + ids[:start]:
             if self.channels[channel_id].unread and channel_id != self.current:
@@ -149,7 +175,41 @@ class ChatPane(Pane):
         self.notify("No unread channels", timeout=2)
 
     def action_write(self) -> None:
+        self.focus_input()
+
+    def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
+
+    def focus_default(self) -> None:
+        if self.input_next:
+            self.input_next = False
+            self.focus_input()
+        else:
+            super().focus_default()
+
+    def open_for_reading(self, channel_id: str) -> None:
+        """From Wake or a DM: the channel opens with the cursor in the message box."""
+        self.open_channel(channel_id)
+        if self.active:
+            self.focus_input()
+        else:
+            self.input_next = True
+
+    @work(group="chat-action", exit_on_error=False)
+    async def action_archive(self) -> None:
+        channel = self.channels.get(self.current or "")
+        if channel is None:
+            return
+        label = channel.label(self.coord.identity or "")
+        if not await self.app.push_screen_wait(ConfirmScreen(f"Archive {label}? (only for you)", "Archive")):
+            return
+        if await self.act(self.client.archive_channel(channel.id)) is None:
+            return
+        self.current = None
+        self.messages = {}
+        self.need_messages = True
+        self.coord.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
+        self.request_reload()
 
     def on_key(self, event) -> None:
         if event.key == "escape" and self.query_one("#chat-input", Input).has_focus:
@@ -198,4 +258,4 @@ class ChatPane(Pane):
         channel_id = await self.app.push_screen_wait(FormScreen("Direct message", [
             Field("identity", "With", required=True)], "Open", submit=lambda v: self.client.open_dm(v["identity"])))
         if isinstance(channel_id, str):
-            self.open_channel(channel_id)
+            self.open_for_reading(channel_id)

@@ -4,10 +4,11 @@ from __future__ import annotations
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Static
 
 from ..client import limits
 from ..client.models import DirectoryEntry
+from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
 from .base import Pane
 
@@ -15,23 +16,23 @@ from .base import Pane
 class DirectoryPane(Pane):
     TITLE = "Directory"
     EVENT_TYPES = frozenset({"resync", "reconnected"})
-    KEYS = [("a", "add a link"), ("d", "delete the link"), ("/", "search")]
-    BINDINGS = [Binding("a", "add", "Add"), Binding("d", "delete", "Delete"), Binding("slash", "search", "Search")]
+    POLL_SECONDS = 15.0  # no event announces link changes
+    SERVER_FILTER = True
+    KEYS = [("a", "add a link"), ("d", "delete the link (asks first)"), ("/", "search (enter; escape clears)")]
+    BINDINGS = [Binding("a", "add", "Add", id="directory.add"), Binding("d", "delete", "Delete", id="directory.delete")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.entries: dict[str, DirectoryEntry] = {}
-        self.query_text = ""
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search links (enter)", id="directory-search", classes="hidden")
         yield Static("", id="directory-summary", classes="pane-summary")
         table = DataTable(id="directory-table", cursor_type="row")
         table.add_columns("Title", "URL", "By", "Description")
         yield table
 
     async def load(self) -> list[DirectoryEntry]:
-        return await self.client.directory(self.query_text or None)
+        return await self.client.directory(self.filter_text or None)
 
     def show(self, entries: list[DirectoryEntry]) -> None:
         table = self.query_one("#directory-table", DataTable)
@@ -39,20 +40,8 @@ class DirectoryPane(Pane):
         self.entries = {str(e.id): e for e in entries}
         for entry in entries:
             table.add_row(entry.title, entry.url, entry.created_by or "", entry.description or "", key=str(entry.id))
-        label = f"search “{self.query_text}”: " if self.query_text else ""
+        label = f"search “{self.filter_text}”: " if self.filter_text else ""
         self.query_one("#directory-summary", Static).update(f"{label}{len(entries)} links")
-
-    def action_search(self) -> None:
-        search = self.query_one("#directory-search", Input)
-        search.remove_class("hidden")
-        search.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_text = event.value.strip()
-        if not self.query_text:
-            event.input.add_class("hidden")
-        self.query_one("#directory-table", DataTable).focus()
-        self.request_reload()
 
     def selected(self) -> DirectoryEntry | None:
         table = self.query_one("#directory-table", DataTable)
@@ -74,5 +63,8 @@ class DirectoryPane(Pane):
     @work(group="directory-action", exit_on_error=False)
     async def action_delete(self) -> None:
         entry = self.selected()
-        if entry is not None and await self.act(self.client.delete_directory(entry.id), f"Deleted {entry.title}"):
+        if entry is None or not await self.app.push_screen_wait(ConfirmScreen(f"Delete the link “{entry.title}”?",
+                                                                              "Delete")):
+            return
+        if await self.act(self.client.delete_directory(entry.id), f"Deleted {entry.title}"):
             self.request_reload()

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Static
 from ..client import limits
 from ..client.api import ApiError
 from ..client.models import Message, age_text
+from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
 
@@ -35,16 +36,24 @@ def thread_key(message: Message) -> str:
 class InboxPane(Pane):
     TITLE = "Inbox"
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
-    KEYS = [("enter", "show the thread"), ("c", "compose"), ("r", "reply"), ("a", "acknowledge"),
-            ("p", "toggle pending"), ("/", "search (escape clears)")]
-    BINDINGS = [Binding("c", "compose", "Compose"), Binding("r", "reply", "Reply"), Binding("a", "ack", "Ack"),
-                Binding("p", "pending", "Pending"), Binding("slash", "search", "Search")]
+    KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
+            ("r", "reply"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
+            ("n / N", "next / previous unread"), ("s", "sent mail / received mail"),
+            ("/", "search (enter; escape clears)"), ("ctrl+e", "in a form: write the body in $EDITOR")]
+    BINDINGS = [Binding("c", "compose", "Compose", id="inbox.compose"), Binding("r", "reply", "Reply", id="inbox.reply"),
+                Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", id="inbox.ack_all"),
+                Binding("p", "pending", "Pending", id="inbox.pending"),
+                Binding("n", "next_unread(1)", "Next unread", id="inbox.next_unread"),
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="inbox.prev_unread"),
+                Binding("s", "toggle_sent", "Sent", id="inbox.sent"),
+                Binding("slash", "search", "Search", id="inbox.search")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.messages: dict[int, Message] = {}
         self.sent: list[Message] = []
         self.query_text = ""
+        self.view = "received"  # or "sent"
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search mail (enter), escape to clear", id="inbox-search", classes="hidden")
@@ -72,6 +81,10 @@ class InboxPane(Pane):
 
     def show(self, data) -> None:
         messages, self.sent, unread = data
+        if not self.query_text:
+            self.coord.counts_seen(mail=unread)
+        if self.view == "sent":
+            messages = self.sent
         table = self.query_one("#inbox-table", DataTable)
         selected = self.selected()
         table.clear()
@@ -83,11 +96,14 @@ class InboxPane(Pane):
                 Text("●", style="bold cyan") if message.unread else Text(" "))
             if message.response_waiting:
                 flag = Text("⏳" if not message.unread else "●⏳", style="yellow")
-            style = "bold" if message.unread else ""
-            table.add_row(flag, Text(message.sender, style=style), Text(message.title, style=style),
+            style = "bold" if message.unread and self.view == "received" else ""
+            who = message.sender if self.view == "received" else f"→ {message.recipient}"
+            table.add_row(flag, Text(who, style=style), Text(message.title, style=style),
                           age_text(message.created_at, now), key=str(message.id))
         label = f"search “{self.query_text}”: {len(messages)} found" if self.query_text else \
             f"{unread} unread · {len(messages)} shown"
+        if self.view == "sent":
+            label = f"sent: {len(messages)} shown (s: received mail)"
         self.query_one("#inbox-summary", Static).update(label)
         if selected is not None and selected.id in self.messages:
             table.move_cursor(row=table.get_row_index(str(selected.id)))
@@ -102,6 +118,57 @@ class InboxPane(Pane):
         except Exception:
             return None
         return self.messages.get(int(key)) if key and key.isdigit() else None
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter opens the message: the thread shows, and (unless keys.toml says otherwise) it is marked read."""
+        message = self.selected()
+        if message is None:
+            return
+        self.show_thread()
+        if message.unread and self.view == "received" and self.coord.key_config.options["open_marks_read"]:
+            self.mark_read(message.id)
+
+    @work(group="inbox-read", exit_on_error=False)
+    async def mark_read(self, message_id: int) -> None:
+        if await self.act(self.client.ack(message_id)):
+            self.request_reload()
+
+    def action_next_unread(self, step: int) -> None:
+        table = self.query_one("#inbox-table", DataTable)
+        keys = [k.value for k in table.rows]
+        unread = [i for i, k in enumerate(keys) if k and k.isdigit() and self.messages[int(k)].unread]
+        if not unread or self.view != "received":
+            self.notify("No unread mail", timeout=2)
+            return
+        here = table.cursor_row
+        later = [i for i in unread if (i - here) * step > 0]
+        target = (later[0] if step > 0 else later[-1]) if later else (unread[0] if step > 0 else unread[-1])
+        table.focus()
+        table.move_cursor(row=target)
+
+    def action_toggle_sent(self) -> None:
+        self.view = "sent" if self.view == "received" else "received"
+        if self._last_data is not None:
+            self.show(self._last_data)
+
+    @work(group="inbox-action", exit_on_error=False)
+    async def action_ack_all(self) -> None:
+        try:
+            unread = await self.client.inbox_all("unread")
+        except Exception as exc:  # ApiError or ConnectionFailed: said once, nothing changed
+            self.notify(str(exc), severity="error", timeout=5)
+            return
+        if not unread:
+            self.notify("No unread mail", timeout=2)
+            return
+        noun = "message" if len(unread) == 1 else "messages"
+        if not await self.app.push_screen_wait(ConfirmScreen(f"Mark all {len(unread)} unread {noun} read?",
+                                                             "Mark read")):
+            return
+        done = await self.act(self.client.ack_many([m.id for m in unread]))
+        if done:
+            self.notify(f"Marked {len(done.get('success') or [])} read", timeout=3)
+            self.request_reload()
 
     def select_message(self, message_id: int) -> None:
         table = self.query_one("#inbox-table", DataTable)
@@ -191,6 +258,8 @@ class InboxPane(Pane):
         if message is None:
             return
         waiting = not message.response_waiting
-        if await self.act(self.client.set_pending(message.id, waiting),
-                          "Marked pending" if waiting else "No longer pending"):
+        if await self.act(self.client.set_pending(message.id, waiting), "Marked pending" if waiting else None):
+            if not waiting:
+                self.coord.offer_undo(f"No longer pending: {message.title}",
+                                      lambda: self.client.set_pending(message.id, True))
             self.request_reload()

@@ -21,7 +21,8 @@ class NotebookPane(Pane):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list")]
-    BINDINGS = [Binding("n", "new_page", "New page"), Binding("ctrl+l", "toggle_lock", "Lock")]
+    BINDINGS = [Binding("n", "new_page", "New page", id="notebook.new"),
+                Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -51,9 +52,11 @@ class NotebookPane(Pane):
         self.pages = {p.id: p for p in pages}
         now = self.coord.now()
         for page in pages:
+            if not self.matches(page.title, *(page.tags or [])):
+                continue
             mark = "🔒 " if page.locked else ""
             table.add_row(mark + page.title, age_text(page.updated_at, now), key=page.id)
-        if self.page_id in self.pages:
+        if self.page_id in self.pages and self.page_id in table.rows:
             table.move_cursor(row=table.get_row_index(self.page_id))
         self.render_status()
 

@@ -1,5 +1,7 @@
-"""Presence: who is online (first), last seen, unread mail and active tasks."""
+"""Presence: who is active, idle, away or offline (from lastSeen), unread mail and active tasks."""
 from __future__ import annotations
+
+from datetime import datetime
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -8,21 +10,42 @@ from textual.widgets import DataTable, Static
 from ..client.models import PresenceEntry, age_text
 from .base import Pane
 
+# From lastSeen (the server's `online` is "seen in the last 5 minutes"): documented in the help screen.
+IDLE_AFTER = 2 * 60      # active: seen in the last 2 minutes
+AWAY_AFTER = 15 * 60     # idle: 2-15 minutes; away: longer (or never seen) while the server still says online
+STATE_LOOK = {"active": ("●", "bold green"), "idle": ("◐", "yellow"), "away": ("◌", "dark_orange"),
+              "offline": ("○", "dim")}
+STATE_RANK = {"active": 0, "idle": 1, "away": 2, "offline": 3}
 
-def order_presence(entries: list[PresenceEntry]) -> list[PresenceEntry]:
-    return sorted(entries, key=lambda e: (not e.online, e.identity))
+
+def presence_state(entry: PresenceEntry, now: datetime) -> str:
+    if entry.last_seen is None:
+        return "away" if entry.online else "offline"
+    seconds = (now - entry.last_seen).total_seconds()
+    if seconds < IDLE_AFTER:
+        return "active"
+    if seconds < AWAY_AFTER:
+        return "idle"
+    return "away" if entry.online else "offline"
+
+
+def order_presence(entries: list[PresenceEntry], now: datetime) -> list[PresenceEntry]:
+    return sorted(entries, key=lambda e: (STATE_RANK[presence_state(e, now)], e.identity))
 
 
 class PresencePane(Pane):
     TITLE = "Presence"
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
-    KEYS = [("ctrl+r", "refresh")]
+    POLL_SECONDS = 30.0  # active turns idle and away with time alone
+    KEYS = [("ctrl+r", "refresh"), ("/", "filter"),
+            ("states", f"active < {IDLE_AFTER // 60} min since last seen · idle < {AWAY_AFTER // 60} min · "
+                       "away: longer · offline: the server says not online")]
 
     def compose(self) -> ComposeResult:
         yield Static("", id="presence-summary", classes="pane-summary")
         table = DataTable(id="presence-table", cursor_type="row")
-        table.add_columns("", "Identity", "Last seen", "Via", "Unread", "Tasks")
+        table.add_columns("", "Identity", "State", "Last seen", "Via", "Unread", "Tasks")
         yield table
 
     async def load(self) -> list[PresenceEntry]:
@@ -32,11 +55,17 @@ class PresencePane(Pane):
         table = self.query_one("#presence-table", DataTable)
         table.clear()
         now = self.coord.now()
-        entries = order_presence(entries)
+        entries = order_presence(entries, now)
+        counts = {state: 0 for state in STATE_RANK}
         for entry in entries:
-            dot = Text("●", style="bold green") if entry.online else Text("○", style="dim")
+            state = presence_state(entry, now)
+            counts[state] += 1
+            if not self.matches(entry.identity, state):
+                continue
+            dot, style = STATE_LOOK[state]
             seen = f"{age_text(entry.last_seen, now)} ago" if entry.last_seen else "never"
-            table.add_row(dot, Text(entry.identity, style="bold" if entry.online else ""), seen, entry.source or "",
-                          str(entry.unread), "" if entry.tasks is None else str(entry.tasks), key=entry.identity)
-        online = sum(1 for e in entries if e.online)
-        self.query_one("#presence-summary", Static).update(f"{online} online · {len(entries)} known")
+            table.add_row(Text(dot, style=style), Text(entry.identity, style="bold" if state == "active" else ""),
+                          Text(state, style=style), seen, entry.source or "", str(entry.unread),
+                          "" if entry.tasks is None else str(entry.tasks), key=entry.identity)
+        self.query_one("#presence-summary", Static).update(
+            f"{counts['active']} active · {counts['idle']} idle · {counts['away']} away · {len(entries)} known")

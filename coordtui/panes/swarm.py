@@ -9,7 +9,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
 from ..client.models import Project, Task
-from ..client import limits
+from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
 from .base import Pane
 
@@ -28,22 +28,26 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
               Field("project", "Project", current, kind="select", options=choices)]
     if with_status:
         fields.append(Field("status", "Status", "ready", kind="select", options=BOARD))
-    return FormScreen(title, fields, "Save" if task else "Create", submit=submit)
+    return FormScreen(title, fields, "Save" if task else "Create", submit=submit, focus="title")
 
 
 class SwarmPane(Pane):
     TITLE = "Swarm"
     EVENT_TYPES = frozenset({"swarm_task_created", "swarm_task_updated", "resync", "reconnected"})
-    KEYS = [("tab / h l", "previous / next column"), ("enter", "task detail and history"),
-            ("[ / ]", "move the task one column left / right"), ("m", "move to a chosen status"),
+    KEYS = [("tab / h l", "previous / next column"), ("j k", "down / up"), ("enter", "task detail and history"),
+            ("] / [", "one step along the path (ready → in progress → review → complete) / back"),
+            ("m", "move: only the statuses allowed from here"),
             ("c", "claim (start) the task"), ("n", "new task"), ("e", "edit the task"),
-            ("f", "filter by project (cycles)"), ("P", "projects"), ("R", "recurring templates")]
-    BINDINGS = [Binding("left_square_bracket", "shift(-1)", "Move ←"),
-                Binding("right_square_bracket", "shift(1)", "Move →"),
-                Binding("m", "move", "Move"), Binding("c", "claim", "Claim"), Binding("n", "new", "New"),
-                Binding("e", "edit", "Edit"), Binding("f", "filter", "Project"),
+            ("f", "filter by project (cycles)"), ("/", "filter tasks by text"),
+            ("P", "projects"), ("R", "recurring templates")]
+    BINDINGS = [Binding("left_square_bracket", "shift(-1)", "Move ←", id="swarm.back"),
+                Binding("right_square_bracket", "shift(1)", "Move →", id="swarm.forward"),
+                Binding("m", "move", "Move", id="swarm.move"), Binding("c", "claim", "Claim", id="swarm.claim"),
+                Binding("n", "new", "New", id="swarm.new"),
+                Binding("e", "edit", "Edit", id="swarm.edit"), Binding("f", "project", "Project", id="swarm.project"),
                 Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
-                Binding("P", "app.ops('projects')", "Projects"), Binding("R", "app.ops('templates')", "Recurring")]
+                Binding("P", "app.ops('projects')", "Projects", id="swarm.projects"),
+                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -72,6 +76,8 @@ class SwarmPane(Pane):
         self.tasks = {t.id: t for t in tasks}
         by_status = {status: [] for status in BOARD}
         for task in tasks:
+            if not self.matches(task.title, task.assignee, task.detail):
+                continue
             by_status.setdefault(task.status, []).append(task)
         colours = {p.id: p.color for p in self.projects}
         for status in BOARD:
@@ -86,7 +92,11 @@ class SwarmPane(Pane):
                               key=task.id)
             table.refresh()
         self.filter_label = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
-        self.query_one("#swarm-summary", Static).update(f"{len(tasks)} tasks · {self.filter_label} (f cycles)")
+        shown = sum(len(rows) for rows in by_status.values())
+        text = f"{len(tasks)} tasks · {self.filter_label} (f cycles)"
+        if self.filter_text:
+            text = f"filter “{self.filter_text}”: {shown} of {text}"
+        self.query_one("#swarm-summary", Static).update(text)
         if selected is not None and selected.id in self.tasks:
             self.select_task(selected.id)
             self.describe(self.tasks[selected.id])
@@ -147,7 +157,7 @@ class SwarmPane(Pane):
         if task is not None:
             self.coord.open_task(task.id)
 
-    def action_filter(self) -> None:
+    def action_project(self) -> None:
         ids = [None] + [p.id for p in self.projects]
         self.project_id = ids[(ids.index(self.project_id) + 1) % len(ids)] if self.project_id in ids else None
         self.request_reload()
@@ -156,10 +166,13 @@ class SwarmPane(Pane):
         task = self._need()
         if task is None:
             return
-        index = BOARD.index(task.status) if task.status in BOARD else 0
-        target = BOARD[max(0, min(len(BOARD) - 1, index + step))]
-        if target != task.status:
-            self.coord.move_task(task.id, target, on_done=self.after_move)
+        target = transitions.step(task.status, step)
+        if target is None:
+            allowed = ", ".join(transitions.allowed_moves(task.status))
+            self.notify(f"No step {'forward' if step > 0 else 'back'} from {task.status} (m offers: {allowed})",
+                        severity="warning", timeout=4)
+            return
+        self.coord.move_task(task.id, target, on_done=self.after_move)
 
     def after_move(self, task: Task | None = None) -> None:
         self.request_reload()
@@ -167,7 +180,7 @@ class SwarmPane(Pane):
     def action_move(self) -> None:
         task = self._need()
         if task is not None:
-            self.coord.move_task_dialog(task.id, task.title, on_done=self.after_move)
+            self.coord.move_task_dialog(task.id, task.title, on_done=self.after_move, status=task.status)
 
     def action_claim(self) -> None:
         task = self._need()

@@ -14,9 +14,9 @@ from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
 
-SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "swarm": 4}
+SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
 SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
-                 "message_pending": "Awaiting your answer", "swarm": "Tasks"}
+                 "message_pending": "Awaiting your answer", "chat": "Unread chat", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
 
 
@@ -29,12 +29,13 @@ class WakePane(Pane):
     TITLE = "Wake"
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected"})
-    KEYS = [("enter", "open the item"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
+    KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
             ("t", "create a task from a buzz alert")]
-    BINDINGS = [Binding("a", "ack", "Ack"), Binding("p", "pending", "Pending"), Binding("r", "reply", "Reply"),
-                Binding("c", "claim", "Claim"), Binding("m", "move", "Move"),
-                Binding("t", "task_from_alert", "Task from alert")]
+    BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
+                Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
+                Binding("m", "move", "Move", id="wake.move"),
+                Binding("t", "task_from_alert", "Task from alert", id="wake.task")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -49,15 +50,21 @@ class WakePane(Pane):
         yield table
 
     async def load(self) -> Wake:
-        return await self.client.wake()
+        wake = await self.client.wake()
+        if not any(item.source == "chat" for item in wake.items):  # an older server: chat from the channels
+            self.coord.counts.set_channels(await self.client.channels())
+        return wake
 
     def show(self, wake: Wake) -> None:
         self.coord.wake_seen(wake)
-        wake = self._with_kept_alerts(wake)
+        self.coord.counts_seen(wake=wake)
+        wake = self.coord.wake_view(wake)
         self.wake = wake
         summary = wake.summary or "All clear: nothing is waiting for you."
+        if self.filter_text:
+            summary = f"filter “{self.filter_text}” · {summary}"
         self.query_one("#wake-summary", Static).update(summary)
-        signature = tuple((i.key, i.priority, i.age, i.summary) for i in wake.items)
+        signature = (self.filter_text,) + tuple((i.key, i.priority, i.age, i.summary) for i in wake.items)
         if signature != self._signature:  # bursts often change only the counts in the summary
             self._signature = signature
             self._fill_table(wake)
@@ -68,7 +75,8 @@ class WakePane(Pane):
         selected = self.selected_key()
         table.clear()
         self.items = {}
-        for source, items in group_items(wake.items):
+        shown = [i for i in wake.items if self.matches(i.summary, i.source, SOURCE_TITLES.get(i.source, ""))]
+        for source, items in group_items(shown):
             table.add_row(Text(""), Text(""), Text(f"── {SOURCE_TITLES.get(source, source)} ({len(items)})", style="bold"),
                           key=f"group:{source}")
             for item in items:
@@ -84,25 +92,13 @@ class WakePane(Pane):
         pulses = [e for e in events if e.type == "wake_pulse"]
         if pulses:
             if self.active:
-                self.show(Wake.parse(pulses[-1].data))
+                self.render_data(Wake.parse(pulses[-1].data))
             else:
                 self.stale = True
         super().handle_events(events)
 
     def concerns(self, event: ServerEvent) -> bool:
         return event.type in self.EVENT_TYPES or (event.type == "inbox_check" and event.data.get("action") == "ack")
-
-    def _with_kept_alerts(self, wake: Wake) -> Wake:
-        """Buzz items are delivered once by the server; the app keeps them until dismissed (a) or
-        turned into a task, and they are listed here beside whatever the server still holds."""
-        present = {item.key for item in wake.items}
-        now = self.coord.now()
-        kept = [alert.shown(now) for alert in self.coord.alerts.alerts() if alert.item.key not in present]
-        if not kept:
-            return wake
-        note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
-        summary = f"{wake.summary} · {note}" if wake.summary else note
-        return Wake(wake.items + kept, summary, wake.instructions, wake.timestamp)
 
     def selected_key(self) -> str | None:
         table = self.query_one("#wake-table", DataTable)
@@ -176,7 +172,7 @@ class WakePane(Pane):
     def action_move(self) -> None:
         item = self._need("swarm")
         if item is not None:
-            self.coord.move_task_dialog(str(item.id), item.summary, on_done=self.request_reload)
+            self.coord.move_task_dialog(str(item.id), item.summary, on_done=self.request_reload, status=item.status)
 
     @work(group="wake-action", exit_on_error=False)
     async def action_task_from_alert(self) -> None:

@@ -6,12 +6,17 @@ inline and everything typed stays, to be fixed and sent again (ctrl+s).
 """
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rich.markup import escape
 from textual import work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -36,10 +41,14 @@ class Field:
 
 
 class FormScreen(ModalScreen[Any]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Send/Save", priority=True)]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"),
+                Binding("ctrl+s", "submit", "Send/Save", priority=True, id="form.submit"),
+                Binding("ctrl+e", "editor", "$EDITOR", priority=True, id="form.editor")]
 
-    def __init__(self, title: str, fields: list[Field], submit_label: str = "Save", submit: Submit | None = None):
+    def __init__(self, title: str, fields: list[Field], submit_label: str = "Save", submit: Submit | None = None,
+                 focus: str | None = None):
         super().__init__(classes="form-screen")
+        self.focus_field = focus
         self.form_title = title
         self.fields = fields
         self.submit_label = submit_label
@@ -48,7 +57,9 @@ class FormScreen(ModalScreen[Any]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="form"):
-            yield Label(f"[b]{escape(self.form_title)}[/b]  [dim]ctrl+s {self.submit_label.lower()} · esc cancel[/dim]",
+            editor = " · ctrl+e $EDITOR" if any(f.kind == "text" for f in self.fields) else ""
+            yield Label(f"[b]{escape(self.form_title)}[/b]  "
+                        f"[dim]ctrl+s {self.submit_label.lower()}{editor} · esc cancel[/dim]",
                         id="form-title")
             for field in self.fields:
                 widget_id = f"field-{field.name}"
@@ -77,7 +88,10 @@ class FormScreen(ModalScreen[Any]):
                 yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
-        """Focus starts in the first field still to fill in (e.g. the body of a reply)."""
+        """Focus starts on the field named by `focus`, else in the first field still to fill in (the body of a reply)."""
+        if self.focus_field:
+            self.query_one(f"#field-{self.focus_field}").focus()
+            return
         fields = [self.query_one(f"#field-{field.name}") for field in self.fields]
         empty = [w for w in fields if isinstance(w, (Input, TextArea)) and not (w.value if isinstance(w, Input)
                                                                                 else w.text)]
@@ -174,6 +188,20 @@ class FormScreen(ModalScreen[Any]):
         finally:
             self.sending = False
 
+    def action_editor(self) -> None:
+        """ctrl+e: the focused text field (else the first one) in $VISUAL/$EDITOR; the app is suspended meanwhile."""
+        areas = list(self.query(TextArea))
+        if not areas:
+            self.notify("This form has no text to edit", severity="warning", timeout=3)
+            return
+        area = self.focused if isinstance(self.focused, TextArea) else areas[0]
+        edited = edit_in_editor(self.app, area.text)
+        if edited is None:
+            self.notify("The editor failed; the text is unchanged", severity="error", timeout=5)
+            return
+        area.load_text(edited)
+        area.focus()
+
     def action_cancel(self) -> None:
         self.dismiss(None)
 
@@ -196,3 +224,25 @@ def reply_form(client, message_id: int, about: str) -> FormScreen:
     return FormScreen(f"Reply to {about}", [Field("body", "Reply", kind="text", required=True,
                                                   max_len=limits.MESSAGE_BODY)],
                       "Send", submit=lambda values: client.reply(message_id, values["body"]))
+
+
+def edit_in_editor(app, text: str) -> str | None:
+    """Runs $VISUAL or $EDITOR (default vi) on a temporary copy of `text`; None when the editor fails."""
+    command = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    fd, name = tempfile.mkstemp(prefix="coord-", suffix=".md")
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        try:
+            with app.suspend():
+                code = subprocess.call([*command, str(path)])
+        except SuspendNotSupported:  # headless (tests) or a web driver: nothing to hand the terminal over
+            code = subprocess.call([*command, str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        if code != 0:
+            return None
+        return path.read_text(encoding="utf-8").rstrip("\n")
+    except OSError:
+        return None
+    finally:
+        path.unlink(missing_ok=True)

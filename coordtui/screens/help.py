@@ -1,6 +1,7 @@
-"""The key list: global keys, then the active pane's own bindings."""
+"""The key list: global keys, the active pane's keys, and how to change them in keys.toml."""
 from __future__ import annotations
 
+from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -8,28 +9,61 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 GLOBAL_KEYS = [
-    ("1-9", "switch pane: 1 Wake, 2 Inbox, 3 Chat, 4 Swarm, 5 Presence, 6 Doctor, 7 Notebook, 8 Directory, 9 Buzz"),
+    ("1-9", "switch pane: 1 Wake, 2 Inbox, 3 Chat, 4 Swarm, 5 Who, 6 Doctor, 7 Notes, 8 Links, 9 Buzz"),
+    ("alt+1-9", "switch pane from anywhere, inside inputs and editors too (or escape, then the digit)"),
+    ("j / k", "down / up in lists (arrows too)"),
+    ("/", "filter the list of the pane (escape clears)"),
+    ("u", "undo the last undoable action (pending cleared, channel archived)"),
+    ("ctrl+e", "in a form: write the text in $VISUAL / $EDITOR"),
     ("ctrl+p", "command palette (panes, refresh, help)"),
     ("ctrl+r", "refresh the active pane"),
     ("?", "this help"),
     ("ctrl+q", "quit (stops the bundled server with --serve)"),
 ]
 
+NOTES = [
+    "Tab labels count what waits: wake items, unread mail, unread chat (from the server, live).",
+    "New mail and chat toast quietly when their pane is not in view; --notify also sends a desktop",
+    "notification through the terminal (OSC 9 / OSC 777); --bell rings on urgent items.",
+    "The top bar says when the pane in view was last updated.",
+]
+
+
+def key_rows(pane, keymap: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(key as configured, what it does, binding id) for the pane's own bindings."""
+    rows = []
+    seen = set()
+    for base in type(pane).__mro__:
+        for binding in base.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.id and binding.id not in seen:
+                seen.add(binding.id)
+                rows.append((keymap.get(binding.id, binding.key), binding.description or binding.action, binding.id))
+    return rows
+
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, pane_title: str, pane_keys: list[tuple[str, str]]):
+    def __init__(self, pane, key_config):
         super().__init__()
-        self.pane_title = pane_title
-        self.pane_keys = pane_keys
+        self.pane = pane
+        self.key_config = key_config
 
     def compose(self) -> ComposeResult:
+        keymap = self.key_config.keymap
         lines = ["[b]coordtui keys[/b]", ""]
-        lines += [f"  [b]{key:>8}[/b]  {text}" for key, text in GLOBAL_KEYS]
-        lines += ["", f"[b]{self.pane_title}[/b]", ""]
-        lines += [f"  [b]{key:>8}[/b]  {text}" for key, text in self.pane_keys] or ["  (no pane keys)"]
-        lines += ["", "escape closes"]
+        lines += [f"  [b]{escape(key):>9}[/b]  {escape(text)}" for key, text in GLOBAL_KEYS]
+        lines += [""] + [f"  {escape(note)}" for note in NOTES]
+        if self.pane is not None:
+            lines += ["", f"[b]{escape(self.pane.TITLE)}[/b]", ""]
+            lines += [f"  [b]{escape(key):>9}[/b]  {escape(text)}" for key, text in self.pane.KEYS]
+            lines += ["", "[b]Bindings[/b] (key · action · id for keys.toml)", ""]
+            lines += [f"  [b]{escape(key):>9}[/b]  {escape(text):<16} [dim]{escape(binding_id)}[/dim]"
+                      for key, text, binding_id in key_rows(self.pane, keymap)]
+        lines += ["", f"Your keys: {escape(str(self.key_config.path))}", '  [keys] "inbox.compose" = "C"   '
+                  '(also app.pane.wake…, app.help, app.reload, app.undo, form.submit, form.editor)',
+                  "  [options] open_marks_read = false   (opening a message no longer acknowledges it)",
+                  "", "escape closes"]
         with VerticalScroll(id="help"):
             yield Static("\n".join(lines), id="help-text")
 

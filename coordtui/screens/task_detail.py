@@ -72,7 +72,8 @@ class TaskDetailScreen(ModalScreen[None]):
 
     def action_move(self) -> None:
         if self.current_task is not None:
-            self.app.move_task_dialog(self.current_task.id, self.current_task.title, on_done=lambda *_: self.load())
+            self.app.move_task_dialog(self.current_task.id, self.current_task.title, on_done=lambda *_: self.load(),
+                                      status=self.current_task.status)
 
     def action_claim(self) -> None:
         if self.current_task is not None:

@@ -8,6 +8,7 @@ from textual.widgets import Tree
 from coordtui.panes.collab import CollabTextArea
 from coordtui.panes.doctor import DoctorPane
 from coordtui.screens.form import FormScreen
+from coordtui.screens.confirm import ConfirmScreen
 from tests.conftest import TOKENS, client
 from tests.tui.helpers import (fill_form, make_app, open_notebook_page, row_keys, select_row, table_text, wait_for,
                                wait_idle)
@@ -85,13 +86,19 @@ async def test_directory_add_search_delete(server):
             app.query_one("#directory-table").focus()
             await pilot.press("slash", *"nothing-matches", "enter")
             await wait_for(pilot, lambda: row_keys(app, "#directory-table") == [], what="search")
-            await pilot.press("slash")
-            app.query_one("#directory-search").value = ""
-            await pilot.press("enter")
+            await pilot.press("slash", "escape")  # escape clears the search
             await wait_for(pilot, lambda: str(entry["id"]) in row_keys(app, "#directory-table"), what="cleared")
             await wait_idle(pilot, app)
             select_row(app, "#directory-table", str(entry["id"]))
             await pilot.press("d")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="delete asks first")
+            await pilot.press("n")  # cancelled: still there
+            await wait_idle(pilot, app)
+            assert any(e["id"] == entry["id"] for e in entries())
+            select_row(app, "#directory-table", str(entry["id"]))
+            await pilot.press("d")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asks again")
+            await pilot.press("y")
             await wait_for(pilot, lambda: not any(e["id"] == entry["id"] for e in entries()), what="deleted")
 
 

@@ -27,6 +27,7 @@ def snap_server(tmp_path_factory):
     server = ServerThread(Settings.from_env(base_env(f"sqlite:///{path}")), clock=clock).start()
     seed(server, clock)
     clock.set(FROZEN_NOW)
+    server.seeded_reads = read_markers(server)
     yield server
     server.stop()
 
@@ -87,12 +88,12 @@ def prepare(pane: str, after=None):
             await pilot.pause(0.05)
         await pilot.press(PANE_KEYS[pane])
         target = app.pane(pane)
-        while target.loads == 0 or target.busy or app._pending:
+        while target.loads == 0 or target.busy or app._pending or app._counting:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never loaded"
             await pilot.pause(0.05)
         loads = target.loads  # one more load after the stream's connect-time events: the same picture every run
         await pilot.press("ctrl+r")
-        while target.loads == loads or target.busy or app._pending:
+        while target.loads == loads or target.busy or app._pending or app._counting:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never reloaded"
             await pilot.pause(0.05)
         if after is not None:
@@ -101,8 +102,31 @@ def prepare(pane: str, after=None):
             widget.cursor_blink = False
         await pilot.pause(0.2)
         app.clear_notifications()
+        app.query_one("#updated").display = False  # "updated Ns ago" / "refreshing…" is about timing, not layout
+        while any(p.busy for p in app.panes()) or app._pending or app._counting:
+            assert asyncio.get_running_loop().time() < deadline, "never settled"
+            await pilot.pause(0.05)
         await pilot.pause(0.1)
     return run_before
+
+
+def read_markers(server) -> list:
+    from coordserver.models import ChatMember
+    return server.call(lambda: server.coord.store.read(
+        lambda: [(m.channel, m.identity, m.last_read_at) for m in ChatMember.select()]))
+
+
+def reset_state(server) -> None:
+    """Every snapshot starts from the seeded state: alerts waiting, chat read markers as seeded (the chat
+    snapshot marks a channel read, and the tab badges of every later snapshot count it)."""
+    from coordserver.models import ChatMember
+    undeliver_alerts(server)
+
+    def restore():
+        for channel, identity, last_read in server.seeded_reads:
+            ChatMember.update(last_read_at=last_read).where(
+                (ChatMember.channel == channel) & (ChatMember.identity == identity)).execute()
+    server.call(lambda: server.coord.store.write(restore))
 
 
 def undeliver_alerts(server) -> None:
@@ -116,16 +140,18 @@ def undeliver_alerts(server) -> None:
 
 @pytest.mark.parametrize("pane", ["wake", "inbox", "chat", "swarm", "presence", "directory", "buzz"])
 def test_pane_snapshot(snap_server, snap_compare, pane):
-    undeliver_alerts(snap_server)
+    reset_state(snap_server)
     assert snap_compare(snapshot_app(snap_server), run_before=prepare(pane), terminal_size=(80, 24))
 
 
 def test_doctor_snapshot(snap_server, snap_compare):
+    reset_state(snap_server)
     assert snap_compare(snapshot_app(snap_server, "carol"), run_before=prepare("doctor"),
                         terminal_size=(80, 24))
 
 
 def test_notebook_snapshot(snap_server, snap_compare):
+    reset_state(snap_server)
 
     async def open_runbook(pilot):
         app = pilot.app
@@ -144,6 +170,7 @@ def test_notebook_snapshot(snap_server, snap_compare):
 
 
 def test_help_snapshot(snap_server, snap_compare):
+    reset_state(snap_server)
 
     async def open_help(pilot):
         await pilot.press("question_mark")

@@ -45,12 +45,27 @@ async def test_board_moves_tasks_and_explains_refusals(server):
         select_row(app, "#col-queued", queued["id"])
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="move form")
-        app.screen.query_one("#field-status").value = "complete"
+        status = app.screen.query_one("#field-status")
+        assert status.has_focus, "the move dialog starts on the status"
+        assert [value for _, value in status._options] == ["ready", "holding", "closed"], "only allowed moves"
+        with client(server, "alice") as alice:  # meanwhile someone else finishes it
+            for step in ("ready", "in_progress", "review", "complete"):
+                alice.patch(f"/api/swarm/tasks/{queued['id']}/status", json={"status": step}).raise_for_status()
+        status.value = "holding"
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: "Allowed: ready, holding" in str(app.screen.query_one("#form-error").render()),
+        await wait_for(pilot, lambda: "Allowed: ready" in str(app.screen.query_one("#form-error").render()),
                        what="refusal explained in the dialog")
-        assert task_of(server, queued["id"])["status"] == "queued"
+        assert task_of(server, queued["id"])["status"] == "complete"
         assert isinstance(app.screen, FormScreen), "the dialog stays open to choose again"
+        assert [value for _, value in status._options] == ["ready"], "the server's allowed list replaces ours"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: task_of(server, queued["id"])["status"] == "ready", what="reopened")
+
+        await wait_for(pilot, lambda: queued["id"] in row_keys(app, "#col-ready"), what="board follows")
+        await wait_idle(pilot, app)
+        select_row(app, "#col-ready", queued["id"])
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="move form again")
         app.screen.query_one("#field-status").value = "holding"
         await fill_form(pilot, reason="waiting on vendor")
         await wait_for(pilot, lambda: task_of(server, queued["id"])["status"] == "holding", what="holding")
@@ -62,7 +77,7 @@ async def test_board_moves_tasks_and_explains_refusals(server):
         await wait_for(pilot, lambda: "waiting on vendor" in str(app.screen.query_one("#task-detail-text").render()),
                        what="history")
         text = str(app.screen.query_one("#task-detail-text").render())
-        assert "queued → holding" in text and "History" in text
+        assert "ready → holding" in text and "History" in text
         await pilot.press("escape")
 
 

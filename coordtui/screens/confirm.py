@@ -1,0 +1,35 @@
+"""Yes/no before anything destructive (delete a link, archive a channel, acknowledge all mail)."""
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str, yes: str = "Yes"):
+        super().__init__(classes="form-screen")
+        self.question = question
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="form"):
+            yield Label(f"[b]{escape(self.question)}[/b]", id="confirm-question")
+            yield Label("[dim]y confirms · n or escape cancels[/dim]")
+            with Horizontal(id="form-buttons"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="error", compact=True)
+                yield Button("Cancel (n)", id="no", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # enter alone never destroys
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")

@@ -1,0 +1,64 @@
+"""Unread at a glance: the counts shown in the tab labels, and chat in the wake list.
+
+Counts come from the server, never from guessing: the wake list (a `wake_pulse` carries it whole), the
+inbox's unread `total`, and the channels' `unread_count`. Events only say *that* something changed; the
+app then refetches once per burst (`UnreadCounts.due` is a flag, not a queue).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .client.models import Channel, Wake, WakeItem
+
+CHAT_ACTION = "Read the conversation and answer; opening it marks it read."
+# what makes a fresh count worth fetching (inbox_check only when it is an ack: our own list calls echo back)
+COUNT_EVENTS = frozenset({"message", "chat_message", "swarm_task_created", "swarm_task_updated", "broadcast",
+                          "resync", "reconnected"})
+
+
+def chat_items(channels: list[Channel], me: str) -> list[WakeItem]:
+    """Wake items for channels with unread messages, as an older server (no §18 chat source) would lack them."""
+    items = []
+    for channel in channels:
+        if not channel.unread:
+            continue
+        label = channel.label(me)
+        noun = "message" if channel.unread == 1 else "messages"
+        latest = f" — latest: \"{channel.last_body[:100]}\"" if channel.last_body else ""
+        items.append(WakeItem(source="chat", id=channel.id, summary=f"{label}: {channel.unread} unread {noun}{latest}",
+                              action=CHAT_ACTION, priority="normal", age="", channel_id=channel.id,
+                              channel_type=channel.type, channel_name=channel.name))
+    return items
+
+
+def with_chat(wake: Wake, channels: list[Channel] | None, me: str) -> Wake:
+    """The server's wake, plus chat items built from the channels when the server sent none."""
+    if channels is None or any(item.source == "chat" for item in wake.items):
+        return wake
+    extra = chat_items(channels, me)
+    if not extra:
+        return wake
+    return Wake(wake.items + extra, wake.summary, wake.instructions, wake.timestamp)
+
+
+@dataclass
+class UnreadCounts:
+    wake: int | None = None
+    mail: int | None = None
+    chat: int | None = None
+    channels: list[Channel] | None = None
+    last_wake: Wake | None = None  # the server's, before chat items and kept alerts join it
+    due: bool = False  # something changed since the last fetch
+    fetches: int = 0
+
+    def set_channels(self, channels: list[Channel]) -> None:
+        self.channels = list(channels)
+        self.chat = sum(c.unread for c in channels)
+
+    def read(self, channel_id: str) -> list[Channel]:
+        """The channels as they are once `channel_id` is read."""
+        return [c if c.id != channel_id else Channel(c.id, c.type, c.name, c.members, 0, c.last_body, c.last_at)
+                for c in self.channels or []]
+
+    def badges(self) -> dict[str, int | None]:
+        return {"wake": self.wake, "inbox": self.mail, "chat": self.chat}
