@@ -100,9 +100,9 @@ async def test_open_channel_is_marked_read_as_messages_arrive(server):
     async with app.run_test(size=(120, 35)) as pilot:
         await connected(pilot, app, "bob")
         await wait_for(pilot, lambda: "3 Chat (" in label(app, "chat"), what="chat badge")
-        # Wake lists the channel (built from the channels: this server sends no chat items); enter opens it
+        # Wake lists the channel (the server's §18 chat item, as the server words it); enter opens it
         await wait_for(pilot, lambda: f"chat:{channel}" in row_keys(app, "#wake-table"), what="chat in wake")
-        assert "Unread chat" in table_text(app, "#wake-table") and "#ops-live: 1 unread message" in \
+        assert "Unread chat" in table_text(app, "#wake-table") and "ops-live — 1 message from alice" in \
             table_text(app, "#wake-table")
         select_row(app, "#wake-table", f"chat:{channel}")
         await pilot.press("enter")
