@@ -281,7 +281,7 @@ class CoordApp(OpsActions, LiveMixin, App):
             return None
 
     def pane(self, pane_id: str) -> Pane:
-        return self.screen_stack[0].query_one(f"#{pane_id}", Pane)
+        return self.main_screen().query_one(f"#{pane_id}", Pane)
 
     def action_pane(self, pane_id: str) -> None:
         self.query_one("#panes", TabbedContent).active = f"tab-{pane_id}"
