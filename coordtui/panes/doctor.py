@@ -28,6 +28,7 @@ def detail_lines(details) -> list[str]:
 
 class DoctorPane(Pane):
     TITLE = "Doctor"
+    ID = "doctor"
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
             ("t", "tokens (admin)"), ("i", "invites (admin)")]
     BINDINGS = [Binding("t", "app.ops('tokens')", "Tokens"), Binding("i", "app.ops('invites')", "Invites")]
