@@ -16,7 +16,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Select, Static, TabbedContent, TabPane
+from textual.widgets import Select, Static, TabbedContent, TabPane
 
 from .alerts import AlertStore, store_path
 from .client import limits
@@ -25,9 +25,10 @@ from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, RE
 from .client.models import ServerEvent, Task, Wake, WakeItem
 from .client.transitions import allowed_moves
 from .config import Profile
-from .ops.commands import OpsActions, OpsCommands
+from .keybar import KeyBar
 from .keys import load_keys, unknown_ids
 from .live import LiveMixin
+from .ops.commands import OpsActions, OpsCommands
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
 from .panes.chat import ChatPane
@@ -43,11 +44,10 @@ from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
 from .screens.task_detail import TaskDetailScreen
 
+# One name per pane, short enough for nine tabs with badges in 80 columns: the tab, help and README use it.
 PANES: list[tuple[str, str, type[Pane]]] = [
-    ("wake", "Wake", WakePane), ("inbox", "Inbox", InboxPane), ("chat", "Chat", ChatPane),
-    ("swarm", "Swarm", SwarmPane), ("presence", "Who", PresencePane), ("doctor", "Doctor", DoctorPane),
-    ("notebook", "Notes", NotebookPane), ("directory", "Links", DirectoryPane), ("buzz", "Buzz", BuzzPane),
-]
+    (cls.ID, cls.TITLE, cls) for cls in (WakePane, InboxPane, ChatPane, SwarmPane, PresencePane, DoctorPane,
+                                         NotebookPane, DirectoryPane, BuzzPane)]
 
 STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connecting", "yellow"),
               RECONNECTING: ("◌ reconnecting", "yellow"), DISCONNECTED: ("○ disconnected", "red"),
@@ -63,7 +63,7 @@ class CoordApp(OpsActions, LiveMixin, App):
                 enumerate(PANES, start=1)] + [
         Binding(f"alt+{n}", f"pane('{pid}')", label, show=False, priority=True) for n, (pid, label, _) in
         enumerate(PANES, start=1)] + [
-        Binding("question_mark", "help", "Help", id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
+        Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
         Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True)]
 
@@ -110,7 +110,7 @@ class CoordApp(OpsActions, LiveMixin, App):
             for number, (pane_id, label, cls) in enumerate(PANES, start=1):
                 with TabPane(f"{number} {label}", id=f"tab-{pane_id}"):
                     yield cls(id=pane_id)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.render_connection()
@@ -281,7 +281,7 @@ class CoordApp(OpsActions, LiveMixin, App):
             return None
 
     def pane(self, pane_id: str) -> Pane:
-        return self.screen_stack[0].query_one(f"#{pane_id}", Pane)
+        return self.main_screen().query_one(f"#{pane_id}", Pane)
 
     def action_pane(self, pane_id: str) -> None:
         self.query_one("#panes", TabbedContent).active = f"tab-{pane_id}"

@@ -78,8 +78,8 @@ class Options:
     serve: bool
     data: Path | None
     bell: bool
-    notify: bool = False
     token_file: Path | None = None
+    notify: bool = False
 
 
 def _read_token_file(path: Path | str | None) -> str | None:
@@ -206,7 +206,7 @@ def main_options(ctx: typer.Context,
                  bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items."),
                  notify: bool = typer.Option(False, "--notify", help="Desktop notifications through the terminal "
                                              "(OSC 9 and OSC 777) for new mail, chat and urgent items.")) -> None:
-    ctx.obj = Options(url, token, profile, serve, data, bell, notify, token_file)
+    ctx.obj = Options(url, token, profile, serve, data, bell, token_file, notify)
     if data and not serve:
         _fail(EXIT_USAGE, "--data needs --serve")
     if ctx.invoked_subcommand is None:

@@ -171,6 +171,8 @@ class LiveMixin:
 
     def main_screen(self):
         """The panes' screen, also while a dialog is on top of it."""
+        if not self.screen_stack:  # torn down
+            raise NoMatches("no screen")
         return self.screen_stack[0]
 
     # --- "updated 12s ago" -----------------------------------------------------------------

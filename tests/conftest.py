@@ -121,3 +121,8 @@ def server(request, tmp_path_factory):
     srv = start_server(Settings.from_env(base_env(default_url(request, tmp_path_factory.mktemp("server")))))
     yield srv
     srv.stop()
+
+
+def ok(response: httpx.Response) -> dict:
+    assert response.status_code == 200, response.text
+    return response.json()

@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tomllib
 from datetime import datetime, timedelta, timezone
+from importlib import metadata
+from pathlib import Path
 
 from coordserver.db import SCHEMA_VERSION
 from coordserver.models import PushDelivery, RecurringTemplate
 from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db
 from tests.conftest import client
+
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
 STATUSES = {"pass", "warn", "fail"}
 CALLER_PROBES = ["auth", "identity", "stream", "webhooks", "pending"]
@@ -18,7 +23,7 @@ ADMIN_PROBES = ["database", "events", "outbox", "streams", "scheduler", "loop", 
 
 def check_report(report: dict, probe_ids: list[str]) -> dict:
     assert list(report) == ["version", "ok", "status", "warnings", "errors", "probes", "totalDurationMs"]
-    assert report["version"] == "0.4.0"
+    assert report["version"] == metadata.version("coord") == tomllib.loads(PYPROJECT.read_text())["project"]["version"]
     assert [p["id"] for p in report["probes"]] == probe_ids
     for probe in report["probes"]:
         assert list(probe) == ["id", "name", "status", "summary", "details", "durationMs"]

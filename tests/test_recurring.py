@@ -14,15 +14,10 @@ import pytest
 from coordserver.events import log
 from coordserver.models import RecurringTemplate
 from coordserver.timeutil import FrozenClock, iso
-from tests.conftest import client
+from tests.conftest import client, ok
 
 UTC = timezone.utc
 SLOW_SCHEDULER = {"scheduler_interval_seconds": 3600}
-
-
-def ok(response: httpx.Response) -> dict:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def at(text: str) -> datetime:

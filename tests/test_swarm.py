@@ -14,7 +14,7 @@ from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import to_db, utcnow
-from tests.conftest import backend_url, base_env, client, start_server
+from tests.conftest import backend_url, base_env, client, ok, start_server
 
 CLAIMERS = [f"u{i}" for i in range(1, 21)]
 CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
@@ -46,11 +46,6 @@ def bob(srv):
 def carol(srv):
     with client(srv, "carol") as c:
         yield c
-
-
-def ok(response: httpx.Response) -> dict:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def new_task(c: httpx.Client, **fields) -> dict:

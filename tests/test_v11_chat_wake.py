@@ -5,13 +5,8 @@ from __future__ import annotations
 import httpx
 
 from coordserver.timeutil import FrozenClock
-from tests.conftest import async_client, client
+from tests.conftest import async_client, client, ok
 from tests.sse_helpers import open_stream
-
-
-def ok(response: httpx.Response) -> dict:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def chat_items(c: httpx.Client) -> list[dict]:

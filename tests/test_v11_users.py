@@ -13,7 +13,7 @@ from coordserver.domain import identities
 from coordserver.server import ServerThread
 from coordserver.settings import EnvToken, Settings, parse_env_tokens, parse_superuser
 from coordserver.timeutil import utcnow
-from tests.conftest import TOKENS, backend_url, base_env, client
+from tests.conftest import TOKENS, backend_url, base_env, client, ok
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
 from tests.test_notebook_ws import RawClient
 from tests.test_revocation import GRACE, ended, new_page, register as register_async, verify_status
@@ -27,11 +27,6 @@ def srv(request, tmp_path_factory):
     server = ServerThread(Settings.from_env(env, scheduler_interval_seconds=3600, push_enabled=False)).start()
     yield server
     server.stop()
-
-
-def ok(response: httpx.Response) -> dict:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def register(srv, prefix: str = "u") -> tuple[str, str]:

@@ -9,7 +9,7 @@ import pytest
 
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import async_client, backend_url, base_env, client
+from tests.conftest import async_client, backend_url, base_env, client, ok
 from tests.sse_helpers import open_stream
 
 
@@ -19,11 +19,6 @@ def srv(request, tmp_path_factory):
                                             scheduler_interval_seconds=3600)).start()
     yield server
     server.stop()
-
-
-def ok(response: httpx.Response) -> dict:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def register(srv: ServerThread, prefix: str) -> tuple[str, httpx.Client]:

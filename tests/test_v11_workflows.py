@@ -8,7 +8,7 @@ import pytest
 
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import async_client, backend_url, base_env, client
+from tests.conftest import async_client, backend_url, base_env, client, ok
 from tests.sse_helpers import open_stream
 
 MISSING = str(uuid.uuid4())
@@ -20,11 +20,6 @@ def srv(request, tmp_path_factory):
                                             scheduler_interval_seconds=3600)).start()
     yield server
     server.stop()
-
-
-def ok(response: httpx.Response) -> dict:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def refused(response: httpx.Response, status: int, error: str | None = None) -> dict:

@@ -14,7 +14,7 @@ from werkzeug.routing import BaseConverter
 
 from .. import jsonstrict
 from ..errors import Invalid
-from ..timeutil import parse_iso
+from ..domain.swarm import optional_timestamp
 
 _MISSING = object()
 INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
@@ -87,13 +87,7 @@ def integer(body: dict, key: str, default: int | None = None, minimum: int | Non
 
 
 def timestamp(body: dict, key: str) -> datetime | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    try:
-        return parse_iso(value)
-    except (ValueError, TypeError):
-        raise Invalid(f"{key} must be an ISO-8601 timestamp") from None
+    return optional_timestamp(body.get(key), key)
 
 
 def string_list(body: dict, key: str, max_items: int = 100, max_len: int = 100) -> list[str] | None:
@@ -140,13 +134,7 @@ def query_search(name: str = "q", max_len: int = 500) -> str:
 
 
 def query_time(name: str) -> datetime | None:
-    raw = request.args.get(name)
-    if not raw:
-        return None
-    try:
-        return parse_iso(raw)
-    except (ValueError, TypeError):
-        raise Invalid(f"{name} must be an ISO-8601 timestamp") from None
+    return optional_timestamp(request.args.get(name) or None, name)
 
 
 def query_limit(default: int = 50, cap: int = 100, args: Mapping[str, str] | None = None) -> int:

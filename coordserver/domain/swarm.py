@@ -220,7 +220,7 @@ def _task_columns(viewer: Principal, body: dict, env_identities: frozenset[str])
         if key in body:
             columns[column] = _other_task_id(body[key], key, viewer)
     if "onOrAfterAt" in body:
-        columns["on_or_after_at"] = to_db(_timestamp(body["onOrAfterAt"], "onOrAfterAt"))
+        columns["on_or_after_at"] = to_db(optional_timestamp(body["onOrAfterAt"], "onOrAfterAt"))
     if "sortKey" in body:
         value = body["sortKey"]
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -236,7 +236,8 @@ def _task_columns(viewer: Principal, body: dict, env_identities: frozenset[str])
     return columns
 
 
-def _timestamp(value: object, field: str) -> datetime | None:
+def optional_timestamp(value: object, field: str) -> datetime | None:
+    """An ISO-8601 body field, or None: the one parser of timestamps that arrive in requests."""
     if value is None:
         return None
     try:

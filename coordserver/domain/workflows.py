@@ -6,7 +6,6 @@ Changes log `workflow_updated` to those who can see the workflow; attaching and 
 """
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from .. import db
@@ -14,7 +13,7 @@ from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import Task, TaskWorkflow, Workflow
 from ..principal import Principal
-from ..timeutil import iso, parse_iso, to_db
+from ..timeutil import iso, to_db
 from . import swarm
 from .projects import tagged_users
 from .visibility import audience, can_see, is_owner
@@ -53,15 +52,6 @@ def _document_url(value: object) -> str | None:
     return value
 
 
-def _timestamp(value: object, field: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_iso(value)
-    except (ValueError, TypeError):
-        raise Invalid(f"{field} must be an ISO-8601 timestamp") from None
-
-
 def _columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
     """Validated columns for the fields present in the body."""
     columns: dict[str, Any] = {}
@@ -81,7 +71,7 @@ def _columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
         columns["tagged_users"] = tagged_users(body["taggedUsers"], env_identities)
     for key, column in (("expiresAt", "expires_at"), ("reviewAt", "review_at")):
         if key in body:
-            columns[column] = to_db(_timestamp(body[key], key))
+            columns[column] = to_db(swarm.optional_timestamp(body[key], key))
     return columns
 
 

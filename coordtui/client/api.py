@@ -1,9 +1,12 @@
 """The async SDK: the only code in coordtui that knows URLs and JSON shapes."""
 from __future__ import annotations
 
+import ssl
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
+import certifi
 import httpx
 
 from .models import (BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage, Message,
@@ -52,13 +55,24 @@ def _q(value: Any) -> str:
     return quote(str(value), safe="")
 
 
+@lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def tls_for(base_url: str) -> ssl.SSLContext | bool:
+    """What a client of `base_url` verifies TLS with: one context per process (loading the CA bundle costs
+    ~0.1 s, once for each client otherwise, on the way to the first painted screen); none for plain http."""
+    return _tls_context() if base_url.startswith("https:") else False
+
+
 class CoordClient:
     def __init__(self, base_url: str, token: str, *, timeout: float = 15.0,
                  transport: httpx.AsyncBaseTransport | None = None):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
-                                      headers={"Authorization": f"Bearer {token}"})
+                                      headers={"Authorization": f"Bearer {token}"}, verify=tls_for(self.base_url))
 
     async def aclose(self) -> None:
         await self.http.aclose()

@@ -9,7 +9,7 @@ from typing import Awaitable, Callable
 import httpx
 from httpx_sse import aconnect_sse
 
-from .api import error_text
+from .api import error_text, tls_for
 from .models import ServerEvent
 
 LOGGED_TYPES = frozenset({"message", "chat_message", "swarm_task_created", "swarm_task_updated", "broadcast",
@@ -56,7 +56,8 @@ class EventStream:
         """Runs until cancelled (or the token is refused)."""
         delay = self.min_backoff
         timeout = httpx.Timeout(10.0, read=self.read_timeout)
-        async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=self.transport) as http:
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=self.transport,
+                                     verify=tls_for(self.base_url)) as http:
             while True:
                 try:
                     got_events = await self._stream_once(http)

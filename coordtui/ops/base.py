@@ -10,10 +10,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label, Static
 
 from ..client.api import ApiError, ConnectionFailed
 from ..screens.form import Field, FormScreen, Submit
+from ..keybar import KeyBar
 
 
 def blank_none(value: Any) -> Any:
@@ -134,7 +135,7 @@ class OpsScreen(Screen):
         table.add_columns(*self.COLUMNS)
         yield table
         yield Static("", id="ops-detail")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#ops-table", DataTable).focus()

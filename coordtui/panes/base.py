@@ -24,7 +24,8 @@ class Pane(Widget, can_focus=False):
     more load follows. Events arrive in batches through `handle_events`.
     """
 
-    TITLE: ClassVar[str] = ""
+    TITLE: ClassVar[str] = ""  # the pane's one name: its tab, its help section, README
+    ID: ClassVar[str] = ""
     EVENT_TYPES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[list[tuple[str, str]]] = []
     POLL_SECONDS: ClassVar[float | None] = None  # for data no event announces: reloaded this often while in view

@@ -12,6 +12,7 @@ from .base import Pane
 
 class BuzzPane(Pane):
     TITLE = "Buzz"
+    ID = "buzz"
     EVENT_TYPES = frozenset({"broadcast", "resync", "reconnected"})
     KEYS = [("ctrl+r", "refresh"), ("w", "webhooks: list, create, edit, delete, ingest URLs")]
     BINDINGS = [Binding("w", "app.ops('webhooks')", "Webhooks")]

@@ -23,6 +23,7 @@ TYPING_SENT_EVERY = 3.0
 
 class ChatPane(Pane):
     TITLE = "Chat"
+    ID = "chat"
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
             ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),

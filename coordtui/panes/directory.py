@@ -14,7 +14,8 @@ from .base import Pane
 
 
 class DirectoryPane(Pane):
-    TITLE = "Directory"
+    TITLE = "Links"
+    ID = "directory"
     EVENT_TYPES = frozenset({"resync", "reconnected"})
     POLL_SECONDS = 15.0  # no event announces link changes
     SERVER_FILTER = True

@@ -30,6 +30,7 @@ def detail_lines(details) -> list[str]:
 
 class DoctorPane(Pane):
     TITLE = "Doctor"
+    ID = "doctor"
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
             ("t", "tokens (admin)"), ("i", "invites (admin)"), ("U", "users (admin)"),
             ("", "admins: requests/s, p99 latency, open streams, push outbox, event-loop lag (last minute)")]

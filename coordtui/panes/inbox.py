@@ -35,6 +35,7 @@ def thread_key(message: Message) -> str:
 
 class InboxPane(Pane):
     TITLE = "Inbox"
+    ID = "inbox"
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
             ("r", "reply"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),

@@ -17,7 +17,8 @@ from .collab import CollabTextArea
 
 
 class NotebookPane(Pane):
-    TITLE = "Notebook"
+    TITLE = "Notes"
+    ID = "notebook"
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list")]

@@ -35,7 +35,8 @@ def order_presence(entries: list[PresenceEntry], now: datetime) -> list[Presence
 
 
 class PresencePane(Pane):
-    TITLE = "Presence"
+    TITLE = "Who"
+    ID = "presence"
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
     POLL_SECONDS = 30.0  # active turns idle and away with time alone

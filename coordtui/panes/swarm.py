@@ -34,6 +34,7 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
 
 class SwarmPane(Pane):
     TITLE = "Swarm"
+    ID = "swarm"
     EVENT_TYPES = frozenset({"swarm_task_created", "swarm_task_updated", "resync", "reconnected"})
     KEYS = [("tab / h l", "previous / next column"), ("j k", "down / up"), ("enter", "task detail and history"),
             ("] / [", "one step along the path (ready → in progress → review → complete) / back"),

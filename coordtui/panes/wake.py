@@ -27,6 +27,7 @@ def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
 
 class WakePane(Pane):
     TITLE = "Wake"
+    ID = "wake"
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),

@@ -8,11 +8,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import age_text
 from ..client.v11 import Workflow
+from ..keybar import KeyBar
 from .form import Field, FormScreen
 
 STATE_STYLE = {"enabled": "green", "disabled": "dim", "expired": "red", "review due": "yellow"}
@@ -32,7 +33,7 @@ class TaskDetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="task-detail"):
             yield Static("Loading…", id="task-detail-text")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.load()

@@ -72,3 +72,10 @@ def test_parse_time_variants():
     assert parse_time("2026-02-17T14:00:00+02:00") == datetime(2026, 2, 17, 12, tzinfo=timezone.utc)
     assert parse_time("2026-02-17 12:00:00") == datetime(2026, 2, 17, 12, tzinfo=timezone.utc)
     assert parse_time("garbage") is None and parse_time(None) is None
+
+
+def test_one_tls_context_per_process_and_none_for_plain_http():
+    from coordtui.client.api import tls_for
+    assert tls_for("http://127.0.0.1:8420") is False
+    context = tls_for("https://coord.example.com")
+    assert context is tls_for("https://other.example.com") and context.verify_mode.name == "CERT_REQUIRED"

@@ -11,7 +11,7 @@ import pytest
 from coordserver.timeutil import FrozenClock
 from coordtui.panes.collab import CollabTextArea
 from tests.conftest import client
-from tests.tui.helpers import FROZEN_NOW, make_app
+from tests.tui.helpers import FROZEN_NOW, make_app, open_notebook_page, wait_for
 
 PANE_KEYS = {"wake": "1", "inbox": "2", "chat": "3", "swarm": "4", "presence": "5", "doctor": "6",
              "notebook": "7", "directory": "8", "buzz": "9"}
@@ -157,10 +157,7 @@ def test_swarm_done_snapshot(snap_server, snap_compare):
 
 def test_doctor_snapshot(snap_server, snap_compare):
     reset_state(snap_server)
-
-    async def hide_timings(pilot):
-        pass
-    assert snap_compare(snapshot_app(snap_server, "carol"), run_before=prepare("doctor", hide_timings),
+    assert snap_compare(snapshot_app(snap_server, "carol"), run_before=prepare("doctor"),
                         terminal_size=(80, 24))
 
 
@@ -190,3 +187,36 @@ def test_help_snapshot(snap_server, snap_compare):
         await pilot.press("question_mark")
         await pilot.pause(0.1)
     assert snap_compare(snapshot_app(snap_server), run_before=prepare("wake", open_help), terminal_size=(80, 24))
+
+
+def test_offline_editor_snapshot(snap_compare, tmp_path):
+    """The notebook editor after its server went away: the text typed since is kept and counted as pending."""
+    from coordserver.server import ServerThread
+    from coordserver.settings import Settings
+    from tests.conftest import base_env
+    server = ServerThread(Settings.from_env(base_env(f"sqlite:///{tmp_path / 'coord.db'}")),
+                          clock=FrozenClock(FROZEN_NOW)).start()
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Runbook", "content": "# Runbook\n\n1. Check the dashboards\n"})
+    page_id = page.json()["page"]["id"]
+
+    async def type_offline(pilot):
+        app = pilot.app
+        editor = await open_notebook_page(pilot, app, page_id)
+        await wait_for(pilot, lambda: "editing · saved" in status_text(app), what="editing")
+        await asyncio.to_thread(server.stop)
+        await wait_for(pilot, lambda: "offline" in status_text(app), what="offline")
+        editor.focus()
+        editor.move_cursor(editor.document.end)
+        await pilot.press(*"2. Page the on-call")
+        await wait_for(pilot, lambda: "edits pending" in status_text(app), what="pending edits")
+        await pilot.pause(0.3)
+    app = make_app(server, "alice", clock=lambda: FROZEN_NOW, backoff=(30.0, 60.0))
+    try:
+        assert snap_compare(app, run_before=prepare("wake", type_offline), terminal_size=(80, 24))
+    finally:
+        server.stop()
+
+
+def status_text(app) -> str:
+    return str(app.query_one("#notebook-status").render())
