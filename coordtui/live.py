@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable
 
@@ -15,6 +16,7 @@ from .client.api import ApiError, ConnectionFailed
 from .client.models import ServerEvent, Wake, WakeItem, age_text
 from .unread import COUNT_EVENTS, UnreadCounts, with_chat
 
+TOAST_SPACING = 2.0  # seconds between two quiet toasts for one pane
 COUNT_SPACING = 0.3  # seconds between two refetches of the counts: a burst of events costs a few, not one each
 _EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f;]")
@@ -43,6 +45,7 @@ class LiveMixin:
         self.counts = UnreadCounts()
         self._counting = False
         self.undo_slot: tuple[str, Callable[[], Awaitable]] | None = None
+        self._toasted: dict[str, tuple[float, int]] = {}  # pane id -> (last toast shown at, held back since)
 
     # --- counts and badges ---------------------------------------------------------------
 
@@ -77,6 +80,15 @@ class LiveMixin:
         active = self.active_pane
         if active is not None and active.id == pane_id:
             return
+        # A burst (100 chat messages a second) is one toast per TOAST_SPACING, not a wall of them: the badge
+        # counts them all, and the next toast says how many were held back.
+        now = time.monotonic()
+        shown_at, held = self._toasted.get(pane_id, (float("-inf"), 0))
+        if now - shown_at < TOAST_SPACING:
+            self._toasted[pane_id] = (shown_at, held + 1)
+            return
+        self._toasted[pane_id] = (now, 0)
+        text += f" (and {held} more)" if held else ""
         self.notify(text, title=title, severity="information", timeout=4)
         self.send_desktop(title, text)
 

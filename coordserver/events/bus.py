@@ -55,6 +55,10 @@ class LocalBus:
     def publish(self, channel: str, payload: dict) -> None:
         self._deliver(channel, payload)
 
+    def publish_here(self, channel: str, payload: dict) -> None:
+        """For this process's subscribers only (never NOTIFYed): what every process computes for itself."""
+        self._deliver(channel, payload)
+
     def _deliver(self, channel: str, payload: dict) -> None:
         for callback in list(self._subscribers.get(channel, ())):
             try:

@@ -102,7 +102,9 @@ class WakePulser:
             payload = await self.coord.store.write(
                 wake.wake_payload, identity, self.coord.settings.base_url, False, True,
                 self.coord.env_identities, self._presence_snapshot())
-            self.coord.bus.publish("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+            # Each process pulses the streams it holds, so a pulse never travels to the others (and a wake
+            # of 50 items is larger than a NOTIFY may carry).
+            self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
             self.pulses_sent += 1
             self._pulse_counter.inc()
         except Exception:

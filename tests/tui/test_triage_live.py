@@ -222,3 +222,24 @@ async def test_badges_recover_after_the_server_restarts(make_server, sqlite_url)
             await carol.post_chat(dm, "still there?")
         await wait_for(pilot, lambda: label(app, "inbox") == "2 Inbox (3)", what="live again")
         await wait_for(pilot, lambda: label(app, "chat") == "3 Chat (1)", what="chat badge after the restart")
+
+
+async def test_a_burst_of_chat_is_one_toast_and_says_how_many_were_held_back(server):
+    with client(server, "alice") as alice:
+        burst = alice.post("/api/chat/channels", json={"type": "group", "name": "burst", "members": ["bob"]}).json()
+    app = make_app(server, "bob")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await connected(pilot, app, "bob")
+        shown = len(toasts(app))
+        async with sdk(server, "alice") as alice:
+            for n in range(12):
+                await alice.post_chat(burst["channelId"], f"burst {n}")
+        await wait_for(pilot, lambda: "3 Chat (" in label(app, "chat"), what="chat badge")
+        await wait_idle(pilot, app)
+        arrived = [t for t in toasts(app)[shown:] if "burst" in t]
+        assert len(arrived) == 1 and arrived[0].endswith("burst 0"), arrived
+        app._toasted["chat"] = (float("-inf"), app._toasted["chat"][1])  # as if TOAST_SPACING had passed
+        async with sdk(server, "alice") as alice:
+            await alice.post_chat(burst["channelId"], "after the burst")
+        await wait_for(pilot, lambda: any("after the burst (and 11 more)" in t for t in toasts(app)),
+                       what="the next toast counts the held-back ones")
