@@ -97,6 +97,9 @@ def prepare(pane: str, after=None):
         while target.loads == loads or target.busy or app._pending or app._counting:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never reloaded"
             await pilot.pause(0.05)
+        if pane == "wake":  # the cursor row looks different with and without focus: always with
+            app.query_one("#wake-table").focus()
+            await pilot.pause(0.05)
         if after is not None:
             await after(pilot)
         for widget in app.query("Input, TextArea"):

@@ -35,8 +35,10 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def summary(app, selector: str) -> str:
-    return str(app.query_one(selector).render())
+def summary(node, selector: str) -> str:
+    """A label's text; the board's summary is looked up in its pane, whichever screen is on top."""
+    root = node.pane("swarm") if selector == "#swarm-summary" else node
+    return str(root.query_one(selector).render())
 
 
 async def test_close_with_reason_closed_column_and_reopen(server):
