@@ -189,7 +189,7 @@ def test_help_snapshot(snap_server, snap_compare):
     async def open_help(pilot):
         await pilot.press("question_mark")
         await pilot.pause(0.1)
-    assert snap_compare(snapshot_app(snap_server), run_before=prepare("wake", open_help), terminal_size=(80, 24))
+    assert snap_compare(snapshot_app(snap_server), run_before=prepare("directory", open_help), terminal_size=(80, 24))
 
 
 def test_offline_editor_snapshot(snap_compare, tmp_path):
