@@ -32,16 +32,10 @@ def available() -> bool:
 
 
 def require_binaries() -> None:
-    """Skips a PostgreSQL test where the server binaries are missing, but fails it where they must be
-    (COORD_REQUIRE_POSTGRES=1, as in CI): a missing backend must not pass silently."""
-    import os
-
+    """Fails a PostgreSQL test where the server binaries are missing: a missing backend never passes silently."""
     import pytest
-    if available():
-        return
-    if os.environ.get("COORD_REQUIRE_POSTGRES") == "1":
-        pytest.fail("PostgreSQL binaries not found but COORD_REQUIRE_POSTGRES=1")
-    pytest.skip("PostgreSQL binaries not installed")
+    if not available():
+        pytest.fail("PostgreSQL server binaries not found: apt-get install postgresql-15 (bash .ci/run does)")
 
 
 class PostgresCluster:

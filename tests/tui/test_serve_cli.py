@@ -3,14 +3,11 @@ and ctrl+q ends the app and the server with exit status 0."""
 from __future__ import annotations
 
 import os
+import pty
 import re
 import select
 import sys
 import time
-
-import pytest
-
-pty = pytest.importorskip("pty")
 
 
 def read_until(fd: int, deadline: float, predicate) -> bytes:
