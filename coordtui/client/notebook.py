@@ -365,7 +365,9 @@ class NotebookSession:
         return iterate()
 
     async def wait_for(self, predicate: Callable[["NotebookSession"], bool], timeout: float = 10.0) -> None:
-        """Wait until `predicate(self)` holds (checked after every frame)."""
+        """Wait until `predicate(self)` holds: checked after every frame and state change, and at
+        least every 0.2 s, since a predicate may also read state outside this session (another
+        editor's text) that changes without a frame arriving here."""
         async def loop():
             while not predicate(self):
                 self._state_changed.clear()
@@ -373,7 +375,10 @@ class NotebookSession:
                     return
                 if self.closed:
                     raise NotebookError(self.close_message or "session closed", self.close_code)
-                await self._state_changed.wait()
+                try:
+                    await asyncio.wait_for(self._state_changed.wait(), 0.2)
+                except asyncio.TimeoutError:
+                    pass
         await asyncio.wait_for(loop(), timeout)
 
     # --- internals ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 from datetime import datetime, timezone
 
 from coordtui.app import CoordApp
@@ -16,7 +17,8 @@ def make_app(server, who: str = "alice", **kwargs) -> CoordApp:
     return CoordApp(Profile("test", server.url, TOKENS[who]), **kwargs)
 
 
-async def wait_for(pilot, predicate, timeout: float = 10.0, what: str = "condition") -> None:
+async def wait_for(pilot, predicate, timeout: float = 10.0, what: str | Callable[[], str] = "condition") -> None:
+    """Poll `predicate` until it holds; `what` names it in the failure (a callable is asked then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -25,7 +27,7 @@ async def wait_for(pilot, predicate, timeout: float = 10.0, what: str = "conditi
         except Exception:
             pass
         await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 async def wait_idle(pilot, app: CoordApp) -> None:

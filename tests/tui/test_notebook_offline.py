@@ -53,7 +53,9 @@ async def test_two_editors_type_through_a_server_restart_and_converge(make_serve
 
             restarted = make_server(port=port, database_url=sqlite_url)
             await wait_for(pilot, lambda: "editing · saved" in status(app), timeout=20, what="back and saved")
-            await other.wait_for(lambda s: s.online and s.pending_edits == 0 and s.value == editor.text, timeout=20)
+            # Both sides must have everything: alice's copy may be complete before bob's editor is.
+            await wait_for(pilot, lambda: other.online and other.pending_edits == 0 and other.value == editor.text,
+                           timeout=20, what=lambda: f"converged (alice {other.value!r}, bob {editor.text!r})")
             text = editor.text
             assert text.startswith("alice offline Grüße\n") and "bob offline ß" in text
             assert text.count("ß") == typed + 1 and text.count("é") == typed, "every keystroke of both arrived"
