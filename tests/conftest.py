@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -113,6 +114,17 @@ def backend_url(request, tmp_path_factory) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path_factory.mktemp('backend') / 'coord.db'}"
     return request.getfixturevalue("pg_cluster").create_database()
+
+
+@contextmanager
+def backend_server(request, tmp_path_factory, env: dict[str, str] | None = None, clock=None, **settings_overrides):
+    """A server for a fixture parametrised over ["sqlite", "postgresql"] (N workers under COORD_TEST_WORKERS)."""
+    settings = Settings.from_env(base_env(backend_url(request, tmp_path_factory), **(env or {})), **settings_overrides)
+    server = start_server(settings, clock=clock)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

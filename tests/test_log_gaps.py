@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import psycopg2
-import pytest
 
 from coordserver.models import PushDelivery
 from coordserver.realtime.logreader import GapTracker

@@ -14,11 +14,10 @@ from coordserver import metrics
 from coordserver.api.meta import route_template
 from coordserver.domain.doctor import version as package_version
 from coordserver.models import ChatMessage, Message, Project, Task, User
-from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
 from coordtui.client.notebook import socket_url
-from tests.conftest import TOKENS, backend_url, base_env, client
+from tests.conftest import TOKENS, backend_server, client
 from tests.sse_helpers import open_stream, spawn_server
 from tests.test_push import Receiver, kick, register
 
@@ -72,10 +71,9 @@ def wait_sample(url: str, name: str, expected: float, timeout: float = 10, **lab
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
-    env = base_env(backend_url(request, tmp_path_factory), SERVICE_WEBHOOK_ALLOWED_HOSTS="127.0.0.1")
-    server = ServerThread(Settings.from_env(env), clock=FrozenClock()).start()
-    yield server
-    server.stop()
+    with backend_server(request, tmp_path_factory, env={"SERVICE_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"},
+                        clock=FrozenClock()) as server:
+        yield server
 
 
 def test_scrape_is_prometheus_text_with_every_family(srv):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import httpx
@@ -139,20 +140,28 @@ async def test_archiving_ends_every_connection_of_the_identity(make_server):
     assert await verify_status(srv.url, token) == 401
 
 
+@asynccontextmanager
+async def connected_here_admin_elsewhere(here, other: str, identity: str, token: str):
+    """`identity` holds a synced notebook socket and an SSE stream on server `here`; an admin client talks to
+    the second process `other`. Yields (editor, stream, admin)."""
+    page = await new_page(here.url, token)
+    editor = await RawClient(here, page, token=token).connect()
+    await editor.wait(lambda c: c.of_type("sync"))
+    async with open_stream(here, None, token=token) as stream:
+        assert await verify_status(here.url, token) == 200
+        await wait_for(lambda: here.coord.services["sse"].has_stream(identity))
+        async with httpx.AsyncClient(base_url=other, timeout=30,
+                                     headers={"Authorization": f"Bearer {TOKENS['admin']}"}) as admin:
+            yield editor, stream, admin
+
+
 async def test_revoking_on_one_server_ends_connections_on_another(make_server, pg_cluster):
     url = pg_cluster.create_database()
     here = make_server(database_url=url)
     with server_process(url) as other:
         token_id, token = await register(here.url, "dave")
-        page = await new_page(here.url, token)
-        editor = await RawClient(here, page, token=token).connect()
-        await editor.wait(lambda c: c.of_type("sync"))
-        async with open_stream(here, None, token=token) as stream:
-            assert await verify_status(here.url, token) == 200
-            await wait_for(lambda: here.coord.services["sse"].has_stream("dave"))
-            async with httpx.AsyncClient(base_url=other, timeout=30,
-                                         headers={"Authorization": f"Bearer {TOKENS['admin']}"}) as admin:
-                assert (await admin.post(f"/api/auth/tokens/{token_id}/revoke")).status_code == 200
+        async with connected_here_admin_elsewhere(here, other, "dave", token) as (editor, stream, admin):
+            assert (await admin.post(f"/api/auth/tokens/{token_id}/revoke")).status_code == 200
             started = time.monotonic()
             assert await ended(stream) == "closing: token revoked"
             assert await editor.closed(GRACE) == (4001, "Token revoked")

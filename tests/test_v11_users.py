@@ -10,23 +10,21 @@ import httpx
 import pytest
 
 from coordserver.domain import identities
-from coordserver.server import ServerThread
-from coordserver.settings import EnvToken, Settings, parse_env_tokens, parse_superuser
+from coordserver.settings import EnvToken, parse_env_tokens, parse_superuser
 from coordserver.timeutil import utcnow
-from tests.conftest import TOKENS, backend_url, base_env, client, ok
+from tests.conftest import backend_server, client, ok
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
-from tests.test_notebook_ws import RawClient
-from tests.test_revocation import GRACE, ended, new_page, register as register_async, verify_status
+from tests.test_revocation import (GRACE, connected_here_admin_elsewhere, ended, register as register_async,
+                                  verify_status)
 
 HOOK_HOST = "hooks.test.invalid"
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
-    env = base_env(backend_url(request, tmp_path_factory), SERVICE_WEBHOOK_ALLOWED_HOSTS=HOOK_HOST)
-    server = ServerThread(Settings.from_env(env, scheduler_interval_seconds=3600, push_enabled=False)).start()
-    yield server
-    server.stop()
+    with backend_server(request, tmp_path_factory, env={"SERVICE_WEBHOOK_ALLOWED_HOSTS": HOOK_HOST},
+                        scheduler_interval_seconds=3600, push_enabled=False) as server:
+        yield server
 
 
 def register(srv, prefix: str = "u") -> tuple[str, str]:
@@ -182,16 +180,9 @@ async def test_archiving_on_one_process_closes_streams_and_sockets_on_another(ma
     here = make_server(database_url=url)
     with server_process(url) as other:
         _token_id, token = await register_async(here.url, "dave")
-        page = await new_page(here.url, token)
-        editor = await RawClient(here, page, token=token).connect()
-        await editor.wait(lambda c: c.of_type("sync"))
-        async with open_stream(here, None, token=token) as stream:
-            assert await verify_status(here.url, token) == 200
-            await wait_for(lambda: here.coord.services["sse"].has_stream("dave"))
-            async with httpx.AsyncClient(base_url=other, timeout=30,
-                                         headers={"Authorization": f"Bearer {TOKENS['admin']}"}) as admin:
-                archived = await admin.patch("/api/admin/users/dave", json={"archivedAt": "2026-03-01T00:00:00Z"})
-                assert archived.status_code == 200, archived.text
+        async with connected_here_admin_elsewhere(here, other, "dave", token) as (editor, stream, admin):
+            archived = await admin.patch("/api/admin/users/dave", json={"archivedAt": "2026-03-01T00:00:00Z"})
+            assert archived.status_code == 200, archived.text
             started = time.monotonic()
             assert await ended(stream) == "closing: identity archived"
             assert await editor.closed(GRACE) == (4001, "Identity archived")

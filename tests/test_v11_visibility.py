@@ -8,17 +8,14 @@ import httpx
 import pytest
 
 from coordserver.server import ServerThread
-from coordserver.settings import Settings
-from tests.conftest import async_client, backend_url, base_env, client, ok
+from tests.conftest import async_client, backend_server, client, ok
 from tests.sse_helpers import open_stream
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
-    server = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory)),
-                                            scheduler_interval_seconds=3600)).start()
-    yield server
-    server.stop()
+    with backend_server(request, tmp_path_factory, scheduler_interval_seconds=3600) as server:
+        yield server
 
 
 def register(srv: ServerThread, prefix: str) -> tuple[str, httpx.Client]:

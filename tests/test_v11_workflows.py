@@ -6,9 +6,7 @@ import uuid
 import httpx
 import pytest
 
-from coordserver.server import ServerThread
-from coordserver.settings import Settings
-from tests.conftest import async_client, backend_url, base_env, client, ok
+from tests.conftest import async_client, backend_server, client, ok
 from tests.sse_helpers import open_stream
 
 MISSING = str(uuid.uuid4())
@@ -16,10 +14,8 @@ MISSING = str(uuid.uuid4())
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
-    server = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory)),
-                                            scheduler_interval_seconds=3600)).start()
-    yield server
-    server.stop()
+    with backend_server(request, tmp_path_factory, scheduler_interval_seconds=3600) as server:
+        yield server
 
 
 def refused(response: httpx.Response, status: int, error: str | None = None) -> dict:

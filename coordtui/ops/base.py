@@ -15,6 +15,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from ..client.api import ApiError, ConnectionFailed
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
+from ..tables import cursor_key
 
 
 def blank_none(value: Any) -> Any:
@@ -199,14 +200,7 @@ class OpsScreen(Screen):
         self.describe(self.items.get(event.row_key.value) if event.row_key is not None else None)
 
     def selected(self):
-        table = self.query_one("#ops-table", DataTable)
-        if table.row_count == 0:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:
-            return None
-        return self.items.get(key)
+        return self.items.get(cursor_key(self.query_one("#ops-table", DataTable)))
 
     def need(self):
         item = self.selected()

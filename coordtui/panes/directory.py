@@ -11,6 +11,7 @@ from ..client.models import DirectoryEntry
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
 from .base import Pane
+from ..tables import cursor_key
 
 
 class DirectoryPane(Pane):
@@ -45,11 +46,7 @@ class DirectoryPane(Pane):
         self.query_one("#directory-summary", Static).update(f"{label}{len(entries)} links")
 
     def selected(self) -> DirectoryEntry | None:
-        table = self.query_one("#directory-table", DataTable)
-        if table.row_count == 0:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return self.entries.get(key)
+        return self.entries.get(cursor_key(self.query_one("#directory-table", DataTable)))
 
     @work(group="directory-action", exit_on_error=False)
     async def action_add(self) -> None:

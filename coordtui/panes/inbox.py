@@ -15,6 +15,7 @@ from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
+from ..tables import cursor_key
 
 
 def order_inbox(messages: list[Message]) -> list[Message]:
@@ -111,13 +112,7 @@ class InboxPane(Pane):
         self.show_thread()
 
     def selected(self) -> Message | None:
-        table = self.query_one("#inbox-table", DataTable)
-        if table.row_count == 0:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:
-            return None
+        key = cursor_key(self.query_one("#inbox-table", DataTable))
         return self.messages.get(int(key)) if key and key.isdigit() else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

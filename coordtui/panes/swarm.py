@@ -12,6 +12,7 @@ from ..client.models import Project, Task
 from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
 from .base import Pane
+from ..tables import cursor_key
 
 BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete", "closed")
 BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progress", "review": "Review",
@@ -125,13 +126,9 @@ class SwarmPane(Pane):
 
     def selected(self) -> Task | None:
         focused = self.app.focused
-        if not isinstance(focused, DataTable) or not (focused.id or "").startswith("col-") or focused.row_count == 0:
+        if not isinstance(focused, DataTable) or not (focused.id or "").startswith("col-"):
             return None
-        try:
-            key = focused.coordinate_to_cell_key(focused.cursor_coordinate).row_key.value
-        except Exception:
-            return None
-        return self.tasks.get(key)
+        return self.tasks.get(cursor_key(focused))
 
     def _need(self) -> Task | None:
         task = self.selected()

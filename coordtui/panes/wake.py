@@ -13,6 +13,7 @@ from ..client import limits
 from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
+from ..tables import cursor_key
 
 SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
 SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
@@ -102,13 +103,7 @@ class WakePane(Pane):
         return event.type in self.EVENT_TYPES or (event.type == "inbox_check" and event.data.get("action") == "ack")
 
     def selected_key(self) -> str | None:
-        table = self.query_one("#wake-table", DataTable)
-        if table.row_count == 0:
-            return None
-        try:
-            return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:
-            return None
+        return cursor_key(self.query_one("#wake-table", DataTable))
 
     def selected(self) -> WakeItem | None:
         key = self.selected_key()

@@ -18,7 +18,7 @@ from coordtui.bundled import LOCK_FILE, serve_or_attach
 from coordtui.cli import cli
 from coordtui.config import Profile
 from tests.tui.helpers import table_text, wait_for
-from tests.tui.test_serve_cli import plain, pty, read_until
+from tests.tui.test_serve_cli import end_pty, plain, pty, read_until
 
 runner = CliRunner()
 
@@ -119,13 +119,7 @@ async def test_two_serve_windows_update_each_other_and_the_attached_one_takes_ov
         pid = 0
         assert (data / LOCK_FILE).read_text() == ""
     finally:
-        if pid:
-            try:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-        os.close(fd)
+        end_pty(pid, fd)
 
 
 def test_the_lock_of_a_killed_serve_is_recovered(tmp_path):

@@ -22,6 +22,17 @@ def read_until(fd: int, deadline: float, predicate) -> bytes:
     return out
 
 
+def end_pty(pid: int, fd: int) -> None:
+    """Kill the child on a pty (if `pid` is still set and alive), reap it and close the terminal."""
+    if pid:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    os.close(fd)
+
+
 def plain(data: bytes) -> str:
     return re.sub(r"\x1b\[[0-9;?<>=]*[a-zA-Z~]", "", data.decode(errors="ignore"))
 
@@ -49,9 +60,4 @@ def test_serve_connects_and_ctrl_q_stops_everything(tmp_path):
                 exit_code = os.waitstatus_to_exitcode(status)
         assert exit_code == 0, "ctrl+q should end coordtui --serve cleanly"
     finally:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
+        end_pty(pid, fd)

@@ -54,6 +54,13 @@ async def filter_rows(pilot, app, pane_key: str, table: str, text: str, keep: st
     assert isinstance(app.focused, DataTable), "escape hands the keys back to the list"
 
 
+async def open_inbox_with(pilot, app, message: dict) -> None:
+    """Switch to Inbox and wait until `message` is listed and every load has finished."""
+    await pilot.press("2")
+    await wait_for(pilot, lambda: str(message["id"]) in row_keys(app, "#inbox-table"), what="inbox")
+    await wait_idle(pilot, app)
+
+
 async def test_slash_filters_every_list(server):
     hook = post(server, "alice", "/api/broadcast/webhooks", appName="ci", title="CI", forUsers="bob")
     with client(server) as anonymous:
@@ -90,9 +97,7 @@ async def test_jk_next_unread_mark_all_read_and_sent_view(server):
     app = make_app(server, "carol")
     async with app.run_test(size=(120, 35)) as pilot:
         await ready(pilot, app, "carol")
-        await pilot.press("2")
-        await wait_for(pilot, lambda: str(read["id"]) in row_keys(app, "#inbox-table"), what="inbox")
-        await wait_idle(pilot, app)
+        await open_inbox_with(pilot, app, read)
         table = app.query_one("#inbox-table", DataTable)
         table.focus()
         table.move_cursor(row=0)
@@ -150,9 +155,7 @@ async def test_editor_compose_open_marks_read_and_keys_toml(server, tmp_path, mo
         assert any("no.such.binding" in str(n.message) for n in app._notifications), "a typo is reported"
         await pilot.press("f3")
         assert app.active_pane.id == "chat", "keys.toml added f3"
-        await pilot.press("2")
-        await wait_for(pilot, lambda: str(first["id"]) in row_keys(app, "#inbox-table"), what="inbox")
-        await wait_idle(pilot, app)
+        await open_inbox_with(pilot, app, first)
         select_row(app, "#inbox-table", str(first["id"]))
         await pilot.press("enter")  # opening marks it read (the default)
         await wait_for(pilot, lambda: first["id"] not in unread_ids(server, "bob"), what="read on open")
@@ -186,9 +189,7 @@ async def test_open_does_not_mark_read_when_configured(server, isolated_config):
     app = make_app(server, "carol")
     async with app.run_test(size=(120, 35)) as pilot:
         await ready(pilot, app, "carol")
-        await pilot.press("2")
-        await wait_for(pilot, lambda: str(message["id"]) in row_keys(app, "#inbox-table"), what="inbox")
-        await wait_idle(pilot, app)
+        await open_inbox_with(pilot, app, message)
         select_row(app, "#inbox-table", str(message["id"]))
         await pilot.press("enter")
         await wait_idle(pilot, app)
@@ -266,9 +267,7 @@ async def test_focus_rules_moves_along_the_state_table_confirm_and_undo(server):
         await wait_for(pilot, lambda: not archived(), what="unarchived by undo")
 
         # clearing pending can be undone too
-        await pilot.press("2")
-        await wait_for(pilot, lambda: str(pending["id"]) in row_keys(app, "#inbox-table"), what="inbox")
-        await wait_idle(pilot, app)
+        await open_inbox_with(pilot, app, pending)
         select_row(app, "#inbox-table", str(pending["id"]))
         await pilot.press("p")
 
