@@ -152,6 +152,7 @@ class CoordApp(OpsActions, LiveMixin, App):
     async def run_stream(self) -> None:
         self.stream = EventStream(self.client.base_url, self.client.token, self.on_stream_event,
                                   self.on_stream_state, min_backoff=self.backoff[0], max_backoff=self.backoff[1])
+        self.client.on_reachable = self.stream.retry_now
         await self.stream.run()
 
     async def on_unmount(self) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ssl
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 import certifi
@@ -73,6 +73,7 @@ class CoordClient:
         self.token = token
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
                                       headers={"Authorization": f"Bearer {token}"}, verify=tls_for(self.base_url))
+        self.on_reachable: Callable[[], None] | None = None  # called whenever the server answers a request
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -90,6 +91,8 @@ class CoordClient:
             response = await self.http.request(method, path, json=json, params=params or None)
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach {self.base_url}: {exc.__class__.__name__} {exc}".strip()) from exc
+        if self.on_reachable is not None:
+            self.on_reachable()
         try:
             body = response.json()
         except ValueError:

@@ -47,6 +47,21 @@ class EventStream:
         self.state = CONNECTING
         self.connections = 0
         self.query_token = False
+        self._retry_now = asyncio.Event()
+
+    def retry_now(self) -> None:
+        """The server answered another request, so it is back: end the backoff wait and reconnect at once."""
+        if self.state != CONNECTED:
+            self._retry_now.set()
+
+    async def _back_off(self, delay: float) -> bool:
+        """Sleep `delay` (with jitter) unless retry_now() cuts it short; True when it did."""
+        self._retry_now.clear()
+        try:
+            await asyncio.wait_for(self._retry_now.wait(), delay * (0.8 + 0.4 * random.random()))
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def _set_state(self, state: str, detail: str = "") -> None:
         self.state = state
@@ -73,8 +88,8 @@ class EventStream:
                     self._set_state(RECONNECTING, f"stream ended; retrying in {delay:.1f}s")
                 if got_events:
                     delay = self.min_backoff
-                await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
-                delay = min(self.max_backoff, delay * 2)
+                cut_short = await self._back_off(delay)
+                delay = self.min_backoff if cut_short else min(self.max_backoff, delay * 2)
 
     async def _stream_once(self, http: httpx.AsyncClient) -> bool:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}

@@ -57,3 +57,18 @@ async def test_resume_past_retention_resyncs_and_refetches(make_server, sqlite_u
         await wait_for(pilot, lambda: f"message:{away['id']}" in row_keys(app, "#wake-table"), what="refetched item")
         assert not [e for e in app.recent_events if e.type == "message" and e.data.get("messageId") == away["id"]], \
             "the missed message came through the refetch, not the stream"
+
+
+async def test_a_request_the_restarted_server_answers_ends_the_stream_backoff(make_server, sqlite_url):
+    """Backing off for 30 s would leave the header saying "disconnected" and live updates stopped though
+    the user's own refresh already reached the server: an answered request reconnects the stream at once."""
+    server = make_server(database_url=sqlite_url)
+    port = server.port
+    app = make_app(server, "alice", backoff=(30.0, 30.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
+        server.stop()
+        await wait_for(pilot, lambda: app.conn_state in ("disconnected", "reconnecting"), timeout=15, what="lost")
+        make_server(port=port, database_url=sqlite_url)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.conn_state == "connected", timeout=5, what="reconnected by the refresh")
