@@ -47,10 +47,12 @@ _multiprocess_dir()  # before the import below: prometheus-client chooses its va
 
 import peewee as pw  # noqa: E402
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram,  # noqa: E402
-                               PlatformCollector, ProcessCollector, disable_created_metrics, generate_latest,
+                               PlatformCollector, ProcessCollector, disable_created_metrics,
                                values)
 from prometheus_client import multiprocess  # noqa: E402
 from prometheus_client.core import GaugeMetricFamily  # noqa: E402
+
+from .metrics_text import Exposition  # noqa: E402
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ROW_COUNTS_MAX_AGE = timedelta(seconds=2)  # never serve row counts older than this
@@ -123,6 +125,7 @@ class ProcessMetrics:
         self.info.labels(version()).set(1)  # the version admin doctor reports
         for result in PUSH_RESULTS:
             self.push_deliveries.labels(result)  # every result is a series from the start, at 0
+        self.exposition = Exposition()
         self._http: dict[tuple[str, str, int], tuple] = {}
         self._event_types: dict[str, object] = {}
 
@@ -238,8 +241,10 @@ class AppMetrics:
     async def scrape(self) -> bytes:
         started = perf_counter()
         figures = _AppFigures(await self._row_counts(), self._scheduler_lag(), self._loop_lag())
-        # Rendering reads /proc and, in multi-process mode, every process's files: off the event loop.
-        body = await asyncio.to_thread(generate_latest, _Scrape(self.process.sources, figures))
+        # On the event loop, not in a thread: rendering is CPU under the GIL either way (the files it
+        # reads are small: /proc, and in multi-process mode COORD_METRICS_DIR), and in a thread the same
+        # CPU took several times longer to finish while the loop and the Store kept taking the GIL.
+        body = self.process.exposition.render(_Scrape(self.process.sources, figures))
         self.process.scrape_duration.observe(perf_counter() - started)
         return body
 
