@@ -95,3 +95,29 @@ def test_the_cache_of_series_is_bounded(monkeypatch):
         counter.labels(str(number)).inc()
         same(exposition, registry)
         assert len(exposition._series) <= 10
+
+
+def test_the_multiprocess_files_read_as_the_library_reads_them(tmp_path, monkeypatch):
+    from prometheus_client.multiprocess import MultiProcessCollector
+    from prometheus_client.values import MultiProcessValue
+
+    from coordserver.metrics import _MultiProcessFiles
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    ours, library = _MultiProcessFiles(None, str(tmp_path)), MultiProcessCollector(None, str(tmp_path))
+
+    def write(pid: int, route: str, amount: float) -> None:
+        value = MultiProcessValue(lambda: pid)
+        value("counter", "t_requests", "t_requests_total", ("route",), (route,), "requests").inc(amount)
+        for le in ("0.1", "+Inf"):
+            value("histogram", "t_seconds", "t_seconds_bucket", ("route", "le"), (route, le), "latency").inc(amount)
+        value("histogram", "t_seconds", "t_seconds_sum", ("route",), (route,), "latency").inc(amount / 10)
+        value("gauge", "t_open", "t_open", (), (), "open", multiprocess_mode="livesum").set(amount)
+        value("gauge", "t_peak", "t_peak", (), (), "peak", multiprocess_mode="max").set(amount)
+
+    write(101, ODD_LABELS[1], 2)
+    write(102, ODD_LABELS[1], 3)
+    first = generate_latest(ours)
+    assert first == generate_latest(library) and b't_requests_total{route="quo\\"te"} 5.0' in first
+    write(103, ODD_LABELS[2], 4)  # a new process, a new series: read with the keys already parsed
+    second = generate_latest(ours)
+    assert second == generate_latest(library) and b"t_open 9.0" in second and b"t_peak 4.0" in second
