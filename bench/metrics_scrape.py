@@ -93,6 +93,41 @@ def observe_cost_us(directory: str | None, count: int = 200_000) -> float:
     return (time.perf_counter() - started) / count * 1e6
 
 
+def render_cost_ms(directory: str | None, repeats: int = 15) -> dict:
+    """In-process CPU of rendering a scrape whose registry has every route (2xx and 4xx each), the
+    library's way (generate_latest, and its MultiProcessCollector in multi-process mode) against the
+    server's (metrics_text.Exposition, metrics._MultiProcessFiles), alternating, median of each (ms).
+    Run after observe_cost_us, which chooses the process's metrics mode."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+    from coordserver.api.meta import route_template
+    from coordserver.metrics import _MultiProcessFiles, process_metrics
+    from coordserver.metrics_text import Exposition
+    process = process_metrics()
+    rules = json.loads(subprocess.run([sys.executable, "-c", _RULES], cwd=HERE.parent, capture_output=True,
+                                      text=True, check=True).stdout)
+    for rule, methods in rules:
+        for method in methods:
+            for status in (200, 404):
+                process.observe_request(method, route_template(rule), status, 0.003)
+    library, ours = process.sources, process.sources
+    if directory:
+        library = CollectorRegistry(auto_describe=True)
+        MultiProcessCollector(library, path=directory)
+        ours = CollectorRegistry(auto_describe=True)
+        _MultiProcessFiles(ours, path=directory)
+    exposition = Exposition()
+    times: dict[str, list[float]] = {"library": [], "server": []}
+    for _ in range(repeats):
+        for name, render in (("library", lambda: generate_latest(library)), ("server", lambda: exposition.render(ours))):
+            started = time.process_time()
+            render()
+            times[name].append((time.process_time() - started) * 1000)
+    result = {name: statistics.median(values) for name, values in times.items()}
+    result["lines"] = generate_latest(library).count(b"\n")
+    return result
+
+
 def scrape_histogram(port: int) -> dict:
     """The server's own timing of its scrapes (coord_metrics_scrape_duration_seconds, every process
     added up): {"buckets": {le: cumulative count}, "sum": seconds, "count": n}."""
@@ -224,6 +259,7 @@ def run(args, tmp: str, cluster=None) -> dict:
     finally:
         server.terminate()
         server.wait(30)
+    here = f"{tmp}/metrics-here" if args.multiprocess or args.workers > 1 else None
     ratios = [row["scraped"]["rps"] / row["plain"]["rps"] for row in rows]
     summary = {
         "backend": args.backend, "workers": args.workers,
@@ -243,8 +279,8 @@ def run(args, tmp: str, cluster=None) -> dict:
         "send_cpu_scraped_vs_plain": statistics.median(
             row["scraped"]["server_cpu_us"] / row["plain"]["server_cpu_us"] for row in rows) - 1,
         "send_ratios": ratios,
-        "observe_request_us": observe_cost_us(f"{tmp}/metrics-here" if args.multiprocess or args.workers > 1
-                                              else None),
+        "observe_request_us": observe_cost_us(here),
+        "render_ms": render_cost_ms(here),
     }
     return summary
 
@@ -292,6 +328,9 @@ def main() -> None:
           f"{', '.join(f'{r:.3f}' for r in summary['send_ratios'])})")
     print(f"  server CPU per send, scraped vs plain: {summary['send_cpu_scraped_vs_plain']:+.1%} (median of same-round ratios)")
     print(f"  counting one request: {summary['observe_request_us']:.2f} us in-process")
+    render = summary["render_ms"]
+    print(f"  rendering a scrape of every route ({render['lines']} lines), in-process CPU: library {render['library']:.2f} ms, "
+          f"server {render['server']:.2f} ms ({render['server'] / render['library'] - 1:+.0%})")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
 
