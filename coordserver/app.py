@@ -6,7 +6,6 @@ import logging
 
 from quart import Quart, g, request
 from quart.json.provider import DefaultJSONProvider
-from werkzeug.exceptions import HTTPException
 
 from .api.common import OtherThan
 from .api.metrics import instrument
@@ -14,7 +13,7 @@ from .auth import TokenResolver, request_token
 from .context import Coord
 from .db import Store
 from .domain import users
-from .errors import ApiError
+from .errors import render_error
 from .events.bus import make_bus
 from .gate import Gate, client_address
 from .hotpaths import HotPaths
@@ -28,18 +27,12 @@ from .realtime.revocation import TokenGuard
 from .realtime.sse import SSEHub
 from .realtime.wake_cache import WakeCache
 from .realtime.wake_pulse import WakePulser
-from .redaction import redact
 from .scheduler import Scheduler
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
 log = logging.getLogger("coord")
 
-_HTTP_MESSAGES = {
-    400: "Bad request", 401: "Authentication required", 403: "Forbidden", 404: "Not found",
-    405: "Method not allowed", 413: f"Request body larger than {MAX_BODY_BYTES} bytes",
-    415: "Unsupported media type", 429: "Too many requests",
-}
 # Routes whose auth may arrive as ?token= (streams and sockets cannot always set headers).
 _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -157,24 +150,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
             response.headers[name] = value
         return response
 
-    @app.errorhandler(ApiError)
-    async def api_error(error: ApiError):
-        return error.body(), error.status, error.headers
-
-    @app.errorhandler(HTTPException)
-    async def http_error(error: HTTPException):
-        status = error.code or 500
-        message = _HTTP_MESSAGES.get(status) or (error.description if status < 500 else "Internal server error")
-        headers = {}
-        allowed = getattr(error, "valid_methods", None)
-        if status == 405 and allowed:
-            headers["Allow"] = ", ".join(allowed)
-        return {"error": message}, status, headers
-
     @app.errorhandler(Exception)
-    async def unexpected(error: Exception):
-        log.exception("unhandled error on %s %s", request.method, redact(request.path))
-        return {"error": "Internal server error"}, 500
+    async def render(error: Exception):
+        """Every error, HTTPException and ApiError included, rendered as the hot paths render it."""
+        answer = render_error(error, request.method, request.path)
+        return answer.body, answer.status, answer.headers
 
     if settings.hot_paths:
         app.asgi_app = HotPaths(app, coord, gate)
