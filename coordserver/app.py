@@ -9,25 +9,15 @@ from quart.json.provider import DefaultJSONProvider
 
 from .api.common import OtherThan
 from .api.metrics import instrument
-from .auth import TokenResolver, request_token
+from .auth import request_token
 from .context import Coord
 from .db import Store
 from .domain import users
 from .errors import render_error
 from .events.bus import make_bus
-from .gate import Gate, client_address
+from .gate import client_address
 from .hotpaths import HotPaths
-from .metrics import AppMetrics
-from .ratelimit import RateLimiter
-from .realtime.loopmon import LoopMonitor
-from .realtime.notebook_manager import NotebookRooms
-from .realtime.presence import PresenceTracker
-from .realtime.push import PushService
-from .realtime.revocation import TokenGuard
-from .realtime.sse import SSEHub
-from .realtime.wake_cache import WakeCache
-from .realtime.wake_pulse import WakePulser
-from .scheduler import Scheduler
+from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
@@ -45,13 +35,6 @@ def _blueprints():
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
             stream.bp, presence.bp, admin.bp, metrics.bp]
-
-
-def _services(coord: Coord) -> list:
-    """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"], coord.services["tokens_guard"], coord.services["loopmon"],
-            coord.services["wake"], coord.services["wake_cache"], coord.services["notebook"], coord.services["scheduler"], coord.services["sse"],
-            coord.services["push"]]
 
 
 class StandardJSONProvider(DefaultJSONProvider):
@@ -82,23 +65,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     store = Store(settings.database_url, clock)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
     app.extensions["coord"] = coord
-    resolver = TokenResolver(coord)
-    coord.services["tokens"] = resolver
-    coord.services["tokens_guard"] = TokenGuard(coord)
-    coord.services["presence"] = PresenceTracker(coord)
-    coord.services["loopmon"] = LoopMonitor(coord)
-    coord.services["wake"] = WakePulser(coord)
-    coord.services["wake_cache"] = WakeCache(coord)
-    coord.services["notebook"] = NotebookRooms(coord)
-    coord.services["scheduler"] = Scheduler(coord)
-    coord.services["sse"] = SSEHub(coord)
-    coord.services["push"] = PushService(coord)
-    coord.services["metrics"] = AppMetrics(coord)
-    store.on_events = coord.services["metrics"].process.count_events
-    limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
-                          clock=lambda: clock.now().timestamp())
-    coord.services["ratelimit"] = limiter
-    gate = coord.services["gate"] = Gate(coord, resolver, limiter)
+    services = coord.services = build_services(coord)
+    store.on_events = services.metrics.process.count_events
+    gate = services.gate
 
     for blueprint in _blueprints():
         app.register_blueprint(blueprint)
@@ -110,13 +79,13 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         store.on_commit = _publisher(coord)
         await store.write(users.ensure_admin_rows, settings.admin_rows())
         await coord.bus.start()
-        for service in _services(coord):
+        for service in services.lifecycle():
             await service.start()
 
     @app.after_serving
     async def shutdown() -> None:
         coord.shutting_down.set()
-        for service in reversed(_services(coord)):
+        for service in reversed(services.lifecycle()):
             try:
                 await service.stop()
             except Exception:

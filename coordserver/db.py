@@ -304,16 +304,17 @@ def now() -> datetime:
 
 
 def after_commit(channel: str, payload: dict) -> None:
-    """Publish `payload` on the bus once (and only if) the current transaction commits."""
+    """Publish `payload` on the bus once (and only if) the current unit succeeds: a write unit's
+    transaction commits, a read unit returns. Its caller hears back only after the publish."""
     effects = getattr(_unit, "effects", None)
     if effects is None:
-        raise RuntimeError("after_commit called outside a Store.write unit")
+        raise RuntimeError("after_commit called outside a Store unit")
     effects.append((channel, payload))
 
 
 def note_event(event_id: int, event_type: str) -> None:
     current = getattr(_unit, "max_event", None)
-    if getattr(_unit, "effects", None) is None:
+    if getattr(_unit, "effects", None) is None or getattr(_unit, "read_only", False):
         raise RuntimeError("events must be appended inside a Store.write unit")
     _unit.max_event = event_id if current is None else max(current, event_id)
     _unit.event_types.append(event_type)
@@ -491,6 +492,7 @@ class Store:
 
     def _reader_loop(self) -> None:
         self._bind_thread()
+        _unit.read_only = True
         while True:
             job = self._reads.get()
             if job is None:
@@ -502,7 +504,7 @@ class Store:
                 if job.error is not None and self._drop_lost_connection():
                     job.error = Unavailable()
             try:
-                job.loop.call_soon_threadsafe(_settle, job)
+                job.loop.call_soon_threadsafe(self._finish_read, job)
             except RuntimeError:  # that loop has closed: nobody waits; keep serving the others
                 pass
         if not self.database.is_closed():
@@ -552,7 +554,16 @@ class Store:
         for loop, jobs in by_loop.items():
             loop.call_soon_threadsafe(self._finish_all, jobs)
 
+    def _finish_read(self, job: _Job) -> None:
+        if job.error is None and job.effects and self.on_commit:
+            try:
+                self.on_commit(None, job.effects)
+            except Exception:
+                log.exception("publishing a read's effects failed")
+        _settle(job)
+
     def _read_once(self, job: _Job) -> None:
+        _unit.effects = []
         try:
             if self.sqlite:
                 with self.database.atomic():
@@ -563,6 +574,10 @@ class Store:
                 job.result = job.fn(*job.args, **job.kwargs)
         except BaseException as exc:
             job.error = exc
+        else:
+            job.effects = _unit.effects
+        finally:
+            _unit.effects = None
 
     def _drop_lost_connection(self) -> bool:
         """After a failure on PostgreSQL: if the server closed this thread's connection (a restart, a

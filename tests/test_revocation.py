@@ -149,7 +149,7 @@ async def connected_here_admin_elsewhere(here, other: str, identity: str, token:
     await editor.wait(lambda c: c.of_type("sync"))
     async with open_stream(here, None, token=token) as stream:
         assert await verify_status(here.url, token) == 200
-        await wait_for(lambda: here.coord.services["sse"].has_stream(identity))
+        await wait_for(lambda: here.coord.services.sse.has_stream(identity))
         async with httpx.AsyncClient(base_url=other, timeout=30,
                                      headers={"Authorization": f"Bearer {TOKENS['admin']}"}) as admin:
             yield editor, stream, admin

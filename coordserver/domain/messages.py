@@ -284,9 +284,10 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
             _urgent, created, message_id = decode_cursor(cursor, order)
             where += " AND (created_at, id) < (?, ?)"
             params += [created, message_id]
-    if sqlite:
-        return _sqlite_page(order, count_where, count_params, where, order_by, params, limit)
-    return _postgres_page(order, count_where, count_params, where, order_by, params, limit)
+    page = (_sqlite_page if sqlite else _postgres_page)(order, count_where, count_params, where, order_by, params,
+                                                       limit)
+    _inbox_check(identity, "list")
+    return page
 
 
 _OUTER_ORDER = {"unread": "p.urgent DESC, p.created_at, p.id", "newest": "p.created_at DESC, p.id DESC"}
@@ -341,15 +342,6 @@ def _sqlite_page(order: str, count_where: str, count_params: list, where: str, o
     return "[" + ",".join(page) + "]", total, next_cursor
 
 
-def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:
-    """The inbox page as the wire object (what GET /api/mailboxes/me/messages returns)."""
-    encoded, total, next_cursor = inbox_page(identity, status, limit, cursor)
-    result = {"messages": json.loads(encoded), "total": total}
-    if next_cursor:
-        result["nextCursor"] = next_cursor
-    return result
-
-
 def sent(identity: str, limit: int) -> dict:
     rows = _rows(_SELECT + " WHERE sender = ? ORDER BY created_at DESC, id DESC LIMIT ?", (identity, limit))
     return {"messages": [message_json(r) for r in rows]}
@@ -363,6 +355,7 @@ _MESSAGE_DOCUMENT = "to_tsvector('simple', coalesce(title, '') || ' ' || coalesc
 def search(identity: str, q: str, limit: int) -> dict:
     """Full text over title and body of the caller's received messages, newest first (all words must match)."""
     terms = fulltext.words(q)
+    _inbox_check(identity, "search")
     if not terms:
         return {"messages": []}
     matching = fulltext.condition(Message, "message_fts", _MESSAGE_DOCUMENT, terms)
