@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from pathlib import Path
 
-from coordserver.db import SCHEMA_VERSION
+from coordserver.migrations import SCHEMA_VERSION
 from coordserver.models import PushDelivery, RecurringTemplate
 from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db

@@ -7,7 +7,9 @@ import peewee as pw
 import pytest
 
 from coordserver.principal import hash_token
-from coordserver.db import SCHEMA_VERSION, SchemaTooNew, Store, open_database
+from coordserver.database import open_database
+from coordserver.db import Store
+from coordserver.migrations import SCHEMA_VERSION, SchemaTooNew
 from tests.conftest import client
 
 OLD_TOKEN = "f" * 64
