@@ -66,7 +66,7 @@ def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
 def sql_insert(sql: str, params: tuple | list = ()) -> int:
     """Runs one fixed INSERT (without RETURNING) and returns the new row's id. SQLite: lastrowid, so
     the insert is one step of the statement instead of two: each step releases and retakes the GIL
-    (send ~710 -> ~670 µs CPU/req, same run, bench/messages.md)."""
+    (measured: bench/RESULTS.md, "Figures from code comments")."""
     database = current_database()
     if is_sqlite(database):
         return database.execute_sql(sql, params).lastrowid
@@ -187,14 +187,14 @@ class Store:
         self._writers: list[threading.Thread] = []
         self._reads: queue.SimpleQueue = queue.SimpleQueue()
         # SQLite reads run in this process and mostly in C, so threads beyond the two cores only fight
-        # over the GIL: with 4 readers the inbox served ~15% fewer requests than with 2 (bench/messages.md).
+        # over the GIL: 4 readers served fewer inbox requests than 2 (bench/messages.md, round 3).
         # A PostgreSQL reader mostly waits on its socket, so more of them overlap usefully.
         self._reader_count = readers or (2 if self.sqlite else 4)
         self._readers: list[threading.Thread] = []
         self._writer_count = 1 if self.sqlite else 4
         # Units of one batch run one after another, so they can share one savepoint name. Peewee's
         # atomic() names each savepoint with a fresh uuid: two statements the driver must prepare
-        # anew per unit (~17 -> ~8 µs per unit alone; send ~730 -> ~710 µs CPU/req, bench/messages.md).
+        # anew per unit (measured: bench/RESULTS.md, "Figures from code comments").
         self._unit_savepoint = _FixedSavepoint(self.database, "coord_unit")
         self.write_latency_ms = 0.0
 
@@ -251,8 +251,7 @@ class Store:
 
     async def read(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         # Own reader threads fed by a SimpleQueue, answering with one call_soon_threadsafe: cheaper on
-        # the event loop than run_in_executor's chained concurrent/asyncio futures
-        # (inbox ~1,350 -> ~1,270 µs CPU/req, same run, bench/messages.md).
+        # the event loop than run_in_executor's chained concurrent/asyncio futures (bench/messages.md, round 2).
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._reads.put(_Job(fn, args, kwargs, loop, future))

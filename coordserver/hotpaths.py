@@ -2,7 +2,7 @@
 
 Agents send mail, list their inbox and ask what is waiting far more than they do anything else, and on those routes
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
-cost more than the work itself: about 40% of a send's CPU (bench/messages.md). Here they skip it.
+cost more than the work itself (bench/messages.md, round 3). Here they skip it.
 
 Only the transport differs. Admission is the same Gate the Quart hook uses; parsing and the domain
 calls are the same functions the Quart views call (api/messages.py post_message / inbox_json); errors are

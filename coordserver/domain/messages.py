@@ -211,7 +211,8 @@ def _wire_time_sql(column: str, sqlite: bool) -> str:
     """SQL for _wire_time: the same text, truncated (not rounded) to milliseconds."""
     if sqlite:
         # Stored text is 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD HH:MM:SS.ffffff'; padding with '.000000'
-        # covers both without CASE or length() (NULL stays NULL): ~25 µs less per 50-row inbox page.
+        # covers both without CASE or length() (NULL stays NULL), which cost more (bench/RESULTS.md,
+        # "Figures from code comments").
         return f"substr({column}, 1, 10) || 'T' || substr({column} || '.000000', 12, 12) || 'Z'"
     return f"""to_char({column}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -224,7 +225,7 @@ _PG_SUSPECT = "(strpos(metadata, 'NaN') > 0 OR strpos(metadata, 'Infinity') > 0)
 _METADATA_SQL = {True: "json(CASE WHEN json_valid(metadata) THEN metadata END)",
                  False: f"CASE WHEN {_PG_SUSPECT} THEN NULL ELSE metadata::json END"}
 # json_valid(NULL) is 0 on SQLite before 3.45 (NULL after): test NULL first, or every message without
-# metadata is flagged and its page re-encoded in Python (inbox ~3.0 -> ~1.1 ms CPU/req, bench/RESULTS.md).
+# metadata is flagged and its page re-encoded in Python (bench/RESULTS.md, "Figures from code comments").
 _SUSPECT_SQL = {True: "(metadata IS NOT NULL AND json_valid(metadata) = 0)", False: f"coalesce({_PG_SUSPECT}, false)"}
 
 
@@ -322,7 +323,7 @@ def _sqlite_page(order: str, count_where: str, count_params: list, where: str, o
     """The page in ONE statement returning one row: total, the encoded rows and their sort keys, each
     joined by the database. Python's sqlite3 releases and retakes the GIL for every row it steps, so
     51 rows meant 51 GIL hand-offs between the reader thread and the busy event loop; one row is one
-    (inbox server CPU ~1,340 -> ~1,050 µs/req, same run, bench/messages.md). group_concat keeps its
+    (bench/messages.md, round 2). group_concat keeps its
     input order: a LIMITed subquery is never flattened into an aggregate, so it feeds rows in ORDER BY
     order (the paging tests check the order)."""
     encoded = _message_json_sql(True)
