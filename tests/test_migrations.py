@@ -1,6 +1,7 @@
 """A database written by an older schema version opens and is upgraded, never silently broken."""
 from __future__ import annotations
 
+import importlib
 from datetime import datetime
 
 import peewee as pw
@@ -9,7 +10,7 @@ import pytest
 from coordserver.principal import hash_token
 from coordserver.database import open_database
 from coordserver.db import Store
-from coordserver.migrations import SCHEMA_VERSION, SchemaTooNew
+from coordserver.migrations import SCHEMA_VERSION, UPGRADES, SchemaTooNew
 from tests.conftest import client
 
 OLD_TOKEN = "f" * 64
@@ -92,3 +93,11 @@ def test_newer_schema_refuses_to_start(sqlite_url):
     store.close()
     with pytest.raises(SchemaTooNew):
         Store(sqlite_url).open()
+
+
+def test_every_schema_version_after_the_first_has_its_own_module():
+    """migrations/vN.py takes a database from N-1 to N, for every N up to SCHEMA_VERSION."""
+    assert sorted(UPGRADES) == list(range(2, SCHEMA_VERSION + 1))
+    for version, upgrade in UPGRADES.items():
+        module = importlib.import_module(f"coordserver.migrations.v{version}")
+        assert upgrade is module.upgrade
