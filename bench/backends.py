@@ -63,7 +63,8 @@ def _messages(recipient: str, count: int, status: str, start: datetime, sender: 
 
 def fill(database_url: str, big_history: int, big_unread: int) -> float:
     """Migrate `database_url` and write every case's data; returns the seconds it took."""
-    from coordserver.db import migrate, open_database
+    from coordserver.database import open_database
+    from coordserver.migrations import migrate
     from coordserver.models import Message, database_proxy
     started = time.monotonic()
     database = open_database(database_url)

@@ -101,7 +101,7 @@ async def latency(server: ServerThread, tokens: list[str], editors: int, rounds:
         worst_per_round.append(max(delays))
     for peer in peers:
         await peer.close()
-    rooms = server.coord.services["notebook"].rooms
+    rooms = server.coord.services.notebook.rooms
     deadline = time.monotonic() + 10
     while page_id in rooms and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -115,7 +115,7 @@ async def memory(server: ServerThread, token: str, count: int) -> dict:
     async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {token}"}) as http:
         ids = [(await http.post("/api/notebook", json={"title": f"m{i}", "content": content})).json()["page"]["id"]
                for i in range(count)]
-    manager = server.coord.services["notebook"]
+    manager = server.coord.services.notebook
     gc.collect()
     rss_before = rss_bytes()
     traced_before = tracemalloc.get_traced_memory()[0]

@@ -6,40 +6,23 @@ import logging
 
 from quart import Quart, g, request
 from quart.json.provider import DefaultJSONProvider
-from werkzeug.exceptions import HTTPException
 
 from .api.common import OtherThan
 from .api.metrics import instrument
-from .auth import TokenResolver, request_token
+from .auth import request_token
 from .context import Coord
 from .db import Store
 from .domain import users
-from .errors import ApiError
+from .errors import render_error
 from .events.bus import make_bus
-from .gate import Gate, client_address
+from .gate import client_address
 from .hotpaths import HotPaths
-from .metrics import AppMetrics
-from .ratelimit import RateLimiter
-from .realtime.loopmon import LoopMonitor
-from .realtime.notebook_manager import NotebookRooms
-from .realtime.presence import PresenceTracker
-from .realtime.push import PushService
-from .realtime.revocation import TokenGuard
-from .realtime.sse import SSEHub
-from .realtime.wake_cache import WakeCache
-from .realtime.wake_pulse import WakePulser
-from .redaction import redact
-from .scheduler import Scheduler
+from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
 
 log = logging.getLogger("coord")
 
-_HTTP_MESSAGES = {
-    400: "Bad request", 401: "Authentication required", 403: "Forbidden", 404: "Not found",
-    405: "Method not allowed", 413: f"Request body larger than {MAX_BODY_BYTES} bytes",
-    415: "Unsupported media type", 429: "Too many requests",
-}
 # Routes whose auth may arrive as ?token= (streams and sockets cannot always set headers).
 _QUERY_TOKEN_PATHS = frozenset({"/api/stream"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -52,13 +35,6 @@ def _blueprints():
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
             stream.bp, presence.bp, admin.bp, metrics.bp]
-
-
-def _services(coord: Coord) -> list:
-    """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
-    return [coord.services["presence"], coord.services["tokens_guard"], coord.services["loopmon"],
-            coord.services["wake"], coord.services["wake_cache"], coord.services["notebook"], coord.services["scheduler"], coord.services["sse"],
-            coord.services["push"]]
 
 
 class StandardJSONProvider(DefaultJSONProvider):
@@ -89,23 +65,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     store = Store(settings.database_url, clock)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
     app.extensions["coord"] = coord
-    resolver = TokenResolver(coord)
-    coord.services["tokens"] = resolver
-    coord.services["tokens_guard"] = TokenGuard(coord)
-    coord.services["presence"] = PresenceTracker(coord)
-    coord.services["loopmon"] = LoopMonitor(coord)
-    coord.services["wake"] = WakePulser(coord)
-    coord.services["wake_cache"] = WakeCache(coord)
-    coord.services["notebook"] = NotebookRooms(coord)
-    coord.services["scheduler"] = Scheduler(coord)
-    coord.services["sse"] = SSEHub(coord)
-    coord.services["push"] = PushService(coord)
-    coord.services["metrics"] = AppMetrics(coord)
-    store.on_events = coord.services["metrics"].process.count_events
-    limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
-                          clock=lambda: clock.now().timestamp())
-    coord.services["ratelimit"] = limiter
-    gate = coord.services["gate"] = Gate(coord, resolver, limiter)
+    services = coord.services = build_services(coord)
+    store.on_events = services.metrics.process.count_events
+    gate = services.gate
 
     for blueprint in _blueprints():
         app.register_blueprint(blueprint)
@@ -117,13 +79,13 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         store.on_commit = _publisher(coord)
         await store.write(users.ensure_admin_rows, settings.admin_rows())
         await coord.bus.start()
-        for service in _services(coord):
+        for service in services.lifecycle():
             await service.start()
 
     @app.after_serving
     async def shutdown() -> None:
         coord.shutting_down.set()
-        for service in reversed(_services(coord)):
+        for service in reversed(services.lifecycle()):
             try:
                 await service.stop()
             except Exception:
@@ -157,24 +119,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
             response.headers[name] = value
         return response
 
-    @app.errorhandler(ApiError)
-    async def api_error(error: ApiError):
-        return error.body(), error.status, error.headers
-
-    @app.errorhandler(HTTPException)
-    async def http_error(error: HTTPException):
-        status = error.code or 500
-        message = _HTTP_MESSAGES.get(status) or (error.description if status < 500 else "Internal server error")
-        headers = {}
-        allowed = getattr(error, "valid_methods", None)
-        if status == 405 and allowed:
-            headers["Allow"] = ", ".join(allowed)
-        return {"error": message}, status, headers
-
     @app.errorhandler(Exception)
-    async def unexpected(error: Exception):
-        log.exception("unhandled error on %s %s", request.method, redact(request.path))
-        return {"error": "Internal server error"}, 500
+    async def render(error: Exception):
+        """Every error, HTTPException and ApiError included, rendered as the hot paths render it."""
+        answer = render_error(error, request.method, request.path)
+        return answer.body, answer.status, answer.headers
 
     if settings.hot_paths:
         app.asgi_app = HotPaths(app, coord, gate)

@@ -16,15 +16,30 @@ _LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 class TokenResolver:
-    """Resolves bearer tokens. A short cache keeps auth off the database on hot paths. Revoke, rotate
-    and archiving log a `token_revoked` event; every process drops those tokens from its cache when
-    its SSE hub reads that row (`forget`, via realtime/revocation.py), not after _CACHE_SECONDS."""
+    """Resolves bearer tokens. A short cache keeps auth off the database on hot paths. A unit that
+    changes what a token may do announces it after its commit (`domain.identities.tokens_changed`, on
+    the bus's "tokens" channel), before its caller hears the result: every process drops those
+    tokens from its cache then, not after _CACHE_SECONDS. Revocations also reach processes that missed
+    the announcement, through the log (realtime/revocation.py)."""
 
     def __init__(self, coord):
         self.coord = coord
         self._cache: dict[str, tuple[float, Principal | None, object]] = {}
         self._env = {hash_token(t): spec for t, spec in coord.settings.env_tokens.items()}
         self._last_used: dict[int, object] = {}
+        self._unsubscribe = None
+
+    async def start(self) -> None:
+        self._unsubscribe = self.coord.bus.subscribe("tokens", self._on_changed)
+
+    async def stop(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+
+    def _on_changed(self, payload: dict) -> None:
+        token_ids = [t for t in payload.get("tokenIds") or () if isinstance(t, int)]
+        identity = payload.get("identity")
+        self.forget(token_ids, identity if isinstance(identity, str) else None)
 
     def invalidate(self) -> None:
         self._cache.clear()

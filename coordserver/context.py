@@ -1,4 +1,4 @@
-"""The per-app service container: settings, storage, bus, clock and background workers."""
+"""The per-app context: settings, storage, bus, clock, background tasks and the typed services."""
 from __future__ import annotations
 
 import asyncio
@@ -6,15 +6,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from quart import current_app
 
 from .db import Store
-from .events.bus import LocalBus
+from .events.bus import Bus
 from .netcheck import Resolver, system_resolver
 from .settings import Settings
 from .timeutil import Clock
+
+if TYPE_CHECKING:
+    from .services import Services
 
 log = logging.getLogger("coord")
 
@@ -25,13 +28,18 @@ Worker = Callable[["Coord"], Awaitable[None]]
 class Coord:
     settings: Settings
     store: Store
-    bus: LocalBus
+    bus: Bus
     clock: Clock
     started_monotonic: float = field(default_factory=time.monotonic)
     shutting_down: asyncio.Event | None = None
-    services: dict[str, Any] = field(default_factory=dict)
+    # Set once by create_app (services.build); reading it before then is an AttributeError.
+    services: Services = field(init=False, repr=False)
     resolver: Resolver = system_resolver  # DNS for webhook targets; tests replace it
     _tasks: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bus, Bus):
+            raise TypeError(f"coord.bus must be a Bus, not {type(self.bus).__name__}")
 
     @cached_property
     def env_identities(self) -> frozenset[str]:

@@ -1,4 +1,5 @@
-"""Storage: connecting, schema migrations, and the runner that keeps database work off the event loop.
+"""Storage: the runner that keeps database work off the event loop (connecting is in database.py,
+schema migrations in migrations/).
 
 Every unit of work is a plain synchronous function. `Store.write` runs it on a writer thread inside a
 transaction; writes queued together share one commit (each in its own savepoint, so one failing unit
@@ -14,241 +15,21 @@ import os
 import queue
 import threading
 import time
-from functools import lru_cache
 from datetime import datetime
-from pathlib import Path
+from functools import lru_cache
 from typing import Any, Callable
-from urllib.parse import urlparse
 
 import peewee as pw
-from playhouse.db_url import parse as parse_url
-from playhouse.migrate import PostgresqlMigrator, SqliteMigrator, migrate as run_migrations
 
+from .database import PostgresDatabase, is_sqlite, open_database
 from .errors import Unavailable
-from .models import ALL_MODELS, Project, ProjectTag, SchemaVersion, TaskWorkflow, Token, User, Workflow, database_proxy
+from .migrations import migrate
+from .models import database_proxy
 from .timeutil import Clock, utcnow
 
 log = logging.getLogger("coord.db")
 
-SCHEMA_VERSION = 4
 _MAX_BATCH = 64
-
-
-class SchemaTooNew(RuntimeError):
-    pass
-
-
-# --- connecting ------------------------------------------------------------------------------
-
-def open_database(url: str) -> pw.Database:
-    """`sqlite:///relative.db`, `sqlite:////absolute.db` or `postgresql://user:pw@host:port/name`."""
-    parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
-        if not path or path == ":memory:":
-            raise ValueError("an in-memory SQLite database is one per connection: use a file")
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        return pw.SqliteDatabase(
-            str(Path(path).expanduser()),
-            pragmas={"journal_mode": "wal", "synchronous": "normal", "busy_timeout": 5000,
-                     "foreign_keys": 1, "cache_size": -16000},
-            check_same_thread=False,
-        )
-    if parsed.scheme in ("postgres", "postgresql"):
-        params = parse_url(url)
-        return PostgresDatabase(params.pop("database"), **params)
-    raise ValueError(f"unsupported database URL scheme {parsed.scheme!r}: use sqlite:/// or postgresql://")
-
-
-class PostgresDatabase(pw.PostgresqlDatabase):
-    """PostgreSQL with fewer round trips: BEGIN and the unit savepoints travel with the next statement.
-
-    psycopg2 sends each execute as one simple-query message, which may hold several statements; so
-    `defer`red statements (BEGIN, SAVEPOINT, RELEASE SAVEPOINT) are sent in front of the next real one
-    instead of each costing a round trip of its own. A transaction (or unit) that never executes a
-    statement never sends them at all. A send unit went from 7 round trips (BEGIN, SAVEPOINT, three
-    INSERTs, RELEASE, COMMIT) to 3 (bench/RESULTS.md)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._deferred = threading.local()
-
-    def _pending(self) -> list[str]:
-        pending = getattr(self._deferred, "sql", None)
-        if pending is None:
-            pending = self._deferred.sql = []
-        return pending
-
-    def defer(self, sql: str) -> None:
-        self._pending().append(sql)
-
-    def undefer(self, sql: str) -> bool:
-        """Withdraw `sql` if it is the last statement still waiting to be sent; True if it was."""
-        pending = self._pending()
-        if pending and pending[-1] == sql:
-            pending.pop()
-            return True
-        return False
-
-    def execute_sql(self, sql, params=None):
-        pending = self._pending()
-        if pending:
-            # The deferred statements carry no parameters and no '%', so psycopg2's interpolation of
-            # `params` into `sql` is unaffected by the prefix.
-            sql = "; ".join(pending) + "; " + sql
-            pending.clear()
-        return super().execute_sql(sql, params)
-
-    def begin(self, isolation_level=None) -> None:
-        if isolation_level is not None or self._isolation_level:
-            super().begin(isolation_level)
-        else:
-            if self.is_closed():  # connect now: connecting later would reset peewee's transaction stack
-                self.connect()
-            self.defer("BEGIN")
-
-    def _end(self) -> bool:
-        """Drop what is still deferred; False if the transaction never began on the server."""
-        pending = self._pending()
-        began = "BEGIN" not in pending
-        pending.clear()
-        return began
-
-    def commit(self) -> None:
-        if self._end():  # a deferred RELEASE SAVEPOINT is moot: COMMIT ends the savepoints too
-            super().commit()
-
-    def rollback(self) -> None:
-        if self._end():
-            super().rollback()
-
-    def close(self):
-        self._pending().clear()
-        return super().close()
-
-
-def is_sqlite(database: pw.Database) -> bool:
-    return isinstance(database, pw.SqliteDatabase)
-
-
-# --- migrations ------------------------------------------------------------------------------
-
-def _columns(database: pw.Database, table: str) -> set[str]:
-    return {c.name for c in database.get_columns(table)}
-
-
-def _add_missing_columns(database: pw.Database, model: type[pw.Model], names: list[str]) -> None:
-    migrator = SqliteMigrator(database) if is_sqlite(database) else PostgresqlMigrator(database)
-    existing = _columns(database, model._meta.table_name)
-    ops = [migrator.add_column(model._meta.table_name, name, model._meta.fields[name])
-           for name in names if name not in existing]
-    if ops:
-        run_migrations(*ops)
-
-
-def _create_search_index(database: pw.Database) -> None:
-    """Full text over message title and body and chat bodies: FTS5 on SQLite, GIN expression indexes on PostgreSQL."""
-    if is_sqlite(database):
-        database.execute_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5("
-            "title, body, content='message', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
-        database.execute_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS chat_message_fts USING fts5("
-            "body, content='chat_message', content_rowid='id', tokenize='unicode61 remove_diacritics 2')")
-        for name, sql in {
-            "chat_message_fts_ai": "AFTER INSERT ON chat_message BEGIN INSERT INTO chat_message_fts(rowid, body) "
-                                   "VALUES (new.id, new.body); END",
-            "chat_message_fts_ad": "AFTER DELETE ON chat_message BEGIN INSERT INTO chat_message_fts("
-                                   "chat_message_fts, rowid, body) VALUES ('delete', old.id, old.body); END",
-            "chat_message_fts_au": "AFTER UPDATE OF body ON chat_message BEGIN "
-                                   "INSERT INTO chat_message_fts(chat_message_fts, rowid, body) "
-                                   "VALUES ('delete', old.id, old.body); "
-                                   "INSERT INTO chat_message_fts(rowid, body) VALUES (new.id, new.body); END",
-        }.items():
-            database.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {name} {sql}")
-        for name, sql in {
-            "message_fts_ai": "AFTER INSERT ON message BEGIN INSERT INTO message_fts(rowid, title, body) "
-                              "VALUES (new.id, new.title, new.body); END",
-            "message_fts_ad": "AFTER DELETE ON message BEGIN INSERT INTO message_fts(message_fts, rowid, title, body) "
-                              "VALUES ('delete', old.id, old.title, old.body); END",
-            "message_fts_au": "AFTER UPDATE OF title, body ON message BEGIN "
-                              "INSERT INTO message_fts(message_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body); "
-                              "INSERT INTO message_fts(rowid, title, body) VALUES (new.id, new.title, new.body); END",
-        }.items():
-            database.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {name} {sql}")
-    else:
-        database.execute_sql(
-            "CREATE INDEX IF NOT EXISTS message_fts_idx ON message USING GIN "
-            "(to_tsvector('simple', coalesce(title, '') || ' ' || coalesce(body, '')))")
-        database.execute_sql(
-            "CREATE INDEX IF NOT EXISTS chat_message_fts_idx ON chat_message USING GIN "
-            "(to_tsvector('simple', body))")
-
-
-def _migration_2(database: pw.Database) -> None:
-    """v1 held identities, tokens and invites only. v2 adds presence, backup agents and every area."""
-    _add_missing_columns(database, User, ["last_seen_at", "last_seen_source"])
-    _add_missing_columns(database, Token, ["backup_agent", "stale_trigger_hours"])
-    database.create_tables(ALL_MODELS, safe=True)
-    _create_search_index(database)
-
-
-def _migration_3(database: pw.Database) -> None:
-    """v1.1 (API.md §18): project creator and visibility, workflows. Existing projects stay open to
-    everyone (taggedUsers null) with an unknown creator."""
-    _add_missing_columns(database, Project, ["created_by", "tagged_users"])
-    database.create_tables([ProjectTag, Workflow, TaskWorkflow], safe=True)
-
-
-def _create_wake_indexes(database: pw.Database) -> None:
-    """The newest event addressed to everyone, for wake_version (domain/wake.py): a partial index, so
-    the lookup stays one index probe however long the log is. `WHERE to_all`, not `= ?`: SQLite uses
-    a partial index only for a query whose WHERE repeats the index's own terms."""
-    database.execute_sql("CREATE INDEX IF NOT EXISTS event_to_all ON event (id) WHERE to_all")
-
-
-def _migration_4(database: pw.Database) -> None:
-    _create_wake_indexes(database)
-
-
-MIGRATIONS: dict[int, Callable[[pw.Database], None]] = {2: _migration_2, 3: _migration_3, 4: _migration_4}
-
-
-MIGRATION_LOCK_KEY = 0x636F6F7264  # "coord": the advisory lock that serialises schema upgrades
-
-
-def current_version(database: pw.Database) -> int | None:
-    if not database.table_exists(SchemaVersion._meta.table_name):
-        return None
-    row = SchemaVersion.select(pw.fn.MAX(SchemaVersion.version)).scalar()
-    return int(row) if row is not None else None
-
-
-def migrate(database: pw.Database) -> tuple[int | None, int]:
-    """Bring the schema to SCHEMA_VERSION. Returns (version found, version now).
-
-    On PostgreSQL, several coordserver processes (workers, a rolling upgrade, `coordserver migrate`)
-    may start at once: a transaction-scoped advisory lock makes them upgrade one after another, and
-    the later ones find the schema current."""
-    with database.atomic():
-        if not is_sqlite(database):
-            database.execute_sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        found = current_version(database)
-        if found is None:
-            database.create_tables(ALL_MODELS, safe=True)
-            _create_search_index(database)
-            _create_wake_indexes(database)
-            SchemaVersion.create(version=SCHEMA_VERSION)
-            return None, SCHEMA_VERSION
-        if found > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"database schema version {found} is newer than this coordserver ({SCHEMA_VERSION}); upgrade coordserver")
-        for version in range(found + 1, SCHEMA_VERSION + 1):
-            log.info("upgrading database schema to version %d", version)
-            MIGRATIONS[version](database)
-            SchemaVersion.delete().execute()
-            SchemaVersion.create(version=version)
-        return found, SCHEMA_VERSION
 
 
 # --- fixed SQL for hot paths ----------------------------------------------------------------
@@ -285,7 +66,7 @@ def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
 def sql_insert(sql: str, params: tuple | list = ()) -> int:
     """Runs one fixed INSERT (without RETURNING) and returns the new row's id. SQLite: lastrowid, so
     the insert is one step of the statement instead of two: each step releases and retakes the GIL
-    (send ~710 -> ~670 µs CPU/req, same run, bench/messages.md)."""
+    (measured: bench/RESULTS.md, "Figures from code comments")."""
     database = current_database()
     if is_sqlite(database):
         return database.execute_sql(sql, params).lastrowid
@@ -304,16 +85,17 @@ def now() -> datetime:
 
 
 def after_commit(channel: str, payload: dict) -> None:
-    """Publish `payload` on the bus once (and only if) the current transaction commits."""
+    """Publish `payload` on the bus once (and only if) the current unit succeeds: a write unit's
+    transaction commits, a read unit returns. Its caller hears back only after the publish."""
     effects = getattr(_unit, "effects", None)
     if effects is None:
-        raise RuntimeError("after_commit called outside a Store.write unit")
+        raise RuntimeError("after_commit called outside a Store unit")
     effects.append((channel, payload))
 
 
 def note_event(event_id: int, event_type: str) -> None:
     current = getattr(_unit, "max_event", None)
-    if getattr(_unit, "effects", None) is None:
+    if getattr(_unit, "effects", None) is None or getattr(_unit, "read_only", False):
         raise RuntimeError("events must be appended inside a Store.write unit")
     _unit.max_event = event_id if current is None else max(current, event_id)
     _unit.event_types.append(event_type)
@@ -405,14 +187,14 @@ class Store:
         self._writers: list[threading.Thread] = []
         self._reads: queue.SimpleQueue = queue.SimpleQueue()
         # SQLite reads run in this process and mostly in C, so threads beyond the two cores only fight
-        # over the GIL: with 4 readers the inbox served ~15% fewer requests than with 2 (bench/messages.md).
+        # over the GIL: 4 readers served fewer inbox requests than 2 (bench/messages.md, round 3).
         # A PostgreSQL reader mostly waits on its socket, so more of them overlap usefully.
         self._reader_count = readers or (2 if self.sqlite else 4)
         self._readers: list[threading.Thread] = []
         self._writer_count = 1 if self.sqlite else 4
         # Units of one batch run one after another, so they can share one savepoint name. Peewee's
         # atomic() names each savepoint with a fresh uuid: two statements the driver must prepare
-        # anew per unit (~17 -> ~8 µs per unit alone; send ~730 -> ~710 µs CPU/req, bench/messages.md).
+        # anew per unit (measured: bench/RESULTS.md, "Figures from code comments").
         self._unit_savepoint = _FixedSavepoint(self.database, "coord_unit")
         self.write_latency_ms = 0.0
 
@@ -469,8 +251,7 @@ class Store:
 
     async def read(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         # Own reader threads fed by a SimpleQueue, answering with one call_soon_threadsafe: cheaper on
-        # the event loop than run_in_executor's chained concurrent/asyncio futures
-        # (inbox ~1,350 -> ~1,270 µs CPU/req, same run, bench/messages.md).
+        # the event loop than run_in_executor's chained concurrent/asyncio futures (bench/messages.md, round 2).
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._reads.put(_Job(fn, args, kwargs, loop, future))
@@ -491,6 +272,7 @@ class Store:
 
     def _reader_loop(self) -> None:
         self._bind_thread()
+        _unit.read_only = True
         while True:
             job = self._reads.get()
             if job is None:
@@ -502,7 +284,7 @@ class Store:
                 if job.error is not None and self._drop_lost_connection():
                     job.error = Unavailable()
             try:
-                job.loop.call_soon_threadsafe(_settle, job)
+                job.loop.call_soon_threadsafe(self._finish_read, job)
             except RuntimeError:  # that loop has closed: nobody waits; keep serving the others
                 pass
         if not self.database.is_closed():
@@ -552,7 +334,16 @@ class Store:
         for loop, jobs in by_loop.items():
             loop.call_soon_threadsafe(self._finish_all, jobs)
 
+    def _finish_read(self, job: _Job) -> None:
+        if job.error is None and job.effects and self.on_commit:
+            try:
+                self.on_commit(None, job.effects)
+            except Exception:
+                log.exception("publishing a read's effects failed")
+        _settle(job)
+
     def _read_once(self, job: _Job) -> None:
+        _unit.effects = []
         try:
             if self.sqlite:
                 with self.database.atomic():
@@ -563,6 +354,10 @@ class Store:
                 job.result = job.fn(*job.args, **job.kwargs)
         except BaseException as exc:
             job.error = exc
+        else:
+            job.effects = _unit.effects
+        finally:
+            _unit.effects = None
 
     def _drop_lost_connection(self) -> bool:
         """After a failure on PostgreSQL: if the server closed this thread's connection (a restart, a

@@ -1,7 +1,18 @@
-"""Typed errors raised by domain code; one handler in app.py turns them into {"error": ...}."""
+"""Typed errors raised by domain code, and `render_error`: the one rendering of a failed request
+(status, {"error": ...} body, headers, and for a 500 the redacted log line), used by both doors, the
+Quart error handler in app.py and the ASGI hot paths in hotpaths.py."""
 from __future__ import annotations
 
+import logging
 import sys
+from dataclasses import dataclass, field
+
+from werkzeug.exceptions import HTTPException
+
+from .redaction import redact
+from .settings import MAX_BODY_BYTES
+
+log = logging.getLogger("coord")
 
 
 class ApiError(Exception):
@@ -61,3 +72,31 @@ def log_background_failure(logger, message: str, *args) -> None:
         logger.warning(message + " (database unavailable)", *args)
     else:
         logger.exception(message, *args)
+
+
+_HTTP_MESSAGES = {
+    400: "Bad request", 401: "Authentication required", 403: "Forbidden", 404: "Not found",
+    405: "Method not allowed", 413: f"Request body larger than {MAX_BODY_BYTES} bytes",
+    415: "Unsupported media type", 429: "Too many requests",
+}
+
+
+@dataclass(frozen=True)
+class ErrorAnswer:
+    status: int
+    body: dict
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def render_error(error: BaseException, method: str, path: str) -> ErrorAnswer:
+    """What a request that raised `error` answers. `path` is logged redacted (tokens travel in paths)."""
+    if isinstance(error, ApiError):
+        return ErrorAnswer(error.status, error.body(), dict(error.headers))
+    if isinstance(error, HTTPException):
+        status = error.code or 500
+        message = _HTTP_MESSAGES.get(status) or (error.description if status < 500 else "Internal server error")
+        allowed = getattr(error, "valid_methods", None)
+        return ErrorAnswer(status, {"error": message},
+                           {"Allow": ", ".join(allowed)} if status == 405 and allowed else {})
+    log.error("unhandled error on %s %s", method, redact(path), exc_info=error)
+    return ErrorAnswer(500, {"error": "Internal server error"})

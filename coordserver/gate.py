@@ -39,7 +39,7 @@ class Gate:
         if klass:
             rate_headers = self._limiter.check(klass, principal.identity if principal else client())
         if principal is not None:
-            self._coord.services["presence"].touch(principal.identity, "api")
+            self._coord.services.presence.touch(principal.identity, "api")
         no_nul(path, query)
         return Admission(principal, token is not None, rate_headers)
 

@@ -2,18 +2,17 @@
 
 Agents send mail, list their inbox and ask what is waiting far more than they do anything else, and on those routes
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
-cost more than the work itself: about 40% of a send's CPU (bench/messages.md). Here they skip it.
+cost more than the work itself (bench/messages.md, round 3). Here they skip it.
 
 Only the transport differs. Admission is the same Gate the Quart hook uses; parsing and the domain
-calls are the same functions the Quart views call (api/messages.py post_message / inbox_json); errors
-have the same bodies. Anything this layer does not take whole - another method or path, a body
+calls are the same functions the Quart views call (api/messages.py post_message / inbox_json); errors are
+rendered by the same function (errors.render_error). Anything this layer does not take whole - another method or path, a body
 without Content-Length (chunked) or over the size limit, a query string that is not UTF-8 - goes to
 Quart untouched, before a byte of it was read. COORD_HOT_PATHS=off sends everything to Quart, and
 tests/test_hotpaths.py checks both paths answer alike.
 """
 from __future__ import annotations
 
-import logging
 from time import perf_counter
 from typing import Awaitable, Callable
 from urllib.parse import parse_qsl
@@ -25,12 +24,10 @@ from .api.common import decode_json_object
 from .api.messages import inbox_json, post_message
 from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
-from .errors import ApiError
+from .errors import render_error
 from .gate import Admission, Gate, client_address
 from .metrics import process_metrics
 from .settings import MAX_BODY_BYTES
-
-log = logging.getLogger("coord")
 
 _MAILBOXES = "/api/mailboxes/"
 _INBOX = "/api/mailboxes/me/messages"
@@ -97,11 +94,9 @@ class HotPaths:
                                        (scope.get("client") or (None,))[0]), scope["query_string"])
             rate_headers = admission.rate_headers
             status, payload = await handler(admission, scope, body)
-        except ApiError as error:
-            status, payload, extra = error.status, self._json(error.body()), error.headers
-        except Exception:
-            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-            status, payload = 500, self._json({"error": "Internal server error"})
+        except Exception as error:
+            answer = render_error(error, scope["method"], scope["path"])
+            status, payload, extra = answer.status, self._json(answer.body), answer.headers
         response_headers = [(b"content-type", _JSON), (b"content-length", str(len(payload)).encode())]
         response_headers += [(k.lower().encode(), v.encode()) for k, v in {**extra, **rate_headers}.items()]
         await send({"type": "http.response.start", "status": status, "headers": response_headers})

@@ -277,7 +277,7 @@ class _Scrape:
 
 
 class AppMetrics:
-    """coord.services["metrics"]: one app's scrape."""
+    """coord.services.metrics: one app's scrape."""
 
     def __init__(self, coord):
         self.coord = coord
@@ -337,11 +337,9 @@ class AppMetrics:
             self.row_queries += 1
 
     def _scheduler_lag(self) -> float:
-        scheduler = self.coord.services.get("scheduler")
-        lag = scheduler.lag_seconds(self.coord.now()) if scheduler else None
+        lag = self.coord.services.scheduler.lag_seconds(self.coord.now())
         return max(0.0, lag) if lag is not None else float("nan")
 
     def _loop_lag(self) -> float:
-        monitor = self.coord.services.get("loopmon")
-        most = monitor.stats()["maxMs"] if monitor else None
+        most = self.coord.services.loopmon.stats()["maxMs"]
         return most / 1000 if most is not None else float("nan")

@@ -83,7 +83,7 @@ async def serve_until_signal(app, config: Config) -> None:
 async def _freeze_startup_heap() -> None:
     """What exists once the server is up (modules, app, routes, services) lives as long as the process.
     Frozen, the collector stops walking it on every full collection: those walks were the longest
-    pauses under load (up to ~30 ms; send p99 ~28 -> ~20 ms, bench/messages.md). Only `coordserver
+    pauses under load (bench/messages.md, round 3). Only `coordserver
     serve` does this: it owns its process, unlike the tests' and coordtui's in-process servers."""
     gc.collect()
     gc.freeze()

@@ -54,7 +54,7 @@ def backoff_seconds(failures: int) -> float:
 
 def migrate_once(database_url: str) -> tuple[int | None, int]:
     """Create or upgrade the schema before any worker starts (each worker then finds it current).
-    Other coordserver processes doing the same wait on the advisory lock in db.migrate()."""
+    Other coordserver processes doing the same wait on the advisory lock in migrations.migrate()."""
     from .db import Store
     store = Store(database_url)
     try:

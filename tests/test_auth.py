@@ -89,7 +89,7 @@ def test_expired_invite_and_token(make_server):
         identities.issue_token, "temp", False, "short-lived", "admin", clock.now() + timedelta(minutes=10)))
     assert anon.post("/api/auth/verify", headers=bearer(plaintext)).status_code == 200
     clock.advance(minutes=11)
-    srv.coord.services["tokens"].invalidate()
+    srv.coord.services.tokens.invalidate()
     refused = anon.post("/api/auth/verify", headers=bearer(plaintext))
     assert refused.status_code == 401 and refused.json() == {"error": "Invalid key"}
 

@@ -6,7 +6,7 @@ import re
 from typer.testing import CliRunner
 
 from coordserver.cli import cli
-from coordserver.db import SCHEMA_VERSION
+from coordserver.migrations import SCHEMA_VERSION
 from tests.conftest import client
 
 

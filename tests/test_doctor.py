@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from pathlib import Path
 
-from coordserver.db import SCHEMA_VERSION
+from coordserver.migrations import SCHEMA_VERSION
 from coordserver.models import PushDelivery, RecurringTemplate
 from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db
@@ -52,7 +52,7 @@ def test_caller_report(make_server):
     client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"title": "red"})
 
     async def open_stream():  # a stream as the hub counts it, without the connect pulse that would deliver the alert
-        hub = srv.coord.services["sse"]
+        hub = srv.coord.services.sse
         conn = Connection("bob", hub.queue_size)
         hub.connections.add(conn)
         hub.by_identity["bob"] = {conn: None}

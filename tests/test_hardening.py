@@ -125,7 +125,7 @@ def test_every_logged_form_of_a_path_is_masked(logged):
 def test_environment_admin_is_never_listed(server):
     admin = client(server, "admin")
     assert admin.get("/api/auth/verify").status_code == 200
-    server.call(lambda: server.coord.services["presence"].flush())
+    server.call(lambda: server.coord.services.presence.flush())
     listed = [u["id"] for u in client(server, "alice").get("/api/users").json()["users"]]
     assert "admin" not in listed and {"alice", "bob"} <= set(listed)
 

@@ -93,7 +93,7 @@ def _warm(srv: ServerThread) -> None:
     for who in ("alice", "bob", "admin"):
         client(srv, who).get("/api/health")
         assert client(srv, who).get("/api/mailboxes/me/messages").status_code == 200
-    srv.call(lambda: srv.coord.services["presence"].flush())
+    srv.call(lambda: srv.coord.services.presence.flush())
 
 
 def test_every_json_route_refuses_hostile_bodies(hostile_server):
@@ -114,7 +114,7 @@ def test_every_json_route_refuses_hostile_bodies(hostile_server):
                 _strict_json(response)
             else:
                 _refused(response, (method, path, name))
-    srv.call(lambda: srv.coord.services["presence"].flush())
+    srv.call(lambda: srv.coord.services.presence.flush())
     assert _snapshot(srv) == before
     for status in ("", "?status=unread", "?status=read"):
         assert client(srv, "bob").get(f"/api/mailboxes/me/messages{status}").status_code == 200
@@ -152,7 +152,7 @@ def test_every_query_parameter_takes_hostile_values(hostile_server):
                 _strict_json(response)
                 if "%00" in value:
                     _refused(response, (path, param, value))
-    srv.call(lambda: srv.coord.services["presence"].flush())
+    srv.call(lambda: srv.coord.services.presence.flush())
     assert _snapshot(srv) == before
 
 

@@ -9,6 +9,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from werkzeug import exceptions as werkzeug_errors
+
+from coordserver import errors
+from coordserver.domain import messages as domain_messages
 from coordserver.hotpaths import HotPaths
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
@@ -216,3 +220,56 @@ def test_hot_paths_know_every_request_hook(pair):
     assert hooks == {"before_request_funcs": ["authenticate_and_limit", "start_timer"],
                      "after_request_funcs": ["add_rate_headers", "count_request"],
                      "teardown_request_funcs": [], "url_value_preprocessors": [], "url_default_functions": []}
+
+
+def _error_samples() -> list[BaseException]:
+    """One of every error a request can raise: each ApiError kind, each HTTP error werkzeug knows, and
+    an unexpected one (the 500)."""
+    def kinds(base):
+        for sub in base.__subclasses__():
+            yield sub
+            yield from kinds(sub)
+    samples: list[BaseException] = [errors.ApiError("sample é", field="x"), errors.RateLimited(7), errors.Unavailable()]
+    samples += [kind("sample é") for kind in kinds(errors.ApiError) if kind not in (errors.RateLimited, errors.Unavailable)]
+    samples += [werkzeug_errors.MethodNotAllowed(valid_methods=["GET", "HEAD"])]
+    samples += [kind() for kind in werkzeug_errors.default_exceptions.values()]
+    return samples + [RuntimeError("boom")]
+
+
+def _registered_handlers(app) -> list:
+    """Every error handler of the app and its blueprints: exception classes, and status codes as
+    werkzeug's class for that code."""
+    found = []
+    for by_code in app.error_handler_spec.values():
+        for code, by_class in by_code.items():
+            found += [werkzeug_errors.default_exceptions[code]] if code else list(by_class)
+    return found
+
+
+def test_hot_paths_render_every_error_as_quart_does(pair, monkeypatch, caplog):
+    """The hot paths and Quart render errors with one function (errors.render_error). Every error
+    handler registered on the app is exercised here: a handler added for a new error type, which the hot
+    paths would not know, has no sample below and fails this test."""
+    samples = _error_samples()
+    for handled in _registered_handlers(pair[1].app):
+        assert any(isinstance(sample, handled) for sample in samples), (
+            f"{handled} has an error handler in app.py but no sample here: render it in errors.render_error "
+            "(the hot paths call it) and add a sample")
+    served_before = len(pair[0].served)
+    for sample in samples:
+        def fail(*args, **kwargs):
+            raise sample
+        monkeypatch.setattr(domain_messages, "inbox_page", fail)
+        caplog.clear()
+        answer = both(pair, "GET", "/api/mailboxes/me/messages", who="carol")
+        status = getattr(sample, "status", None) or getattr(sample, "code", None) or 500
+        assert answer.status_code == status and set(answer.json()) >= {"error"}, sample
+        logged = [r.getMessage() for r in caplog.records if r.name == "coord" and "unhandled" in r.getMessage()]
+        if isinstance(sample, RuntimeError):
+            assert answer.json() == {"error": "Internal server error"}
+            # one redacted line (with the traceback) from each door
+            assert logged == ["unhandled error on GET /api/mailboxes/me/messages"] * 2
+            assert all(r.exc_info and r.exc_info[1] is sample for r in caplog.records if r.name == "coord")
+        else:
+            assert logged == [], sample
+    assert len(pair[0].served) - served_before == len(samples)

@@ -193,11 +193,11 @@ def wait_row_queries(service, expected: int, timeout: float = 10) -> None:
 
 
 def test_row_counts_are_correct_at_most_two_seconds_old_and_refreshed_in_the_background(srv):
-    service = srv.coord.services["metrics"]
+    service = srv.coord.services.metrics
     for who in TOKENS:  # presence writes a users row for an identity's first request: get that done first
         with client(srv, who) as http:
             assert http.get("/api/mailboxes/me/messages").status_code == 200
-    srv.call(lambda: srv.coord.services["presence"].flush())
+    srv.call(lambda: srv.coord.services.presence.flush())
     srv.clock.advance(seconds=5)  # whatever an earlier scrape cached is too old now: this scrape waits
     before = _counts(scrape(srv.url))
     queries = service.row_queries

@@ -1,13 +1,16 @@
 """A database written by an older schema version opens and is upgraded, never silently broken."""
 from __future__ import annotations
 
+import importlib
 from datetime import datetime
 
 import peewee as pw
 import pytest
 
 from coordserver.principal import hash_token
-from coordserver.db import SCHEMA_VERSION, SchemaTooNew, Store, open_database
+from coordserver.database import open_database
+from coordserver.db import Store
+from coordserver.migrations import SCHEMA_VERSION, UPGRADES, SchemaTooNew
 from tests.conftest import client
 
 OLD_TOKEN = "f" * 64
@@ -90,3 +93,11 @@ def test_newer_schema_refuses_to_start(sqlite_url):
     store.close()
     with pytest.raises(SchemaTooNew):
         Store(sqlite_url).open()
+
+
+def test_every_schema_version_after_the_first_has_its_own_module():
+    """migrations/vN.py takes a database from N-1 to N, for every N up to SCHEMA_VERSION."""
+    assert sorted(UPGRADES) == list(range(2, SCHEMA_VERSION + 1))
+    for version, upgrade in UPGRADES.items():
+        module = importlib.import_module(f"coordserver.migrations.v{version}")
+        assert upgrade is module.upgrade

@@ -61,7 +61,7 @@ async def test_read_bases_are_bounded_in_bytes(make_server, monkeypatch):
         for page in pages:
             response = await http.get(f"/api/notebook/{page}", headers={"Authorization": f"Bearer {TOKENS['alice']}"})
             assert response.status_code == 200
-    rooms = srv.coord.services["notebook"]
+    rooms = srv.coord.services.notebook
     assert rooms.read_base_bytes <= 100_000
     assert rooms.read_base_bytes == sum(len(state) for state in rooms.read_bases.values())
     assert rooms.read_base(pages[-1], "alice") is not None and rooms.read_base(pages[0], "alice") is None

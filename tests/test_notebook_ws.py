@@ -127,7 +127,7 @@ async def until(predicate, timeout=10.0, interval=0.02):
 
 
 def rooms(server):
-    return server.coord.services["notebook"].rooms
+    return server.coord.services.notebook.rooms
 
 
 WORDS = ["é", "ß", "😀", "中文", "naïve", "Grüße", "🎉🎌", "東京", "ñ", "x"]
@@ -383,7 +383,7 @@ async def test_a_failed_save_is_retried_and_nothing_is_lost(make_server, monkeyp
 
     alice = await session(server, "alice", page_id)
     alice.insert(0, "précieux 💾")
-    await until(lambda: server.coord.services["notebook"].live_text(page_id) == "précieux 💾")
+    await until(lambda: server.coord.services.notebook.live_text(page_id) == "précieux 💾")
     await alice.close()
     await until(lambda: page_id not in rooms(server), timeout=15)
     assert failures["left"] == 0
@@ -446,7 +446,7 @@ async def test_shutdown_flushes_unsaved_edits(make_server, sqlite_url):
     page_id = await new_page(server, content="")
     alice = await session(server, "alice", page_id)
     alice.insert(0, "unsaved ünïcode 🧪")
-    await until(lambda: server.coord.services["notebook"].live_text(page_id) == "unsaved ünïcode 🧪")
+    await until(lambda: server.coord.services.notebook.live_text(page_id) == "unsaved ünïcode 🧪")
     assert stored_text(server, page_id) == ("", "")  # the debounce has not fired
     await asyncio.to_thread(server.stop)
     await alice.wait_for(lambda s: not s.online)  # "going away": the session waits to reconnect
@@ -509,7 +509,7 @@ async def test_a_patch_keeps_what_editors_typed_after_the_writer_read_the_page(m
         # After bob read the page, alice types at the top and deletes a line bob is not touching.
         alice.insert(0, "late é ")
         alice.delete(alice.value.index("three\n"), len("three\n"))
-        await until(lambda: server.coord.services["notebook"].live_text(page_id) == "late é one\ntwo\n")
+        await until(lambda: server.coord.services.notebook.live_text(page_id) == "late é one\ntwo\n")
         response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": seen.replace("two", "TWO 😀")})
         assert response.json()["page"]["content"] == "late é one\nTWO 😀\n"
     await until(lambda: alice.value == "late é one\nTWO 😀\n")

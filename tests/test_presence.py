@@ -54,7 +54,7 @@ async def test_an_open_stream_keeps_an_identity_online(make_server):
             carol = alice.get("/api/presence").json()["carol"]
         assert carol["online"] is True and carol["source"] == "sse"
     with client(srv, "alice") as alice:
-        await wait_for(lambda: srv.coord.services["sse"].open_streams == 0)
+        await wait_for(lambda: srv.coord.services.sse.open_streams == 0)
         clock.advance(minutes=6)
         assert alice.get("/api/presence").json()["carol"]["online"] is False
 
@@ -76,7 +76,7 @@ async def test_presence_events_announce_going_online_and_offline(make_server):
 
 
 async def _sweep(srv):
-    srv.coord.services["presence"].sweep()
+    srv.coord.services.presence.sweep()
 
 
 def test_last_seen_survives_a_restart(make_server, tmp_path):

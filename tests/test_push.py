@@ -83,7 +83,7 @@ def register(srv, who: str, url: str) -> str:
 
 def kick(srv):
     async def go():
-        srv.coord.services["push"].kick()
+        srv.coord.services.push.kick()
     srv.call(go)
 
 
@@ -296,7 +296,7 @@ def test_push_stats_for_doctor(make_server, receiver):
     register(srv, "bob", receiver([400]).url)
     emit(srv, *message_event("bob", 1))
     wait_until(lambda: first(srv).status == "failed")
-    stats = srv.call(lambda: srv.coord.services["push"].stats())
+    stats = srv.call(lambda: srv.coord.services.push.stats())
     assert stats["failed"] == 1 and stats["pending"] == 0 and stats["unfedEvents"] == 0
 
 

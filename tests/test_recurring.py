@@ -275,7 +275,7 @@ def test_restart_catches_up_with_exactly_one_task(make_server, database_url):
 def test_background_service_creates_due_tasks(make_server):
     clock = FrozenClock(at("2026-02-17T12:00:30"))
     srv = make_server(clock=clock, scheduler_interval_seconds=0.05)
-    scheduler = srv.coord.services["scheduler"]
+    scheduler = srv.coord.services.scheduler
     with client(srv, "alice") as alice:
         template = ok(alice.post("/api/swarm/recurring", json={"title": "Auto", "cronExpr": "* * * * *",
                                                                "timezone": "UTC"}))
@@ -290,7 +290,7 @@ def test_background_service_creates_due_tasks(make_server):
 def test_scheduler_reports_lag_and_overdue_templates(make_server):
     clock = FrozenClock(at("2026-02-17T12:00:00"))
     srv = make_server(clock=clock, **SLOW_SCHEDULER)
-    scheduler = srv.coord.services["scheduler"]
+    scheduler = srv.coord.services.scheduler
     with client(srv, "alice") as alice:
         ok(alice.post("/api/swarm/recurring", json={"title": "Late", "cronExpr": "0 13 * * *", "timezone": "UTC"}))
         clock.set(at("2026-02-17T14:30:00"))

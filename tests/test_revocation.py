@@ -149,7 +149,7 @@ async def connected_here_admin_elsewhere(here, other: str, identity: str, token:
     await editor.wait(lambda c: c.of_type("sync"))
     async with open_stream(here, None, token=token) as stream:
         assert await verify_status(here.url, token) == 200
-        await wait_for(lambda: here.coord.services["sse"].has_stream(identity))
+        await wait_for(lambda: here.coord.services.sse.has_stream(identity))
         async with httpx.AsyncClient(base_url=other, timeout=30,
                                      headers={"Authorization": f"Bearer {TOKENS['admin']}"}) as admin:
             yield editor, stream, admin
@@ -167,3 +167,24 @@ async def test_revoking_on_one_server_ends_connections_on_another(make_server, p
             assert await editor.closed(GRACE) == (4001, "Token revoked")
             assert time.monotonic() - started < GRACE
             assert await verify_status(here.url, token) == 401  # this process's cache dropped it too
+
+
+async def test_an_admin_flag_change_reaches_another_servers_token_cache_at_once(make_server, pg_cluster):
+    """The unit that changes isAdmin announces it after its commit ("tokens" on the bus): the other
+    process drops its cached principal then, not when its 5 s cache entry runs out."""
+    url = pg_cluster.create_database()
+    here = make_server(database_url=url)
+    with server_process(url) as other:
+        _token_id, token = await register(here.url, "erin")
+
+        async def is_admin_on_other() -> bool:
+            async with httpx.AsyncClient(base_url=other, timeout=30) as http:
+                response = await http.get("/api/auth/verify", headers={"Authorization": f"Bearer {token}"})
+                return response.json()["isAdmin"]
+        cached_from = time.monotonic()
+        assert await is_admin_on_other() is False  # now cached there for 5 s
+        async with async_client(here, "admin") as admin:
+            assert (await admin.patch("/api/admin/users/erin", json={"isAdmin": True})).status_code == 200
+        while not await is_admin_on_other():
+            assert time.monotonic() - cached_from < 4.5, "the other server kept its cached principal"
+            await asyncio.sleep(0.05)

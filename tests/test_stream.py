@@ -151,7 +151,7 @@ async def test_heartbeat_comment_refreshes_presence(make_server):
         later = clock.advance(minutes=10)
         frame = await bob.until(lambda f: f.comment is not None, timeout=3, comments=True)
         assert frame.comment == "heartbeat"
-        assert srv.coord.services["presence"].last_seen("bob") == (later, "sse")
+        assert srv.coord.services.presence.last_seen("bob") == (later, "sse")
 
 
 def _big_broadcasts(count: int, to: list[str], size: int) -> list:
@@ -161,7 +161,7 @@ def _big_broadcasts(count: int, to: list[str], size: int) -> list:
 
 async def _stuck_carol(srv, queue_size: int):
     """A raw-socket stream for carol that reads nothing, on a hub with a small per-stream queue."""
-    hub = srv.coord.services["sse"]
+    hub = srv.coord.services.sse
     hub.queue_size = queue_size
     stuck = _raw_stream(srv, "carol")
     await wait_for(lambda: hub.streams_by_identity().get("carol") == 1)
@@ -227,7 +227,7 @@ async def test_200_clients_each_get_their_events_while_one_client_never_reads(ma
     names = ["alice", "bob", "carol"]
     stuck = _raw_stream(srv, "alice")
     limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
-    hub = srv.coord.services["sse"]
+    hub = srv.coord.services.sse
     try:
         async with httpx.AsyncClient(base_url=srv.url, timeout=httpx.Timeout(30, read=None), limits=limits) as http, \
                 contextlib.AsyncExitStack() as streams:
@@ -271,7 +271,7 @@ async def test_shutdown_ends_open_streams_at_once(make_server):
     async with httpx.AsyncClient(base_url=srv.url, timeout=httpx.Timeout(30, read=None)) as http:
         contexts = [open_stream(srv, who, client=http) for who in ("alice", "bob", "carol")]
         readers = [await ctx.__aenter__() for ctx in contexts]
-        await wait_for(lambda: srv.coord.services["sse"].open_streams == 3)
+        await wait_for(lambda: srv.coord.services.sse.open_streams == 3)
         started = time.perf_counter()
         await asyncio.to_thread(srv.stop)
         assert time.perf_counter() - started < 1.5  # Hypercorn would otherwise wait graceful_timeout (2 s)
@@ -288,7 +288,7 @@ async def test_stream_open_pulses_wake_and_marks_presence(server):
         await wait_for(lambda: {"identity": "carol", "reason": "connect"} in pulses)
         with client(server, "alice") as alice:
             assert alice.get("/api/presence").json()["carol"]["online"] is True
-        assert server.coord.services["sse"].streams_by_identity()["carol"] >= 1
+        assert server.coord.services.sse.streams_by_identity()["carol"] >= 1
 
 
 async def _subscribe(server, channel, callback):

@@ -15,7 +15,7 @@ from tests.test_wake import ingest, wake_of
 
 async def test_one_stream_too_many_closes_the_identitys_oldest(make_server):
     srv = make_server(sse_max_streams_per_identity=2)
-    hub = srv.coord.services["sse"]
+    hub = srv.coord.services.sse
     async with open_stream(srv, "bob") as oldest, open_stream(srv, "bob") as second, \
             open_stream(srv, "carol") as carol:
         await wait_for(lambda: hub.stream_count("bob") == 2)
@@ -29,7 +29,7 @@ async def test_one_stream_too_many_closes_the_identitys_oldest(make_server):
 
 async def test_a_queue_is_bounded_in_bytes_not_only_in_frames(make_server):
     srv = make_server()
-    hub = srv.coord.services["sse"]
+    hub = srv.coord.services.sse
     hub.queue_bytes = 200_000  # frames alone (limit 1,000) would let this stream hold 50 MB
     stuck = _raw_stream(srv, "carol")
     try:
@@ -83,7 +83,7 @@ async def test_a_notebook_socket_is_not_a_stream(make_server):
         event_id = ingest(srv, "alice", wakeAgent="bob")
         await asyncio.sleep(0.5)  # time for a pulse, were one (wrongly) sent
         assert [i["id"] for i in wake_of(srv, "bob")["items"] if i["source"] == "buzz"] == [event_id]
-        assert not srv.coord.services["sse"].has_stream("bob")
+        assert not srv.coord.services.sse.has_stream("bob")
         probes = {p["id"]: p for p in client(srv, "bob").get("/api/doctor").json()["probes"]}
         assert probes["stream"]["details"]["open"] == 0
         assert client(srv, "alice").get("/api/presence").json()["bob"]["online"] is True  # still online

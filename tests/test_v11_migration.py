@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from coordserver.db import SCHEMA_VERSION, Store, open_database
+from coordserver.database import open_database
+from coordserver.db import Store
+from coordserver.migrations import SCHEMA_VERSION
 from tests.conftest import client
 
 

@@ -146,7 +146,7 @@ async def test_user_stats(srv):
     ok(alice.post("/api/swarm/tasks", json={"title": "a", "assigneeUserId": seen}))
     ok(alice.post("/api/swarm/tasks", json={"title": "b", "assigneeUserId": seen, "status": "in_progress"}))
     async with open_stream(srv, "bob"):
-        await wait_for(lambda: srv.coord.services["sse"].has_stream("bob"))
+        await wait_for(lambda: srv.coord.services.sse.has_stream("bob"))
         stats = ok(admin.get("/api/admin/user-stats"))["users"]
     assert stats[seen] == {"inbox": {"unread": 1, "pending": 1, "read": 1, "total": 2},
                            "swarm": {"ready": 1, "in_progress": 1},

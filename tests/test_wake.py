@@ -255,14 +255,14 @@ def _sleep(srv, seconds: float):
 
 def test_pulser_debounces_a_burst(make_server):
     srv = make_server()
-    pulser = srv.coord.services["wake"]
+    pulser = srv.coord.services.wake
     pulser.window_seconds = 0.3
     pulses = _listen_pulses(srv)
     event_id = ingest(srv, "alice", wakeAgent="bob")
     _sleep(srv, 0.4)
     assert pulses == []  # bob has no open stream: nothing computed, nothing delivered
 
-    stream = _on_loop(srv, lambda: srv.coord.services["sse"].register(Principal("bob", False)))
+    stream = _on_loop(srv, lambda: srv.coord.services.sse.register(Principal("bob", False)))
     _on_loop(srv, lambda: [srv.coord.bus.publish("wake", {"identity": "bob"}) for _ in range(100)])
     _sleep(srv, 1.5)
     assert 2 <= len(pulses) <= 3, len(pulses)
@@ -277,7 +277,7 @@ def test_pulser_debounces_a_burst(make_server):
     _sleep(srv, 0.5)
     assert len(pulses) == count + 1  # leading edge: a connect after a quiet window pulses at once
 
-    _on_loop(srv, lambda: srv.coord.services["sse"].unregister(stream))
+    _on_loop(srv, lambda: srv.coord.services.sse.unregister(stream))
     _sleep(srv, 0.4)
     count = len(pulses)
     _on_loop(srv, lambda: srv.coord.bus.publish("wake", {"identity": "bob"}))
@@ -287,9 +287,9 @@ def test_pulser_debounces_a_burst(make_server):
 
 def test_periodic_pulse_to_open_streams(make_server):
     srv = make_server()
-    pulser = srv.coord.services["wake"]
+    pulser = srv.coord.services.wake
     pulses = _listen_pulses(srv)
-    _on_loop(srv, lambda: srv.coord.services["sse"].register(Principal("carol", False)))
+    _on_loop(srv, lambda: srv.coord.services.sse.register(Principal("carol", False)))
     pulser.periodic_seconds = 0.2
 
     async def restart_periodic():

@@ -31,7 +31,7 @@ def srv(request, tmp_path_factory):
 
 
 def cache(server):
-    return server.coord.services["wake_cache"]
+    return server.coord.services.wake_cache
 
 
 def wake_of(server, who: str, **params) -> dict:

@@ -31,13 +31,7 @@ async def update_user(id: str):  # noqa: A002 (the path parameter is named as in
     """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
     require_admin()
     body = await json_object()
-    c = coord()
-    result = await c.store.write(users.admin_update, id, body)
-    if "isAdmin" in body or "archivedAt" in body:
-        # This process at once. Others: revocation reaches them through the log (realtime/revocation.py);
-        # an isAdmin change within the token cache's few seconds.
-        c.services["tokens"].invalidate()
-    return result
+    return await coord().store.write(users.admin_update, id, body)
 
 
 @bp.get("/admin/user-stats")
@@ -45,9 +39,9 @@ async def user_stats():
     """Per identity: inbox counts, tasks by status, presence and how it is reached."""
     require_admin()
     c = coord()
-    tracker = c.services["presence"]
+    tracker = c.services.presence
     seen = dict(tracker.seen)
     online = {identity: tracker.is_online(identity) for identity in seen}
-    streaming = frozenset(c.services["sse"].by_identity)
+    streaming = c.services.sse.streaming_identities()
     return await c.store.read(users.user_stats, c.env_identities, seen, online, streaming,
                               frozenset(c.settings.webhook_overrides))

@@ -66,10 +66,8 @@ async def register_identity(code, identity, label, display_name) -> dict:
     if identity is None or (isinstance(identity, str) and not identity.strip()):
         raise Invalid("identity is required")
     c = coord()
-    result = await c.store.write(identities.register, code, identity, label or None, display_name or None,
-                                 c.env_identities)
-    c.services["tokens"].invalidate()
-    return result
+    return await c.store.write(identities.register, code, identity, label or None, display_name or None,
+                               c.env_identities)
 
 
 @bp.get("/auth/tokens")
@@ -90,19 +88,13 @@ async def update_token(token_id: str):
 @bp.post("/auth/tokens/<token_id>/revoke")
 async def revoke_token(token_id: str):
     require_admin()
-    c = coord()
-    record = await c.store.write(identities.revoke_token, path_int(token_id))
-    c.services["tokens"].invalidate()
-    return record
+    return await coord().store.write(identities.revoke_token, path_int(token_id))
 
 
 @bp.post("/auth/tokens/<token_id>/rotate")
 async def rotate_token(token_id: str):
     principal = require_identity()
-    c = coord()
-    result = await c.store.write(identities.rotate_token, path_int(token_id), principal)
-    c.services["tokens"].invalidate()
-    return result
+    return await coord().store.write(identities.rotate_token, path_int(token_id), principal)
 
 
 @bp.get("/auth/webhook")
@@ -134,7 +126,7 @@ async def list_users():
     require_identity()
     c = coord()
     users = await c.store.read(identities.list_users, c.env_identities)
-    presence = c.services["presence"]
+    presence = c.services.presence
     for user in users:
         seen = presence.last_seen(user["id"])
         if seen is not None:

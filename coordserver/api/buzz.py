@@ -97,7 +97,7 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
         # Decided here, before parsing and before any unit of work, so a refusal costs next to
         # nothing; keyed by the URL, so a wrong token only counts against itself. This window is
         # per process: the ingest unit counts again in the database, which holds across processes.
-        c.services["ratelimit"].check("webhook", f"{appName}/{token}", "ingests for this webhook")
+        c.services.ratelimit.check("webhook", f"{appName}/{token}", "ingests for this webhook")
     raw = await request.get_data()
     parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
                              request.headers.get("X-GitHub-Delivery"))

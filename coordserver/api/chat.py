@@ -69,11 +69,7 @@ async def mark_read(channel_id: str):
 @bp.post("/channels/<channel_id>/typing")
 async def typing(channel_id: str):
     principal = require_identity()
-    c = coord()
-    others = await c.store.read(chat.typing_audience, channel_id, principal.identity)
-    if others:
-        c.bus.publish("ephemeral", {"type": "chat_typing", "to": others, "data": {
-            "type": "chat_typing", "channelId": channel_id, "identity": principal.identity}})
+    await coord().store.read(chat.typing, channel_id, principal.identity)
     return {"ok": True}
 
 

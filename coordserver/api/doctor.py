@@ -73,7 +73,7 @@ def _caller_probes(principal: Principal) -> list:
 
 def _open_streams(identity: str | None = None) -> int:
     """Open SSE streams in this process (the hub's count; notebook sockets are not streams)."""
-    hub = coord().services["sse"]
+    hub = coord().services.sse
     return hub.stream_count(identity) if identity else hub.open_streams
 
 
@@ -123,19 +123,15 @@ def _admin_probes() -> list:
 
     async def streams():
         total = _open_streams()
-        sse = c.services.get("sse")
-        details = {"open": total, "identities": len(c.services["sse"].by_identity),
-                   "sseService": sse is not None}
+        details = {"open": total, "identities": len(c.services.sse.streaming_identities())}
         return PASS, f"{total} open stream{'s' if total != 1 else ''}", details
 
     async def scheduler():
-        service = c.services.get("scheduler")
+        service = c.services.scheduler
         interval = c.settings.scheduler_interval_seconds
         overdue = await c.store.read(recurring.overdue, c.now(), interval)
-        details: dict = {"running": service is not None, "intervalSeconds": interval, **overdue}
-        if service is None:
-            return WARN, "Recurring-task scheduler is not running", details
-        last_tick = getattr(service, "last_tick_at", None)
+        details: dict = {"intervalSeconds": interval, **overdue}
+        last_tick = service.last_tick_at
         details["lastTickAt"] = iso(last_tick)
         lag = service.lag_seconds(c.now())
         details["lagSeconds"] = round(lag, 1) if lag is not None else None
@@ -146,8 +142,7 @@ def _admin_probes() -> list:
         return PASS, "Scheduler running" + ("" if last_tick else "; no tick yet"), details
 
     async def loop():
-        monitor = c.services.get("loopmon")
-        stats = monitor.stats() if monitor else {"samples": 0, "maxMs": None, "avgMs": None, "lastMs": None}
+        stats = c.services.loopmon.stats()
         if not stats["samples"]:
             return PASS, "Event loop: no lag samples yet", stats
         summary = f"Event-loop lag over the last minute: max {stats['maxMs']} ms, avg {stats['avgMs']} ms"

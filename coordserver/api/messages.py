@@ -66,7 +66,6 @@ async def inbox_json(c, principal: Principal, args: Mapping[str, str]) -> str:
     if cursor is not None:
         messages.decode_cursor(cursor, "unread" if status == "unread" else "newest")  # 400 before any work
     encoded, total, next_cursor = await c.store.read(messages.inbox_page, principal.identity, status, limit, cursor)
-    c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "list"))
     tail = f',"nextCursor":"{next_cursor}"' if next_cursor else ""
     return f'{{"messages":{encoded},"total":{total}{tail}}}'
 
@@ -82,9 +81,7 @@ async def search():
     principal = require_identity()
     q = query_search()
     c = coord()
-    result = await c.store.read(messages.search, principal.identity, q, query_limit())
-    c.bus.publish("ephemeral", messages.inbox_check_payload(principal.identity, "search"))
-    return result
+    return await c.store.read(messages.search, principal.identity, q, query_limit())
 
 
 @bp.post("/me/messages/ack")

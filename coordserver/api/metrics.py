@@ -30,7 +30,7 @@ async def scrape():
         given = parse_bearer(request.headers.get("Authorization", "")) or ""
         if not hmac.compare_digest(given.encode(), secret.encode()):
             raise Unauthorized("Metrics token required (Authorization: Bearer <COORD_METRICS_TOKEN>)")
-    body = await c.services["metrics"].scrape()
+    body = await c.services.metrics.scrape()
     return Response(body, status=200, headers={"Content-Type": CONTENT_TYPE})
 
 

@@ -17,7 +17,7 @@ MAX_CONTENT_CHARS = MAX_PAGE_CHARS  # REST content and the live document share o
 
 
 def _rooms():
-    return coord().services["notebook"]
+    return coord().services.notebook
 
 
 def _env_admins() -> frozenset[str]:

@@ -15,7 +15,7 @@ bp = Blueprint("presence", __name__, url_prefix="/api")
 async def presence():
     principal = require_identity()
     c = coord()
-    tracker = c.services["presence"]
+    tracker = c.services.presence
     can_act, unread, tasks = await c.store.read(presence_counts, c.env_identities, principal)
     result = {}
     for identity in sorted(can_act):

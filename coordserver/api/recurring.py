@@ -48,7 +48,7 @@ async def delete_template(id: str):  # noqa: A002 (the path parameter is named a
 async def tick():
     """Run the recurring-task scheduler now."""
     require_identity()
-    return await coord().services["scheduler"].tick()
+    return await coord().services.scheduler.tick()
 
 
 @bp.post("/preview")

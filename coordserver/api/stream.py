@@ -36,7 +36,7 @@ async def stream():
     if principal is None:
         raise Unauthorized("Invalid token" if getattr(g, "token_given", False) else "token required")
     resume_after = _resume_point()
-    hub = coord().services["sse"]
+    hub = coord().services.sse
     response = await make_response(hub.stream(principal, resume_after), 200, STREAM_HEADERS)
     response.timeout = None
     return response

@@ -1,7 +1,7 @@
 """Chat: DM and group channels, messages, read markers, archive and search.
 
 Functions run inside Store units of work. A posted message logs `chat_message` to every member
-(sender included) in the same unit; typing is ephemeral and published by the API layer.
+(sender included) in the same unit; typing is ephemeral: announced after its (read) unit, never logged.
 """
 from __future__ import annotations
 
@@ -52,10 +52,13 @@ def members_of(channel_id: str) -> list[str]:
             .where(ChatMember.channel == channel_id).order_by(ChatMember.identity)]
 
 
-def typing_audience(channel_id: str, identity: str) -> list[str]:
-    """The other members, after checking the caller is one."""
+def typing(channel_id: str, identity: str) -> None:
+    """Tell the channel's other members (not logged: a typing indicator is worth nothing later)."""
     _membership(channel_id, identity)
-    return [m for m in members_of(channel_id) if m != identity]
+    others = [m for m in members_of(channel_id) if m != identity]
+    if others:
+        db.after_commit("ephemeral", {"type": "chat_typing", "to": others, "data": {
+            "type": "chat_typing", "channelId": channel_id, "identity": identity}})
 
 
 def _known(identity: object, env_identities: frozenset[str]) -> str:

@@ -10,7 +10,7 @@ import re
 
 import peewee as pw
 
-from ..db import is_sqlite
+from ..database import is_sqlite
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 32

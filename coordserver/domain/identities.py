@@ -149,6 +149,12 @@ def _token(token_id: int) -> Token:
     return token
 
 
+def tokens_changed(token_ids, identity: str | None = None) -> None:
+    """Once this unit commits, every process drops these tokens (with `identity`: all of that
+    identity's) from its token cache (auth.TokenResolver), before the unit's caller hears back."""
+    db.after_commit("tokens", {"tokenIds": sorted(set(token_ids)), "identity": identity})
+
+
 def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool = False) -> int:
     """Log that these tokens (with `whole_identity`: every connection of `identity`, environment
     tokens included) must no longer be served. A control event: no audience, so no stream, resume or
@@ -159,6 +165,7 @@ def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool =
             "wholeIdentity": whole_identity}
     event_id = event_log.append(REVOCATION_EVENT, data, to=())
     db.after_commit("control", {"eventId": event_id})  # SQLite's hub skips reads with no stream open
+    tokens_changed(token_ids, identity if whole_identity else None)
     return event_id
 
 

@@ -211,7 +211,8 @@ def _wire_time_sql(column: str, sqlite: bool) -> str:
     """SQL for _wire_time: the same text, truncated (not rounded) to milliseconds."""
     if sqlite:
         # Stored text is 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD HH:MM:SS.ffffff'; padding with '.000000'
-        # covers both without CASE or length() (NULL stays NULL): ~25 µs less per 50-row inbox page.
+        # covers both without CASE or length() (NULL stays NULL), which cost more (bench/RESULTS.md,
+        # "Figures from code comments").
         return f"substr({column}, 1, 10) || 'T' || substr({column} || '.000000', 12, 12) || 'Z'"
     return f"""to_char({column}, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -224,7 +225,7 @@ _PG_SUSPECT = "(strpos(metadata, 'NaN') > 0 OR strpos(metadata, 'Infinity') > 0)
 _METADATA_SQL = {True: "json(CASE WHEN json_valid(metadata) THEN metadata END)",
                  False: f"CASE WHEN {_PG_SUSPECT} THEN NULL ELSE metadata::json END"}
 # json_valid(NULL) is 0 on SQLite before 3.45 (NULL after): test NULL first, or every message without
-# metadata is flagged and its page re-encoded in Python (inbox ~3.0 -> ~1.1 ms CPU/req, bench/RESULTS.md).
+# metadata is flagged and its page re-encoded in Python (bench/RESULTS.md, "Figures from code comments").
 _SUSPECT_SQL = {True: "(metadata IS NOT NULL AND json_valid(metadata) = 0)", False: f"coalesce({_PG_SUSPECT}, false)"}
 
 
@@ -284,9 +285,10 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
             _urgent, created, message_id = decode_cursor(cursor, order)
             where += " AND (created_at, id) < (?, ?)"
             params += [created, message_id]
-    if sqlite:
-        return _sqlite_page(order, count_where, count_params, where, order_by, params, limit)
-    return _postgres_page(order, count_where, count_params, where, order_by, params, limit)
+    page = (_sqlite_page if sqlite else _postgres_page)(order, count_where, count_params, where, order_by, params,
+                                                       limit)
+    _inbox_check(identity, "list")
+    return page
 
 
 _OUTER_ORDER = {"unread": "p.urgent DESC, p.created_at, p.id", "newest": "p.created_at DESC, p.id DESC"}
@@ -321,7 +323,7 @@ def _sqlite_page(order: str, count_where: str, count_params: list, where: str, o
     """The page in ONE statement returning one row: total, the encoded rows and their sort keys, each
     joined by the database. Python's sqlite3 releases and retakes the GIL for every row it steps, so
     51 rows meant 51 GIL hand-offs between the reader thread and the busy event loop; one row is one
-    (inbox server CPU ~1,340 -> ~1,050 µs/req, same run, bench/messages.md). group_concat keeps its
+    (bench/messages.md, round 2). group_concat keeps its
     input order: a LIMITed subquery is never flattened into an aggregate, so it feeds rows in ORDER BY
     order (the paging tests check the order)."""
     encoded = _message_json_sql(True)
@@ -341,15 +343,6 @@ def _sqlite_page(order: str, count_where: str, count_params: list, where: str, o
     return "[" + ",".join(page) + "]", total, next_cursor
 
 
-def inbox(identity: str, status: str | None, limit: int, cursor: str | None) -> dict:
-    """The inbox page as the wire object (what GET /api/mailboxes/me/messages returns)."""
-    encoded, total, next_cursor = inbox_page(identity, status, limit, cursor)
-    result = {"messages": json.loads(encoded), "total": total}
-    if next_cursor:
-        result["nextCursor"] = next_cursor
-    return result
-
-
 def sent(identity: str, limit: int) -> dict:
     rows = _rows(_SELECT + " WHERE sender = ? ORDER BY created_at DESC, id DESC LIMIT ?", (identity, limit))
     return {"messages": [message_json(r) for r in rows]}
@@ -363,6 +356,7 @@ _MESSAGE_DOCUMENT = "to_tsvector('simple', coalesce(title, '') || ' ' || coalesc
 def search(identity: str, q: str, limit: int) -> dict:
     """Full text over title and body of the caller's received messages, newest first (all words must match)."""
     terms = fulltext.words(q)
+    _inbox_check(identity, "search")
     if not terms:
         return {"messages": []}
     matching = fulltext.condition(Message, "message_fts", _MESSAGE_DOCUMENT, terms)

@@ -87,6 +87,7 @@ def admin_update(user_id: str, body: dict) -> dict:
     if "is_admin" in columns:  # the flag is the identity's: its live tokens follow it
         Token.update(is_admin=columns["is_admin"]).where(
             (Token.identity == user_id) & Token.revoked_at.is_null()).execute()
+        identities.tokens_changed([], user_id)
     if columns.get("archived_at") is not None and user.archived_at is None:
         identities.revoke_identity_tokens(user_id, "archived")
     return {"user": identities.user_json(User.get_by_id(user_id))}

@@ -6,6 +6,8 @@ Channels used by the server:
 - "wake":     {"identity": ...}  something entered this identity's wake
 - "wake_changed": {"identity": ... | None}  an unlogged change to what this identity's (None: everyone's)
               wake shows (pending replies, work hours, delivered buzz): the wake cache drops its entry
+- "tokens":   {"tokenIds": [...], "identity": ... | None}  drop these tokens (and all of this identity's)
+              from the token cache (domain.identities.tokens_changed)
 - "notebook:<pageId>": CRDT updates and room control for one page
 - "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
               connection, and may have missed announcements meanwhile
@@ -22,11 +24,32 @@ import queue
 import threading
 import uuid
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Protocol, runtime_checkable
 
 log = logging.getLogger("coord.bus")
 
 Callback = Callable[[dict], None]
+
+
+@runtime_checkable
+class Bus(Protocol):
+    """What the app needs of a bus; LocalBus and PostgresBus provide it."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
+        """Callbacks run on the event loop and must not block; the result unsubscribes."""
+        ...
+
+    def publish(self, channel: str, payload: dict) -> None:
+        """To every process's subscribers (this one's at once)."""
+        ...
+
+    def publish_here(self, channel: str, payload: dict) -> None:
+        """To this process's subscribers only."""
+        ...
 
 
 class LocalBus:
@@ -246,7 +269,7 @@ class PostgresBus(LocalBus):
                 self._deliver(item[0], item[1])
 
 
-def make_bus(database) -> LocalBus:
+def make_bus(database) -> Bus:
     import peewee as pw
     if isinstance(database, pw.PostgresqlDatabase):
         params = dict(database.connect_params)

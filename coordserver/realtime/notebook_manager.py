@@ -1,4 +1,4 @@
-"""The live notebook rooms of this process (coord.services["notebook"]) and the REST helpers around
+"""The live notebook rooms of this process (coord.services.notebook) and the REST helpers around
 them: live text, PATCH merges with their read bases, and viewers' heartbeats. See notebook_rooms.py."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ MAX_READ_BASE_BYTES = 64 << 20  # ... and at most this many bytes of them
 
 
 class NotebookRooms:
-    """coord.services["notebook"]: the rooms of this process and the REST viewers' heartbeats."""
+    """coord.services.notebook: the rooms of this process and the REST viewers' heartbeats."""
 
     def __init__(self, coord):
         self.coord = coord

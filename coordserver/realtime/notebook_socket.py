@@ -34,7 +34,7 @@ async def _admit(c) -> Principal | tuple[int, str]:
         return client_address(c.settings.trusted_proxy, websocket.headers.get("X-Forwarded-For", ""),
                               websocket.remote_addr)
     try:
-        admission = await c.services["gate"].admit("GET", websocket.path, token, client, websocket.query_string)
+        admission = await c.services.gate.admit("GET", websocket.path, token, client, websocket.query_string)
     except RateLimited:
         return CLOSE_TRY_AGAIN, "Too many requests; retry later"
     except Invalid:
@@ -53,10 +53,10 @@ async def notebook_socket():
         return await _refuse(*admitted)
     principal = admitted
     peer = Peer(principal.identity, principal.is_admin, principal.token_id, principal.expires_at)
-    room = await c.services["notebook"].join(websocket.args["page"], peer)
+    room = await c.services.notebook.join(websocket.args["page"], peer)
     if room is None:
         return await _refuse(CLOSE_NOT_FOUND, "Page not found")
-    presence, guard = c.services["presence"], c.services["tokens_guard"]
+    presence, guard = c.services.presence, c.services.tokens_guard
     presence.connection_opened(principal.identity, "api")  # an open editor keeps its identity online
     guard.admit(peer)  # ends when its token is revoked or expires
     sockets = process_metrics().notebook_sockets  # coord_notebook_sockets, summed over processes

@@ -76,7 +76,7 @@ class PresenceTracker:
 
     def connection_opened(self, identity: str, source: str) -> None:
         """An event stream ("sse") or notebook socket ("api") opened: online while it stays open. Whether
-        the identity has an event stream is the SSE hub's to say (`has_stream`), not presence's."""
+        the identity has an event stream is the SSE hub's to say (`SSEHub.has_stream`), not presence's."""
         self.connections[identity] = self.connections.get(identity, 0) + 1
         self.touch(identity, source)
 
@@ -96,6 +96,10 @@ class PresenceTracker:
 
     def last_seen(self, identity: str) -> tuple[datetime, str] | None:
         return self.seen.get(identity)
+
+    def snapshot(self) -> dict[str, datetime]:
+        """Last-seen times as plain values, for domain code (backup alerts in wakes)."""
+        return {identity: when for identity, (when, _source) in list(self.seen.items())}
 
     def _announce(self, identity: str, online: bool) -> None:
         seen = self.seen.get(identity)

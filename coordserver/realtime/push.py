@@ -252,7 +252,7 @@ def _classify(status_code: int) -> str:
 
 
 class PushService:
-    """coord.services["push"]: feeder and sender loops. `kick()` makes both look again now (tests
+    """coord.services.push: feeder and sender loops. `kick()` makes both look again now (tests
     advance a FrozenClock and kick instead of sleeping)."""
 
     def __init__(self, coord):

@@ -33,7 +33,7 @@ class Guarded(Protocol):
 
 
 class TokenGuard:
-    """coord.services["tokens_guard"]: every open stream and socket, by token and by identity."""
+    """coord.services.tokens_guard: every open stream and socket, by token and by identity."""
 
     def __init__(self, coord):
         self.coord = coord
@@ -78,7 +78,7 @@ class TokenGuard:
         identity, reason = data.get("identity"), data.get("reason") or "revoked"
         whole = bool(data.get("wholeIdentity")) and isinstance(identity, str)
         self.revoked.update(token_ids)
-        self.coord.services["tokens"].forget(token_ids, identity if whole else None)
+        self.coord.services.tokens.forget(token_ids, identity if whole else None)
         targets = {c for t in token_ids for c in self.by_token.get(t, ())}
         if whole:
             targets.update(self.by_identity.get(identity, ()))

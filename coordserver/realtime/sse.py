@@ -186,6 +186,9 @@ class SSEHub:
         presence and doctor ask this; a notebook socket is not a stream)."""
         return identity in self.by_identity
 
+    def streaming_identities(self) -> frozenset[str]:
+        return frozenset(self.by_identity)
+
     def stream_count(self, identity: str) -> int:
         return len(self.by_identity.get(identity, ()))
 
@@ -205,8 +208,8 @@ class SSEHub:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             conn.close("shutdown")
         self._enforce_cap(identity)
-        self.coord.services["tokens_guard"].admit(conn)
-        self.coord.services["presence"].connection_opened(identity, "sse")
+        self.coord.services.tokens_guard.admit(conn)
+        self.coord.services.presence.connection_opened(identity, "sse")
         self.coord.bus.publish("wake", {"identity": identity, "reason": "connect"})
         return conn
 
@@ -227,8 +230,8 @@ class SSEHub:
             peers.pop(conn, None)
             if not peers:
                 del self.by_identity[conn.identity]
-        self.coord.services["tokens_guard"].release(conn)
-        self.coord.services["presence"].connection_closed(conn.identity, "sse")
+        self.coord.services.tokens_guard.release(conn)
+        self.coord.services.presence.connection_closed(conn.identity, "sse")
 
     def _overflowed(self, conn: Connection) -> None:
         self.slow_closed += 1
@@ -300,8 +303,8 @@ class SSEHub:
         control, self._control_pending = self._control_pending, False
         while self._cursor < self._announced or self._gaps.waiting():
             if not self.connections and self.coord.store.sqlite and not control:
-                # Nobody to fan out to: skip the read (send ~850 -> ~745 µs CPU/req with no
-                # stream open, bench/messages.md). Safe on SQLite only: its one writer commits ids
+                # Nobody to fan out to: skip the read (bench/RESULTS.md, "Figures from code
+                # comments"). Safe on SQLite only: its one writer commits ids
                 # in order, so every announced id is already visible and a stream opened later
                 # replays it from the log. PostgreSQL writers may still be committing a lower id.
                 self._cursor = self._announced
@@ -317,7 +320,7 @@ class SSEHub:
                 continue  # a stream opened during the read: read these rows again, in full
             for event_id, event_type, data, to_all, audience in rows[:usable]:
                 if event_type in CONTROL_TYPES:
-                    self.coord.services["tokens_guard"].on_logged(event_type, data)
+                    self.coord.services.tokens_guard.on_logged(event_type, data)
                 targets = self._targets(None if to_all else audience)
                 if targets:
                     self._offer(logged_frame(event_id, event_type, data), event_id, targets)
@@ -333,7 +336,7 @@ class SSEHub:
                 return
 
     async def _heartbeat(self) -> None:
-        presence = self.coord.services["presence"]
+        presence = self.coord.services.presence
         while True:
             await asyncio.sleep(self.coord.settings.sse_heartbeat_seconds)
             for identity in list(self.by_identity):

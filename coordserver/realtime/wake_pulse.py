@@ -58,14 +58,11 @@ class WakePulser:
         if isinstance(identity, str) and identity:
             self.signal(identity)
 
-    def has_stream(self, identity: str) -> bool:
-        """Only an SSE stream receives a pulse (and so may mark buzz items delivered): ask the hub."""
-        return self.coord.services["sse"].has_stream(identity)
-
     def signal(self, identity: str) -> None:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             return
-        if not self.has_stream(identity):
+        # Only an SSE stream receives a pulse (and so may mark buzz items delivered).
+        if not self.coord.services.sse.has_stream(identity):
             return
         state = self._states.setdefault(identity, _State())
         now = self._monotonic()
@@ -87,7 +84,7 @@ class WakePulser:
             return
         state.timer = None
         if state.pending and not state.running:
-            if self.has_stream(identity):
+            if self.coord.services.sse.has_stream(identity):
                 self._fire(identity, state)
             else:
                 self._states.pop(identity, None)
@@ -101,7 +98,7 @@ class WakePulser:
         try:
             payload = await self.coord.store.write(
                 wake.wake_payload, identity, self.coord.settings.base_url, False, True,
-                self.coord.env_identities, self._presence_snapshot())
+                self.coord.env_identities, self.coord.services.presence.snapshot())
             # Each process pulses the streams it holds, so a pulse never travels to the others (and a wake
             # of 50 items is larger than a NOTIFY may carry).
             self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
@@ -125,12 +122,8 @@ class WakePulser:
                 self._states.pop(identity, None)
         asyncio.get_running_loop().call_later(self.window_seconds, forget)
 
-    def _presence_snapshot(self) -> dict:
-        presence = self.coord.services.get("presence")
-        return {i: when for i, (when, _s) in list(presence.seen.items())} if presence else {}
-
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            for identity in list(self.coord.services["sse"].by_identity):
+            for identity in self.coord.services.sse.streaming_identities():
                 self.signal(identity)

@@ -1,0 +1,64 @@
+"""The app's long-lived parts, as typed fields of one container (`coord.services`).
+
+Built once by `build` in create_app. Every field is required and type-checked when the container is
+made, so a part left out or wired wrongly stops the app at startup, not a request later.
+"""
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, fields
+
+from .auth import TokenResolver
+from .gate import Gate
+from .metrics import AppMetrics
+from .ratelimit import RateLimiter
+from .realtime.loopmon import LoopMonitor
+from .realtime.notebook_manager import NotebookRooms
+from .realtime.presence import PresenceTracker
+from .realtime.push import PushService
+from .realtime.revocation import TokenGuard
+from .realtime.sse import SSEHub
+from .realtime.wake_cache import WakeCache
+from .realtime.wake_pulse import WakePulser
+from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class Services:
+    tokens: TokenResolver
+    tokens_guard: TokenGuard
+    presence: PresenceTracker
+    loopmon: LoopMonitor
+    wake: WakePulser
+    wake_cache: WakeCache
+    notebook: NotebookRooms
+    scheduler: Scheduler
+    sse: SSEHub
+    push: PushService
+    metrics: AppMetrics
+    ratelimit: RateLimiter
+    gate: Gate
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, hints[f.name]):
+                raise TypeError(f"services.{f.name} must be a {hints[f.name].__name__}, not {type(value).__name__}")
+
+    def lifecycle(self) -> list:
+        """The parts with start()/stop(), started in this order and stopped in reverse."""
+        return [self.tokens, self.presence, self.tokens_guard, self.loopmon, self.wake, self.wake_cache,
+                self.notebook, self.scheduler, self.sse, self.push]
+
+
+def build(coord) -> Services:
+    settings, clock = coord.settings, coord.clock
+    tokens = TokenResolver(coord)
+    limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
+                          clock=lambda: clock.now().timestamp())
+    return Services(tokens=tokens, tokens_guard=TokenGuard(coord), presence=PresenceTracker(coord),
+                    loopmon=LoopMonitor(coord), wake=WakePulser(coord), wake_cache=WakeCache(coord),
+                    notebook=NotebookRooms(coord), scheduler=Scheduler(coord), sse=SSEHub(coord),
+                    push=PushService(coord), metrics=AppMetrics(coord), ratelimit=limiter,
+                    gate=Gate(coord, tokens, limiter))
