@@ -40,7 +40,8 @@ class NotebookPane(Pane):
             yield table
             with Vertical(classes="detail"):
                 yield Static("No page open.", id="notebook-status", classes="pane-summary")
-                editor = CollabTextArea("", id="notebook-editor", read_only=True)
+                # tab indents: moving focus out would hand the next keystrokes (digits) to pane switching
+                editor = CollabTextArea("", id="notebook-editor", read_only=True, tab_behavior="indent")
                 editor.cursor_blink = False
                 yield editor
 
