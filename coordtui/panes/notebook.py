@@ -154,6 +154,14 @@ class NotebookPane(Pane):
         if self.session is not None:
             await self.session.close()
 
+    def focus_default(self) -> None:
+        """Back on Notes with a page open, typing goes on where it stopped: the editor, not the list."""
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        if self.page_id is not None and editor.shared is not None:
+            editor.focus()
+        else:
+            super().focus_default()
+
     def on_key(self, event) -> None:
         if event.key == "escape" and self.query_one("#notebook-editor").has_focus:
             self.query_one("#notebook-pages", DataTable).focus()
