@@ -16,6 +16,7 @@ from .base import Pane
 from ..tables import cursor_key
 
 SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
+UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
 SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
                  "message_pending": "Awaiting your answer", "chat": "Unread chat", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
@@ -33,11 +34,13 @@ class WakePane(Pane):
                              "reconnected"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
-            ("t", "create a task from a buzz alert")]
+            ("t", "create a task from a buzz alert"), ("n / N", "next / previous unread item (alert, mail, chat)")]
     BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
-                Binding("t", "task_from_alert", "Task from alert", id="wake.task")]
+                Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
+                Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -113,6 +116,20 @@ class WakePane(Pane):
         item = self.items.get(event.row_key.value)
         if item is not None:
             self.coord.open_wake_item(item)
+
+    def action_next_unread(self, step: int) -> None:
+        """The next (step 1) or previous (-1) alert, unread mail or chat row, wrapping around; headers skipped."""
+        table = self.query_one("#wake-table", DataTable)
+        keys = [row_key.value for row_key in table.rows]
+        unread = [row for row, key in enumerate(keys) if key in self.items and self.items[key].source in UNREAD_SOURCES]
+        if not unread:
+            self.notify("Nothing unread", timeout=2)
+            return
+        here = table.cursor_row
+        later = [row for row in unread if (row - here) * step > 0]
+        target = (later[0] if step > 0 else later[-1]) if later else (unread[0] if step > 0 else unread[-1])
+        table.focus()
+        table.move_cursor(row=target)
 
     def _need(self, *sources: str) -> WakeItem | None:
         item = self.selected()
