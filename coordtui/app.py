@@ -122,6 +122,9 @@ class CoordApp(OpsActions, LiveMixin, App):
         else:
             self.connect_to(self.profile)
 
+    def on_resize(self) -> None:
+        self.render_badges()  # narrower or wider: the tab labels are fitted to the width
+
     def connect_to(self, profile: Profile | None) -> None:
         if profile is None:
             self.exit()
