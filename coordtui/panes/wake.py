@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.transitions import step
 from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
@@ -177,8 +178,10 @@ class WakePane(Pane):
         item = self._need("swarm")
         if item is None:
             return
-        target = {"ready": "in_progress", "in_progress": "review", "review": "complete"}.get(item.status or "ready",
-                                                                                           "in_progress")
+        target = step(item.status or "ready", 1)  # the server's wake lists ready, in_progress and review tasks
+        if target is None:
+            self.notify(f"No next step from {item.status}: m moves it", severity="warning", timeout=3)
+            return
         if await self.act(self.client.move_task(str(item.id), target), f"{item.summary} → {target}"):
             self.request_reload()
 
