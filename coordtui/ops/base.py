@@ -210,10 +210,8 @@ class OpsScreen(Screen):
 
     def select(self, key: Any) -> None:
         table = self.query_one("#ops-table", DataTable)
-        try:
+        if str(key) in table.rows:  # gone meanwhile (deleted elsewhere): the cursor stays where it is
             table.move_cursor(row=table.get_row_index(str(key)))
-        except Exception:
-            pass
 
 
 def when(value) -> str:

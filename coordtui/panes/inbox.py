@@ -10,7 +10,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
-from ..client.api import ApiError
+from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
@@ -151,7 +151,7 @@ class InboxPane(Pane):
     async def action_ack_all(self) -> None:
         try:
             unread = await self.client.inbox_all("unread")
-        except Exception as exc:  # ApiError or ConnectionFailed: said once, nothing changed
+        except (ApiError, ConnectionFailed) as exc:  # said once, nothing changed
             self.notify(str(exc), severity="error", timeout=5)
             return
         if not unread:

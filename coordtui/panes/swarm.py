@@ -117,10 +117,9 @@ class SwarmPane(Pane):
         table = self.query_one(f"#col-{task.status}", DataTable)
         if not table.display:
             return
-        try:
-            table.move_cursor(row=table.get_row_index(task_id))
-        except Exception:
+        if task_id not in table.rows:
             return
+        table.move_cursor(row=table.get_row_index(task_id))
         if self.active:
             table.focus()
 
