@@ -335,10 +335,10 @@ class CoordApp(OpsActions, LiveMixin, App):
         if item.source == "chat":
             self.open_chat_item(item)
         elif item.source in ("message", "message_pending"):
-            self.action_pane("inbox")
             inbox = self.pane("inbox")
+            inbox.select_message(item.id)
+            self.action_pane("inbox")
             inbox.request_reload()
-            self.call_later(lambda: inbox.select_message(item.id))
         elif item.source == "swarm":
             self.open_task(str(item.id))
         else:

@@ -56,6 +56,8 @@ class InboxPane(Pane):
         self.sent: list[Message] = []
         self.query_text = ""
         self.view = "received"  # or "sent"
+        self.to_select: int | None = None  # opened from Wake: selected once a load lists it
+        self.to_select_by = 0
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search mail (enter), escape to clear", id="inbox-search", classes="hidden")
@@ -107,8 +109,14 @@ class InboxPane(Pane):
         if self.view == "sent":
             label = f"sent: {len(messages)} shown (s: received mail)"
         self.query_one("#inbox-summary", Static).update(label)
-        if selected is not None and selected.id in self.messages:
-            table.move_cursor(row=table.get_row_index(str(selected.id)))
+        if self.to_select is not None and self.loads >= self.to_select_by and self.to_select not in self.messages:
+            self.to_select = None  # not among the messages listed: the cursor stays where it was
+        target = self.to_select if self.to_select in self.messages else (selected.id if selected else None)
+        if target in self.messages:
+            table.move_cursor(row=table.get_row_index(str(target)))
+        if target is not None and target == self.to_select:
+            table.focus()
+            self.to_select = None
         self.show_thread()
 
     def selected(self) -> Message | None:
@@ -167,10 +175,13 @@ class InboxPane(Pane):
             self.request_reload()
 
     def select_message(self, message_id: int) -> None:
-        table = self.query_one("#inbox-table", DataTable)
-        if message_id in self.messages:
-            table.move_cursor(row=table.get_row_index(str(message_id)))
-            table.focus()
+        """Puts the cursor on a received message: now if it is listed, else when the next load lists it
+        (a load already running may predate it: the one after that is the last asked)."""
+        self.to_select = message_id
+        self.to_select_by = self.loads + (2 if self.busy else 1)
+        self.view = "received"
+        if self._last_data is not None:
+            self.show(self._last_data)
 
     def show_thread(self) -> None:
         message = self.selected()

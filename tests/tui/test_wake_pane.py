@@ -166,3 +166,22 @@ async def test_n_and_shift_n_walk_the_unread_items_skipping_tasks_and_headers(se
         assert visited == unread, "n goes forward through the unread items, wrapping past the tasks"
         await pilot.press("N")
         assert pane.selected_key() == unread[-2], "N goes back"
+
+
+async def test_enter_on_mail_in_wake_selects_that_message_in_an_inbox_not_loaded_yet(server):
+    """The selection used to be tried before the inbox had loaded: the cursor stayed on the first row."""
+    older = send(server, "alice", "bob", "Older one")
+    newer = send(server, "carol", "bob", "Newer one")
+    app = make_app(server, "bob")
+    async with app.run_test(size=(80, 24)) as pilot:
+        key = f"message:{newer['id']}"
+        await wait_for(pilot, lambda: key in row_keys(app, "#wake-table"), what="wake item")
+        assert app.pane("inbox").loads == 0
+        select_row(app, "#wake-table", key)
+        await pilot.press("enter")
+        inbox = app.pane("inbox")
+        await wait_for(pilot, lambda: app.active_pane is inbox and inbox.loads >= 1 and not inbox.busy, what="inbox")
+        await pilot.pause(0.1)
+        assert str(older["id"]) in row_keys(app, "#inbox-table")
+        assert inbox.selected() is not None and inbox.selected().id == newer["id"], inbox.selected()
+        assert app.focused is app.query_one("#inbox-table")
