@@ -275,7 +275,7 @@ class CoordApp(OpsActions, LiveMixin, App):
         try:  # the panes' screen, also while a dialog is on top of it
             main = self.screen_stack[0]
             active = main.query_one("#panes", TabbedContent).active
-        except Exception:
+        except (IndexError, NoMatches):  # before the panes are composed, or torn down
             return None
         if not active:
             return None

@@ -9,6 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
@@ -119,7 +120,7 @@ class NotebookPane(Pane):
         """Until the live document arrives the editor shows the stored text, read-only."""
         try:
             page = await self.client.page(page_id)
-        except Exception:
+        except (ApiError, ConnectionFailed):
             return  # the live document, when it comes, is what counts
         editor = self.query_one("#notebook-editor", CollabTextArea)
         if self.page_id == page_id and editor.shared is None:
