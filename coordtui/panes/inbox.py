@@ -109,6 +109,11 @@ class InboxPane(Pane):
         if self.view == "sent":
             label = f"sent: {len(messages)} shown (s: received mail)"
         self.query_one("#inbox-summary", Static).update(label)
+        self._place_cursor(table, selected)
+        self.show_thread()
+
+    def _place_cursor(self, table: DataTable, selected: Message | None) -> None:
+        """On the message opened from Wake once it is listed, else where it was before the refill."""
         if self.to_select is not None and self.loads >= self.to_select_by and self.to_select not in self.messages:
             self.to_select = None  # not among the messages listed: the cursor stays where it was
         target = self.to_select if self.to_select in self.messages else (selected.id if selected else None)
@@ -117,7 +122,6 @@ class InboxPane(Pane):
         if target is not None and target == self.to_select:
             table.focus()
             self.to_select = None
-        self.show_thread()
 
     def selected(self) -> Message | None:
         key = cursor_key(self.query_one("#inbox-table", DataTable))
