@@ -15,7 +15,7 @@ ONCE = "Shown once: the server keeps only its hash. Copy it now."
 
 
 def show_token(app, issued: IssuedToken, title: str) -> None:
-    app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)]))
+    app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)], once=True))
 
 
 def new_token(app) -> None:
