@@ -33,6 +33,7 @@ class NotebookPane(Pane):
         self.session = None
         self.viewers: list[str] = []
         self.readonly_reason: str | None = None
+        self.parked: set[NotebookSession] = set()  # pages left with offline edits, still reconnecting to send them
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -149,11 +150,30 @@ class NotebookPane(Pane):
         editor.unbind()
         if self.session is not None:
             session, self.session = self.session, None
-            await session.close()
+            if not session.online and session.pending_edits and not session.closed:
+                self.park(session)
+            else:
+                await session.close()  # online, it sends what is queued first
+
+    def park(self, session: NotebookSession) -> None:
+        """Leaving a page with edits typed offline: closing its session would drop them, so it stays open in
+        the background, reconnecting as before, and closes once they are sent."""
+        self.parked.add(session)
+        session.on_state.append(lambda: self.close_when_sent(session))
+        session.on_closed.append(lambda code, message: self.parked.discard(session))
+        edits = session.pending_edits
+        self.notify(f"{edits} edit{'' if edits == 1 else 's'} on the page you left will be sent when the server "
+                    f"is back", title="Notebook", timeout=5)
+
+    def close_when_sent(self, session: NotebookSession) -> None:
+        if session in self.parked and session.online and not session.pending_edits:
+            self.parked.discard(session)
+            self.run_worker(session.close(), group="notebook-parked", exit_on_error=False)
 
     async def on_unmount(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        for session in [self.session, *self.parked]:
+            if session is not None:
+                await session.close()
 
     def focus_default(self) -> None:
         """Back on Notes with a page open, typing goes on where it stopped: the editor, not the list."""
