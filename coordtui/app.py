@@ -39,6 +39,7 @@ from .panes.notebook import NotebookPane
 from .panes.presence import PresencePane
 from .panes.swarm import SwarmPane
 from .panes.wake import WakePane
+from .screens.confirm import ConfirmScreen
 from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
@@ -91,6 +92,7 @@ class CoordApp(OpsActions, LiveMixin, App):
         self._seen_urgent: set[str] | None = None
         self.alerts = AlertStore()  # one-shot wake items, kept whatever pane is active
         self._ever_connected = False
+        self._quit_asked = False
         self.events_received = 0
         self.recent_events: deque[ServerEvent] = deque(maxlen=200)
         self.batches = 0
@@ -296,6 +298,26 @@ class CoordApp(OpsActions, LiveMixin, App):
             pane.activated()
             pane.focus_default()
             self.render_updated()
+
+    async def action_quit(self) -> None:
+        """Quitting would drop notebook edits typed offline: ask first (ctrl+q again quits anyway)."""
+        try:
+            unsent = self.pane("notebook").unsent_edits()
+        except NoMatches:
+            unsent = 0
+        if not unsent or self._quit_asked:
+            self.exit()
+            return
+        self._quit_asked = True
+
+        def answered(yes: bool | None) -> None:
+            self._quit_asked = False
+            if yes:
+                self.exit()
+        noun = "edit" if unsent == 1 else "edits"
+        verb = "is" if unsent == 1 else "are"
+        self.push_screen(ConfirmScreen(f"{unsent} notebook {noun} typed offline {verb} not on the server yet and "
+                                       f"would be lost. Quit anyway?", "Quit"), answered)
 
     def action_leave_input(self) -> None:
         """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""

@@ -170,6 +170,10 @@ class NotebookPane(Pane):
             self.parked.discard(session)
             self.run_worker(session.close(), group="notebook-parked", exit_on_error=False)
 
+    def unsent_edits(self) -> int:
+        """Edits typed offline, on the open page and pages left, that quitting now would drop."""
+        return sum(s.pending_edits for s in [self.session, *self.parked] if s is not None and not s.online)
+
     async def on_unmount(self) -> None:
         for session in [self.session, *self.parked]:
             if session is not None:

@@ -151,3 +151,32 @@ async def test_edits_typed_offline_survive_opening_another_page(make_server, sql
         await wait_for(pilot, lambda: stored(restarted, first["id"]) == "one and more", timeout=20,
                        what=lambda: f"stored {stored(restarted, first['id'])!r}")
         await wait_for(pilot, lambda: not pane.parked, timeout=10, what="closed once sent")
+
+
+async def test_quitting_with_edits_typed_offline_asks_first(make_server, sqlite_url):
+    from coordtui.screens.confirm import ConfirmScreen
+    server = make_server(database_url=sqlite_url)
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Quit", "content": ""}).json()["page"]
+    app = make_app(server, "alice", backoff=(0.2, 1.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_notebook_page(pilot, app, page["id"])
+        await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
+        await pilot.press("ctrl+q")  # nothing unsent: no question
+        await wait_for(pilot, lambda: not app.is_running, what="quit at once")
+    app = make_app(server, "alice", backoff=(0.2, 1.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_notebook_page(pilot, app, page["id"])
+        await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
+        server.stop()
+        await wait_for(pilot, lambda: "offline" in status(app), timeout=15, what="offline")
+        await pilot.press(*"abc")
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
+        assert "3 notebook edits typed offline are not on the server" in str(
+            app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="stayed")
+        assert app.is_running and app.query_one("#notebook-editor").text == "abc"
+        await pilot.press("ctrl+q", "ctrl+q")  # twice: quit anyway
+        await wait_for(pilot, lambda: not app.is_running, what="quit anyway")
