@@ -17,6 +17,7 @@ from textual.widgets import Input, Label
 
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
+from ..client.models import counted
 from ..client.ops_models import Template
 from ..panes.swarm import BOARD
 from ..screens.form import Field, FormScreen
@@ -170,7 +171,7 @@ class TemplatesScreen(OpsScreen):
                 when(t.next_run_at))
 
     def summary(self, items: list[Template]) -> str:
-        return f"{len(items)} templates"
+        return counted(len(items), "template")
 
     def detail(self, t: Template) -> str:
         last = f" · last run {when(t.last_run_at)} UTC" if t.last_run_at else ""
