@@ -39,6 +39,7 @@ from .panes.notebook import NotebookPane
 from .panes.presence import PresencePane
 from .panes.swarm import SwarmPane
 from .panes.wake import WakePane
+from .screens.confirm import ConfirmScreen
 from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
@@ -91,6 +92,7 @@ class CoordApp(OpsActions, LiveMixin, App):
         self._seen_urgent: set[str] | None = None
         self.alerts = AlertStore()  # one-shot wake items, kept whatever pane is active
         self._ever_connected = False
+        self._quit_asked = False
         self.events_received = 0
         self.recent_events: deque[ServerEvent] = deque(maxlen=200)
         self.batches = 0
@@ -121,6 +123,9 @@ class CoordApp(OpsActions, LiveMixin, App):
             self.push_screen(ConnectScreen(), self.connect_to)
         else:
             self.connect_to(self.profile)
+
+    def on_resize(self) -> None:
+        self.render_badges()  # narrower or wider: the tab labels are fitted to the width
 
     def connect_to(self, profile: Profile | None) -> None:
         if profile is None:
@@ -272,7 +277,7 @@ class CoordApp(OpsActions, LiveMixin, App):
         try:  # the panes' screen, also while a dialog is on top of it
             main = self.screen_stack[0]
             active = main.query_one("#panes", TabbedContent).active
-        except Exception:
+        except (IndexError, NoMatches):  # before the panes are composed, or torn down
             return None
         if not active:
             return None
@@ -293,6 +298,26 @@ class CoordApp(OpsActions, LiveMixin, App):
             pane.activated()
             pane.focus_default()
             self.render_updated()
+
+    async def action_quit(self) -> None:
+        """Quitting would drop notebook edits typed offline: ask first (ctrl+q again quits anyway)."""
+        try:
+            unsent = self.pane("notebook").unsent_edits()
+        except NoMatches:
+            unsent = 0
+        if not unsent or self._quit_asked:
+            self.exit()
+            return
+        self._quit_asked = True
+
+        def answered(yes: bool | None) -> None:
+            self._quit_asked = False
+            if yes:
+                self.exit()
+        noun = "edit" if unsent == 1 else "edits"
+        verb = "is" if unsent == 1 else "are"
+        self.push_screen(ConfirmScreen(f"{unsent} notebook {noun} typed offline {verb} not on the server yet and "
+                                       f"would be lost. Quit anyway?", "Quit"), answered)
 
     def action_leave_input(self) -> None:
         """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""
@@ -332,10 +357,10 @@ class CoordApp(OpsActions, LiveMixin, App):
         if item.source == "chat":
             self.open_chat_item(item)
         elif item.source in ("message", "message_pending"):
-            self.action_pane("inbox")
             inbox = self.pane("inbox")
+            inbox.select_message(item.id)
+            self.action_pane("inbox")
             inbox.request_reload()
-            self.call_later(lambda: inbox.select_message(item.id))
         elif item.source == "swarm":
             self.open_task(str(item.id))
         else:

@@ -123,14 +123,17 @@ class Bundled:
         self._watcher.start()
 
     def _watch(self, interval: float) -> None:
+        said = None  # a failure is said once, not at every retry (every `interval` seconds)
         while not self._stop.wait(interval):
             if self.lock.try_acquire():
                 try:
                     self.server = _start(self.data_dir, self.lock, self.port)
                 except Exception as exc:  # the port is taken by something else: stay attached, try again later
                     self.lock.release()
-                    if self.on_takeover:
-                        self.on_takeover(f"could not take over serving: {exc}")
+                    text = f"could not take over serving: {exc}"
+                    if self.on_takeover and text != said:
+                        self.on_takeover(text)
+                    said = text
                     continue
                 if self.on_takeover:
                     self.on_takeover(f"the serving window quit; this one now serves {self.url}")

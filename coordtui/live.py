@@ -14,7 +14,7 @@ from textual.widgets import Static, TabbedContent
 
 from .client.api import ApiError, ConnectionFailed
 from .client.models import ServerEvent, Wake, WakeItem, age_text
-from .unread import COUNT_EVENTS, UnreadCounts, with_chat
+from .unread import COUNT_EVENTS, UnreadCounts, tab_labels, with_chat
 
 TOAST_SPACING = 2.0  # seconds between two quiet toasts for one pane
 COUNT_SPACING = 0.3  # seconds between two refetches of the counts: a burst of events costs a few, not one each
@@ -157,11 +157,11 @@ class LiveMixin:
             return
         from .app import PANES
         badges = self.counts.badges()
+        labels = tab_labels([label for _, label, _ in PANES], [badges.get(pane_id) for pane_id, _, _ in PANES],
+                            self.size.width)
         try:
             tabs = self.main_screen().query_one("#panes", TabbedContent)
-            for number, (pane_id, label, _) in enumerate(PANES, start=1):
-                count = badges.get(pane_id)
-                text = f"{number} {label}" + (f" ({count})" if count else "")
+            for (pane_id, _, _), text in zip(PANES, labels):
                 tab = tabs.get_tab(f"tab-{pane_id}")
                 if tab.label_text != text:
                     tab.label = text

@@ -41,6 +41,23 @@ def with_chat(wake: Wake, channels: list[Channel] | None, me: str) -> Wake:
     return Wake(wake.items + extra, wake.summary, wake.instructions, wake.timestamp)
 
 
+def tab_labels(titles: list[str], counts: list[int | None], width: int) -> list[str]:
+    """The tab labels ("1 Wake (12)"), as wide as `width` columns allow: each tab takes its label plus one
+    column of gap. Too wide, the badges lose their space and show at most 99+; still too wide (three 99+
+    badges at 80 columns), the digits lose their space too. Nothing is ever cut off."""
+    def badge(count: int | None, tight: bool) -> str:
+        if not count:
+            return ""
+        return f"({min(count, 99)}{'+' if count > 99 else ''})" if tight else f" ({count})"
+
+    for tight, joiner in ((False, " "), (True, " "), (True, "")):
+        labels = [f"{number}{joiner}{title}{badge(count, tight)}"
+                  for number, (title, count) in enumerate(zip(titles, counts), start=1)]
+        if sum(len(label) + 1 for label in labels) <= width:
+            break
+    return labels
+
+
 @dataclass
 class UnreadCounts:
     wake: int | None = None

@@ -39,6 +39,11 @@ def pick(row: dict, *names: str, default: Any = None) -> Any:
     return default
 
 
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """'1 task', '2 tasks', '0 tasks' (`plural` when adding an s is wrong)."""
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
+
+
 def age_text(then: datetime | None, now: datetime) -> str:
     """Two largest units, no seconds, like the server's wake ages."""
     if then is None:

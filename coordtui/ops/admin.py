@@ -7,6 +7,7 @@ from __future__ import annotations
 from textual.binding import Binding
 
 from ..client import limits
+from ..client.models import counted
 from ..client.ops_models import Invite, IssuedToken, TokenRecord
 from ..screens.form import Field
 from .base import OpsScreen, SecretScreen, blank_none, confirm, number_or_text, run_form, when
@@ -15,7 +16,7 @@ ONCE = "Shown once: the server keeps only its hash. Copy it now."
 
 
 def show_token(app, issued: IssuedToken, title: str) -> None:
-    app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)]))
+    app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)], once=True))
 
 
 def new_token(app) -> None:
@@ -56,7 +57,7 @@ class TokensScreen(OpsScreen):
 
     def summary(self, items: list[TokenRecord]) -> str:
         live = sum(1 for t in items if t.revoked_at is None)
-        return f"{live} live tokens, {len(items) - live} revoked (database tokens; environment tokens are not listed)"
+        return f"{live} live {'token' if live == 1 else 'tokens'}, {len(items) - live} revoked (database tokens; environment tokens are not listed)"
 
     def action_new(self) -> None:
         new_token(self.app)
@@ -117,7 +118,7 @@ class InvitesScreen(OpsScreen):
                 when(i.expires_at), i.code[:12] + "…")
 
     def summary(self, items: list[Invite]) -> str:
-        return f"{len(items)} invites (newest first)"
+        return f"{counted(len(items), 'invite')} (newest first)"
 
     def action_new(self) -> None:
         new_invite(self.app)

@@ -71,11 +71,14 @@ class SecretScreen(ModalScreen[None]):
     """Shows values the server gives once (a new token, an ingest or onboarding URL) in read-only inputs the
     user can select, with a copy button each (OSC 52 through App.copy_to_clipboard)."""
 
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("c", "copy(0)", "Copy")]
+    BINDINGS = [Binding("escape", "close", "Close"), Binding("c", "copy(0)", "Copy")]
 
-    def __init__(self, title: str, note: str, values: list[tuple[str, str]]):
+    def __init__(self, title: str, note: str, values: list[tuple[str, str]], once: bool = False):
         super().__init__(classes="form-screen")
         self.secret_title, self.note, self.values = title, note, values
+        self.once = once  # the server never shows it again: closing before a copy asks a second time
+        self.copied = False
+        self.warned = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="form"):
@@ -87,6 +90,7 @@ class SecretScreen(ModalScreen[None]):
                 with Horizontal(classes="secret-row"):
                     yield Input(value, id=f"secret-{index}", classes="secret-value", compact=True)
                     yield Button("Copy", id=f"copy-{index}", compact=True)
+            yield Label("", id="secret-warning")
             with Horizontal(id="form-buttons"):
                 yield Button("Close", id="close", variant="primary", compact=True)
 
@@ -100,11 +104,20 @@ class SecretScreen(ModalScreen[None]):
     def action_copy(self, index: int) -> None:
         label, value = self.values[index]
         self.app.copy_to_clipboard(value)
+        self.copied = True
         self.notify(f"{label} copied to the clipboard", timeout=3)
+
+    def action_close(self) -> None:
+        if self.once and not self.copied and not self.warned:
+            self.warned = True
+            self.query_one("#secret-warning", Label).update(
+                "[b red]Not copied, and it is not shown again.[/] c copies · esc again closes anyway")
+            return
+        self.dismiss(None)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "close":
-            self.dismiss(None)
+            self.action_close()
         elif (event.button.id or "").startswith("copy-"):
             self.action_copy(int(event.button.id.split("-", 1)[1]))
 
@@ -210,10 +223,8 @@ class OpsScreen(Screen):
 
     def select(self, key: Any) -> None:
         table = self.query_one("#ops-table", DataTable)
-        try:
+        if str(key) in table.rows:  # gone meanwhile (deleted elsewhere): the cursor stays where it is
             table.move_cursor(row=table.get_row_index(str(key)))
-        except Exception:
-            pass
 
 
 def when(value) -> str:

@@ -3,8 +3,10 @@ when the palette opens."""
 from __future__ import annotations
 
 import asyncio
+
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from ..client.api import ApiError, ConnectionFailed
 from . import admin, chat, projects, templates, users, webhooks
 
 LOAD_TIMEOUT = 3.0
@@ -14,7 +16,7 @@ async def _quietly(call, timeout: float = LOAD_TIMEOUT, default=()) -> list:
     """Per-item commands are a bonus: a refusal (e.g. 403 for non-admins) or a slow server gives none."""
     try:
         return await asyncio.wait_for(call(), timeout)
-    except Exception:
+    except (ApiError, ConnectionFailed, TimeoutError):
         return [] if default == () else default
 
 

@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.binding import Binding
 
 from ..client import limits
-from ..client.models import Project
+from ..client.models import Project, counted
 from ..screens.form import Field
 from .base import OpsScreen, blank_none, confirm, identity_list, number_or_text, run_form, when
 
@@ -101,7 +101,7 @@ class ProjectsScreen(OpsScreen):
 
     def summary(self, items: list[Project]) -> str:
         archived = sum(1 for p in items if p.archived_at)
-        return f"{len(items) - archived} projects" + (f", {archived} archived" if archived else "")
+        return counted(len(items) - archived, "project") + (f", {archived} archived" if archived else "")
 
     def detail(self, p: Project) -> str:
         return (p.description or "").replace("\n", " ")[:300]

@@ -7,7 +7,7 @@ under the field it names. A server without that route (404) gets the next run fr
 from __future__ import annotations
 
 from functools import partial
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rich.markup import escape
 from textual import work
@@ -17,6 +17,7 @@ from textual.widgets import Input, Label
 
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
+from ..client.models import counted
 from ..client.ops_models import Template
 from ..panes.swarm import BOARD
 from ..screens.form import Field, FormScreen
@@ -33,14 +34,14 @@ def next_run_text(t: Template) -> str:
     try:
         local = t.next_run_at.astimezone(ZoneInfo(t.timezone))
         return f"next run: {local:%a %Y-%m-%d %H:%M} {t.timezone} ({t.next_run_at:%Y-%m-%d %H:%M} UTC)"
-    except Exception:  # a timezone this machine lacks: UTC alone
+    except (ZoneInfoNotFoundError, ValueError):  # a timezone this machine lacks: UTC alone
         return f"next run: {t.next_run_at:%a %Y-%m-%d %H:%M} UTC"
 
 
 def runs_text(runs: list, tz_name: str) -> str:
     try:
         zone = ZoneInfo(tz_name)
-    except Exception:
+    except (ZoneInfoNotFoundError, ValueError):
         zone, tz_name = None, "UTC"
     shown = [f"{(r.astimezone(zone) if zone else r):%a %d %b %H:%M}" for r in runs]
     return f"Next runs: {', '.join(shown)} ({tz_name})"
@@ -124,7 +125,7 @@ def wire_fields(values: dict, projects: list) -> dict:
 async def _projects(app) -> list:
     try:
         return await app.client.projects()
-    except Exception:  # the form still works without the project choice
+    except (ApiError, ConnectionFailed):  # the form still works without the project choice
         return []
 
 
@@ -170,7 +171,7 @@ class TemplatesScreen(OpsScreen):
                 when(t.next_run_at))
 
     def summary(self, items: list[Template]) -> str:
-        return f"{len(items)} templates"
+        return counted(len(items), "template")
 
     def detail(self, t: Template) -> str:
         last = f" · last run {when(t.last_run_at)} UTC" if t.last_run_at else ""

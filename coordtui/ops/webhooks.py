@@ -4,6 +4,7 @@ from __future__ import annotations
 from textual.binding import Binding
 
 from ..client import limits
+from ..client.models import counted
 from ..client.ops_models import Webhook
 from ..screens.form import Field
 from .base import OpsScreen, SecretScreen, blank_none, confirm, run_form, when
@@ -76,7 +77,7 @@ class WebhooksScreen(OpsScreen):
                 "yes" if h.enabled else "no", when(h.last_hit_at))
 
     def summary(self, items: list[Webhook]) -> str:
-        return f"{len(items)} webhooks"
+        return counted(len(items), "webhook")
 
     def detail(self, h: Webhook) -> str:
         return f"Ingest URL: {h.ingest_url or '(not given by this server)'}"

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from ..client.models import BuzzEvent, age_text
+from ..client.models import BuzzEvent, age_text, counted
 from .base import Pane
 
 
@@ -36,4 +36,4 @@ class BuzzPane(Pane):
             title = Text(event.title, style="dim strike" if event.suppressed else "bold")
             table.add_row(age_text(event.received_at, now), event.app_name, title,
                           (event.body or "").replace("\n", " ")[:120], key=str(event.id))
-        self.query_one("#buzz-summary", Static).update(f"{len(events)} events")
+        self.query_one("#buzz-summary", Static).update(counted(len(events), "event"))

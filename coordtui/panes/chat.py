@@ -45,6 +45,7 @@ class ChatPane(Pane):
         self._typing_text = ""
         self.need_messages = True
         self.input_next = False  # the next time the pane comes into view, the cursor goes to the message box
+        self.drafts: dict[str, str] = {}  # what was typed (or refused) for channels other than the open one
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -66,7 +67,7 @@ class ChatPane(Pane):
         channels = await self.client.channels()
         messages = None
         if self.current is None and channels:
-            self.current = channels[0].id
+            self.set_current(channels[0].id)
             self.need_messages = True
         if self.current and self.need_messages:
             # live messages arrive by event; the history is fetched on opening a channel or after a gap
@@ -158,11 +159,19 @@ class ChatPane(Pane):
 
     def open_channel(self, channel_id: str) -> None:
         if channel_id != self.current:
-            self.current = channel_id
+            self.set_current(channel_id)
             self.messages = {}
             self.typing = {}
         self.need_messages = True
         self.request_reload()
+
+    def set_current(self, channel_id: str | None) -> None:
+        """Each channel keeps its own draft: what was typed for one is never sent to the next one opened."""
+        box = self.query_one("#chat-input", Input)
+        if self.current is not None and box.value:
+            self.drafts[self.current] = box.value
+        self.current = channel_id
+        box.value = self.drafts.pop(channel_id, "") if channel_id else ""
 
     def action_next_unread(self, step: int = 1) -> None:
         ids = list(self.channels)
@@ -206,7 +215,7 @@ class ChatPane(Pane):
             return
         if await self.act(self.client.archive_channel(channel.id)) is None:
             return
-        self.current = None
+        self.set_current(None)
         self.messages = {}
         self.need_messages = True
         self.coord.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
@@ -245,11 +254,19 @@ class ChatPane(Pane):
         if isinstance(message, ChatMessage):
             self.messages[message.id] = message
             self.render_messages()
-        elif channel_id == self.current:
-            self.restore_draft(body)
+        else:
+            self.restore_draft(channel_id, body)
 
-    def restore_draft(self, body: str) -> None:
-        """A message the server refused or never got goes back into the input, ahead of anything typed since."""
+    def restore_draft(self, channel_id: str, body: str) -> None:
+        """A message the server refused or never got goes back into its channel's input, ahead of anything
+        typed since; when another channel is open meanwhile, into that channel's draft."""
+        if channel_id != self.current:
+            kept = self.drafts.get(channel_id)
+            self.drafts[channel_id] = f"{body} {kept}" if kept else body
+            channel = self.channels.get(channel_id)
+            where = channel.label(self.coord.identity or "") if channel else channel_id
+            self.notify(f"Kept as a draft in {where}", timeout=4)
+            return
         box = self.query_one("#chat-input", Input)
         box.value = f"{body} {box.value}" if box.value else body
         box.cursor_position = len(body)

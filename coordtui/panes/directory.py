@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..client import limits
-from ..client.models import DirectoryEntry
+from ..client.models import DirectoryEntry, counted
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
 from .base import Pane
@@ -43,7 +43,7 @@ class DirectoryPane(Pane):
         for entry in entries:
             table.add_row(entry.title, entry.url, entry.created_by or "", entry.description or "", key=str(entry.id))
         label = f"search “{self.filter_text}”: " if self.filter_text else ""
-        self.query_one("#directory-summary", Static).update(f"{label}{len(entries)} links")
+        self.query_one("#directory-summary", Static).update(f"{label}{counted(len(entries), 'link')}")
 
     def selected(self) -> DirectoryEntry | None:
         return self.entries.get(cursor_key(self.query_one("#directory-table", DataTable)))

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
-from ..client.api import ApiError
+from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
@@ -56,6 +56,8 @@ class InboxPane(Pane):
         self.sent: list[Message] = []
         self.query_text = ""
         self.view = "received"  # or "sent"
+        self.to_select: int | None = None  # opened from Wake: selected once a load lists it
+        self.to_select_by = 0
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search mail (enter), escape to clear", id="inbox-search", classes="hidden")
@@ -107,9 +109,19 @@ class InboxPane(Pane):
         if self.view == "sent":
             label = f"sent: {len(messages)} shown (s: received mail)"
         self.query_one("#inbox-summary", Static).update(label)
-        if selected is not None and selected.id in self.messages:
-            table.move_cursor(row=table.get_row_index(str(selected.id)))
+        self._place_cursor(table, selected)
         self.show_thread()
+
+    def _place_cursor(self, table: DataTable, selected: Message | None) -> None:
+        """On the message opened from Wake once it is listed, else where it was before the refill."""
+        if self.to_select is not None and self.loads >= self.to_select_by and self.to_select not in self.messages:
+            self.to_select = None  # not among the messages listed: the cursor stays where it was
+        target = self.to_select if self.to_select in self.messages else (selected.id if selected else None)
+        if target in self.messages:
+            table.move_cursor(row=table.get_row_index(str(target)))
+        if target is not None and target == self.to_select:
+            table.focus()
+            self.to_select = None
 
     def selected(self) -> Message | None:
         key = cursor_key(self.query_one("#inbox-table", DataTable))
@@ -151,7 +163,7 @@ class InboxPane(Pane):
     async def action_ack_all(self) -> None:
         try:
             unread = await self.client.inbox_all("unread")
-        except Exception as exc:  # ApiError or ConnectionFailed: said once, nothing changed
+        except (ApiError, ConnectionFailed) as exc:  # said once, nothing changed
             self.notify(str(exc), severity="error", timeout=5)
             return
         if not unread:
@@ -167,10 +179,13 @@ class InboxPane(Pane):
             self.request_reload()
 
     def select_message(self, message_id: int) -> None:
-        table = self.query_one("#inbox-table", DataTable)
-        if message_id in self.messages:
-            table.move_cursor(row=table.get_row_index(str(message_id)))
-            table.focus()
+        """Puts the cursor on a received message: now if it is listed, else when the next load lists it
+        (a load already running may predate it: the one after that is the last asked)."""
+        self.to_select = message_id
+        self.to_select_by = self.loads + (2 if self.busy else 1)
+        self.view = "received"
+        if self._last_data is not None:
+            self.show(self._last_data)
 
     def show_thread(self) -> None:
         message = self.selected()

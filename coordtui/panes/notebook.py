@@ -9,6 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
@@ -32,6 +33,7 @@ class NotebookPane(Pane):
         self.session = None
         self.viewers: list[str] = []
         self.readonly_reason: str | None = None
+        self.parked: set[NotebookSession] = set()  # pages left with offline edits, still reconnecting to send them
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -40,7 +42,8 @@ class NotebookPane(Pane):
             yield table
             with Vertical(classes="detail"):
                 yield Static("No page open.", id="notebook-status", classes="pane-summary")
-                editor = CollabTextArea("", id="notebook-editor", read_only=True)
+                # tab indents: moving focus out would hand the next keystrokes (digits) to pane switching
+                editor = CollabTextArea("", id="notebook-editor", read_only=True, tab_behavior="indent")
                 editor.cursor_blink = False
                 yield editor
 
@@ -118,7 +121,7 @@ class NotebookPane(Pane):
         """Until the live document arrives the editor shows the stored text, read-only."""
         try:
             page = await self.client.page(page_id)
-        except Exception:
+        except (ApiError, ConnectionFailed):
             return  # the live document, when it comes, is what counts
         editor = self.query_one("#notebook-editor", CollabTextArea)
         if self.page_id == page_id and editor.shared is None:
@@ -147,11 +150,42 @@ class NotebookPane(Pane):
         editor.unbind()
         if self.session is not None:
             session, self.session = self.session, None
-            await session.close()
+            if not session.online and session.pending_edits and not session.closed:
+                self.park(session)
+            else:
+                await session.close()  # online, it sends what is queued first
+
+    def park(self, session: NotebookSession) -> None:
+        """Leaving a page with edits typed offline: closing its session would drop them, so it stays open in
+        the background, reconnecting as before, and closes once they are sent."""
+        self.parked.add(session)
+        session.on_state.append(lambda: self.close_when_sent(session))
+        session.on_closed.append(lambda code, message: self.parked.discard(session))
+        edits = session.pending_edits
+        self.notify(f"{edits} edit{'' if edits == 1 else 's'} on the page you left will be sent when the server "
+                    f"is back", title="Notebook", timeout=5)
+
+    def close_when_sent(self, session: NotebookSession) -> None:
+        if session in self.parked and session.online and not session.pending_edits:
+            self.parked.discard(session)
+            self.run_worker(session.close(), group="notebook-parked", exit_on_error=False)
+
+    def unsent_edits(self) -> int:
+        """Edits typed offline, on the open page and pages left, that quitting now would drop."""
+        return sum(s.pending_edits for s in [self.session, *self.parked] if s is not None and not s.online)
 
     async def on_unmount(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        for session in [self.session, *self.parked]:
+            if session is not None:
+                await session.close()
+
+    def focus_default(self) -> None:
+        """Back on Notes with a page open, typing goes on where it stopped: the editor, not the list."""
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        if self.page_id is not None and editor.shared is not None:
+            editor.focus()
+        else:
+            super().focus_default()
 
     def on_key(self, event) -> None:
         if event.key == "escape" and self.query_one("#notebook-editor").has_focus:

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from ..client.models import Project, Task
+from ..client.models import Project, Task, counted
 from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
 from .base import Pane
@@ -101,7 +101,7 @@ class SwarmPane(Pane):
         self.filter_label = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
         shown = sum(len(rows) for rows in by_status.values())
         done = sum(len(by_status[s]) for s in DONE)
-        text = (f"{len(tasks)} tasks · {self.filter_label} (f cycles) · "
+        text = (f"{counted(len(tasks), 'task')} · {self.filter_label} (f cycles) · "
                 f"{'d hides' if self.show_done else 'd shows'} {done} done")
         if self.filter_text:
             text = f"filter “{self.filter_text}”: {shown} of {text}"
@@ -117,10 +117,9 @@ class SwarmPane(Pane):
         table = self.query_one(f"#col-{task.status}", DataTable)
         if not table.display:
             return
-        try:
-            table.move_cursor(row=table.get_row_index(task_id))
-        except Exception:
+        if task_id not in table.rows:
             return
+        table.move_cursor(row=table.get_row_index(task_id))
         if self.active:
             table.focus()
 

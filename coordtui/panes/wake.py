@@ -10,12 +10,14 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.transitions import step
 from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
 from ..tables import cursor_key
 
 SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
+UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
 SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
                  "message_pending": "Awaiting your answer", "chat": "Unread chat", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
@@ -33,11 +35,13 @@ class WakePane(Pane):
                              "reconnected"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
-            ("t", "create a task from a buzz alert")]
+            ("t", "create a task from a buzz alert"), ("n / N", "next / previous unread item (alert, mail, chat)")]
     BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
-                Binding("t", "task_from_alert", "Task from alert", id="wake.task")]
+                Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
+                Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread")]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -114,6 +118,20 @@ class WakePane(Pane):
         if item is not None:
             self.coord.open_wake_item(item)
 
+    def action_next_unread(self, step: int) -> None:
+        """The next (step 1) or previous (-1) alert, unread mail or chat row, wrapping around; headers skipped."""
+        table = self.query_one("#wake-table", DataTable)
+        keys = [row_key.value for row_key in table.rows]
+        unread = [row for row, key in enumerate(keys) if key in self.items and self.items[key].source in UNREAD_SOURCES]
+        if not unread:
+            self.notify("Nothing unread", timeout=2)
+            return
+        here = table.cursor_row
+        later = [row for row in unread if (row - here) * step > 0]
+        target = (later[0] if step > 0 else later[-1]) if later else (unread[0] if step > 0 else unread[-1])
+        table.focus()
+        table.move_cursor(row=target)
+
     def _need(self, *sources: str) -> WakeItem | None:
         item = self.selected()
         if item is None or item.source not in sources:
@@ -160,8 +178,10 @@ class WakePane(Pane):
         item = self._need("swarm")
         if item is None:
             return
-        target = {"ready": "in_progress", "in_progress": "review", "review": "complete"}.get(item.status or "ready",
-                                                                                           "in_progress")
+        target = step(item.status or "ready", 1)  # the server's wake lists ready, in_progress and review tasks
+        if target is None:
+            self.notify(f"No next step from {item.status}: m moves it", severity="warning", timeout=3)
+            return
         if await self.act(self.client.move_task(str(item.id), target), f"{item.summary} → {target}"):
             self.request_reload()
 

@@ -20,6 +20,7 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
+from textual.content import Content
 from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
 
 from ..client import limits
@@ -38,6 +39,18 @@ class Field:
     required: bool = False
     max_len: int | None = None  # the server's limit, counted as it counts (characters)
     wire: str = ""  # the API's name for it: a refusal naming it is shown under this field too
+
+
+class FormCheckbox(Checkbox):
+    """A checkbox that reads the same without colour: "[x] Urgent" or "[ ] Urgent" (Textual's "▐X▌" shows an X
+    either way and only its colour says whether it is on), and says how to change it."""
+
+    def __init__(self, label: str, value: bool, **kwargs):
+        super().__init__(f"{label} (space toggles)", value, compact=True, **kwargs)
+
+    @property
+    def _button(self) -> Content:
+        return Content.assemble(("[x]" if self.value else "[ ]", self.get_visual_style("toggle--button")))
 
 
 class FormScreen(ModalScreen[Any]):
@@ -64,7 +77,7 @@ class FormScreen(ModalScreen[Any]):
             for field in self.fields:
                 widget_id = f"field-{field.name}"
                 if field.kind == "check":
-                    yield Checkbox(field.label, bool(field.default), id=widget_id, compact=True)
+                    yield FormCheckbox(field.label, bool(field.default), id=widget_id)
                     continue
                 with Horizontal(classes="field-head"):
                     yield Label(field.label + (" *" if field.required else ""), classes="field-label")

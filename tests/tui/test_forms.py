@@ -94,3 +94,20 @@ async def test_a_chat_message_the_server_never_got_goes_back_into_the_input(make
         server.stop()
         await pilot.press(*"deploy at 3?", "enter")
         await wait_for(pilot, lambda: box.value == "deploy at 3?", what="draft restored")
+
+
+async def test_the_urgent_checkbox_reads_on_or_off_without_colour(server):
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_compose(pilot, app)
+        box = app.screen.query_one("#field-urgent")
+        assert str(box.render()).rstrip() == "[ ] Urgent (space toggles)"
+        box.focus()
+        await pilot.press("space")
+        assert box.value and str(box.render()).rstrip() == "[x] Urgent (space toggles)"
+        await fill_form(pilot, recipient="bob", title="Checkbox check")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="sent")
+    with client(server, "bob") as bob:
+        sent = [m for m in bob.get("/api/mailboxes/me/messages", params={"limit": 100}).json()["messages"]
+                if m["title"] == "Checkbox check"]
+    assert [m["urgent"] for m in sent] == [True]

@@ -1,6 +1,8 @@
 """Inbox and chat panes against the real server."""
 from __future__ import annotations
 
+import asyncio
+
 from coordtui.screens.form import FormScreen
 from tests.conftest import client
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, table_text, wait_for, wait_idle
@@ -113,3 +115,50 @@ async def test_chat_channels_messages_typing_and_send(server):
                 return any(m["body"] == "hello back" and m["sender"] == "bob" for m in rows)
             await wait_for(pilot, arrived, what="sent chat message")
         await wait_for(pilot, lambda: "hello back" in str(app.query_one("#chat-messages").render()), what="echo")
+
+
+async def test_each_chat_channel_keeps_its_own_draft(make_server, sqlite_url):
+    """Text typed for one channel used to stay in the box when another was opened (and enter sent it there);
+    a message refused after its channel was left was dropped."""
+    server = make_server(database_url=sqlite_url)
+    with client(server, "alice") as alice:
+        first = alice.post("/api/chat/channels", json={"type": "dm", "identity": "bob"}).json()["channelId"]
+        second = alice.post("/api/chat/channels", json={"type": "dm", "identity": "carol"}).json()["channelId"]
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await wait_for(pilot, lambda: {first, second} <= set(row_keys(app, "#chat-channels")), what="channels")
+        await wait_idle(pilot, app)
+        chat = app.pane("chat")
+        box = app.query_one("#chat-input")
+
+        async def open_channel(channel_id):
+            select_row(app, "#chat-channels", channel_id)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: chat.current == channel_id and box.has_focus, what=f"open {channel_id}")
+
+        await open_channel(first)
+        await pilot.press(*"für bob")
+        await open_channel(second)
+        assert box.value == "", "bob's draft is not carol's message"
+        await pilot.press(*"for carol")
+        await open_channel(first)
+        assert box.value == "für bob"
+        await open_channel(second)
+        assert box.value == "for carol"
+
+        # a send that fails after its channel was left: the text waits in that channel's draft
+        gate = asyncio.Event()
+        post_chat = app.client.post_chat
+
+        async def slow_post_chat(channel_id, body):
+            await gate.wait()
+            return await post_chat(channel_id, body)
+        app.client.post_chat = slow_post_chat
+        await pilot.press("enter")
+        await open_channel(first)
+        server.stop()
+        gate.set()
+        await wait_for(pilot, lambda: chat.drafts.get(second) == "for carol", what="refused text kept")
+        await open_channel(second)
+        assert box.value == "for carol"

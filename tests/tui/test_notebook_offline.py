@@ -11,7 +11,7 @@ from websockets.asyncio.server import serve
 
 from coordtui.client.notebook import NotebookSession, ReadOnlyError
 from tests.conftest import TOKENS, client
-from tests.tui.helpers import make_app, open_notebook_page, wait_for
+from tests.tui.helpers import make_app, open_notebook_page, select_row, wait_for
 
 
 def status(app) -> str:
@@ -124,3 +124,59 @@ async def test_waiting_for_offline_wakes_when_the_server_goes(make_server, sqlit
         await waiter
     finally:
         await session.close()
+
+
+async def test_edits_typed_offline_survive_opening_another_page(make_server, sqlite_url):
+    """Opening another page closed the offline session, and with it every edit not yet sent."""
+    server = make_server(database_url=sqlite_url)
+    port = server.port
+    with client(server, "alice") as alice:
+        first = alice.post("/api/notebook", json={"title": "First", "content": "one"}).json()["page"]
+        second = alice.post("/api/notebook", json={"title": "Second", "content": "two"}).json()["page"]
+    app = make_app(server, "alice", backoff=(0.2, 1.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        editor = await open_notebook_page(pilot, app, first["id"])
+        await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
+        editor.move_cursor((0, 3))
+        server.stop()
+        await wait_for(pilot, lambda: "offline" in status(app), timeout=15, what="offline")
+        await pilot.press(*" and more")
+        await wait_for(pilot, lambda: "9 edits pending" in status(app), what="pending")
+        await pilot.press("escape")
+        select_row(app, "#notebook-pages", second["id"])
+        await pilot.press("enter")
+        pane = app.pane("notebook")
+        await wait_for(pilot, lambda: pane.page_id == second["id"] and len(pane.parked) == 1, what="parked")
+        restarted = make_server(port=port, database_url=sqlite_url)
+        await wait_for(pilot, lambda: stored(restarted, first["id"]) == "one and more", timeout=20,
+                       what=lambda: f"stored {stored(restarted, first['id'])!r}")
+        await wait_for(pilot, lambda: not pane.parked, timeout=10, what="closed once sent")
+
+
+async def test_quitting_with_edits_typed_offline_asks_first(make_server, sqlite_url):
+    from coordtui.screens.confirm import ConfirmScreen
+    server = make_server(database_url=sqlite_url)
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Quit", "content": ""}).json()["page"]
+    app = make_app(server, "alice", backoff=(0.2, 1.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_notebook_page(pilot, app, page["id"])
+        await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
+        await pilot.press("ctrl+q")  # nothing unsent: no question
+        await wait_for(pilot, lambda: not app.is_running, what="quit at once")
+    app = make_app(server, "alice", backoff=(0.2, 1.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_notebook_page(pilot, app, page["id"])
+        await wait_for(pilot, lambda: "editing · saved" in status(app), what="editing")
+        server.stop()
+        await wait_for(pilot, lambda: "offline" in status(app), timeout=15, what="offline")
+        await pilot.press(*"abc")
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
+        assert "3 notebook edits typed offline are not on the server" in str(
+            app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="stayed")
+        assert app.is_running and app.query_one("#notebook-editor").text == "abc"
+        await pilot.press("ctrl+q", "ctrl+q")  # twice: quit anyway
+        await wait_for(pilot, lambda: not app.is_running, what="quit anyway")

@@ -180,3 +180,36 @@ async def test_notebook_new_page_and_lock_keys(server):
             await wait_for(pilot, lambda: carol.get(f"/api/notebook/{pane.page_id}").json()["page"]["locked"],
                            what="locked by key")
             assert not editor.read_only, "the owner keeps editing a locked page"
+
+
+
+async def test_tab_in_the_notebook_editor_indents(server):
+    """Tab used to move focus out of the editor, and the next digit typed switched panes."""
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Tabs", "content": "x"}).json()["page"]
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        editor = await open_notebook_page(pilot, app, page["id"])
+        await wait_for(pilot, lambda: editor.shared is not None and editor.has_focus, what="editing")
+        editor.move_cursor((0, 0))
+        await pilot.press("tab", "1", "2")
+        assert app.active_pane.id == "notebook" and editor.has_focus
+        assert editor.text in ("    12x", "\t12x"), editor.text
+
+
+async def test_back_on_notes_with_a_page_open_the_editor_has_focus(server):
+    with client(server, "alice") as alice:
+        page = alice.post("/api/notebook", json={"title": "Focus", "content": "x"}).json()["page"]
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        editor = await open_notebook_page(pilot, app, page["id"])
+        await wait_for(pilot, lambda: editor.shared is not None and editor.has_focus, what="editing")
+        await pilot.press("alt+2")
+        await wait_for(pilot, lambda: app.active_pane.id == "inbox", what="inbox")
+        await pilot.press("alt+7")
+        await wait_for(pilot, lambda: app.active_pane.id == "notebook", what="notes again")
+        await pilot.pause(0.1)
+        assert editor.has_focus, f"focus on {app.focused}"
+        editor.move_cursor((0, 1))
+        await pilot.press("!")
+        assert editor.text == "x!"

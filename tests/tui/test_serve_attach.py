@@ -143,3 +143,32 @@ def test_the_lock_of_a_killed_serve_is_recovered(tmp_path):
         assert httpx.get(f"{owner.url}/api/health", timeout=5).status_code == 200
     finally:
         owner.stop()
+
+
+def test_a_takeover_that_cannot_bind_says_so_once_and_serves_when_the_port_frees(tmp_path):
+    """The watcher retries every 0.3 s; it used to toast the same failure at every retry."""
+    import socket
+    from coordtui.bundled import Bundled, ServeLock
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    port = squatter.getsockname()[1]
+    data = tmp_path / "data"
+    said: list[str] = []
+    attached = Bundled(data, f"http://127.0.0.1:{port}", "unused", ServeLock(data / LOCK_FILE))
+    attached.on_takeover = said.append
+    attached.watch(interval=0.1)
+    try:
+        deadline = time.monotonic() + 20
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)  # many retries later
+        assert len(said) == 1 and said[0].startswith("could not take over serving"), said
+        squatter.close()
+        while not attached.owner and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert attached.owner and said[-1].endswith(f"now serves http://127.0.0.1:{port}"), said
+        assert httpx.get(f"{attached.url}/api/health", timeout=5).status_code == 200
+    finally:
+        squatter.close()
+        attached.stop()

@@ -243,3 +243,26 @@ async def test_a_burst_of_chat_is_one_toast_and_says_how_many_were_held_back(ser
             await alice.post_chat(burst["channelId"], "after the burst")
         await wait_for(pilot, lambda: any("after the burst (and 11 more)" in t for t in toasts(app)),
                        what="the next toast counts the held-back ones")
+
+
+async def test_two_digit_badges_fit_the_tab_row_at_80_columns(make_server, sqlite_url):
+    server = make_server(database_url=sqlite_url)
+    app = make_app(server, "carol")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await connected(pilot, app, "carol")
+        async with sdk(server, "alice") as alice, sdk(server, "bob") as bob:
+            for i in range(12):
+                await alice.send("carol", f"mail {i}")
+            dm = await bob.open_dm("carol")
+            for i in range(10):
+                await bob.post_chat(dm, f"chat {i}")
+        await wait_for(pilot, lambda: (app.counts.wake, app.counts.mail, app.counts.chat) == (13, 12, 10),
+                       what=lambda: f"counts {app.counts}")
+        await wait_idle(pilot, app)
+        await pilot.pause(0.2)
+        tabs = app.query_one("#panes", TabbedContent)
+        labels = [label(app, pane_id) for pane_id in ("wake", "inbox", "chat")]
+        assert labels == ["1 Wake(13)", "2 Inbox(12)", "3 Chat(10)"], labels
+        for pane_id in ("wake", "buzz"):  # the row neither scrolls the first tab away nor pushes the last one off
+            tab = tabs.get_tab(f"tab-{pane_id}")
+            assert 0 <= tab.region.x and tab.region.right <= 80, (pane_id, tab.region)

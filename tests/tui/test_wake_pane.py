@@ -140,3 +140,48 @@ async def test_alert_arriving_off_pane_is_kept_until_dismissed_even_across_resta
         await wait_for(pilot, lambda: again.pane("wake").loads >= 1, what="wake loaded")
         await wait_idle(pilot, again)
         assert not any(k.startswith("buzz:") for k in row_keys(again, "#wake-table")), "a dismissed alert came back"
+
+
+async def test_n_and_shift_n_walk_the_unread_items_skipping_tasks_and_headers(server):
+    first = send(server, "alice", "admin", "First unread")
+    second = send(server, "bob", "admin", "Second unread")
+    with client(server, "alice") as alice:
+        task = alice.post("/api/swarm/tasks", json={"title": "A task, not unread", "assigneeUserId": "admin"}).json()
+        alice.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "ready"}).raise_for_status()
+    app = make_app(server, "admin")
+    async with app.run_test(size=(80, 24)) as pilot:
+        mails = {f"message:{first['id']}", f"message:{second['id']}"}
+        await wait_for(pilot, lambda: mails <= set(row_keys(app, "#wake-table"))
+                       and any(k.startswith("swarm:") for k in row_keys(app, "#wake-table")), what="items")
+        pane = app.pane("wake")
+        unread = [k for k in row_keys(app, "#wake-table") if k in pane.items and pane.items[k].source != "swarm"
+                  and pane.items[k].source != "message_pending"]
+        assert mails <= set(unread)
+        task_key = next(k for k in row_keys(app, "#wake-table") if k.startswith("swarm:"))
+        select_row(app, "#wake-table", task_key)
+        visited = []
+        for _ in range(len(unread)):
+            await pilot.press("n")
+            visited.append(pane.selected_key())
+        assert visited == unread, "n goes forward through the unread items, wrapping past the tasks"
+        await pilot.press("N")
+        assert pane.selected_key() == unread[-2], "N goes back"
+
+
+async def test_enter_on_mail_in_wake_selects_that_message_in_an_inbox_not_loaded_yet(server):
+    """The selection used to be tried before the inbox had loaded: the cursor stayed on the first row."""
+    older = send(server, "alice", "bob", "Older one")
+    newer = send(server, "carol", "bob", "Newer one")
+    app = make_app(server, "bob")
+    async with app.run_test(size=(80, 24)) as pilot:
+        key = f"message:{newer['id']}"
+        await wait_for(pilot, lambda: key in row_keys(app, "#wake-table"), what="wake item")
+        assert app.pane("inbox").loads == 0
+        select_row(app, "#wake-table", key)
+        await pilot.press("enter")
+        inbox = app.pane("inbox")
+        await wait_for(pilot, lambda: app.active_pane is inbox and inbox.loads >= 1 and not inbox.busy, what="inbox")
+        await pilot.pause(0.1)
+        assert str(older["id"]) in row_keys(app, "#inbox-table")
+        assert inbox.selected() is not None and inbox.selected().id == newer["id"], inbox.selected()
+        assert app.focused is app.query_one("#inbox-table")
