@@ -18,6 +18,7 @@ from .errors import ApiError
 from .events.bus import make_bus
 from .gate import Gate, client_address
 from .hotpaths import HotPaths
+from .mcp.endpoint import McpEndpoint, McpMount
 from .metrics import AppMetrics
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
@@ -58,7 +59,7 @@ def _services(coord: Coord) -> list:
     """Long-lived parts with start()/stop(), started in order and stopped in reverse."""
     return [coord.services["presence"], coord.services["tokens_guard"], coord.services["loopmon"],
             coord.services["wake"], coord.services["wake_cache"], coord.services["notebook"], coord.services["scheduler"], coord.services["sse"],
-            coord.services["push"]]
+            coord.services["push"], coord.services["mcp_endpoint"]]
 
 
 class StandardJSONProvider(DefaultJSONProvider):
@@ -178,6 +179,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
 
     if settings.hot_paths:
         app.asgi_app = HotPaths(app, coord, gate)
+    # /mcp beside the application; its tools call the application (hot paths included) in-process.
+    endpoint = McpEndpoint(coord, gate, app.asgi_app)
+    coord.services["mcp"] = endpoint.hub
+    coord.services["mcp_endpoint"] = endpoint
+    app.asgi_app = McpMount(app.asgi_app, endpoint)
     return app
 
 

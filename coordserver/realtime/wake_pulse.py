@@ -59,13 +59,21 @@ class WakePulser:
             self.signal(identity)
 
     def has_stream(self, identity: str) -> bool:
-        """Only an SSE stream receives a pulse (and so may mark buzz items delivered): ask the hub."""
+        """Only an SSE stream receives the pulse's payload (and so may mark buzz items delivered): ask the hub."""
         return self.coord.services["sse"].has_stream(identity)
+
+    def _mcp(self):
+        return self.coord.services.get("mcp")
+
+    def wants_pulse(self, identity: str) -> bool:
+        """An open SSE stream, or an MCP client subscribed to coord://wake (told only that it changed)."""
+        mcp = self._mcp()
+        return self.has_stream(identity) or (mcp is not None and mcp.has_listener(identity))
 
     def signal(self, identity: str) -> None:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             return
-        if not self.has_stream(identity):
+        if not self.wants_pulse(identity):
             return
         state = self._states.setdefault(identity, _State())
         now = self._monotonic()
@@ -87,7 +95,7 @@ class WakePulser:
             return
         state.timer = None
         if state.pending and not state.running:
-            if self.has_stream(identity):
+            if self.wants_pulse(identity):
                 self._fire(identity, state)
             else:
                 self._states.pop(identity, None)
@@ -99,12 +107,16 @@ class WakePulser:
 
     async def _pulse(self, identity: str, state: _State) -> None:
         try:
-            payload = await self.coord.store.write(
-                wake.wake_payload, identity, self.coord.settings.base_url, False, True,
-                self.coord.env_identities, self._presence_snapshot())
-            # Each process pulses the streams it holds, so a pulse never travels to the others (and a wake
-            # of 50 items is larger than a NOTIFY may carry).
-            self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+            if self.has_stream(identity):
+                payload = await self.coord.store.write(
+                    wake.wake_payload, identity, self.coord.settings.base_url, False, True,
+                    self.coord.env_identities, self._presence_snapshot())
+                # Each process pulses the streams it holds, so a pulse never travels to the others (and a
+                # wake of 50 items is larger than a NOTIFY may carry).
+                self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+            mcp = self._mcp()
+            if mcp is not None:
+                mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()
         except Exception:
@@ -132,5 +144,6 @@ class WakePulser:
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            for identity in list(self.coord.services["sse"].by_identity):
+            mcp = self._mcp()
+            for identity in {*self.coord.services["sse"].by_identity, *(mcp.identities() if mcp else ())}:
                 self.signal(identity)
