@@ -330,3 +330,17 @@ def test_the_readme_lists_the_tools_the_server_has():
     from pathlib import Path
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     assert tools.markdown_table() in readme, "README's MCP tool table differs: paste `coordserver mcp-tools --markdown`"
+
+
+async def test_coordserver_serve_and_coordtui_serve_both_serve_mcp(tmp_path):
+    from coordtui.embedded import EmbeddedServer
+    from tests.sse_helpers import server_process
+    with server_process(f"sqlite:///{tmp_path / 'served.db'}") as url:
+        async with connect(url, "alice") as s:
+            assert succeeded(await s.call_tool("send_message", {"recipient": "bob", "title": "served"}))["id"] == 1
+    embedded = EmbeddedServer(data_dir=tmp_path / "tui", env={}).start()
+    try:
+        async with connect(embedded.url, token=embedded.token, mode="auto") as s:
+            assert succeeded(await s.call_tool("doctor", {}))["status"] in ("pass", "warn", "fail")
+    finally:
+        embedded.stop()
