@@ -40,7 +40,7 @@ def principal_of(ctx) -> Principal:
 
 def build_server(hub: WakeListeners, caller: RouteCaller) -> Server:
     async def list_tools(ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools.listed())
+        return types.ListToolsResult(tools=list(tools.listed()))
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await tools.call(caller, ctx.request.scope, params.name, params.arguments)
@@ -96,7 +96,7 @@ def build_server(hub: WakeListeners, caller: RouteCaller) -> Server:
         on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
         on_list_resource_templates=list_templates, on_read_resource=read_resource,
         on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=listen,
-        on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+        on_list_prompts=list_prompts, on_get_prompt=get_prompt, get_tool_input_schema=tools.input_schema)
     server.middleware = []  # no OpenTelemetry span per message
     return server
 

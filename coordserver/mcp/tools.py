@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Callable
 
 import mcp_types as types
@@ -167,10 +168,19 @@ TOOLS: list[Tool] = [
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
-def listed() -> list[types.Tool]:
-    return [types.Tool(name=t.name, description=t.description, input_schema=t.input_schema(),
-                       annotations=types.ToolAnnotations(read_only_hint=t.method == "GET"))
-            for t in TOOLS]
+@cache
+def listed() -> tuple[types.Tool, ...]:
+    return tuple(types.Tool(name=t.name, description=t.description, input_schema=t.input_schema(),
+                            annotations=types.ToolAnnotations(read_only_hint=t.method == "GET"))
+                 for t in TOOLS)
+
+
+def input_schema(name: str) -> dict | None:
+    """For the SDK's Mcp-Param header check, without listing every tool on each call."""
+    return _SCHEMAS.get(name)
+
+
+_SCHEMAS = {t.name: t.input_schema() for t in TOOLS}
 
 
 def refusal(message: str, body: dict | None = None) -> types.CallToolResult:
