@@ -217,6 +217,8 @@ async def test_no_token_or_a_bad_one_is_401(srv):
         assert none.json() == {"error": "Authentication required: send Authorization: Bearer <token>"}
         bad = await http.post("/mcp", json=body, headers={"Authorization": "Bearer nope"})
         assert (bad.status_code, bad.json()) == (401, {"error": "Invalid key"})
+        metrics = (await http.get("/api/metrics")).text
+        assert 'coord_http_requests_total{method="POST",route="/mcp",status="4xx"}' in metrics
     with pytest.raises(Exception):
         async with connect(srv.url, token="nope") as s:
             await s.list_tools()

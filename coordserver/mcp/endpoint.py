@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from time import perf_counter
 
 import mcp_types as types
 from mcp.server import Server
@@ -22,7 +23,9 @@ from ..domain.doctor import version
 from ..auth import identity_required, parse_bearer
 from ..errors import ApiError
 from ..gate import client_address
+from ..metrics import process_metrics
 from ..principal import Principal
+from ..settings import MAX_BODY_BYTES
 from . import prompts, tools
 from .push import WAKE_URI, WakeListeners
 from .routes import RouteCaller
@@ -127,7 +130,10 @@ class McpEndpoint:
         self.coord = coord
         self.gate = gate
         self.hub = WakeListeners(coord)
-        self.manager = StreamableHTTPSessionManager(app=build_server(self.hub, RouteCaller(inner_app)))
+        # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
+        self.manager = StreamableHTTPSessionManager(app=build_server(self.hub, RouteCaller(inner_app)),
+                                                    max_request_body_size=2 * MAX_BODY_BYTES)
+        self._observe = process_metrics().observe_request
         self.hub.manager = self.manager
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -155,8 +161,23 @@ class McpEndpoint:
             self._stop.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+        # sse-starlette (the SDK's SSE responses) leaves a watcher task polling for a uvicorn shutdown on
+        # each loop; end it with the server, or a loop closed after us warns it was destroyed pending.
+        watchers = [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "_shutdown_watcher"]
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
 
     async def __call__(self, scope, receive, send) -> None:
+        started = perf_counter()
+
+        async def observed(message) -> None:
+            if message["type"] == "http.response.start":  # a stream counts when it opens
+                self._observe(scope["method"], PATH, message["status"], perf_counter() - started)
+            await send(message)
+        await self._serve(scope, receive, observed)
+
+    async def _serve(self, scope, receive, send) -> None:
         headers = {name.lower(): value for name, value in reversed(scope["headers"])}
         token = parse_bearer(headers.get(b"authorization", b"").decode("latin-1"))
         try:
