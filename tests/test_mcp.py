@@ -329,9 +329,21 @@ async def _until_listen_ends(session) -> str:
 
 
 def test_the_readme_lists_the_tools_the_server_has():
+    """The table is `coordserver mcp-tools --markdown`, built from the list the server answers tools/list
+    with (test_initialize_lists_the_tools_with_their_schemas checks that list against the server)."""
+    import json
     from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from coordserver.cli import cli
+    table = CliRunner().invoke(cli, ["mcp-tools", "--markdown"]).stdout.strip()
+    assert table.count("\n") == len(tools.TOOLS) + 1
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    assert tools.markdown_table() in readme, "README's MCP tool table differs: paste `coordserver mcp-tools --markdown`"
+    assert table in readme, "README's MCP tool table differs: paste `coordserver mcp-tools --markdown`"
+    listed = json.loads(CliRunner().invoke(cli, ["mcp-tools"]).stdout)
+    assert [t["name"] for t in listed] == [t.name for t in tools.TOOLS]
+    assert listed[0]["inputSchema"]["properties"]["includeOffHours"]["type"] == "boolean"
 
 
 async def test_coordserver_serve_and_coordtui_serve_both_serve_mcp(tmp_path):
