@@ -358,3 +358,16 @@ async def test_coordserver_serve_and_coordtui_serve_both_serve_mcp(tmp_path):
             assert succeeded(await s.call_tool("doctor", {}))["status"] in ("pass", "warn", "fail")
     finally:
         embedded.stop()
+
+
+async def test_tool_calls_share_their_routes_rate_limit_and_touch_presence(make_server):
+    srv = make_server(env={"COORD_RATE_LIMITS": "on", "COORD_RATE_LIMIT_OVERRIDES": '{"send": 2}'})
+    async with connect(srv.url, "carol", mode="auto") as s:
+        for _ in range(2):
+            succeeded(await s.call_tool("send_message", {"recipient": "bob", "title": "counted"}))
+        limited = refused(await s.call_tool("send_message", {"recipient": "bob", "title": "one too many"}))
+        assert limited["error"].startswith("Too many requests; retry in ")
+        with client(srv, "bob") as bob:  # carol has been seen through /mcp alone
+            assert ok(bob.get("/api/presence"))["carol"]["online"] is True
+        with client(srv, "carol") as carol:  # the same window as REST's
+            assert carol.post("/api/mailboxes/bob/messages", json={"title": "REST"}).status_code == 429
