@@ -371,3 +371,23 @@ async def test_tool_calls_share_their_routes_rate_limit_and_touch_presence(make_
             assert ok(bob.get("/api/presence"))["carol"]["online"] is True
         with client(srv, "carol") as carol:  # the same window as REST's
             assert carol.post("/api/mailboxes/bob/messages", json={"title": "REST"}).status_code == 429
+
+
+async def test_notebook_edit_is_merged_into_the_live_document(srv):
+    from tests.test_notebook_ws import RawClient
+    with client(srv, "alice") as alice:
+        page = ok(alice.post("/api/notebook", json={"title": "Live", "content": "hello world"}))["page"]
+    editor = await RawClient(srv, page["id"], "bob").connect()
+    try:
+        await editor.wait(lambda c: c.of_type("sync") and c.value == "hello world")
+        await editor.edit(len("hello world"), "!")
+        async with connect(srv.url, "alice") as s:
+            read = succeeded(await s.call_tool("notebook_read", {"pageId": page["id"]}))["page"]["content"]
+            assert read == "hello world!"  # the live text, bob's edit included
+            await editor.edit(len(read), "?")  # bob goes on typing after alice read
+            await asyncio.sleep(0.2)
+            edited = read.replace("hello", "hello brave")
+            succeeded(await s.call_tool("notebook_edit", {"pageId": page["id"], "content": edited}))
+        await editor.wait(lambda c: c.value == "hello brave world!?")  # merged as a diff: bob keeps his "?"
+    finally:
+        await editor.close()
