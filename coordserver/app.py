@@ -177,13 +177,13 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         log.exception("unhandled error on %s %s", request.method, redact(request.path))
         return {"error": "Internal server error"}, 500
 
-    if settings.hot_paths:
-        app.asgi_app = HotPaths(app, coord, gate)
-    # /mcp beside the application; its tools call the application (hot paths included) in-process.
-    endpoint = McpEndpoint(coord, gate, app.asgi_app)
+    # /mcp beside the routes; its tools call the whole application (`app`, hot paths included) in-process.
+    endpoint = McpEndpoint(coord, gate, app)
     coord.services["mcp"] = endpoint.hub
     coord.services["mcp_endpoint"] = endpoint
     app.asgi_app = McpMount(app.asgi_app, endpoint)
+    if settings.hot_paths:
+        app.asgi_app = HotPaths(app, coord, gate)
     return app
 
 

@@ -126,12 +126,12 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
 class McpEndpoint:
     """The ASGI app at /mcp, and coord.services["mcp"]'s lifecycle (start/stop)."""
 
-    def __init__(self, coord, gate, inner_app):
+    def __init__(self, coord, gate, application):
         self.coord = coord
         self.gate = gate
         self.hub = WakeListeners(coord)
         # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
-        self.manager = StreamableHTTPSessionManager(app=build_server(self.hub, RouteCaller(inner_app)),
+        self.manager = StreamableHTTPSessionManager(app=build_server(self.hub, RouteCaller(application)),
                                                     max_request_body_size=2 * MAX_BODY_BYTES)
         self._observe = process_metrics().observe_request
         self.hub.manager = self.manager

@@ -44,7 +44,8 @@ class Reply:
 
 
 class RouteCaller:
-    """Calls the application (`asgi_app`: Quart behind the hot paths) the way a client would."""
+    """Calls the application (an ASGI callable: the Quart app, whose asgi_app the hot paths wrap) the way a
+    client would."""
 
     def __init__(self, asgi_app):
         self._app = asgi_app
