@@ -17,7 +17,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from coordserver.mcp import tools
-from tests.conftest import TOKENS, async_client, backend_server, client, ok
+from coordserver.server import ServerThread
+from coordserver.settings import Settings
+from tests.conftest import TOKENS, async_client, backend_url, base_env, client, ok
 from tests.test_revocation import register
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -28,8 +30,12 @@ MISSING = str(uuid.uuid4())
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def srv(request, tmp_path_factory):
-    with backend_server(request, tmp_path_factory) as server:
-        yield server
+    """One process even under COORD_TEST_WORKERS: a 2025-era session lives in the worker that opened it
+    (docs/deploy.md), and these tests look into the server's MCP state. Several processes: see
+    test_wake_push_crosses_processes_on_postgresql."""
+    server = ServerThread(Settings.from_env(base_env(backend_url(request, tmp_path_factory)))).start()
+    yield server
+    server.stop()
 
 
 @asynccontextmanager
@@ -282,11 +288,10 @@ async def assert_notified(updates: asyncio.Queue, send) -> None:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_wake_push_crosses_processes_on_postgresql(make_server, pg_cluster, mode):
+async def test_wake_push_crosses_processes_on_postgresql(pg_cluster, mode):
     from tests.sse_helpers import server_process
     url = pg_cluster.create_database()
-    here = make_server(database_url=url)
-    with server_process(url) as other:
+    with ServerThread(Settings.from_env(base_env(url))) as here, server_process(url) as other:
         _token_id, token = await register(here.url, "erin")
         async with wake_watch(here.url, token, mode) as updates:
             def send_elsewhere():
@@ -360,8 +365,14 @@ async def test_coordserver_serve_and_coordtui_serve_both_serve_mcp(tmp_path):
         embedded.stop()
 
 
-async def test_tool_calls_share_their_routes_rate_limit_and_touch_presence(make_server):
-    srv = make_server(env={"COORD_RATE_LIMITS": "on", "COORD_RATE_LIMIT_OVERRIDES": '{"send": 2}'})
+async def test_tool_calls_share_their_routes_rate_limit_and_touch_presence(tmp_path):
+    env = base_env(f"sqlite:///{tmp_path / 'limited.db'}", COORD_RATE_LIMITS="on",
+                   COORD_RATE_LIMIT_OVERRIDES='{"send": 2}')
+    with ServerThread(Settings.from_env(env)) as srv:
+        await _limited_like_rest(srv)
+
+
+async def _limited_like_rest(srv) -> None:
     async with connect(srv.url, "carol", mode="auto") as s:
         for _ in range(2):
             succeeded(await s.call_tool("send_message", {"recipient": "bob", "title": "counted"}))
