@@ -4,7 +4,8 @@
 answered as a one-event SSE stream).
 
 Load comes from wrk (`apt-get install -y wrk`), as in bench/messages.py, whose helpers this reuses; every
-round runs every case in turn, so the ratios (MCP / REST) are taken under the same machine load.
+round runs every case in turn, so the ratios (MCP / REST) are taken under the same machine load. Each wrk
+thread holds one connection, and in the session case one session (as an agent's client would).
 
 Against a server you run yourself (rate limits off: COORD_RATE_LIMITS=off):
 
@@ -69,28 +70,28 @@ def check_tool(base: str, token: str, body: str, headers: dict[str, str]) -> Non
     assert not payload["result"].get("isError"), payload
 
 
-def cases(base: str, token: str, recipient: str, session: str) -> dict[str, tuple[str, str, dict]]:
+def cases(base: str, token: str, recipient: str, sessions: list[str]) -> dict[str, tuple[str, str, dict]]:
     """label -> (url, wrk script, env)."""
-    mcp = f"{base}/mcp"
+    mcp, held = f"{base}/mcp", ",".join(sessions)
     found = {
         "wake REST": (f"{base}/api/wake", "get.lua", {"TOKEN": token}),
         "wake MCP 2026": (mcp, "mcp.lua", {"TOKEN": token, "TOOL": "wake", "PROTOCOL": MODERN,
                                            "BODY": tool_call("wake", {}, True)}),
-        "wake MCP session": (mcp, "mcp.lua", {"TOKEN": token, "PROTOCOL": SESSION_ERA, "SESSION": session,
+        "wake MCP session": (mcp, "mcp.lua", {"TOKEN": token, "PROTOCOL": SESSION_ERA, "SESSIONS": held,
                                               "BODY": tool_call("wake", {}, False)}),
         "send REST": (f"{base}/api/mailboxes/{recipient}/messages", "send.lua",
                       {"TOKEN": token, "RECIPIENT": recipient}),
         "send MCP 2026": (mcp, "mcp.lua", {"TOKEN": token, "TOOL": "send_message", "PROTOCOL": MODERN,
                                            "BODY": tool_call("send_message", {"recipient": recipient, **SEND}, True)}),
-        "send MCP session": (mcp, "mcp.lua", {"TOKEN": token, "PROTOCOL": SESSION_ERA, "SESSION": session,
+        "send MCP session": (mcp, "mcp.lua", {"TOKEN": token, "PROTOCOL": SESSION_ERA, "SESSIONS": held,
                                               "BODY": tool_call("send_message", {"recipient": recipient, **SEND},
                                                                 False)}),
     }
     for label, (url, script, env) in found.items():
         if script == "mcp.lua":
             headers = {"MCP-Protocol-Version": env["PROTOCOL"]}
-            if env.get("SESSION"):
-                headers["Mcp-Session-Id"] = env["SESSION"]
+            if env.get("SESSIONS"):
+                headers["Mcp-Session-Id"] = sessions[0]
             if env.get("TOOL"):
                 headers.update({"Mcp-Method": "tools/call", "Mcp-Name": env["TOOL"]})
             check_tool(base, token, env["BODY"], headers)
@@ -98,14 +99,13 @@ def cases(base: str, token: str, recipient: str, session: str) -> dict[str, tupl
 
 
 def run(base: str, token: str, recipient: str, pid: int | None, args) -> dict:
-    session = open_session(base, token)
-    table = cases(base, token, recipient, session)
+    table = cases(base, token, recipient, [open_session(base, token) for _ in range(args.connections)])
     samples: dict[str, list[dict]] = {label: [] for label in table}
     for round_ in range(1, args.rounds + 1):
         for label, (url, script, env) in table.items():
-            wrk(url, script, env, 1, args.connections, args.threads)  # warm-up
+            wrk(url, script, env, 1, args.connections, args.connections)  # warm-up
             before = cpu_seconds(pid)
-            result = wrk(url, script, env, args.duration, args.connections, args.threads)
+            result = wrk(url, script, env, args.duration, args.connections, args.connections)
             after = cpu_seconds(pid)
             if before is not None and after is not None:
                 result["server_cpu_us"] = (after - before) * 1e6 / (result["rps"] * args.duration)
@@ -148,8 +148,10 @@ def local(args) -> dict:
     env = {**os.environ, "COORD_DATABASE_URL": f"sqlite:///{directory / 'coord.db'}", "COORD_RATE_LIMITS": "off",
            "COORD_LOG_LEVEL": "warning", "SERVICE_TOKEN_BENCH": LOCAL_TOKENS["bench"],
            "SERVICE_TOKEN_SINK": LOCAL_TOKENS["sink"]}
+    log = open(directory / "server.log", "wb")
     process = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)], env=env,
-                               cwd=ROOT)
+                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    print(f"server log: {directory / 'server.log'}")
     try:
         base = f"http://127.0.0.1:{port}"
         wait_up(f"{base}/api/health")
@@ -167,8 +169,8 @@ def main() -> None:
     parser.add_argument("--local", action="store_true", help="start coordserver serve on a temporary database")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5, help="seconds per case and round")
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=4,
+                        help="one wrk thread each; a 2025 client keeps one session per connection")
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args()
     if args.local:

@@ -131,8 +131,10 @@ class McpEndpoint:
         self.gate = gate
         self.hub = WakeListeners(coord)
         # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
+        # Plain JSON answers: nothing of ours streams while a request runs (push rides the session's GET
+        # stream, or the listen request, which is always a stream), and an SSE answer costs far more.
         self.manager = StreamableHTTPSessionManager(app=build_server(self.hub, RouteCaller(application)),
-                                                    max_request_body_size=2 * MAX_BODY_BYTES)
+                                                    json_response=True, max_request_body_size=2 * MAX_BODY_BYTES)
         self._observe = process_metrics().observe_request
         self.hub.manager = self.manager
         self._stop: asyncio.Event | None = None
