@@ -55,7 +55,13 @@ def mcp_tools(markdown: bool = typer.Option(False, "--markdown", help="The table
     if markdown:
         typer.echo(tools.markdown_table())
         return
-    typer.echo(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools.listed()], indent=2))
+    import tempfile
+
+    from .app import create_app
+    with tempfile.TemporaryDirectory() as scratch:  # the app is built to read its routes, never started
+        app = create_app(Settings.from_env({"COORD_DATABASE_URL": f"sqlite:///{scratch}/unused.db"}))
+        listed = app.extensions["coord"].services["mcp_endpoint"].catalog.tools
+    typer.echo(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in listed], indent=2))
 
 
 @cli.command()

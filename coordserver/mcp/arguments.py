@@ -1,14 +1,16 @@
-"""Tool arguments, one msgspec Struct per tool: the tool's inputSchema is generated from it and the
-arguments are converted with it before the call.
+"""Tool arguments for the routes that do not declare their request models yet (`@accepts`, schemas/):
+one msgspec Struct per tool, from which its inputSchema is generated and with which its arguments are
+converted. A tool whose route declares its models takes its schema from them instead (tools.py), and only
+its path parameters are typed here (PATH). When every route declares its models, only PATH remains.
 
-Field names are the wire names of the REST route the tool calls (path parameters, query parameters
-and body fields alike); `coordserver.mcp.tools` says which is which. These models only shape and type
-the arguments: every rule (lengths, known identities, visibility, transitions) stays with the route.
-UNSET fields are left out of the request, so a PATCH clears a field only when it is passed as null.
+Field names are the wire names of the REST route (path parameters, query parameters and body fields
+alike). These models only shape and type the arguments: every rule (lengths, known identities,
+visibility, transitions) stays with the route. UNSET fields are left out of the request, so a PATCH
+clears a field only when it is passed as null.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
@@ -25,40 +27,9 @@ class Args(Struct, forbid_unknown_fields=True, omit_defaults=True, kw_only=True)
     """Unknown argument names are refused (a typo would otherwise be silently ignored)."""
 
 
-class Wake(Args):
-    includeOffHours: Annotated[bool, Meta(description="Include tasks outside their project's work hours")] = False
-
-
-class SendMessage(Args):
-    recipient: Annotated[str, Meta(description="The identity to write to")]
-    title: Annotated[str, Meta(description="Subject line (cut to 255 characters)")]
-    body: Annotated[str, Meta(description="Message text (cut to 10,000 characters)")] | UnsetType = UNSET
-    urgent: bool | UnsetType = UNSET
-    threadId: Nullable = UNSET
-    replyToMessageId: int | None | UnsetType = UNSET
-    dedupeKey: Annotated[str, Meta(description="A repeat with the same key returns the first message")] \
-        | None | UnsetType = UNSET
-    metadata: dict[str, Any] | None | UnsetType = UNSET
-
-
-class ListInbox(Args):
-    status: Literal["unread", "read"] | UnsetType = UNSET
-    limit: Limit | UnsetType = UNSET
-    cursor: Annotated[str, Meta(description="nextCursor of the previous page")] | UnsetType = UNSET
-
-
-class SearchMessages(Args):
-    q: Annotated[str, Meta(description="Full-text query over title and body of your received messages")]
-    limit: Limit | UnsetType = UNSET
-
-
-class AckMessages(Args):
-    ids: Annotated[list[int], Meta(description="Message ids to mark read")]
-
-
-class Reply(Args):
-    id: MessageId
-    body: str
+# The type of each path parameter, for routes that declare their models.
+PATH = {"id": MessageId, "recipient": Annotated[str, Meta(description="The identity to write to")],
+        "channelId": ChannelId, "taskId": TaskId, "pageId": PageId}
 
 
 class MessageRef(Args):

@@ -41,12 +41,12 @@ def principal_of(ctx) -> Principal:
     return ctx.request.scope["coord.principal"]
 
 
-def build_server(hub: WakeListeners, caller: RouteCaller) -> Server:
+def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog) -> Server:
     async def list_tools(ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(tools.listed()))
+        return types.ListToolsResult(tools=list(catalog.tools))
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await tools.call(caller, ctx.request.scope, params.name, params.arguments)
+        return await tools.call(catalog, caller, ctx.request.scope, params.name, params.arguments)
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
         from ..api.skills import page_names
@@ -99,7 +99,7 @@ def build_server(hub: WakeListeners, caller: RouteCaller) -> Server:
         on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
         on_list_resource_templates=list_templates, on_read_resource=read_resource,
         on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=listen,
-        on_list_prompts=list_prompts, on_get_prompt=get_prompt, get_tool_input_schema=tools.input_schema)
+        on_list_prompts=list_prompts, on_get_prompt=get_prompt, get_tool_input_schema=catalog.input_schema)
     server.middleware = []  # no OpenTelemetry span per message
     return server
 
@@ -133,8 +133,10 @@ class McpEndpoint:
         # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
         # Plain JSON answers: nothing of ours streams while a request runs (push rides the session's GET
         # stream, or the listen request, which is always a stream), and an SSE answer costs far more.
-        self.manager = StreamableHTTPSessionManager(app=build_server(self.hub, RouteCaller(application)),
-                                                    json_response=True, max_request_body_size=2 * MAX_BODY_BYTES)
+        self.catalog = tools.Catalog(application)
+        server = build_server(self.hub, RouteCaller(application), self.catalog)
+        self.manager = StreamableHTTPSessionManager(app=server, json_response=True,
+                                                    max_request_body_size=2 * MAX_BODY_BYTES)
         self._observe = process_metrics().observe_request
         self.hub.manager = self.manager
         self._stop: asyncio.Event | None = None

@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, Callable
 
 import mcp_types as types
-import msgspec
 
 from . import arguments as a
 from .routes import Reply, RouteCaller
-
-_PATH_PARAM = re.compile(r"\{(\w+)\}")
+from .shapes import Refused, Shape
 
 
 def _count(key: str, noun: str) -> Callable[[Any, dict], str]:
@@ -58,65 +55,58 @@ def _doctor(result: dict, _args: dict) -> str:
 class Tool:
     name: str
     description: str
-    args: type[a.Args]
+    args: type[a.Args] | None  # the tool's own model, while its route declares none (arguments.py)
     method: str
     path: str
     summary: Callable[[Any, dict], str]
     fixed: dict[str, Any] = field(default_factory=dict)  # body fields the tool always sends
     wrap: str | None = None  # a route answering with a bare array: its key in the structured result
 
-    @property
-    def path_params(self) -> list[str]:
-        return _PATH_PARAM.findall(self.path)
 
-    def input_schema(self) -> dict:
-        return object_schema(self.args)
+class Catalog:
+    """The tools as one application serves them: each one's shape comes from its route's view."""
 
-    def request(self, arguments: dict) -> tuple[str, dict[str, str], dict | None]:
-        """Validated arguments -> (path, query, body) of the route."""
-        values = msgspec.to_builtins(msgspec.convert(arguments, self.args))
-        path = self.path
-        for name in self.path_params:
-            value = str(values.pop(name))
-            if not value or "/" in value or value in (".", ".."):
-                raise msgspec.ValidationError(f"{name} is not a valid id")
-            path = path.replace("{" + name + "}", value)
-        if self.method in ("GET", "DELETE"):
-            return path, {k: _query_value(v) for k, v in values.items()}, None
-        return path, {}, {**values, **self.fixed}
+    def __init__(self, app):
+        adapter = app.url_map.bind("mcp.internal")
+        self.shapes: dict[str, Shape] = {}
+        for tool in TOOLS:
+            sample = _SAMPLE.sub(lambda m: "1" if m[1] == "id" else "x", tool.path)
+            endpoint, _values = adapter.match(sample, method=tool.method)
+            view = app.view_functions[endpoint]
+            declared = getattr(view, "__schema__", None)
+            own = None if declared and (declared.get("body") or declared.get("query")) else tool.args
+            if own is None and not declared:
+                raise RuntimeError(f"MCP tool {tool.name}: its route declares no models and it has none")
+            self.shapes[tool.name] = Shape(tool.path, view, own, tuple(tool.fixed))
+        self.tools = tuple(types.Tool(
+            name=t.name, description=t.description, input_schema=self.shapes[t.name].input_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=t.method == "GET")) for t in TOOLS)
+        self._schemas = {t.name: t.input_schema for t in self.tools}
+
+    def input_schema(self, name: str) -> dict | None:
+        """For the SDK's Mcp-Param header check, without listing every tool on each call."""
+        return self._schemas.get(name)
+
+    def request(self, tool: Tool, arguments: dict) -> tuple[str, dict[str, str], dict | None]:
+        path, query, body = self.shapes[tool.name].request(tool.method, arguments)
+        return path, query, None if body is None else {**body, **tool.fixed}
 
 
-def _query_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def object_schema(model: type) -> dict:
-    """The JSON Schema of a Struct, as an inline object schema (MCP wants `"type": "object"` at the top)."""
-    schema = msgspec.json.schema(model)
-    defs = schema.pop("$defs", {})
-    top = dict(defs.pop(model.__name__))
-    top.pop("title", None)
-    if defs:
-        top["$defs"] = defs
-    return top
+_SAMPLE = re.compile(r"\{(\w+)\}")
 
 
 TOOLS: list[Tool] = [
     Tool("wake", "What is waiting for you, most urgent first (the wake list). Buzz items returned are "
-         "marked delivered.", a.Wake, "GET", "/api/wake", _wake),
-    Tool("send_message", "Send a mailbox message to an identity.", a.SendMessage, "POST",
+         "marked delivered.", None, "GET", "/api/wake", _wake),
+    Tool("send_message", "Send a mailbox message to an identity.", None, "POST",
          "/api/mailboxes/{recipient}/messages", lambda m, _: f"Sent message {m['id']} to {m['recipient']}."),
-    Tool("list_inbox", "Your received messages: unread ones urgent first, then oldest first.", a.ListInbox,
+    Tool("list_inbox", "Your received messages: unread ones urgent first, then oldest first.", None,
          "GET", "/api/mailboxes/me/messages", _inbox),
-    Tool("search_messages", "Full-text search over your received messages, newest first.", a.SearchMessages,
+    Tool("search_messages", "Full-text search over your received messages, newest first.", None,
          "GET", "/api/mailboxes/me/messages/search", _count("messages", "messages match")),
-    Tool("ack_messages", "Mark received messages read.", a.AckMessages, "POST", "/api/mailboxes/me/messages/ack",
+    Tool("ack_messages", "Mark received messages read.", None, "POST", "/api/mailboxes/me/messages/ack",
          _ack),
-    Tool("reply", "Reply to a message you received (goes to its sender, in its thread).", a.Reply, "POST",
+    Tool("reply", "Reply to a message you received (goes to its sender, in its thread).", None, "POST",
          "/api/mailboxes/me/messages/{id}/reply",
          lambda m, _: f"Replied to message {m['replyToMessageId']} (message {m['id']} to {m['recipient']})."),
     Tool("set_pending", "Mark a message you received as awaiting your answer (it stays in your wake).",
@@ -168,35 +158,21 @@ TOOLS: list[Tool] = [
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
-@cache
-def listed() -> tuple[types.Tool, ...]:
-    return tuple(types.Tool(name=t.name, description=t.description, input_schema=t.input_schema(),
-                            annotations=types.ToolAnnotations(read_only_hint=t.method == "GET"))
-                 for t in TOOLS)
-
-
-def input_schema(name: str) -> dict | None:
-    """For the SDK's Mcp-Param header check, without listing every tool on each call."""
-    return _SCHEMAS.get(name)
-
-
-_SCHEMAS = {t.name: t.input_schema() for t in TOOLS}
-
-
 def refusal(message: str, body: dict | None = None) -> types.CallToolResult:
     """A refused call: an MCP tool error (isError) carrying our error message, never a protocol error."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
                                 structured_content=body or {"error": message}, is_error=True)
 
 
-async def call(caller: RouteCaller, scope: dict, name: str, arguments: dict | None) -> types.CallToolResult:
+async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
+               arguments: dict | None) -> types.CallToolResult:
     tool = BY_NAME.get(name)
     if tool is None:
         return refusal(f"Unknown tool '{name}'. tools/list names them.")
     try:
-        path, query, body = tool.request(arguments or {})
-    except msgspec.ValidationError as error:
-        return refusal(f"Invalid arguments: {error}")
+        path, query, body = catalog.request(tool, arguments or {})
+    except Refused as error:
+        return refusal(str(error))
     reply = await caller.call(scope, tool.method, path, query, body)
     return result_of(tool, reply, arguments or {})
 
