@@ -1,5 +1,6 @@
-"""The MCP tools: each one names the REST route it calls, its argument model and a one-line summary of
-the route's answer. The table below is the whole of it; `coordserver mcp-tools --markdown` prints it."""
+"""The MCP tools: each one names the REST route it calls and a one-line summary of the route's answer; its
+arguments are shaped by the route's models (shapes.py). The table below is the whole of it; `coordserver
+mcp-tools --markdown` prints it."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,8 @@ import mcp_types as types
 from . import arguments as a
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape
+
+_SAMPLE = re.compile(r"\{(\w+)\}")  # a path parameter; Catalog fills in a sample value to find the route
 
 
 def _count(key: str, noun: str) -> Callable[[Any, dict], str]:
@@ -90,9 +93,6 @@ class Catalog:
     def request(self, tool: Tool, arguments: dict) -> tuple[str, dict[str, str], dict | None]:
         path, query, body = self.shapes[tool.name].request(tool.method, arguments)
         return path, query, None if body is None else {**body, **tool.fixed}
-
-
-_SAMPLE = re.compile(r"\{(\w+)\}")
 
 
 TOOLS: list[Tool] = [
