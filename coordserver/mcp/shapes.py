@@ -2,9 +2,9 @@
 
 A route that declares its models (`@accepts(Body, query=Query)`, coordserver/schemas) gives the tool its
 schema: the path parameters (typed in arguments.PATH), the query model's fields and the body model's
-fields, by their wire names. The query part is converted with the route's query model here (MCP arguments
-are typed JSON, a query string is text); the body goes to the route as given and the route parses it with
-its body model, so a refusal reads exactly as it does over REST. A route without declared models yet uses
+fields, by their wire names. Query arguments are written as a REST client writes them (true/false, lists
+comma-separated) and checked here with the route's own parse of its query model, the body goes to the route
+as given and the route parses it with its body model: a refusal reads exactly as it does over REST. A route without declared models yet uses
 the tool's own model from arguments.py.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from ..errors import Invalid
-from ..schemas import convert
+from ..schemas import from_query
 from ..schemas.base import wire_names
 from . import arguments
 
@@ -80,13 +80,12 @@ class Shape:
         if unknown:
             raise Refused(f"Unknown argument(s): {', '.join(unknown)}")
         path = self._path({k: v for k, v in given.items() if k in path_names})
-        query = {}
+        query = {k: _query_value(v) for k, v in given.items() if k in query_names}
         if self.query_model is not None:
-            try:
-                parsed = convert(self.query_model, {k: v for k, v in given.items() if k in query_names})
+            try:  # the route's own parse of these values, so a refusal comes before any request
+                from_query(self.query_model, query)
             except Invalid as error:
                 raise Refused(error.message) from None
-            query = {k: _query_value(v) for k, v in msgspec.to_builtins(parsed).items()}
         if method in ("GET", "DELETE"):
             return path, query, None
         body = {k: v for k, v in given.items() if k in body_names}
