@@ -17,6 +17,7 @@ from .errors import render_error
 from .events.bus import make_bus
 from .gate import client_address
 from .hotpaths import HotPaths
+from .mcp.endpoint import McpMount
 from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
@@ -65,12 +66,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     store = Store(settings.database_url, clock)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
     app.extensions["coord"] = coord
-    services = coord.services = build_services(coord)
-    store.on_events = services.metrics.process.count_events
-    gate = services.gate
-
     for blueprint in _blueprints():
         app.register_blueprint(blueprint)
+    services = coord.services = build_services(coord, app)  # after the routes: /mcp's tools are shaped by them
+    store.on_events = services.metrics.process.count_events
+    gate = services.gate
 
     @app.before_serving
     async def startup() -> None:
@@ -125,6 +125,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         answer = render_error(error, request.method, request.path)
         return answer.body, answer.status, answer.headers
 
+    # /mcp beside the routes; its tools call the whole application (`app`, hot paths included) in-process.
+    app.asgi_app = McpMount(app.asgi_app, services.mcp_endpoint)
     if settings.hot_paths:
         app.asgi_app = HotPaths(app, coord, gate)
     return app

@@ -1,4 +1,4 @@
-"""coordserver: serve, init, migrate, invite, token."""
+"""coordserver: serve, init, migrate, invite, token, mcp-tools."""
 from __future__ import annotations
 
 import logging
@@ -44,6 +44,24 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
         raise typer.Exit(Supervisor(settings, host, port, workers, access_log).run())
     from .server import run
     run(settings, host, port, access_log, reuse_port)
+
+
+@cli.command("mcp-tools")
+def mcp_tools(markdown: bool = typer.Option(False, "--markdown", help="The table README.md shows.")) -> None:
+    """The tools /mcp lists: their JSON (as tools/list gives them), or a markdown table."""
+    import json
+
+    from .mcp import tools
+    if markdown:
+        typer.echo(tools.markdown_table())
+        return
+    import tempfile
+
+    from .app import create_app
+    with tempfile.TemporaryDirectory() as scratch:  # the app is built to read its routes, never started
+        app = create_app(Settings.from_env({"COORD_DATABASE_URL": f"sqlite:///{scratch}/unused.db"}))
+        listed = app.extensions["coord"].services.mcp_endpoint.catalog.tools
+    typer.echo(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in listed], indent=2))
 
 
 @cli.command()

@@ -20,13 +20,15 @@ from urllib.parse import parse_qsl
 from quart import Quart
 from werkzeug.datastructures import ImmutableMultiDict
 
-from .api.common import decode_json_object
 from .api.messages import inbox_json, post_message
 from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
 from .errors import render_error
 from .gate import Admission, Gate, client_address
 from .metrics import process_metrics
+from .schemas import from_body, from_query
+from .schemas.messages import InboxQuery, SendMessage
+from .schemas.wake import WakeQuery
 from .settings import MAX_BODY_BYTES
 
 _MAILBOXES = "/api/mailboxes/"
@@ -109,18 +111,16 @@ class HotPaths:
     async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
         recipient = scope["path"][len(_MAILBOXES):-len("/messages")]
-        return 200, self._json(await post_message(self._coord, principal, recipient, decode_json_object(body)))
+        return 200, self._json(await post_message(self._coord, principal, recipient, from_body(SendMessage, body)))
 
     async def _inbox(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        args = _args(scope)
-        return 200, (await inbox_json(self._coord, principal, args)).encode()
+        return 200, (await inbox_json(self._coord, principal, from_query(InboxQuery, _args(scope)))).encode()
 
 
     async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        args = _args(scope)
-        text = await wake_for(self._coord, principal.identity, args.get("includeOffHours") == "true")
+        text = await wake_for(self._coord, principal.identity, from_query(WakeQuery, _args(scope)).include_off_hours)
         return 200, f"{text}\n".encode()
 
 

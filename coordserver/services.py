@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields
 
 from .auth import TokenResolver
 from .gate import Gate
+from .mcp.endpoint import McpEndpoint
+from .mcp.push import WakeListeners
 from .metrics import AppMetrics
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
@@ -38,6 +40,8 @@ class Services:
     metrics: AppMetrics
     ratelimit: RateLimiter
     gate: Gate
+    mcp: WakeListeners  # MCP sessions and wake listeners by identity
+    mcp_endpoint: McpEndpoint
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -49,16 +53,19 @@ class Services:
     def lifecycle(self) -> list:
         """The parts with start()/stop(), started in this order and stopped in reverse."""
         return [self.tokens, self.presence, self.tokens_guard, self.loopmon, self.wake, self.wake_cache,
-                self.notebook, self.scheduler, self.sse, self.push]
+                self.notebook, self.scheduler, self.sse, self.push, self.mcp_endpoint]
 
 
-def build(coord) -> Services:
+def build(coord, app) -> Services:
+    """`app` has its routes registered: the MCP endpoint calls them and shapes its tools from them."""
     settings, clock = coord.settings, coord.clock
     tokens = TokenResolver(coord)
     limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
                           clock=lambda: clock.now().timestamp())
+    gate = Gate(coord, tokens, limiter)
+    endpoint = McpEndpoint(coord, gate, app)
     return Services(tokens=tokens, tokens_guard=TokenGuard(coord), presence=PresenceTracker(coord),
                     loopmon=LoopMonitor(coord), wake=WakePulser(coord), wake_cache=WakeCache(coord),
                     notebook=NotebookRooms(coord), scheduler=Scheduler(coord), sse=SSEHub(coord),
                     push=PushService(coord), metrics=AppMetrics(coord), ratelimit=limiter,
-                    gate=Gate(coord, tokens, limiter))
+                    gate=gate, mcp=endpoint.hub, mcp_endpoint=endpoint)

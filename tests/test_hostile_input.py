@@ -6,15 +6,20 @@ covered without touching this file. They run against SQLite and PostgreSQL (one 
 for the whole module: every attack is refused, so the tests cannot disturb each other)."""
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 import sys
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
 import coordserver.api
+import coordserver.schemas
+from coordserver.schemas.base import Model, Query, wire_names
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from tests.conftest import backend_url, base_env, client, start_server
@@ -35,9 +40,32 @@ HOSTILE_BODIES = {
 }
 # Bodies that reach field parsing: an enormous value in every integer field the API reads.
 _API_SOURCE = "\n".join(p.read_text() for p in Path(coordserver.api.__file__).parent.glob("*.py"))
-INTEGER_FIELDS = sorted(set(re.findall(r'integer\(body, "(\w+)"', _API_SOURCE)))
 _QUERY_PARAM = re.compile(r'(?:args\.get|query_\w+)\("(\w+)"')
-QUERY_PARAMS = sorted(set(_QUERY_PARAM.findall(_API_SOURCE)) | {"limit", "q"})
+
+
+_METHODS = ("GET", "POST", "PATCH", "PUT", "DELETE")
+
+
+def _request_models() -> list[type]:
+    """Every request model in coordserver/schemas: by convention its docstring starts with the route it serves."""
+    found = []
+    for info in pkgutil.iter_modules(coordserver.schemas.__path__):
+        module = importlib.import_module(f"coordserver.schemas.{info.name}")
+        found += [m for m in vars(module).values() if isinstance(m, type) and issubclass(m, Model)
+                  and m.__module__ == module.__name__ and (m.__doc__ or "").split(" ")[0] in _METHODS]
+    return found
+
+
+def _integer_fields(model) -> set[str]:
+    return {f.encode_name for f in msgspec.structs.fields(model)
+            if re.search(r"\bint\b", str(f.type)) and not re.search(r"\b(str|list)\b", str(f.type))}
+
+
+_MODELS = _request_models()
+INTEGER_FIELDS = sorted(set(re.findall(r'integer\(body, "(\w+)"', _API_SOURCE))
+                        | {n for m in _MODELS if not issubclass(m, Query) for n in _integer_fields(m)})
+QUERY_PARAMS = sorted(set(_QUERY_PARAM.findall(_API_SOURCE)) | {"limit", "q"}
+                      | {n for m in _MODELS if issubclass(m, Query) for n in wire_names(m)})
 HOSTILE_QUERY_VALUES = ["a%00b", "NaN", "Infinity", "1e400", "9" * 30, "-9" * 20, "%ED%A0%80", "%5B" * 2000]
 # Routes that read no body: a hostile body is ignored and they answer as usual (ids below are unknown).
 BODYLESS = {"auth.revoke_token", "auth.rotate_token", "auth.verify", "chat.archive", "chat.unarchive",

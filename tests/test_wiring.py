@@ -15,8 +15,12 @@ from tests.conftest import base_env
 
 
 @pytest.fixture
-def coord(tmp_path):
-    app = create_app(Settings.from_env(base_env(f"sqlite:///{tmp_path / 'coord.db'}")))
+def app(tmp_path):
+    return create_app(Settings.from_env(base_env(f"sqlite:///{tmp_path / 'coord.db'}")))
+
+
+@pytest.fixture
+def coord(app):
     return app.extensions["coord"]
 
 
@@ -30,13 +34,13 @@ def test_the_app_is_wired_with_every_part(coord):
     assert isinstance(services, Services)
     assert {f.name for f in dataclasses.fields(services)} == {
         "tokens", "tokens_guard", "presence", "loopmon", "wake", "wake_cache", "notebook", "scheduler", "sse",
-        "push", "metrics", "ratelimit", "gate"}
+        "push", "metrics", "ratelimit", "gate", "mcp", "mcp_endpoint"}
     assert all(hasattr(part, "start") and hasattr(part, "stop") for part in services.lifecycle())
     with pytest.raises(TypeError):
         services["sse"]  # noqa: B018 (no string lookups any more)
 
 
-def test_a_part_left_out_or_of_the_wrong_kind_fails_at_startup(coord):
+def test_a_part_left_out_or_of_the_wrong_kind_fails_at_startup(app, coord):
     parts = {f.name: getattr(coord.services, f.name) for f in dataclasses.fields(Services)}
     with pytest.raises(TypeError, match="sse"):
         Services(**{**parts, "sse": parts["presence"]})
@@ -44,7 +48,7 @@ def test_a_part_left_out_or_of_the_wrong_kind_fails_at_startup(coord):
     del missing["gate"]
     with pytest.raises(TypeError, match="gate"):
         Services(**missing)
-    assert isinstance(build(coord), Services)
+    assert isinstance(build(coord, app), Services)
 
 
 def test_a_coord_needs_a_bus(coord):

@@ -9,34 +9,44 @@ import re
 from datetime import datetime
 from typing import Any, Mapping
 
-from quart import request
+from quart import current_app, request
 from werkzeug.routing import BaseConverter
 
-from .. import jsonstrict
 from ..errors import Invalid
 from ..domain.swarm import optional_timestamp
+from ..schemas import Model, decode_object, from_body, from_query
+from ..schemas.base import INT_MAX, QUERY_INT_MAX
 
 _MISSING = object()
-INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
-QUERY_INT_MAX = 2**62  # offsets and ids compared in queries: within 64 bits on both backends
+
+
+def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
+            returns: type[Model] | dict[int, type[Model] | None] | None = None, body_required: bool = True):
+    """Declares a view's request body, query and 2xx response models (read by /api/openapi.json). The view
+    parses them with `await body()` and `query()` once it has checked who is asking (a 401 comes before a 400)."""
+    def decorator(view):
+        view.__schema__ = {"body": body, "query": query, "body_required": body_required,
+                           "returns": returns if isinstance(returns, dict) or returns is None else {200: returns}}
+        return view
+    return decorator
+
+
+def _declared(part: str):
+    return getattr(current_app.view_functions[request.endpoint], "__schema__", {}).get(part)
+
+
+async def body():
+    """The current view's declared body model, parsed from the raw body (through jsonstrict)."""
+    return from_body(_declared("body"), await request.get_data(), _declared("body_required"))
+
+
+def query():
+    """The current view's declared query model, parsed from the query string."""
+    return from_query(_declared("query"), request.args)
 
 
 async def json_object(required: bool = True) -> dict:
-    return decode_json_object(await request.get_data(), required)
-
-
-def decode_json_object(raw: bytes, required: bool = True) -> dict:
-    if not raw or not raw.strip():
-        if required:
-            raise Invalid("Request body must be a JSON object")
-        return {}
-    try:
-        body = jsonstrict.loads(raw)
-    except jsonstrict.JSONRejected as error:
-        raise Invalid(str(error)) from None
-    if not isinstance(body, dict):
-        raise Invalid("Request body must be a JSON object")
-    return body
+    return decode_object(await request.get_data(), required)
 
 
 def text(body: dict, key: str, *, required: bool = False, max_len: int | None = None, cut: bool = False,

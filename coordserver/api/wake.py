@@ -6,7 +6,8 @@ from quart import Blueprint, Response
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain.identities import valid_identity
-from .common import query_bool
+from ..schemas.wake import WakeQuery
+from .common import accepts, query
 
 bp = Blueprint("wake", __name__, url_prefix="/api")
 
@@ -21,10 +22,11 @@ def _presence_of(c) -> dict:
 
 
 @bp.get("/wake")
+@accepts(query=WakeQuery)
 async def my_wake():
     """The caller's wake; buzz items returned are marked delivered."""
     principal = require_identity()
-    return await deliver_wake(principal.identity, query_bool("includeOffHours"))
+    return await deliver_wake(principal.identity, query().include_off_hours)
 
 
 async def deliver_wake(identity: str, include_off_hours: bool) -> Response:
@@ -45,10 +47,11 @@ async def wake_for(c, identity: str, include_off_hours: bool) -> str:
 
 
 @bp.get("/wake/<identity>")
+@accepts(query=WakeQuery)
 async def wake_of(identity: str):
     """Another identity's wake (admin); marks nothing delivered."""
     require_admin("Admin required")
     target = valid_identity(identity)
     c = coord()
     return _json_response(
-        await c.services.wake_cache.payload(target, query_bool("includeOffHours"), False, _presence_of(c)))
+        await c.services.wake_cache.payload(target, query().include_off_hours, False, _presence_of(c)))

@@ -58,11 +58,15 @@ class WakePulser:
         if isinstance(identity, str) and identity:
             self.signal(identity)
 
+    def wants_pulse(self, identity: str) -> bool:
+        """An open SSE stream, or an MCP client subscribed to coord://wake (told only that it changed)."""
+        services = self.coord.services
+        return services.sse.has_stream(identity) or services.mcp.has_listener(identity)
+
     def signal(self, identity: str) -> None:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             return
-        # Only an SSE stream receives a pulse (and so may mark buzz items delivered).
-        if not self.coord.services.sse.has_stream(identity):
+        if not self.wants_pulse(identity):
             return
         state = self._states.setdefault(identity, _State())
         now = self._monotonic()
@@ -84,7 +88,7 @@ class WakePulser:
             return
         state.timer = None
         if state.pending and not state.running:
-            if self.coord.services.sse.has_stream(identity):
+            if self.wants_pulse(identity):
                 self._fire(identity, state)
             else:
                 self._states.pop(identity, None)
@@ -96,12 +100,15 @@ class WakePulser:
 
     async def _pulse(self, identity: str, state: _State) -> None:
         try:
-            payload = await self.coord.store.write(
-                wake.wake_payload, identity, self.coord.settings.base_url, False, True,
-                self.coord.env_identities, self.coord.services.presence.snapshot())
-            # Each process pulses the streams it holds, so a pulse never travels to the others (and a wake
-            # of 50 items is larger than a NOTIFY may carry).
-            self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+            # Only an SSE stream receives the payload (and so may mark buzz items delivered).
+            if self.coord.services.sse.has_stream(identity):
+                payload = await self.coord.store.write(
+                    wake.wake_payload, identity, self.coord.settings.base_url, False, True,
+                    self.coord.env_identities, self.coord.services.presence.snapshot())
+                # Each process pulses the streams it holds, so a pulse never travels to the others (and a
+                # wake of 50 items is larger than a NOTIFY may carry).
+                self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+            self.coord.services.mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()
         except Exception:
@@ -125,5 +132,6 @@ class WakePulser:
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            for identity in self.coord.services.sse.streaming_identities():
+            services = self.coord.services
+            for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
                 self.signal(identity)

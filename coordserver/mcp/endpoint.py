@@ -1,0 +1,246 @@
+"""`/mcp`: the MCP server (official SDK, Streamable HTTP), mounted beside Quart in the same ASGI app.
+
+Every request passes the same Gate as REST (bearer token, presence; 401 without a valid token) before
+the SDK sees it. Tools and resources are answered by the REST routes themselves (routes.py). Both eras
+of the protocol are served: stateful sessions after `initialize` (2025 revisions) and single-exchange
+requests (2026-07-28).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from time import perf_counter
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+
+from ..domain.doctor import version
+from ..auth import identity_required, parse_bearer
+from ..errors import ApiError
+from ..gate import client_address
+from ..metrics import process_metrics
+from ..principal import Principal
+from ..settings import MAX_BODY_BYTES
+from . import prompts, tools
+from .push import WAKE_URI, WakeListeners
+from .routes import RouteCaller
+
+log = logging.getLogger("coord.mcp")
+
+PATH = "/mcp"
+_SESSION_HEADER = b"mcp-session-id"
+_SKILL = "coord://skill"
+
+
+def principal_of(ctx) -> Principal:
+    return ctx.request.scope["coord.principal"]
+
+
+def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog) -> Server:
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(catalog.tools))
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await tools.call(catalog, caller, ctx.request.scope, params.name, params.arguments)
+
+    async def list_resources(ctx, params) -> types.ListResourcesResult:
+        from ..api.skills import page_names
+        skills = [types.Resource(name=f"skill:{name}", uri=f"{_SKILL}/{name}", mime_type="text/markdown",
+                                 description=f"Skill doc: {name}") for name in page_names()]
+        return types.ListResourcesResult(resources=[
+            types.Resource(name="wake", uri=WAKE_URI, mime_type="application/json",
+                           description="Your wake list (what is waiting for you). Subscribe to be told when "
+                                       "it changes."),
+            types.Resource(name="skill", uri=_SKILL, mime_type="text/markdown",
+                           description="Skill docs: the overview"), *skills])
+
+    async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+            name="skill-page", uri_template=_SKILL + "/{page}", mime_type="text/markdown",
+            description="A skill doc page by name (coord://skill lists them)")])
+
+    async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text, mime = await read(caller, ctx.request.scope, uri)
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
+
+    async def subscribe(ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        _only_wake(str(params.uri))
+        hub.subscribe(ctx.request.headers.get("mcp-session-id"), ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        _only_wake(str(params.uri))
+        hub.unsubscribe(ctx.request.headers.get("mcp-session-id"))
+        return types.EmptyResult()
+
+    async def listen(ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        return await hub.listen(ctx, params, principal_of(ctx))
+
+    async def list_prompts(ctx, params) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[prompts.TRIAGE])
+
+    async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != prompts.TRIAGE.name:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt '{params.name}'")
+        wake, _mime = await read(caller, ctx.request.scope, WAKE_URI)
+        return prompts.triage(wake)
+
+    server = Server(
+        "coord", version=version(), title="coord",
+        instructions="coord: mail, chat, tasks, notebook and alerts shared by agents and humans. Start with the "
+                     "`wake` tool (or read coord://wake, and subscribe to it to be told when work arrives); the "
+                     "`triage` prompt works through it. Skill docs are resources under coord://skill.",
+        on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+        on_list_resource_templates=list_templates, on_read_resource=read_resource,
+        on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=listen,
+        on_list_prompts=list_prompts, on_get_prompt=get_prompt, get_tool_input_schema=catalog.input_schema)
+    server.middleware = []  # no OpenTelemetry span per message
+    return server
+
+
+def _only_wake(uri: str) -> None:
+    if uri != WAKE_URI:
+        raise MCPError(types.INVALID_PARAMS, f"Only {WAKE_URI} can be subscribed to")
+
+
+async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
+    """A resource's text and MIME type, from its REST route."""
+    if uri == WAKE_URI:
+        path = "/api/wake"
+    elif uri == _SKILL or (uri.startswith(_SKILL + "/") and "/" not in uri[len(_SKILL) + 1:]):
+        path = "/api/skill" + uri[len(_SKILL):]
+    else:
+        raise MCPError(types.INVALID_PARAMS, f"Unknown resource {uri}: resources/list names them")
+    reply = await caller.call(scope, "GET", path)
+    if not reply.ok:
+        raise MCPError(types.INVALID_PARAMS, reply.error()["error"])
+    return reply.text(), reply.content_type.split(";")[0]
+
+
+class McpEndpoint:
+    """The ASGI app at /mcp, and coord.services.mcp's lifecycle (start/stop)."""
+
+    def __init__(self, coord, gate, application):
+        self.coord = coord
+        self.gate = gate
+        self.hub = WakeListeners(coord)
+        # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
+        # Plain JSON answers: nothing of ours streams while a request runs (push rides the session's GET
+        # stream, or the listen request, which is always a stream), and an SSE answer costs far more.
+        self.catalog = tools.Catalog(application)
+        server = build_server(self.hub, RouteCaller(application), self.catalog)
+        self.manager = StreamableHTTPSessionManager(app=server, json_response=True,
+                                                    max_request_body_size=2 * MAX_BODY_BYTES)
+        self._observe = process_metrics().observe_request
+        self.hub.manager = self.manager
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._stop = asyncio.Event()
+        running = asyncio.Event()
+        self._task = self.coord.spawn(self._run(running), "mcp-sessions")
+        self.coord.spawn(self.hub.prune_forever(), "mcp-prune")
+        await running.wait()
+
+    async def _run(self, running: asyncio.Event) -> None:
+        async with self.manager.run():
+            running.set()
+            shutting_down = self.coord.shutting_down
+            waits = [asyncio.ensure_future(self._stop.wait())]
+            if shutting_down is not None:
+                waits.append(asyncio.ensure_future(shutting_down.wait()))
+            _done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+
+    async def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        # sse-starlette (the SDK's SSE responses) leaves a watcher task polling for a uvicorn shutdown on
+        # each loop; end it with the server, or a loop closed after us warns it was destroyed pending.
+        watchers = [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "_shutdown_watcher"]
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+
+    async def __call__(self, scope, receive, send) -> None:
+        started = perf_counter()
+
+        async def observed(message) -> None:
+            if message["type"] == "http.response.start":  # a stream counts when it opens
+                self._observe(scope["method"], PATH, message["status"], perf_counter() - started)
+            await send(message)
+        await self._serve(scope, receive, observed)
+
+    async def _serve(self, scope, receive, send) -> None:
+        headers = {name.lower(): value for name, value in reversed(scope["headers"])}
+        token = parse_bearer(headers.get(b"authorization", b"").decode("latin-1"))
+        try:
+            admission = await self.gate.admit(
+                scope["method"], PATH, token,
+                lambda: client_address(self.coord.settings.trusted_proxy,
+                                       headers.get(b"x-forwarded-for", b"").decode("latin-1"),
+                                       (scope.get("client") or (None,))[0]), scope["query_string"])
+            principal = identity_required(admission.principal, admission.token_given)
+        except ApiError as error:
+            await _drain(receive)
+            extra = {"www-authenticate": "Bearer"} if error.status == 401 else {}
+            await _json(send, error.status, error.body(), {**error.headers, **extra})
+            return
+        scope = {**scope, "coord.principal": principal, "user": AuthenticatedUser(AccessToken(
+            token="", client_id=principal.identity, subject=f"{principal.source}:{principal.token_id}",
+            scopes=[]))}
+        session_id = headers.get(_SESSION_HEADER)
+        if session_id is None and scope["method"] == "POST":
+            send = self._watch_new_session(send, principal)
+        await self.manager.handle_request(scope, receive, send)
+        if session_id is not None and scope["method"] == "DELETE":
+            self.hub.session_closed(session_id.decode("latin-1"))
+
+    def _watch_new_session(self, send, principal: Principal):
+        async def watching(message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                for name, value in message.get("headers", ()):
+                    if name.lower() == _SESSION_HEADER:
+                        self.hub.session_opened(value.decode("latin-1"), principal)
+            await send(message)
+        return watching
+
+
+class McpMount:
+    """ASGI dispatch by path: /mcp to the MCP endpoint, everything else to the application."""
+
+    def __init__(self, inner, endpoint: McpEndpoint):
+        self._inner = inner
+        self._endpoint = endpoint
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] in (PATH, PATH + "/"):
+            await self._endpoint(scope, receive, send)
+        else:
+            await self._inner(scope, receive, send)
+
+
+async def _drain(receive) -> None:
+    """Read the request body before answering early, so the connection can be reused."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+
+
+async def _json(send, status: int, body: dict, headers: dict[str, str]) -> None:
+    payload = json.dumps(body, separators=(",", ":")).encode() + b"\n"
+    response_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    response_headers += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": response_headers})
+    await send({"type": "http.response.body", "body": payload})

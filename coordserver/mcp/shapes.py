@@ -1,0 +1,135 @@
+"""A tool's arguments: their JSON Schema (inputSchema) and how they become the route's request.
+
+A route that declares its models (`@accepts(Body, query=Query)`, coordserver/schemas) gives the tool its
+schema: the path parameters (typed in arguments.PATH), the query model's fields and the body model's
+fields, by their wire names. Query arguments are written as a REST client writes them (true/false, lists
+comma-separated) and checked here with the route's own parse of its query model, the body goes to the route
+as given and the route parses it with its body model: a refusal reads exactly as it does over REST. A route without declared models yet uses
+the tool's own model from arguments.py.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import msgspec
+
+from ..errors import Invalid
+from ..schemas import from_query
+from ..schemas.base import wire_names
+from . import arguments
+
+_PATH_PARAM = re.compile(r"\{(\w+)\}")
+
+
+class Refused(Exception):
+    """Arguments that cannot make a request; the message is the tool error's text."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    path: str  # the route's path template, {name} for each parameter
+    view: Any  # the Quart view function of the route
+    own: type | None  # the tool's own model, for a route that declares none
+    fixed: tuple[str, ...]  # body fields the tool sets itself
+
+    @cached_property
+    def declared(self) -> dict:
+        return {} if self.own is not None else getattr(self.view, "__schema__", {}) or {}
+
+    @cached_property
+    def path_model(self) -> type:
+        fields = [(name, arguments.PATH[name]) for name in _PATH_PARAM.findall(self.path)]
+        return msgspec.defstruct("Path", fields, kw_only=True)
+
+    @cached_property
+    def query_model(self) -> type | None:
+        return self.declared.get("query")
+
+    @cached_property
+    def body_model(self) -> type | None:
+        return self.declared.get("body")
+
+    def input_schema(self) -> dict:
+        if self.own is not None:
+            return object_schema(self.own)
+        models = [m for m in (self.path_model, self.query_model, self.body_model) if m is not None]
+        _refs, components = msgspec.json.schema_components(models, ref_template="#/$defs/{name}")
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for model in models:
+            part = components.pop(model.__name__)
+            properties.update({k: v for k, v in part.get("properties", {}).items() if k not in self.fixed})
+            required += [name for name in part.get("required", ()) if name not in self.fixed]
+        schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required,
+                                  "additionalProperties": False}
+        if components:
+            schema["$defs"] = components
+        return schema
+
+    def request(self, method: str, given: dict) -> tuple[str, dict[str, str], dict | None]:
+        """Arguments -> (path, query, body) of the route. Raises Refused."""
+        if self.own is not None:
+            return self._own_request(method, given)
+        path_names = set(self.path_model.__struct_fields__)
+        query_names = wire_names(self.query_model) if self.query_model else frozenset()
+        body_names = wire_names(self.body_model) - set(self.fixed) if self.body_model else frozenset()
+        unknown = sorted(set(given) - path_names - query_names - body_names)
+        if unknown:
+            raise Refused(f"Unknown argument(s): {', '.join(unknown)}")
+        path = self._path({k: v for k, v in given.items() if k in path_names})
+        query = {k: _query_value(v) for k, v in given.items() if k in query_names}
+        if self.query_model is not None:
+            try:  # the route's own parse of these values, so a refusal comes before any request
+                from_query(self.query_model, query)
+            except Invalid as error:
+                raise Refused(error.message) from None
+        if method in ("GET", "DELETE"):
+            return path, query, None
+        body = {k: v for k, v in given.items() if k in body_names}
+        return path, query, body
+
+    def _own_request(self, method: str, given: dict) -> tuple[str, dict[str, str], dict | None]:
+        try:
+            values = msgspec.to_builtins(msgspec.convert(given, self.own))
+        except msgspec.ValidationError as error:
+            raise Refused(f"Invalid arguments: {error}") from None
+        names = _PATH_PARAM.findall(self.path)
+        path = self._path({name: values.pop(name) for name in names})
+        if method in ("GET", "DELETE"):
+            return path, {k: _query_value(v) for k, v in values.items()}, None
+        return path, {}, values
+
+    def _path(self, values: dict) -> str:
+        try:
+            typed = msgspec.to_builtins(msgspec.convert(values, self.path_model))
+        except msgspec.ValidationError as error:
+            raise Refused(f"Invalid arguments: {error}") from None
+        path = self.path
+        for name, value in typed.items():
+            text = str(value)
+            if not text or "/" in text or text in (".", ".."):
+                raise Refused(f"{name} is not a valid id")
+            path = path.replace("{" + name + "}", text)
+        return path
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def object_schema(model: type) -> dict:
+    """The JSON Schema of a Struct, as an inline object schema (MCP wants `"type": "object"` at the top)."""
+    schema = msgspec.json.schema(model)
+    defs = schema.pop("$defs", {})
+    top = dict(defs.pop(model.__name__))
+    top.pop("title", None)
+    if defs:
+        top["$defs"] = defs
+    return top

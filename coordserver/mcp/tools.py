@@ -1,0 +1,199 @@
+"""The MCP tools: each one names the REST route it calls and a one-line summary of the route's answer; its
+arguments are shaped by the route's models (shapes.py). The table below is the whole of it; `coordserver
+mcp-tools --markdown` prints it."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import mcp_types as types
+
+from . import arguments as a
+from .routes import Reply, RouteCaller
+from .shapes import Refused, Shape
+
+_SAMPLE = re.compile(r"\{(\w+)\}")  # a path parameter; Catalog fills in a sample value to find the route
+
+
+def _count(key: str, noun: str) -> Callable[[Any, dict], str]:
+    return lambda result, _args: f"{len(result.get(key) or [])} {noun}."
+
+
+def _wake(result: dict, _args: dict) -> str:
+    return result.get("summary") or "Nothing waiting."
+
+
+def _inbox(result: dict, _args: dict) -> str:
+    more = " More with cursor=nextCursor." if result.get("nextCursor") else ""
+    return f"{len(result['messages'])} of {result['total']} messages.{more}"
+
+
+def _ack(result: dict, _args: dict) -> str:
+    missing = f"; not found: {result['notFound']}" if result.get("notFound") else ""
+    return f"Marked {len(result['success'])} message(s) read{missing}."
+
+
+def _channels(result: dict, _args: dict) -> str:
+    unread = sum(c.get("unread_count") or 0 for c in result["channels"])
+    return f"{len(result['channels'])} channels, {unread} unread messages."
+
+
+def _task(verb: str) -> Callable[[Any, dict], str]:
+    return lambda t, _args: f"{verb} task {t['id']} '{t['title']}': {t['status']}, assignee {t['assigneeUserId']}."
+
+
+def _presence(result: dict, _args: dict) -> str:
+    online = sorted(i for i, p in result.items() if p.get("online"))
+    return f"{len(online)} of {len(result)} online: {', '.join(online) or 'nobody'}."
+
+
+def _doctor(result: dict, _args: dict) -> str:
+    problems = result.get("errors", []) + result.get("warnings", [])
+    return f"Doctor: {result['status']}" + (f" ({'; '.join(problems)})." if problems else ".")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: type[a.Args] | None  # the tool's own model, while its route declares none (arguments.py)
+    method: str
+    path: str
+    summary: Callable[[Any, dict], str]
+    fixed: dict[str, Any] = field(default_factory=dict)  # body fields the tool always sends
+    wrap: str | None = None  # a route answering with a bare array: its key in the structured result
+
+
+class Catalog:
+    """The tools as one application serves them: each one's shape comes from its route's view."""
+
+    def __init__(self, app):
+        adapter = app.url_map.bind("mcp.internal")
+        self.shapes: dict[str, Shape] = {}
+        for tool in TOOLS:
+            sample = _SAMPLE.sub(lambda m: "1" if m[1] == "id" else "x", tool.path)
+            endpoint, _values = adapter.match(sample, method=tool.method)
+            view = app.view_functions[endpoint]
+            declared = getattr(view, "__schema__", None)
+            own = None if declared and (declared.get("body") or declared.get("query")) else tool.args
+            if own is None and not declared:
+                raise RuntimeError(f"MCP tool {tool.name}: its route declares no models and it has none")
+            self.shapes[tool.name] = Shape(tool.path, view, own, tuple(tool.fixed))
+        self.tools = tuple(types.Tool(
+            name=t.name, description=t.description, input_schema=self.shapes[t.name].input_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=t.method == "GET")) for t in TOOLS)
+        self._schemas = {t.name: t.input_schema for t in self.tools}
+
+    def input_schema(self, name: str) -> dict | None:
+        """For the SDK's Mcp-Param header check, without listing every tool on each call."""
+        return self._schemas.get(name)
+
+    def request(self, tool: Tool, arguments: dict) -> tuple[str, dict[str, str], dict | None]:
+        path, query, body = self.shapes[tool.name].request(tool.method, arguments)
+        return path, query, None if body is None else {**body, **tool.fixed}
+
+
+TOOLS: list[Tool] = [
+    Tool("wake", "What is waiting for you, most urgent first (the wake list). Buzz items returned are "
+         "marked delivered.", None, "GET", "/api/wake", _wake),
+    Tool("send_message", "Send a mailbox message to an identity.", None, "POST",
+         "/api/mailboxes/{recipient}/messages", lambda m, _: f"Sent message {m['id']} to {m['recipient']}."),
+    Tool("list_inbox", "Your received messages: unread ones urgent first, then oldest first.", None,
+         "GET", "/api/mailboxes/me/messages", _inbox),
+    Tool("search_messages", "Full-text search over your received messages, newest first.", None,
+         "GET", "/api/mailboxes/me/messages/search", _count("messages", "messages match")),
+    Tool("ack_messages", "Mark received messages read.", None, "POST", "/api/mailboxes/me/messages/ack",
+         _ack),
+    Tool("reply", "Reply to a message you received (goes to its sender, in its thread).", None, "POST",
+         "/api/mailboxes/me/messages/{id}/reply",
+         lambda m, _: f"Replied to message {m['replyToMessageId']} (message {m['id']} to {m['recipient']})."),
+    Tool("set_pending", "Mark a message you received as awaiting your answer (it stays in your wake).",
+         a.MessageRef, "POST", "/api/mailboxes/me/messages/{id}/pending",
+         lambda m, _: f"Message {m['id']} is pending your reply."),
+    Tool("clear_pending", "Clear the pending mark of a message you received.", a.MessageRef, "DELETE",
+         "/api/mailboxes/me/messages/{id}/pending", lambda m, _: f"Message {m['id']} is no longer pending."),
+    Tool("chat_channels", "Your chat channels, latest activity first, with unread counts.", a.ChatChannels,
+         "GET", "/api/chat/channels", _channels),
+    Tool("chat_read", "Messages of a chat channel, oldest first. Does not mark the channel read.", a.ChatRead,
+         "GET", "/api/chat/channels/{channelId}/messages", _count("messages", "messages")),
+    Tool("chat_send", "Post a message to a chat channel you belong to.", a.ChatSend, "POST",
+         "/api/chat/channels/{channelId}/messages", lambda m, _: f"Posted message {m['id']}."),
+    Tool("chat_mark_read", "Mark a chat channel read up to its latest message.", a.ChannelRef, "POST",
+         "/api/chat/channels/{channelId}/read", lambda _r, args: f"Channel {args['channelId']} marked read."),
+    Tool("list_tasks", "Tasks you can see; complete and closed ones only with includeCompleted or statuses.",
+         a.ListTasks, "GET", "/api/swarm/tasks", _count("tasks", "tasks")),
+    Tool("create_task", "Create a task (status defaults to ready).", a.CreateTask, "POST", "/api/swarm/tasks",
+         _task("Created")),
+    Tool("update_task", "Change a task's fields other than its status; null clears a field.", a.UpdateTask,
+         "PATCH", "/api/swarm/tasks/{taskId}", _task("Updated")),
+    Tool("move_task", "Move a task to another status by the state table; a refused move names the "
+         "statuses allowed from the current one (`allowed`).", a.MoveTask, "PATCH",
+         "/api/swarm/tasks/{taskId}/status", _task("Moved")),
+    Tool("claim_task", "Start a ready task: an unassigned one becomes yours (of racing claims exactly one "
+         "wins).", a.TaskRef, "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
+         fixed={"status": "in_progress"}),
+    Tool("list_projects", "Projects you can see, by title.", a.ListProjects, "GET", "/api/swarm/projects",
+         _count("projects", "projects")),
+    Tool("task_workflows", "The workflows (procedures) attached to a task: follow an enabled, unexpired one.",
+         a.TaskRef, "GET", "/api/swarm/tasks/{taskId}/workflows", _count("workflows", "workflows")),
+    Tool("notebook_search", "Notebook pages you can see, most recently updated first (without content).",
+         a.NotebookSearch, "GET", "/api/notebook", _count("pages", "pages")),
+    Tool("notebook_read", "A notebook page with its content (the live text while someone edits it).",
+         a.PageRef, "GET", "/api/notebook/{pageId}",
+         lambda r, _: f"Page '{r['page']['title']}' ({len(r['page']['content'] or '')} characters)."),
+    Tool("notebook_edit", "Change a notebook page; new content is merged into the live document like a "
+         "REST PATCH, so editors keep their own edits.", a.NotebookEdit, "PATCH", "/api/notebook/{pageId}",
+         lambda r, _: f"Saved page '{r['page']['title']}'."),
+    Tool("directory", "Directory entries (links) you can see, newest first.", a.Directory, "GET",
+         "/api/directory", _count("entries", "entries"), wrap="entries"),
+    Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.", a.BuzzEvents,
+         "GET", "/api/broadcast/events", _count("events", "events")),
+    Tool("presence", "Who is online, with unread and active-task counts.", a.NoArgs, "GET", "/api/presence",
+         _presence),
+    Tool("doctor", "Checks of your setup: token, identity, stream, webhooks, pending replies.", a.NoArgs, "GET",
+         "/api/doctor", _doctor),
+]
+BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def refusal(message: str, body: dict | None = None) -> types.CallToolResult:
+    """A refused call: an MCP tool error (isError) carrying our error message, never a protocol error."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
+                                structured_content=body or {"error": message}, is_error=True)
+
+
+async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
+               arguments: dict | None) -> types.CallToolResult:
+    tool = BY_NAME.get(name)
+    if tool is None:
+        return refusal(f"Unknown tool '{name}'. tools/list names them.")
+    try:
+        path, query, body = catalog.request(tool, arguments or {})
+    except Refused as error:
+        return refusal(str(error))
+    reply = await caller.call(scope, tool.method, path, query, body)
+    return result_of(tool, reply, arguments or {})
+
+
+def result_of(tool: Tool, reply: Reply, arguments: dict) -> types.CallToolResult:
+    if not reply.ok:
+        body = reply.error()
+        return refusal(body["error"], body)
+    result = reply.json()
+    structured = {tool.wrap: result} if tool.wrap else result
+    text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=tool.summary(structured, arguments)),
+                 types.TextContent(type="text", text=text)],
+        structured_content=structured)
+
+
+def markdown_table() -> str:
+    """The tool list as README shows it (generated: tests/test_mcp.py compares the two)."""
+    lines = ["| Tool | What it does | REST equivalent |", "|---|---|---|"]
+    for t in TOOLS:
+        route = f"`{t.method} {t.path}`" + (f" `{json.dumps(t.fixed)}`" if t.fixed else "")
+        lines.append(f"| `{t.name}` | {t.description} | {route} |")
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The one request-parsing convention: msgspec Structs, decoded from jsonstrict-parsed bodies or query strings.
+
+A model names its fields in snake_case and reads them camelCase on the wire (`reply_to_message_id` <-
+`replyToMessageId`). `Model.kwargs()` gives the keyword arguments the domain functions take. Failures become
+Invalid (a 400 `{"error": ...}`) naming the wire field and why; a model may override a field's message in
+`__messages__`. Shape checks only: the domain keeps its own rules and limits.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Annotated, Any, ClassVar, Mapping, TypeVar
+
+import msgspec
+
+from .. import jsonstrict
+from ..errors import Invalid
+
+INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
+QUERY_INT_MAX = 2**62  # offsets and ids compared in queries: within 64 bits on both backends
+
+Int32 = Annotated[int, msgspec.Meta(ge=-INT_MAX, le=INT_MAX)]
+PositiveInt32 = Annotated[int, msgspec.Meta(ge=1, le=INT_MAX)]
+RowId = Annotated[int, msgspec.Meta(ge=1, le=QUERY_INT_MAX)]
+
+M = TypeVar("M", bound="Model")
+
+
+class Model(msgspec.Struct, rename="camel", omit_defaults=True):
+    """Base of every request and response model."""
+    __messages__: ClassVar[dict[str, str]] = {}
+
+    def kwargs(self) -> dict[str, Any]:
+        """The fields as keyword arguments for the domain function (snake_case names)."""
+        return {name: getattr(self, name) for name in self.__struct_fields__}
+
+
+class Query(Model):
+    """A query-string model: values arrive as text and are converted (`limit=5` -> 5); an empty value is absent."""
+
+
+def cut(value: str | None, limit: int) -> str | None:
+    """Text longer than `limit` is cut to it, not refused (message title and body, by design)."""
+    return value[:limit] if value is not None and len(value) > limit else value
+
+
+def required_text(model: Model, name: str, wire: str) -> None:
+    """A required text field: missing, null or blank all answer `<wire> is required`."""
+    value = getattr(model, name)
+    if value is None or not value.strip():
+        raise ValueError(model.__messages__.get(wire, f"{wire} is required"))
+
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_HEAD = re.compile(r"^\.([A-Za-z0-9_]+)")
+_BOUND = re.compile(r"Expected `(?P<kind>int|str|array|object)[^`]*`(?: of length)? (?P<op>>=|<=) (?P<n>-?\d+)")
+_KINDS = (("`str", "must be a string"), ("`bool", "must be true or false"), ("`int", "must be an integer"),
+          ("`array", "must be an array"), ("`object", "must be an object"), ("`float", "must be a number"))
+
+
+def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
+    """msgspec's message as ours: `Expected `str | null`, got `int` - at `$.title`` -> `title must be a string`."""
+    found = _AT.match(str(error))
+    what, path = found["what"], found["path"] or ""
+    missing = re.match(r"Object missing required field `(\w+)`", what)
+    head = _HEAD.match(path)
+    field = head[1] if head else (missing[1] if missing else None)
+    if field is None:
+        return what  # raised by a model's own check, already in our words
+    bound = _BOUND.search(what)
+    if field in model.__messages__ and not (bound and bound["kind"] == "array" and path == f".{field}"):
+        return model.__messages__[field]
+    if missing and not head:
+        return f"{field} is required"
+    if bound:
+        kind, op, n = bound["kind"], bound["op"], int(bound["n"])
+        if kind == "str":
+            return f"{field} is longer than {n} characters" if op == "<=" else f"{field} is required"
+        if kind == "array":
+            return f"{field} may hold at most {n} entries" if op == "<=" else f"{field} must not be empty"
+        if abs(n) in (INT_MAX, QUERY_INT_MAX):
+            return f"{field} is out of range"
+        return f"{field} must be {'at least' if op == '>=' else 'at most'} {n}"
+    if what.startswith("Invalid enum value"):
+        return f"{field} has an unknown value"
+    for kind, text in _KINDS:
+        if what.startswith(f"Expected {kind}"):
+            return f"{field} {text}"
+    return f"{field}: {what}"
+
+
+def convert(model: type[M], data: Any, strict: bool = True) -> M:
+    try:
+        return msgspec.convert(data, model, strict=strict)
+    except msgspec.ValidationError as error:
+        raise Invalid(error_text(model, error)) from None
+
+
+def from_body(model: type[M], raw: bytes, required: bool = True) -> M:
+    """A raw request body through jsonstrict (hostile JSON gets its own clear 400), then the model."""
+    return convert(model, decode_object(raw, required))
+
+
+def decode_object(raw: bytes, required: bool = True) -> dict:
+    if not raw or not raw.strip():
+        if required:
+            raise Invalid("Request body must be a JSON object")
+        return {}
+    try:
+        body = jsonstrict.loads(raw)
+    except jsonstrict.JSONRejected as error:
+        raise Invalid(str(error)) from None
+    if not isinstance(body, dict):
+        raise Invalid("Request body must be a JSON object")
+    return body
+
+
+def from_query(model: type[M], args: Mapping[str, str]) -> M:
+    """Query values are text: converted loosely (`5` -> 5); empty values count as absent."""
+    names = wire_names(model)
+    data = {key: value for key, value in args.items() if value != "" and key in names}
+    return convert(model, data, strict=False)
+
+
+@lru_cache(maxsize=None)
+def wire_names(model: type[Model]) -> frozenset[str]:
+    return frozenset(field.encode_name for field in msgspec.structs.fields(model))

@@ -1,0 +1,21 @@
+"""Shapes shared by every area: the error body, paging limits."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from .base import Model
+
+LIMIT_CAP = 100
+# limit defaults to 50; values above the cap are lowered, not refused.
+Limit = Annotated[int, msgspec.Meta(ge=1, description=f"at most {LIMIT_CAP}: larger values are lowered to it")]
+
+
+def clamp_limit(value: int, cap: int = LIMIT_CAP) -> int:
+    return min(value, cap)
+
+
+class Error(Model):
+    """Every 4xx and 5xx body."""
+    error: str

@@ -1,0 +1,104 @@
+"""Mailbox request and response models (API.md §4)."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from ..domain.messages import BATCH_ACK_MAX, BODY_MAX, DEDUPE_MAX, THREAD_MAX, TITLE_MAX
+from .base import Model, PositiveInt32, Query, RowId, cut, required_text
+from .common import Limit, clamp_limit
+
+
+class SendMessage(Model):
+    """POST /api/mailboxes/{recipient}/messages. Title and body longer than their limits are cut, not refused."""
+    __messages__ = {"threadId": "threadId must be a string"}
+    title: str | None = None
+    body: str | None = None
+    urgent: bool | None = None
+    thread_id: str | int | None = None  # an integer is accepted and kept as its text
+    reply_to_message_id: PositiveInt32 | None = None
+    dedupe_key: Annotated[str, msgspec.Meta(max_length=DEDUPE_MAX)] | None = None
+    metadata: Any = None
+
+    def __post_init__(self) -> None:
+        required_text(self, "title", "title")
+        self.title = cut(self.title, TITLE_MAX)
+        self.body = cut(self.body, BODY_MAX) or ""
+        self.urgent = bool(self.urgent)
+        if isinstance(self.thread_id, int):
+            self.thread_id = str(self.thread_id)
+        if self.thread_id is not None and len(self.thread_id) > THREAD_MAX:
+            raise ValueError(f"threadId is longer than {THREAD_MAX} characters")
+        self.thread_id = self.thread_id or None
+        self.dedupe_key = self.dedupe_key or None
+
+
+class Reply(Model):
+    """POST /api/mailboxes/me/messages/{id}/reply."""
+    body: str | None = None
+
+    def __post_init__(self) -> None:
+        required_text(self, "body", "body")
+        self.body = cut(self.body, BODY_MAX)
+
+
+class AckMany(Model):
+    """POST /api/mailboxes/me/messages/ack."""
+    __messages__ = {"ids": "ids must be an array of message ids"}
+    ids: Annotated[list[RowId], msgspec.Meta(max_length=BATCH_ACK_MAX)]
+
+
+class InboxQuery(Query):
+    """GET /api/mailboxes/me/messages."""
+    __messages__ = {"status": "status must be unread or read"}
+    status: Literal["unread", "read"] | None = None
+    limit: Limit = 50
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        self.limit = clamp_limit(self.limit)
+
+
+class SentQuery(Query):
+    """GET /api/mailboxes/me/sent."""
+    limit: Limit = 50
+
+    def __post_init__(self) -> None:
+        self.limit = clamp_limit(self.limit)
+
+
+class SearchQuery(Query):
+    """GET /api/mailboxes/me/messages/search."""
+    q: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    limit: Limit = 50
+
+    def __post_init__(self) -> None:
+        required_text(self, "q", "q")
+        self.limit = clamp_limit(self.limit)
+
+
+class Message(Model, omit_defaults=False):
+    """The wire Message."""
+    id: int
+    recipient: str
+    sender: str
+    title: str
+    body: str
+    status: Literal["unread", "read"]
+    urgent: bool
+    created_at: str
+    viewed_at: str | None
+    thread_id: str | None
+    reply_to_message_id: int | None
+    dedupe_key: str | None
+    metadata: Any
+    response_waiting: bool
+    waiting_responder: str | None
+    waiting_since: str | None
+
+
+class MessagePage(Model, omit_defaults=False):
+    messages: list[Message]
+    total: int
+    next_cursor: str | None = None
