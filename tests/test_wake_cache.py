@@ -2,7 +2,8 @@
 GET /api/wake is served from the cache, yet every kind of change shows at once - each change made
 through the API, a direct write, buzz items delivered once, and what depends on the clock (ages, a
 task's onOrAfterAt, work-hours windows) - and the cached rendering is byte for byte the uncached one.
-With PostgreSQL, a second server on the same database sees the first one's changes."""
+An unchanged wake is answered without the database. With PostgreSQL, a second server on the same
+database sees the first one's changes."""
 from __future__ import annotations
 
 import time
@@ -13,6 +14,7 @@ import pytest
 from coordserver import jsonstrict
 from coordserver.domain import wake
 from coordserver.models import Message
+from coordserver.realtime import wake_cache
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock, iso, to_db
@@ -160,21 +162,83 @@ def test_the_cached_rendering_is_the_uncached_one(srv):
         assert text == jsonstrict.dumps(expected) + "\n"
 
 
+def test_an_unchanged_wake_touches_no_database(srv):
+    """A repeated wake with nothing logged meanwhile is answered from the kept rendering, with no read
+    unit; a logged change anywhere sends the next one to the database again."""
+    store, reads = srv.coord.store, []
+    original = store.read
+
+    async def counting(fn, *args, **kwargs):
+        if fn is wake_cache._read:
+            reads.append(args[0])
+        return await original(fn, *args, **kwargs)
+
+    store.read = counting
+    try:
+        wake_of(srv, "carol")
+        reads.clear()
+        rendered = cache(srv).rendered_hits
+        first, second = wake_of(srv, "carol"), wake_of(srv, "carol")
+        assert reads == [] and cache(srv).rendered_hits == rendered + 2
+        assert first == second
+        srv.clock.advance(seconds=1)
+        assert wake_of(srv, "carol")["timestamp"] == iso(srv.clock.now()) and reads == []
+        client(srv, "alice").post("/api/mailboxes/carol/messages", json={"title": "wakes the reader"})
+        assert "From alice: 'wakes the reader'" in titles(wake_of(srv, "carol"))
+        assert reads == ["carol"]
+    finally:
+        del store.read
+
+
+def test_a_kept_rendering_ends_when_an_age_moves_on(srv):
+    client(srv, "bob").post("/api/mailboxes/alice/messages", json={"title": "ticking"})
+
+    def age() -> str:
+        return next(i["age"] for i in wake_of(srv, "alice")["items"] if i["summary"] == "From bob: 'ticking'")
+    assert age() == "0m"
+    rendered = cache(srv).rendered_hits
+    srv.clock.advance(seconds=59)
+    assert age() == "0m" and cache(srv).rendered_hits == rendered + 1
+    srv.clock.advance(seconds=1)
+    assert age() == "1m" and cache(srv).rendered_hits == rendered + 1
+    srv.clock.advance(days=1, seconds=-61)  # from a day on, ages move by the hour
+    assert age() == "23h 59m"
+    srv.clock.advance(seconds=1)
+    assert age() == "1d"
+    srv.clock.advance(minutes=59, seconds=59)
+    assert age() == "1d" and cache(srv).rendered_hits == rendered + 2
+    srv.clock.advance(seconds=1)
+    assert age() == "1d 1h"
+
+
+def eventually_titled(server, who: str, title: str, present: bool) -> dict:
+    """Another process's change reaches this one through its NOTIFY: asynchronous, milliseconds."""
+    deadline = time.monotonic() + 10
+    while True:
+        payload = wake_of(server, who)
+        if (title in titles(payload)) == present or time.monotonic() > deadline:
+            return payload
+        time.sleep(0.02)
+
+
 def test_another_server_on_the_same_database_sees_changes(pg_cluster):
-    """PostgreSQL, two processes' worth of servers on one database: a logged change reaches the other
-    server's cache through wake_version, an unlogged one (an ack) through the bus."""
+    """PostgreSQL, two processes' worth of servers on one database (each its own bus connection): a
+    logged change made through one reaches the other's kept rendering through LISTEN/NOTIFY, and so
+    does an unlogged one (an ack)."""
     env, clock = base_env(pg_cluster.create_database()), FrozenClock(START)
     first = ServerThread(Settings.from_env(env), clock=clock).start()
     other = ServerThread(Settings.from_env(env), clock=clock).start()
     try:
         served_from_cache(other, "carol")
+        rendered = cache(other).rendered_hits
+        served_from_cache(other, "carol")
+        assert cache(other).rendered_hits == rendered + 2  # the state the write below must undo
         sent = client(first, "alice").post("/api/mailboxes/carol/messages", json={"title": "from afar"}).json()
+        assert "From alice: 'from afar'" in titles(eventually_titled(other, "carol", "From alice: 'from afar'", True))
         assert "From alice: 'from afar'" in titles(served_from_cache(other, "carol"))
         client(first, "carol").post(f"/api/mailboxes/me/messages/{sent['id']}/ack")
-        deadline = time.monotonic() + 10
-        while "From alice: 'from afar'" in titles(wake_of(other, "carol")) and time.monotonic() < deadline:
-            time.sleep(0.05)  # the bus is asynchronous: the other server hears the ack a moment later
-        assert "From alice: 'from afar'" not in titles(wake_of(other, "carol"))
+        assert "From alice: 'from afar'" not in titles(
+            eventually_titled(other, "carol", "From alice: 'from afar'", False))
     finally:
         first.stop()
         other.stop()
