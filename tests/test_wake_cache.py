@@ -183,6 +183,8 @@ def test_an_unchanged_wake_touches_no_database(srv):
         assert first == second
         srv.clock.advance(seconds=1)
         assert wake_of(srv, "carol")["timestamp"] == iso(srv.clock.now()) and reads == []
+        assert client(srv, "carol").get("/api/mailboxes/me/messages").status_code == 200  # reading changes no wake
+        assert wake_of(srv, "carol") and reads == []
         client(srv, "alice").post("/api/mailboxes/carol/messages", json={"title": "wakes the reader"})
         assert "From alice: 'wakes the reader'" in titles(wake_of(srv, "carol"))
         assert reads == ["carol"]

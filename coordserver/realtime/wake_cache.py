@@ -75,7 +75,7 @@ class WakeCache:
     async def start(self) -> None:
         bus = self.coord.bus
         self._unsubscribe = [bus.subscribe("ephemeral", self._on_ephemeral), bus.subscribe("wake", self._on_named),
-                            bus.subscribe("events", self._on_events),
+                             bus.subscribe("events", self._on_events),
                              bus.subscribe("wake_changed", self._on_named),
                              bus.subscribe("bus", lambda _payload: self.forget_all())]
         self.coord.store.on_write.append(self._on_write)
@@ -102,7 +102,9 @@ class WakeCache:
         self._log += 1
 
     def _on_ephemeral(self, payload: dict) -> None:
-        to = payload.get("to") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or _leaves_wakes_alone(payload):
+            return
+        to = payload.get("to")
         if to is None:
             self.forget_all()
         else:
@@ -172,6 +174,19 @@ def _read(identity: str, base_url: str, include_off_hours: bool, cached: wake.Ga
     until = min([t for t in (gathered.expires_at, wake.ages_change_at(gathered, now)) if t is not None],
                 default=None)
     return body, gathered, Rendered(log, body[:cut], now, until, gathered.has_buzz)
+
+
+# Unlogged announcements that change no wake: an inbox read or search, typing, presence (backup
+# alerts, the one source presence moves, are computed per request) and wake pulses themselves.
+_NEUTRAL_EPHEMERAL = frozenset({"presence", "chat_typing", "wake_pulse"})
+
+
+def _leaves_wakes_alone(payload: dict) -> bool:
+    kind = payload.get("type")
+    if kind == "inbox_check":
+        data = payload.get("data")
+        return isinstance(data, dict) and data.get("action") in ("list", "search")
+    return kind in _NEUTRAL_EPHEMERAL
 
 
 def _neutral_units() -> frozenset[Callable]:
