@@ -6,7 +6,6 @@ An unchanged wake is answered without the database. With PostgreSQL, a second se
 database sees the first one's changes."""
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -18,7 +17,7 @@ from coordserver.realtime import wake_cache
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock, iso, to_db
-from tests.conftest import backend_url, base_env, client
+from tests.conftest import backend_url, base_env, client, eventually
 
 START = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)  # 06:00 in Chicago
 
@@ -214,13 +213,7 @@ def test_a_kept_rendering_ends_when_an_age_moves_on(srv):
 
 
 def eventually_titled(server, who: str, title: str, present: bool) -> dict:
-    """Another process's change reaches this one through its NOTIFY: asynchronous, milliseconds."""
-    deadline = time.monotonic() + 10
-    while True:
-        payload = wake_of(server, who)
-        if (title in titles(payload)) == present or time.monotonic() > deadline:
-            return payload
-        time.sleep(0.02)
+    return eventually(lambda: wake_of(server, who), lambda payload: (title in titles(payload)) == present)
 
 
 def test_another_server_on_the_same_database_sees_changes(pg_cluster):
