@@ -7,6 +7,7 @@ Channels used by the server:
 - "wake_changed": {"identity": ... | None}  an unlogged change to what this identity's (None: everyone's)
               wake shows (pending replies, work hours, delivered buzz): the wake cache drops its entry
 - "notebook:<pageId>": CRDT updates and room control for one page
+- "notebook_heartbeat": {"page": ..., "identity": ...}  a REST viewer's heartbeat (POST .../presence)
 - "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
               connection, and may have missed announcements meanwhile
 
