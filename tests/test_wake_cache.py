@@ -237,3 +237,30 @@ def test_another_server_on_the_same_database_sees_changes(pg_cluster):
     finally:
         first.stop()
         other.stop()
+
+
+def test_naming_a_backup_on_one_server_reaches_the_others_kept_wake(pg_cluster):
+    """Making carol an agent's backup logs no event: the PATCH announces `wake_changed` for her, so
+    another server stops answering her wake from the rendering it kept."""
+    env, clock = base_env(pg_cluster.create_database()), FrozenClock(START)
+    first = ServerThread(Settings.from_env(env), clock=clock).start()
+    other = ServerThread(Settings.from_env(env), clock=clock).start()
+    try:
+        admin = client(first, "admin")
+        code = admin.post("/api/auth/invites", json={"identityHint": "dave"}).json()["invite"]["code"]
+        client(first).post("/api/auth/register", json={"code": code, "identity": "dave"})
+        token_id = next(t["id"] for t in admin.get("/api/auth/tokens").json()["tokens"] if t["identity"] == "dave")
+        client(first, "alice").post("/api/mailboxes/dave/messages", json={"title": "dave?"})
+        clock.advance(hours=25)  # dave never seen: silent past any trigger, one item waiting
+        served_from_cache(other, "carol")
+        rendered = cache(other).rendered_hits
+        served_from_cache(other, "carol")
+        assert cache(other).rendered_hits == rendered + 2
+        assert admin.patch(f"/api/auth/tokens/{token_id}",
+                           json={"backupAgent": "carol", "staleTriggerHours": 4}).status_code == 200
+        payload = eventually(lambda: wake_of(other, "carol"),
+                             lambda p: "backup-dave" in [i["id"] for i in p["items"]])
+        assert "backup-dave" in [i["id"] for i in payload["items"]]
+    finally:
+        first.stop()
+        other.stop()
