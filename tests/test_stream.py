@@ -284,6 +284,7 @@ async def test_shutdown_ends_open_streams_at_once(make_server):
                     await reader.next(timeout=2)
 
 
+@pytest.mark.single_process  # counts one process's streams
 async def test_stream_open_pulses_wake_and_marks_presence(server):
     pulses = []
     server.call(lambda: _subscribe(server, "wake", pulses.append))

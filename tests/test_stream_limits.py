@@ -30,6 +30,7 @@ async def test_one_stream_too_many_closes_the_identitys_oldest(make_server):
             assert (await carol.next()).event != "resync"  # other identities are not counted
 
 
+@pytest.mark.single_process  # watches one process's hub
 async def test_a_queue_is_bounded_in_bytes_not_only_in_frames(make_server):
     srv = make_server()
     hub = srv.coord.services["sse"]
