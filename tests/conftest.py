@@ -6,11 +6,13 @@
 - `backend` / `database_url`: parametrise a test over SQLite and PostgreSQL.
 - COORD_TEST_WORKERS=N (N > 1): every test server on PostgreSQL without an injected clock runs as N
   workers on one port (tests/workers.py), and the servers that default to SQLite use PostgreSQL.
-  A frozen clock cannot be shared with another process: those servers stay single-process.
+  A frozen clock cannot be shared with another process: those servers stay single-process, as do
+  those of tests marked `single_process` (they watch one process's internals: its hub, bus or store).
 """
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from contextlib import contextmanager
 
@@ -77,12 +79,17 @@ def database_url(request, tmp_path) -> str:
     return request.getfixturevalue("pg_cluster").create_database()
 
 
-def start_server(settings: Settings, clock=None, port: int = 0) -> ServerThread:
+def start_server(settings: Settings, clock=None, port: int = 0, workers: int = TEST_WORKERS) -> ServerThread:
     """A started test server: in this process, or N workers on one port under COORD_TEST_WORKERS=N."""
-    if TEST_WORKERS > 1 and clock is None and settings.database_url.startswith("postgresql"):
+    if workers > 1 and clock is None and settings.database_url.startswith("postgresql"):
         from tests.workers import WorkerGroup
-        return WorkerGroup(settings, TEST_WORKERS, port=port).start()
+        return WorkerGroup(settings, workers, port=port).start()
     return ServerThread(settings, clock=clock, port=port).start()
+
+
+def workers_for(request) -> int:
+    """COORD_TEST_WORKERS, or 1 for tests marked `single_process`."""
+    return 1 if request.node.get_closest_marker("single_process") else TEST_WORKERS
 
 
 def default_url(request, directory) -> str:
@@ -100,7 +107,8 @@ def make_server(request, tmp_path):
                 port: int = 0, **settings_overrides) -> ServerThread:
         url = database_url or default_url(request, tmp_path)
         full_env = base_env(url, **(env or {}))
-        server = start_server(Settings.from_env(full_env, **settings_overrides), clock=clock, port=port)
+        server = start_server(Settings.from_env(full_env, **settings_overrides), clock=clock, port=port,
+                              workers=workers_for(request))
         started.append(server)
         return server
 
@@ -120,7 +128,7 @@ def backend_url(request, tmp_path_factory) -> str:
 def backend_server(request, tmp_path_factory, env: dict[str, str] | None = None, clock=None, **settings_overrides):
     """A server for a fixture parametrised over ["sqlite", "postgresql"] (N workers under COORD_TEST_WORKERS)."""
     settings = Settings.from_env(base_env(backend_url(request, tmp_path_factory), **(env or {})), **settings_overrides)
-    server = start_server(settings, clock=clock)
+    server = start_server(settings, clock=clock, workers=workers_for(request))
     try:
         yield server
     finally:
@@ -130,9 +138,22 @@ def backend_server(request, tmp_path_factory, env: dict[str, str] | None = None,
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory):
     """One server per test module; tests in the module must not depend on each other's data."""
-    srv = start_server(Settings.from_env(base_env(default_url(request, tmp_path_factory.mktemp("server")))))
+    srv = start_server(Settings.from_env(base_env(default_url(request, tmp_path_factory.mktemp("server")))),
+                       workers=workers_for(request))
     yield srv
     srv.stop()
+
+
+def eventually(fetch, check, timeout: float = 10):
+    """fetch() until check(its value) holds (or the time is up); returns the last value. For what one
+    server process hears of another's change through the bus: asynchronously, within milliseconds
+    (COORD_TEST_WORKERS, or two servers on one database)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fetch()
+        if check(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.02)
 
 
 def ok(response: httpx.Response) -> dict:

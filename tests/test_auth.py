@@ -8,7 +8,7 @@ import pytest
 
 from coordserver.domain import identities
 from coordserver.timeutil import FrozenClock
-from tests.conftest import async_client, client
+from tests.conftest import async_client, client, eventually
 
 
 def bearer(token: str) -> dict:
@@ -183,8 +183,10 @@ def test_webhook_config(make_server):
 @pytest.mark.parametrize("path", ["/api/users", "/api/auth/webhook"])
 def test_presence_side_effect_sets_last_seen(server, path):
     client(server, "carol").get(path)
-    users = client(server, "alice").get("/api/users").json()["users"]
-    assert next(u for u in users if u["id"] == "carol")["lastSeenAt"] is not None
+
+    def carol_seen():
+        return next(u for u in client(server, "alice").get("/api/users").json()["users"] if u["id"] == "carol")
+    assert eventually(carol_seen, lambda carol: carol["lastSeenAt"] is not None)["lastSeenAt"] is not None
 
 
 def test_concurrent_changes_to_one_token_or_webhook_never_undo_each_other(make_server, database_url):

@@ -1,6 +1,8 @@
 """Doctor over real HTTP: the caller and admin reports, every probe present with a valid status."""
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import os
 import tomllib
@@ -36,6 +38,7 @@ def check_report(report: dict, probe_ids: list[str]) -> dict:
     return {p["id"]: p for p in report["probes"]}
 
 
+@pytest.mark.single_process  # puts a stream into one process's hub
 def test_caller_report(make_server):
     srv = make_server()
     bob = client(srv, "bob")
@@ -94,7 +97,8 @@ def test_admin_report(make_server):
     admin = client(srv, "admin")
     probes = check_report(admin.get("/api/doctor/admin").json(), ADMIN_PROBES)
     assert probes["database"]["details"]["schemaVersion"] == SCHEMA_VERSION
-    assert probes["database"]["details"]["sizeBytes"] > 0 and probes["database"]["details"]["backend"] == "sqlite"
+    backend = "postgresql" if srv.settings.database_url.startswith("postgresql") else "sqlite"  # COORD_TEST_WORKERS
+    assert probes["database"]["details"]["sizeBytes"] > 0 and probes["database"]["details"]["backend"] == backend
     assert probes["events"]["details"]["rows"] == 0
     assert probes["outbox"]["status"] == "pass" and probes["outbox"]["details"]["pending"] == 0
     assert probes["streams"]["details"]["open"] == 0

@@ -154,6 +154,7 @@ def test_ingest_limit_follows_the_switch(make_server):
                 for i in range(70)} == {200}
 
 
+@pytest.mark.single_process  # counts one process's store writes
 def test_ingest_limit_is_configurable_and_refused_before_any_write(make_server):
     srv = make_server(env={"COORD_RATE_LIMITS": "on", "COORD_INGEST_PER_WEBHOOK": "3",
                            "COORD_RATE_LIMIT_OVERRIDES": '{"ingest": 1000, "other": 1000}'})

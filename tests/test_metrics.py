@@ -124,6 +124,7 @@ def test_requests_count_by_route_template_and_status_class_hot_paths_included(sr
                                                                        type="message") == 3
 
 
+@pytest.mark.single_process  # counts one process's requests
 def test_metrics_has_no_rate_limit_and_is_counted_itself(make_server):
     server = make_server({"COORD_RATE_LIMITS": "on"})
     for _ in range(70):  # the "other" class allows 60 per window

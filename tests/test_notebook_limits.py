@@ -2,6 +2,8 @@
 and the read-base cache in bytes."""
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 
 import httpx
@@ -53,6 +55,7 @@ def test_a_peer_outbox_is_bounded_in_bytes():
     asyncio.run(run())
 
 
+@pytest.mark.single_process  # reads one process's rooms
 async def test_read_bases_are_bounded_in_bytes(make_server, monkeypatch):
     monkeypatch.setattr(notebook_manager, "MAX_READ_BASE_BYTES", 100_000)
     srv = make_server()

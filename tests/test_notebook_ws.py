@@ -348,6 +348,7 @@ async def test_bad_frames_are_refused(make_server):
     await alice.close()
 
 
+@pytest.mark.single_process  # counts one process's room peers
 async def test_concurrent_openers_share_one_room(make_server):
     server = make_server(**FAST)
     page_id = await new_page(server, content="race")
@@ -545,6 +546,7 @@ async def test_remote_changes_arrive_with_code_point_positions(make_server):
     assert await asyncio.wait_for(anext(stream, None), 5) is None  # the iterator ends with the session
 
 
+@pytest.mark.single_process  # rate limits are counted per worker process (docs/deploy.md)
 async def test_the_socket_upgrade_is_rate_limited(make_server):
     server = make_server(env={"COORD_RATE_LIMITS": "on"}, rate_limit_overrides={"other": 3})
     page_id = await new_page(server)

@@ -3,6 +3,8 @@ within a second, on every process; the token cache forgets it at once; the contr
 client. Through the real server: SSE over httpx, sockets over `websockets`."""
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import time
 from contextlib import asynccontextmanager
@@ -155,6 +157,7 @@ async def connected_here_admin_elsewhere(here, other: str, identity: str, token:
             yield editor, stream, admin
 
 
+@pytest.mark.single_process  # `here` is one process; `other` is the second
 async def test_revoking_on_one_server_ends_connections_on_another(make_server, pg_cluster):
     url = pg_cluster.create_database()
     here = make_server(database_url=url)

@@ -189,6 +189,7 @@ async def test_slow_consumer_is_closed_without_stalling_others(make_server):
         stuck.close()
 
 
+@pytest.mark.single_process  # watches one process's hub
 async def test_a_client_that_never_reads_is_cut_off(make_server):
     srv = make_server()
     hub, stuck = await _stuck_carol(srv, queue_size=5)
@@ -222,6 +223,7 @@ def _read_until(sock: socket.socket, marker: bytes, timeout: float = 10) -> byte
     return data
 
 
+@pytest.mark.single_process  # watches one process's hub
 async def test_200_clients_each_get_their_events_while_one_client_never_reads(make_server):
     srv = make_server(sse_max_streams_per_identity=100)  # ~67 streams per identity here
     names = ["alice", "bob", "carol"]
@@ -266,6 +268,7 @@ def _timed_health(srv) -> float:
         return time.perf_counter() - started
 
 
+@pytest.mark.single_process  # watches one process's hub
 async def test_shutdown_ends_open_streams_at_once(make_server):
     srv = make_server()
     async with httpx.AsyncClient(base_url=srv.url, timeout=httpx.Timeout(30, read=None)) as http:
@@ -281,6 +284,7 @@ async def test_shutdown_ends_open_streams_at_once(make_server):
                     await reader.next(timeout=2)
 
 
+@pytest.mark.single_process  # counts one process's streams
 async def test_stream_open_pulses_wake_and_marks_presence(server):
     pulses = []
     server.call(lambda: _subscribe(server, "wake", pulses.append))

@@ -2,6 +2,8 @@
 resume beyond the log, and "has a stream" meaning an SSE stream only."""
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 
 from coordserver.realtime.sse import CHUNK_BYTES, Connection
@@ -13,6 +15,7 @@ from tests.test_stream import _big_broadcasts, _raw_stream
 from tests.test_wake import ingest, wake_of
 
 
+@pytest.mark.single_process  # counts one process's streams (the limit is per process)
 async def test_one_stream_too_many_closes_the_identitys_oldest(make_server):
     srv = make_server(sse_max_streams_per_identity=2)
     hub = srv.coord.services.sse
@@ -27,6 +30,7 @@ async def test_one_stream_too_many_closes_the_identitys_oldest(make_server):
             assert (await carol.next()).event != "resync"  # other identities are not counted
 
 
+@pytest.mark.single_process  # watches one process's hub
 async def test_a_queue_is_bounded_in_bytes_not_only_in_frames(make_server):
     srv = make_server()
     hub = srv.coord.services.sse

@@ -2,10 +2,10 @@
 GET /api/wake is served from the cache, yet every kind of change shows at once - each change made
 through the API, a direct write, buzz items delivered once, and what depends on the clock (ages, a
 task's onOrAfterAt, work-hours windows) - and the cached rendering is byte for byte the uncached one.
-With PostgreSQL, a second server on the same database sees the first one's changes."""
+An unchanged wake is answered without the database. With PostgreSQL, a second server on the same
+database sees the first one's changes."""
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,10 +13,11 @@ import pytest
 from coordserver import jsonstrict
 from coordserver.domain import wake
 from coordserver.models import Message
+from coordserver.realtime import wake_cache
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock, iso, to_db
-from tests.conftest import backend_url, base_env, client
+from tests.conftest import backend_url, base_env, client, eventually
 
 START = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)  # 06:00 in Chicago
 
@@ -160,21 +161,106 @@ def test_the_cached_rendering_is_the_uncached_one(srv):
         assert text == jsonstrict.dumps(expected) + "\n"
 
 
+def test_an_unchanged_wake_touches_no_database(srv):
+    """A repeated wake with nothing logged meanwhile is answered from the kept rendering, with no read
+    unit; a logged change anywhere sends the next one to the database again."""
+    store, reads = srv.coord.store, []
+    original = store.read
+
+    async def counting(fn, *args, **kwargs):
+        if fn is wake_cache._read:
+            reads.append(args[0])
+        return await original(fn, *args, **kwargs)
+
+    store.read = counting
+    try:
+        wake_of(srv, "carol")
+        reads.clear()
+        rendered = cache(srv).rendered_hits
+        first, second = wake_of(srv, "carol"), wake_of(srv, "carol")
+        assert reads == [] and cache(srv).rendered_hits == rendered + 2
+        assert first == second
+        srv.clock.advance(seconds=1)
+        assert wake_of(srv, "carol")["timestamp"] == iso(srv.clock.now()) and reads == []
+        assert client(srv, "carol").get("/api/mailboxes/me/messages").status_code == 200  # reading changes no wake
+        assert wake_of(srv, "carol") and reads == []
+        client(srv, "alice").post("/api/mailboxes/carol/messages", json={"title": "wakes the reader"})
+        assert "From alice: 'wakes the reader'" in titles(wake_of(srv, "carol"))
+        assert reads == ["carol"]
+    finally:
+        del store.read
+
+
+def test_a_kept_rendering_ends_when_an_age_moves_on(srv):
+    client(srv, "bob").post("/api/mailboxes/alice/messages", json={"title": "ticking"})
+
+    def age() -> str:
+        return next(i["age"] for i in wake_of(srv, "alice")["items"] if i["summary"] == "From bob: 'ticking'")
+    assert age() == "0m"
+    rendered = cache(srv).rendered_hits
+    srv.clock.advance(seconds=59)
+    assert age() == "0m" and cache(srv).rendered_hits == rendered + 1
+    srv.clock.advance(seconds=1)
+    assert age() == "1m" and cache(srv).rendered_hits == rendered + 1
+    srv.clock.advance(days=1, seconds=-61)  # from a day on, ages move by the hour
+    assert age() == "23h 59m"
+    srv.clock.advance(seconds=1)
+    assert age() == "1d"
+    srv.clock.advance(minutes=59, seconds=59)
+    assert age() == "1d" and cache(srv).rendered_hits == rendered + 2
+    srv.clock.advance(seconds=1)
+    assert age() == "1d 1h"
+
+
+def eventually_titled(server, who: str, title: str, present: bool) -> dict:
+    return eventually(lambda: wake_of(server, who), lambda payload: (title in titles(payload)) == present)
+
+
 def test_another_server_on_the_same_database_sees_changes(pg_cluster):
-    """PostgreSQL, two processes' worth of servers on one database: a logged change reaches the other
-    server's cache through wake_version, an unlogged one (an ack) through the bus."""
+    """PostgreSQL, two processes' worth of servers on one database (each its own bus connection): a
+    logged change made through one reaches the other's kept rendering through LISTEN/NOTIFY, and so
+    does an unlogged one (an ack)."""
     env, clock = base_env(pg_cluster.create_database()), FrozenClock(START)
     first = ServerThread(Settings.from_env(env), clock=clock).start()
     other = ServerThread(Settings.from_env(env), clock=clock).start()
     try:
         served_from_cache(other, "carol")
+        rendered = cache(other).rendered_hits
+        served_from_cache(other, "carol")
+        assert cache(other).rendered_hits == rendered + 2  # the state the write below must undo
         sent = client(first, "alice").post("/api/mailboxes/carol/messages", json={"title": "from afar"}).json()
+        assert "From alice: 'from afar'" in titles(eventually_titled(other, "carol", "From alice: 'from afar'", True))
         assert "From alice: 'from afar'" in titles(served_from_cache(other, "carol"))
         client(first, "carol").post(f"/api/mailboxes/me/messages/{sent['id']}/ack")
-        deadline = time.monotonic() + 10
-        while "From alice: 'from afar'" in titles(wake_of(other, "carol")) and time.monotonic() < deadline:
-            time.sleep(0.05)  # the bus is asynchronous: the other server hears the ack a moment later
-        assert "From alice: 'from afar'" not in titles(wake_of(other, "carol"))
+        assert "From alice: 'from afar'" not in titles(
+            eventually_titled(other, "carol", "From alice: 'from afar'", False))
+    finally:
+        first.stop()
+        other.stop()
+
+
+def test_naming_a_backup_on_one_server_reaches_the_others_kept_wake(pg_cluster):
+    """Making carol an agent's backup logs no event: the PATCH announces `wake_changed` for her, so
+    another server stops answering her wake from the rendering it kept."""
+    env, clock = base_env(pg_cluster.create_database()), FrozenClock(START)
+    first = ServerThread(Settings.from_env(env), clock=clock).start()
+    other = ServerThread(Settings.from_env(env), clock=clock).start()
+    try:
+        admin = client(first, "admin")
+        code = admin.post("/api/auth/invites", json={"identityHint": "dave"}).json()["invite"]["code"]
+        client(first).post("/api/auth/register", json={"code": code, "identity": "dave"})
+        token_id = next(t["id"] for t in admin.get("/api/auth/tokens").json()["tokens"] if t["identity"] == "dave")
+        client(first, "alice").post("/api/mailboxes/dave/messages", json={"title": "dave?"})
+        clock.advance(hours=25)  # dave never seen: silent past any trigger, one item waiting
+        served_from_cache(other, "carol")
+        rendered = cache(other).rendered_hits
+        served_from_cache(other, "carol")
+        assert cache(other).rendered_hits == rendered + 2
+        assert admin.patch(f"/api/auth/tokens/{token_id}",
+                           json={"backupAgent": "carol", "staleTriggerHours": 4}).status_code == 200
+        payload = eventually(lambda: wake_of(other, "carol"),
+                             lambda p: "backup-dave" in [i["id"] for i in p["items"]])
+        assert "backup-dave" in [i["id"] for i in payload["items"]]
     finally:
         first.stop()
         other.stop()

@@ -43,7 +43,7 @@ def _json_response(text: str) -> Response:
 
 async def wake_for(c, identity: str, include_off_hours: bool) -> str:
     """deliver_wake for callers holding the Coord (the ASGI hot path): the payload as JSON text."""
-    return await c.services.wake_cache.payload(identity, include_off_hours, True, _presence_of(c))
+    return await c.services.wake_cache.payload(identity, include_off_hours, True, lambda: _presence_of(c))
 
 
 @bp.get("/wake/<identity>")
@@ -54,4 +54,4 @@ async def wake_of(identity: str):
     target = valid_identity(identity)
     c = coord()
     return _json_response(
-        await c.services.wake_cache.payload(target, query().include_off_hours, False, _presence_of(c)))
+        await c.services.wake_cache.payload(target, query().include_off_hours, False, lambda: _presence_of(c)))

@@ -217,6 +217,8 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
                 raise Invalid(f"Unknown identity: {agent}")
             if agent == token.identity:
                 raise Invalid("An agent cannot be its own backup")
+        for backup in {token.backup_agent, agent} - {None}:  # backup alerts join or leave their wakes
+            db.after_commit("wake_changed", {"identity": backup})
         token.backup_agent = agent
     if "staleTriggerHours" in changes:
         hours = changes["staleTriggerHours"]

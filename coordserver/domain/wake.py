@@ -358,15 +358,30 @@ def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_del
 
 
 def cached_payload(identity: str, base_url: str, include_off_hours: bool, cached: Gathered | None,
-                   seen: Mapping[str, datetime]) -> tuple[str, Gathered]:
+                   seen: Mapping[str, datetime], now: datetime) -> tuple[str, Gathered, bool]:
     """A read unit for the wake cache: `cached` is reused while its version matches, it has not
     expired and the clock has not gone back; otherwise the sources are gathered afresh. Returns the
-    payload as JSON text and the Gathered it came from (for the cache to keep)."""
-    now = db.now()
+    payload as JSON text, the Gathered it came from (for the cache to keep) and whether the identity
+    backs anyone up (its payload then depends on others' presence)."""
     version, is_backup = wake_version(identity)
     if cached is None or cached.version != version or now < cached.computed_at \
             or (cached.expires_at is not None and now >= cached.expires_at):
         cached = gather(identity, now, include_off_hours, False)
         cached.version = version
     backups = backup_items(identity, now, include_off_hours, seen) if is_backup else []
-    return render_json(cached, backups, base_url, now), cached
+    return render_json(cached, backups, base_url, now), cached, is_backup
+
+
+def ages_change_at(gathered: Gathered, now: datetime) -> datetime | None:
+    """The next instant an item's age text (timeutil.age_text) changes: its minutes under a day, its
+    hours from then on."""
+    soonest = None
+    for at in {item["_at"] for item in gathered.items}:
+        if at is None:
+            continue
+        seconds = max(0, int((now - at).total_seconds()))
+        step = 60 if seconds < 86400 else 3600
+        change = at + timedelta(seconds=(seconds // step + 1) * step)
+        if soonest is None or change < soonest:
+            soonest = change
+    return soonest

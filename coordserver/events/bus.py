@@ -9,6 +9,7 @@ Channels used by the server:
 - "tokens":   {"tokenIds": [...], "identity": ... | None}  drop these tokens (and all of this identity's)
               from the token cache (domain.identities.tokens_changed)
 - "notebook:<pageId>": CRDT updates and room control for one page
+- "notebook_heartbeat": {"page": ..., "identity": ...}  a REST viewer's heartbeat (POST .../presence)
 - "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
               connection, and may have missed announcements meanwhile
 

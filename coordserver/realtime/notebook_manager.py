@@ -32,6 +32,7 @@ class NotebookRooms:
         self.read_base_bytes = 0
         self._opening: dict[str, asyncio.Task] = {}
         self._unsubscribe_bus: Callable[[], None] | None = None
+        self._unsubscribe_beats: Callable[[], None] | None = None
         self.env_admins = frozenset(t.identity for t in coord.settings.env_tokens.values() if t.is_admin)
 
     @property
@@ -45,6 +46,7 @@ class NotebookRooms:
     async def start(self) -> None:
         self.coord.spawn(self._refresh_viewers(), "notebook-viewers")
         self._unsubscribe_bus = self.bus.subscribe("bus", self._on_bus_reconnected)
+        self._unsubscribe_beats = self.bus.subscribe("notebook_heartbeat", self._on_heartbeat)
 
     def _on_bus_reconnected(self, _payload: dict) -> None:
         for room in list(self.rooms.values()):
@@ -68,6 +70,8 @@ class NotebookRooms:
         """Shutdown: close every socket, then save every room (retrying a few times)."""
         if self._unsubscribe_bus is not None:
             self._unsubscribe_bus()
+        if self._unsubscribe_beats is not None:
+            self._unsubscribe_beats()
         for room in list(self.rooms.values()):
             for peer in list(room.peers):
                 peer.close(CLOSE_GOING_AWAY, "Server shutting down")
@@ -182,13 +186,23 @@ class NotebookRooms:
         return self.read_bases.get((page_id, identity))
 
     def heartbeat(self, page_id: str, identity: str) -> list[str]:
+        """A REST viewer's heartbeat, told to the other worker processes too (`notebook_heartbeat`)."""
+        self._record_beat(page_id, identity)
+        self.bus.publish("notebook_heartbeat", {"page": page_id, "identity": identity})
+        return self.viewers(page_id)
+
+    def _on_heartbeat(self, payload: dict) -> None:
+        if isinstance(payload, dict) and isinstance(payload.get("page"), str) \
+                and isinstance(payload.get("identity"), str):
+            self._record_beat(payload["page"], payload["identity"])
+
+    def _record_beat(self, page_id: str, identity: str) -> None:
         now = self.coord.now()
         beats = self.heartbeats.setdefault(page_id, {})
         beats[identity] = now
         for who, when in list(beats.items()):
             if now - when > HEARTBEAT_WINDOW:
                 del beats[who]
-        return self.viewers(page_id)
 
     def viewers(self, page_id: str) -> list[str]:
         now = self.coord.now()

@@ -17,34 +17,65 @@ A kept entry is dropped, or not reused, when:
 Every entry is computed in a read unit that starts after the generation it is filed under was taken,
 so an invalidation that lands while it is computed keeps it from being filed.
 
+An entry also keeps its rendered payload (all but the timestamp) while no event has been logged
+anywhere since it was rendered (bus `events`, local commits and, with PostgreSQL, other processes'
+through LISTEN/NOTIFY) and until the clock reaches the next instant it changes by itself (an item's
+age text moves on, a task's on_or_after_at, a work-hours boundary). Such a wake touches neither the
+database nor a thread: it costs what the bare app's request costs. Logged changes made by another
+process show once its NOTIFY arrives here (milliseconds); until then the rendering is the one from
+just before. Backup alerts depend on presence and other identities: a backup agent's wake is
+rendered per request, as are wakes that deliver buzz items.
+
 Buzz items are one-shot: a wake that holds any goes through a write unit that marks them delivered
 (and announces `wake_changed`), exactly as without the cache.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable, Mapping
 
-from .. import jsonstrict
+from .. import db, jsonstrict
 from ..domain import wake
+from ..timeutil import iso
 
 # An entry holds up to 250 items (with their encoded text): ~100 KB at most. The least recently used
 # go first; 1,000 identities asking in turn is far more than one coordserver serves.
 MAX_ENTRIES = 1_000
+_TIMESTAMP = ',"timestamp":'
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A payload's text up to its timestamp, right from `since` until `until` while `log` (the cache's
+    count of logged events heard) stays the same."""
+    log: int
+    head: str
+    since: datetime
+    until: datetime | None
+    has_buzz: bool
+
+    def serves(self, log: int, now: datetime, deliver: bool) -> bool:
+        return (log == self.log and self.since <= now and (self.until is None or now < self.until)
+                and not (deliver and self.has_buzz))
 
 
 class WakeCache:
     def __init__(self, coord):
         self.coord = coord
-        self._entries: OrderedDict[tuple[str, bool], tuple[int, wake.Gathered]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, bool], tuple[tuple, wake.Gathered, Rendered | None]] = OrderedDict()
         self._generation = 0  # bumped for every identity at once
         self._identity_generation: dict[str, int] = {}
         self._unsubscribe: list[Callable[[], None]] = []
+        self._log = 0  # logged events heard (bus `events`, from this process or another)
         self.hits = self.misses = 0
+        self.rendered_hits = 0  # of the hits, those served without the database
 
     async def start(self) -> None:
         bus = self.coord.bus
         self._unsubscribe = [bus.subscribe("ephemeral", self._on_ephemeral), bus.subscribe("wake", self._on_named),
+                             bus.subscribe("events", self._on_events),
                              bus.subscribe("wake_changed", self._on_named),
                              bus.subscribe("bus", lambda _payload: self.forget_all())]
         self.coord.store.on_write.append(self._on_write)
@@ -67,8 +98,13 @@ class WakeCache:
         self._identity_generation.clear()
         self._entries.clear()
 
+    def _on_events(self, _payload: dict) -> None:
+        self._log += 1
+
     def _on_ephemeral(self, payload: dict) -> None:
-        to = payload.get("to") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or _leaves_wakes_alone(payload):
+            return
+        to = payload.get("to")
         if to is None:
             self.forget_all()
         else:
@@ -91,15 +127,24 @@ class WakeCache:
         return self._generation, self._identity_generation.get(identity, 0)
 
     # serving
-    async def payload(self, identity: str, include_off_hours: bool, deliver: bool, seen: dict) -> str:
+    async def payload(self, identity: str, include_off_hours: bool, deliver: bool,
+                      seen: Callable[[], Mapping[str, datetime]]) -> str:
         """The identity's WakePayload as compact JSON text; with `deliver` (its own GET /api/wake) buzz
-        items in it are marked delivered, in a write unit, as wake.wake_payload does."""
+        items in it are marked delivered, in a write unit, as wake.wake_payload does. `seen` gives the
+        presence snapshot, asked for only when the sources are read."""
         c = self.coord
-        key, stamp = (identity, include_off_hours), self._stamp(identity)
+        key, stamp, log = (identity, include_off_hours), self._stamp(identity), self._log
         held = self._entries.get(key)
+        if held is not None and held[0] == stamp:
+            now = c.store.clock.now()
+            if held[2] is not None and held[2].serves(log, now, deliver):
+                self.hits += 1
+                self.rendered_hits += 1
+                self._entries.move_to_end(key)
+                return f'{held[2].head}{_TIMESTAMP}"{iso(now)}"}}'
         cached = held[1] if held and held[0] == stamp else None
-        body, gathered = await c.store.read(wake.cached_payload, identity, c.settings.base_url, include_off_hours,
-                                            cached, seen)
+        body, gathered, rendered = await c.store.read(_read, identity, c.settings.base_url, include_off_hours,
+                                                      cached, seen(), log)
         if gathered is cached:
             self.hits += 1
         else:
@@ -107,13 +152,41 @@ class WakeCache:
         if deliver and gathered.has_buzz:
             self._entries.pop(key, None)
             return jsonstrict.dumps(await c.store.write(wake.wake_payload, identity, c.settings.base_url,
-                                                        include_off_hours, True, c.env_identities, seen))
+                                                        include_off_hours, True, c.env_identities, seen()))
         if self._stamp(identity) == stamp:
-            self._entries[key] = (stamp, gathered)
+            self._entries[key] = (stamp, gathered, rendered)
             self._entries.move_to_end(key)
             if len(self._entries) > MAX_ENTRIES:
                 self._entries.popitem(last=False)
         return body
+
+
+def _read(identity: str, base_url: str, include_off_hours: bool, cached: wake.Gathered | None,
+          seen: Mapping[str, datetime], log: int) -> tuple[str, wake.Gathered, Rendered | None]:
+    """The read unit behind a wake the cache could not answer alone: the payload, the sources it came
+    from and, unless it holds backup alerts (presence and other identities decide those), its
+    rendering for reuse."""
+    now = db.now()
+    body, gathered, is_backup = wake.cached_payload(identity, base_url, include_off_hours, cached, seen, now)
+    if is_backup:
+        return body, gathered, None
+    cut = body.rindex(_TIMESTAMP)
+    until = min([t for t in (gathered.expires_at, wake.ages_change_at(gathered, now)) if t is not None],
+                default=None)
+    return body, gathered, Rendered(log, body[:cut], now, until, gathered.has_buzz)
+
+
+# Unlogged announcements that change no wake: an inbox read or search, typing, presence (backup
+# alerts, the one source presence moves, are computed per request) and wake pulses themselves.
+_NEUTRAL_EPHEMERAL = frozenset({"presence", "chat_typing", "wake_pulse"})
+
+
+def _leaves_wakes_alone(payload: dict) -> bool:
+    kind = payload.get("type")
+    if kind == "inbox_check":
+        data = payload.get("data")
+        return isinstance(data, dict) and data.get("action") in ("list", "search")
+    return kind in _NEUTRAL_EPHEMERAL
 
 
 def _neutral_units() -> frozenset[Callable]:
