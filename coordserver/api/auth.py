@@ -44,7 +44,7 @@ async def list_invites():
     return {"invites": await coord().store.read(identities.list_invites)}
 
 
-@bp.delete("/auth/invites/<invite_id>")
+@bp.delete("/auth/invites/<rowid:invite_id>")
 async def delete_invite(invite_id: str):
     require_admin()
     await coord().store.write(identities.delete_invite, path_int(invite_id))
@@ -78,7 +78,7 @@ async def list_tokens():
     return {"tokens": await coord().store.read(identities.list_tokens)}
 
 
-@bp.patch("/auth/tokens/<token_id>")
+@bp.patch("/auth/tokens/<rowid:token_id>")
 async def update_token(token_id: str):
     require_admin()
     body = await json_object()
@@ -87,7 +87,7 @@ async def update_token(token_id: str):
     return await c.store.write(identities.update_token, path_int(token_id), changes, c.env_identities)
 
 
-@bp.post("/auth/tokens/<token_id>/revoke")
+@bp.post("/auth/tokens/<rowid:token_id>/revoke")
 async def revoke_token(token_id: str):
     require_admin()
     c = coord()
@@ -96,7 +96,7 @@ async def revoke_token(token_id: str):
     return record
 
 
-@bp.post("/auth/tokens/<token_id>/rotate")
+@bp.post("/auth/tokens/<rowid:token_id>/rotate")
 async def rotate_token(token_id: str):
     principal = require_identity()
     c = coord()

@@ -36,7 +36,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return {"webhooks": await c.store.read(buzz.list_webhooks, principal.identity, principal.is_admin,
                                                c.settings.base_url)}
 
-    @bp.patch("/webhooks/<id>")
+    @bp.patch("/webhooks/<rowid:id>")
     async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
         """Change a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -47,7 +47,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return await c.store.write(buzz.update_webhook, number, principal.identity, principal.is_admin, changes,
                                    c.settings.base_url, c.env_identities)
 
-    @bp.delete("/webhooks/<id>")
+    @bp.delete("/webhooks/<rowid:id>")
     async def delete_webhook(id: str):  # noqa: A002
         """Delete a buzz webhook config (owner or admin)."""
         principal = require_identity()

@@ -52,7 +52,7 @@ def required_text(model: Model, name: str, wire: str) -> None:
 
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_HEAD = re.compile(r"^\.([A-Za-z0-9_]+)")
+_HEAD = re.compile(r"^\.([A-Za-z0-9_]+)((?:\[\d+\])*)")
 _BOUND = re.compile(r"Expected `(?P<kind>int|str|array|object)[^`]*`(?: of length)? (?P<op>>=|<=) (?P<n>-?\d+)")
 _KINDS = (("`str", "must be a string"), ("`bool", "must be true or false"), ("`int", "must be an integer"),
           ("`array", "must be an array"), ("`object", "must be an object"), ("`float", "must be a number"))
@@ -72,6 +72,7 @@ def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
         return model.__messages__[field]
     if missing and not head:
         return f"{field} is required"
+    field += head[2] if head else ""  # an array entry: `taggedUsers[2] must be a string`
     if bound:
         kind, op, n = bound["kind"], bound["op"], int(bound["n"])
         if kind == "str":
