@@ -34,6 +34,11 @@ class Model(msgspec.Struct, rename="camel", omit_defaults=True):
         """The fields as keyword arguments for the domain function (snake_case names)."""
         return {name: getattr(self, name) for name in self.__struct_fields__}
 
+    def changes(self) -> dict[str, Any]:
+        """For a PATCH model (fields default to msgspec.UNSET): the fields the body held, by wire name."""
+        return {field.encode_name: getattr(self, field.name) for field in msgspec.structs.fields(self)
+                if getattr(self, field.name) is not msgspec.UNSET}
+
 
 class Query(Model):
     """A query-string model: values arrive as text and are converted (`limit=5` -> 5); an empty value is absent."""
@@ -76,7 +81,9 @@ def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
     if bound:
         kind, op, n = bound["kind"], bound["op"], int(bound["n"])
         if kind == "str":
-            return f"{field} is longer than {n} characters" if op == "<=" else f"{field} is required"
+            if op == "<=":
+                return f"{field} is longer than {n} characters"
+            return f"{field} is required" if n == 1 else f"{field} must be at least {n} characters"
         if kind == "array":
             return f"{field} may hold at most {n} entries" if op == "<=" else f"{field} must not be empty"
         if abs(n) in (INT_MAX, QUERY_INT_MAX):
