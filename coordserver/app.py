@@ -7,7 +7,7 @@ import logging
 from quart import Quart, g, request
 from quart.json.provider import DefaultJSONProvider
 
-from .api.common import OtherThan
+from .api.common import OtherThan, RowIdConverter
 from .api.metrics import instrument
 from .auth import request_token
 from .context import Coord
@@ -62,6 +62,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     # bypasses error handlers) instead of our JSON 404; every /api answer is JSON.
     app.url_map.merge_slashes = False
     app.url_map.converters["other_than"] = OtherThan
+    app.url_map.converters["rowid"] = RowIdConverter
 
     store = Store(settings.database_url, clock)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)

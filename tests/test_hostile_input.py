@@ -185,14 +185,18 @@ def test_every_query_parameter_takes_hostile_values(hostile_server):
 
 
 def _get_routes(srv: ServerThread) -> list[tuple[str, list[str]]]:
-    """Each GET route under /api with the query parameters its module reads (limit and q always)."""
+    """Each GET route under /api with the query parameters its module reads or its query model declares
+    (limit and q always)."""
     routes = []
     for rule in srv.app.url_map.iter_rules():
         if not rule.rule.startswith("/api/") or "GET" not in rule.methods or getattr(rule, "websocket", False) \
-                or rule.rule.startswith(("/api/skill", "/api/stream", "/api/metrics")):  # not JSON
+                or rule.rule.startswith(("/api/skill", "/api/stream", "/api/metrics", "/api/docs")):  # not JSON
             continue
-        module = sys.modules[srv.app.view_functions[rule.endpoint].__module__]
+        view = srv.app.view_functions[rule.endpoint]
+        module = sys.modules[view.__module__]
         params = set(_QUERY_PARAM.findall(Path(module.__file__).read_text())) | {"limit", "q"}
+        declared = getattr(view, "__schema__", {}).get("query")
+        params |= set(wire_names(declared)) if declared else set()
         routes.append((re.sub(r"<[^>]*?(\w+)>", _UNKNOWN_ID, rule.rule), sorted(params)))
     return routes
 

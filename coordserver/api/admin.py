@@ -6,17 +6,18 @@ from quart import Blueprint
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain import users
-from .common import json_object
+from ..schemas.auth import SetupProfile
+from .common import accepts, body, json_object
 
 bp = Blueprint("admin", __name__, url_prefix="/api")
 
 
 @bp.post("/auth/setup-profile")
+@accepts(SetupProfile)
 async def setup_profile():
     """Set the caller's display name (1–100 characters, trimmed)."""
     principal = require_identity()
-    body = await json_object()
-    return await coord().store.write(users.setup_profile, principal.identity, body.get("displayName"))
+    return await coord().store.write(users.setup_profile, principal.identity, (await body()).display_name)
 
 
 @bp.get("/admin/users")

@@ -11,7 +11,8 @@ from ..domain import identities
 from ..errors import Invalid
 from ..netcheck import validate_webhook_url
 from ..timeutil import iso
-from .common import boolean, integer, json_object, path_int, text
+from ..schemas.auth import CreateInvite, Register, SetWebhook
+from .common import accepts, body, json_object, path_int
 
 bp = Blueprint("auth", __name__, url_prefix="/api")
 
@@ -23,18 +24,14 @@ async def verify():
 
 
 @bp.post("/auth/invites")
+@accepts(CreateInvite, body_required=False)
 async def create_invite():
+    """Create an invite code (admin); returns it with its onboarding URL."""
     principal = require_admin()
-    body = await json_object(required=False)
-    hint = body.get("identityHint")
-    if hint is not None:
-        hint = identities.valid_identity(hint)
-    is_admin = boolean(body, "isAdmin", False)
-    max_uses = integer(body, "maxUses", 1, minimum=1, maximum=1000)
-    hours = body.get("expiresInHours", 72)
-    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 < hours <= 24 * 365:
-        raise Invalid("expiresInHours must be a number of hours between 0 and 8760")
-    invite = await coord().store.write(identities.create_invite, principal.identity, hint, is_admin, max_uses, hours)
+    data: CreateInvite = await body()
+    hint = identities.valid_identity(data.identity_hint) if data.identity_hint is not None else None
+    invite = await coord().store.write(identities.create_invite, principal.identity, hint, data.is_admin,
+                                       data.max_uses, data.expires_in_hours)
     return {"invite": invite, "onboardUrl": f"{coord().settings.base_url}/onboard?code={invite['code']}"}
 
 
@@ -44,7 +41,7 @@ async def list_invites():
     return {"invites": await coord().store.read(identities.list_invites)}
 
 
-@bp.delete("/auth/invites/<invite_id>")
+@bp.delete("/auth/invites/<rowid:invite_id>")
 async def delete_invite(invite_id: str):
     require_admin()
     await coord().store.write(identities.delete_invite, path_int(invite_id))
@@ -52,11 +49,11 @@ async def delete_invite(invite_id: str):
 
 
 @bp.post("/auth/register")
+@accepts(Register)
 async def register():
-    body = await json_object()
-    result = await register_identity(body.get("code"), body.get("identity"), body.get("label"),
-                                     body.get("displayName"))
-    return result
+    """Redeem an invite code: creates the identity and returns its token (shown once)."""
+    data: Register = await body()
+    return await register_identity(data.code, data.identity, data.label, data.display_name)
 
 
 async def register_identity(code, identity, label, display_name) -> dict:
@@ -76,7 +73,7 @@ async def list_tokens():
     return {"tokens": await coord().store.read(identities.list_tokens)}
 
 
-@bp.patch("/auth/tokens/<token_id>")
+@bp.patch("/auth/tokens/<rowid:token_id>")
 async def update_token(token_id: str):
     require_admin()
     body = await json_object()
@@ -85,13 +82,13 @@ async def update_token(token_id: str):
     return await c.store.write(identities.update_token, path_int(token_id), changes, c.env_identities)
 
 
-@bp.post("/auth/tokens/<token_id>/revoke")
+@bp.post("/auth/tokens/<rowid:token_id>/revoke")
 async def revoke_token(token_id: str):
     require_admin()
     return await coord().store.write(identities.revoke_token, path_int(token_id))
 
 
-@bp.post("/auth/tokens/<token_id>/rotate")
+@bp.post("/auth/tokens/<rowid:token_id>/rotate")
 async def rotate_token(token_id: str):
     principal = require_identity()
     return await coord().store.write(identities.rotate_token, path_int(token_id), principal)
@@ -106,19 +103,16 @@ async def get_webhook():
 
 
 @bp.post("/auth/webhook")
+@accepts(SetWebhook)
 async def set_webhook():
+    """Set (or, with url null, clear) the caller's push webhook."""
     principal = require_identity()
-    body = await json_object()
-    if "url" not in body:
-        raise Invalid("url is required (null clears the webhook)")
-    url = body["url"]
+    data: SetWebhook = await body()
+    url = data.url
     if url is not None:
         c = coord()
         url = await asyncio.to_thread(validate_webhook_url, url, c.settings.webhook_allowed_hosts, c.resolver)
-    token = text(body, "token", max_len=128)
-    if token is not None and len(token) < 16:
-        raise Invalid("token must be at least 16 characters")
-    return await coord().store.write(identities.set_webhook, principal.identity, url, token)
+    return await coord().store.write(identities.set_webhook, principal.identity, url, data.token)
 
 
 @bp.get("/users")

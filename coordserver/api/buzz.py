@@ -7,7 +7,8 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import buzz
 from ..errors import Invalid
-from .common import boolean, json_object, path_int, query_limit
+from ..schemas.buzz import BuzzEventsQuery
+from .common import accepts, json_object, path_int, query
 
 
 def _config_blueprint(name: str, prefix: str) -> Blueprint:
@@ -36,7 +37,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return {"webhooks": await c.store.read(buzz.list_webhooks, principal.identity, principal.is_admin,
                                                c.settings.base_url)}
 
-    @bp.patch("/webhooks/<id>")
+    @bp.patch("/webhooks/<rowid:id>")
     async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
         """Change a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -47,7 +48,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return await c.store.write(buzz.update_webhook, number, principal.identity, principal.is_admin, changes,
                                    c.settings.base_url, c.env_identities)
 
-    @bp.delete("/webhooks/<id>")
+    @bp.delete("/webhooks/<rowid:id>")
     async def delete_webhook(id: str):  # noqa: A002
         """Delete a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -55,11 +56,12 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return {"ok": True}
 
     @bp.get("/events")
+    @accepts(query=BuzzEventsQuery)
     async def list_events():
         """Buzz events addressed to everyone or naming the caller, newest first."""
         principal = require_identity()
-        app_name = request.args.get("appName") or None
-        return {"events": await coord().store.read(buzz.list_events, principal.identity, app_name, query_limit())}
+        q: BuzzEventsQuery = query()
+        return {"events": await coord().store.read(buzz.list_events, principal.identity, q.app_name, q.limit)}
 
     return bp
 
@@ -73,7 +75,7 @@ def _changes(body: dict) -> dict:
     if "enabled" in body:
         if not isinstance(body["enabled"], bool):
             raise Invalid("enabled must be true or false")
-        changes["enabled"] = boolean(body, "enabled")
+        changes["enabled"] = body["enabled"]
     if "forUsers" in body:
         changes["forUsers"] = buzz.clean_for_users(body["forUsers"])
     for key in ("wakeAgent", "notifyAgent"):

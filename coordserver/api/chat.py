@@ -1,63 +1,53 @@
 """Chat endpoints: parse and authorise here, rules in domain/chat.py."""
 from __future__ import annotations
 
-from quart import Blueprint, request
+from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
 from ..domain import chat
-from ..errors import Invalid
-from .common import json_object, path_int, query_bool, query_limit, query_search, query_time, text
+from ..domain.swarm import optional_timestamp
+from ..schemas.chat import ChannelsQuery, ChatMessagesQuery, ChatPost, ChatSearchQuery, CreateChannel
+from .common import accepts, body, query
 
 bp = Blueprint("chat", __name__, url_prefix="/api/chat")
 
 
 @bp.get("/channels")
+@accepts(query=ChannelsQuery)
 async def list_channels():
+    """The caller's channels (archived ones with archived=true)."""
     principal = require_identity()
-    return await coord().store.read(chat.list_channels, principal.identity, query_bool("archived"))
+    return await coord().store.read(chat.list_channels, principal.identity, query().archived)
 
 
 @bp.post("/channels")
+@accepts(CreateChannel)
 async def create_channel():
+    """Open a DM or create a group channel."""
     principal = require_identity()
-    body = await json_object()
-    kind = body.get("type")
+    data: CreateChannel = await body()
     c = coord()
-    if kind == "dm":
-        other = body.get("identity")
-        if not isinstance(other, str) or not other.strip():
-            raise Invalid("identity required for DM")
-        return await c.store.write(chat.open_dm, principal.identity, other, c.env_identities)
-    if kind == "group":
-        name, members = body.get("name"), body.get("members")
-        if not isinstance(name, str) or not name.strip() or not isinstance(members, list) or not members:
-            raise Invalid("name and members required for group chat")
-        name = name.strip()
-        if len(name) > chat.NAME_MAX:
-            raise Invalid(f"name is longer than {chat.NAME_MAX} characters")
-        if len(members) > chat.MEMBERS_MAX:
-            raise Invalid(f"members may hold at most {chat.MEMBERS_MAX} identities")
-        return await c.store.write(chat.create_group, principal.identity, name, members, c.env_identities)
-    raise Invalid('type must be "dm" or "group"')
+    if data.type == "dm":
+        return await c.store.write(chat.open_dm, principal.identity, data.identity, c.env_identities)
+    return await c.store.write(chat.create_group, principal.identity, data.name, data.members, c.env_identities)
 
 
 @bp.get("/channels/<channel_id>/messages")
+@accepts(query=ChatMessagesQuery)
 async def list_messages(channel_id: str):
+    """A channel's messages, newest first, older than `before`."""
     principal = require_identity()
-    raw_before = request.args.get("before")
-    before = path_int(raw_before, "before") if raw_before else None
-    return await coord().store.read(chat.messages, principal.identity, channel_id, query_limit(), before)
+    q = query()
+    return await coord().store.read(chat.messages, principal.identity, channel_id, q.limit, q.before)
 
 
 @bp.post("/channels/<channel_id>/messages")
+@accepts(ChatPost)
 async def post_message(channel_id: str):
+    """Post to a channel."""
     principal = require_identity()
-    body = await json_object()
-    content = text(body, "body", required=True, strip=True, message="body required")
-    if len(content) > chat.BODY_MAX:
-        raise Invalid(f"body is longer than {chat.BODY_MAX} characters")
-    return await coord().store.write(chat.post, principal.identity, channel_id, content)
+    return await coord().store.write(chat.post, principal.identity, channel_id, (await body()).body)
 
 
 @bp.post("/channels/<channel_id>/read")
@@ -86,9 +76,10 @@ async def unarchive(channel_id: str):
 
 
 @bp.get("/search")
+@accepts(query=ChatSearchQuery)
 async def search():
+    """Search the caller's channels."""
     principal = require_identity()
-    q = query_search()
-    filters = (request.args.get("channelId") or None, (request.args.get("sender") or "").strip().lower() or None,
-               query_time("before"), query_time("after"))
-    return await coord().store.read(chat.search, principal.identity, q, *filters, query_limit())
+    q: ChatSearchQuery = query()
+    filters = (q.channel_id, q.sender, optional_timestamp(q.before, "before"), optional_timestamp(q.after, "after"))
+    return await coord().store.read(chat.search, principal.identity, q.q, *filters, q.limit)

@@ -3,24 +3,27 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from quart import Blueprint, request
+from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
 from ..domain import directory
 from ..domain.identities import valid_identity
 from ..errors import Invalid
-from .common import json_object, path_int, query_int, query_limit, string_list, text
+from ..schemas.directory import CreateLink, DirectoryQuery
+from .common import accepts, body, path_int, query
 
 bp = Blueprint("directory", __name__, url_prefix="/api")
 
 
 @bp.get("/directory")
+@accepts(query=DirectoryQuery)
 async def list_entries():
+    """Directory links visible to the caller, optionally filtered by q."""
     principal = require_identity()
-    q = (request.args.get("q") or "").strip() or None
-    return await coord().store.read(directory.list_entries, principal.identity, principal.is_admin, q,
-                                    query_limit(), query_int("offset", 0))
+    q: DirectoryQuery = query()
+    return await coord().store.read(directory.list_entries, principal.identity, principal.is_admin, q.q,
+                                    q.limit, q.offset)
 
 
 def _http_url(value: str) -> str:
@@ -34,20 +37,17 @@ def _http_url(value: str) -> str:
 
 
 @bp.post("/directory")
+@accepts(CreateLink)
 async def create_entry():
+    """Add a link to the directory."""
     principal = require_identity()
-    body = await json_object()
-    title, url = body.get("title"), body.get("url")
-    if not isinstance(title, str) or not title.strip() or not isinstance(url, str) or not url.strip():
-        raise Invalid("title and url are required")
-    description = text(body, "description", max_len=directory.DESCRIPTION_MAX)
-    tagged = string_list(body, "taggedUsers", max_len=50)
-    tagged = list(dict.fromkeys(valid_identity(t) for t in tagged)) if tagged else None
-    return await coord().store.write(directory.create, principal.identity, title.strip()[:directory.TITLE_MAX],
-                                     _http_url(url), description, tagged)
+    data: CreateLink = await body()
+    tagged = list(dict.fromkeys(valid_identity(t) for t in data.tagged_users)) if data.tagged_users else None
+    return await coord().store.write(directory.create, principal.identity, data.title, _http_url(data.url),
+                                     data.description, tagged)
 
 
-@bp.delete("/directory/<entry_id>")
+@bp.delete("/directory/<rowid:entry_id>")
 async def delete_entry(entry_id: str):
     principal = require_identity()
     return await coord().store.write(directory.delete, principal.identity, principal.is_admin, path_int(entry_id))

@@ -73,13 +73,13 @@ async def ack_many():
     return await coord().store.write(messages.ack_many, principal.identity, (await body()).ids)
 
 
-@bp.post("/me/messages/<message_id>/ack")
+@bp.post("/me/messages/<rowid:message_id>/ack")
 async def ack(message_id: str):
     principal = require_identity()
     return await coord().store.write(messages.ack, principal.identity, path_int(message_id))
 
 
-@bp.post("/me/messages/<message_id>/reply")
+@bp.post("/me/messages/<rowid:message_id>/reply")
 @accepts(Reply, returns=Message)
 async def reply(message_id: str):
     principal = require_identity()
@@ -87,13 +87,13 @@ async def reply(message_id: str):
     return await coord().store.write(messages.reply, principal.identity, number, (await body()).body)
 
 
-@bp.post("/me/messages/<message_id>/pending")
+@bp.post("/me/messages/<rowid:message_id>/pending")
 async def set_pending(message_id: str):
     principal = require_identity()
     return await coord().store.write(messages.set_pending, principal.identity, path_int(message_id), True)
 
 
-@bp.delete("/me/messages/<message_id>/pending")
+@bp.delete("/me/messages/<rowid:message_id>/pending")
 async def clear_pending(message_id: str):
     principal = require_identity()
     return await coord().store.write(messages.set_pending, principal.identity, path_int(message_id), False)

@@ -1,17 +1,21 @@
-"""Describes the API itself: an OpenAPI 3 document built from the routes the app really serves."""
+"""Describes the API itself: the OpenAPI document built from the routes the app really serves, and a docs page."""
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
-from quart import Blueprint, current_app
+from pathlib import Path
+
+from quart import Blueprint, Response, current_app
+
+from .common import accepts
+from .openapi import openapi_document
 
 bp = Blueprint("meta", __name__, url_prefix="/api")
 
 _PARAM = re.compile(r"<(?:[a-z_]+(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <int:id>, <other_than(x):id>
-_PUBLIC = ("/api/health", "/api/skill", "/api/openapi.json", "/api/ingest/", "/api/auth/register",
-           "/api/metrics")  # metrics: unless COORD_METRICS_TOKEN is set
+_DOCS_PAGE = Path(__file__).resolve().parent.parent / "web" / "api_docs.html"
 
 
 @lru_cache(maxsize=512)
@@ -39,40 +43,18 @@ def package_version() -> str:
         return "0.0.0"
 
 
-def openapi_document(rules, view_functions) -> dict:
-    paths: dict[str, dict] = {}
-    for rule in rules:
-        if not rule.rule.startswith("/api") or getattr(rule, "websocket", False):
-            continue
-        path = _PARAM.sub(r"{\1}", rule.rule)
-        params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for name in _PARAM.findall(rule.rule)]
-        doc = (view_functions[rule.endpoint].__doc__ or "").strip().splitlines()
-        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
-            operation = {"operationId": f"{rule.endpoint}.{method.lower()}",
-                         "summary": doc[0] if doc else rule.endpoint.split(".")[-1].replace("_", " "),
-                         "responses": {"200": {"description": "Success"},
-                                       "default": {"description": "Error",
-                                                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}
-            if params:
-                operation["parameters"] = params
-            if not path.startswith(_PUBLIC):
-                operation["security"] = [{"bearer": []}]
-            paths.setdefault(path, {})[method.lower()] = operation
-    return {
-        "openapi": "3.0.3",
-        "info": {"title": "coord API", "version": package_version(),
-                 "description": "The coord v1 wire contract. Prose reference: GET /api/skill."},
-        "paths": dict(sorted(paths.items())),
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Error": {"type": "object", "required": ["error"],
-                                  "properties": {"error": {"type": "string"}}}},
-        },
-    }
-
-
 @bp.get("/openapi.json")
 async def openapi():
-    """The OpenAPI 3 document of this API."""
-    return openapi_document(current_app.url_map.iter_rules(), current_app.view_functions)
+    """The OpenAPI 3.1 document of this API, generated from the request and response models."""
+    document = current_app.extensions.get("openapi")
+    if document is None:  # the routes are fixed once the app serves: build it once
+        document = openapi_document(current_app.url_map.iter_rules(), current_app.view_functions, package_version())
+        current_app.extensions["openapi"] = document
+    return document
+
+
+@bp.get("/docs")
+@accepts(media="text/html")
+async def docs():
+    """The API reference for people: a self-contained page (no external scripts) rendering /api/openapi.json."""
+    return Response(_DOCS_PAGE.read_text(encoding="utf-8"), content_type="text/html; charset=utf-8")

@@ -15,11 +15,13 @@ from ..context import coord
 from ..errors import NotFound, Unauthorized
 from ..metrics import CONTENT_TYPE, OTHER_ROUTE, process_metrics
 from .meta import route_template
+from .common import accepts
 
 bp = Blueprint("metrics", __name__, url_prefix="/api")
 
 
 @bp.get("/metrics")
+@accepts(media="text/plain")
 async def scrape():
     """Prometheus text exposition of this deployment's metrics."""
     c = coord()

@@ -1,19 +1,18 @@
 """Notebook pages over REST and the collaborative-editing WebSocket."""
 from __future__ import annotations
 
-from quart import Blueprint, request
+from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
 from ..domain import notebook as pages
-from ..errors import Invalid
-from ..realtime.notebook_peer import MAX_PAGE_CHARS
+from ..domain.swarm import optional_timestamp
 from ..realtime.notebook_socket import notebook_socket
-from .common import boolean, json_object, query_int, query_limit, string_list, text, timestamp
+from ..schemas.notebook import CreatePage, PagesQuery, UpdatePage
+from .common import accepts, body, query
 
 bp = Blueprint("notebook", __name__, url_prefix="/api")
 
-MAX_CONTENT_CHARS = MAX_PAGE_CHARS  # REST content and the live document share one cap
 
 
 def _rooms():
@@ -29,27 +28,23 @@ def _with_live_content(page) -> dict:
 
 
 @bp.get("/notebook")
+@accepts(query=PagesQuery)
 async def list_pages():
     """List visible, unarchived pages, most recently updated first."""
     principal = require_identity()
-    q = (request.args.get("q") or "").strip() or None
-    rows = await coord().store.read(pages.list_pages, principal, q, query_limit(), query_int("offset", 0))
+    q: PagesQuery = query()
+    rows = await coord().store.read(pages.list_pages, principal, q.q, q.limit, q.offset)
     return {"pages": rows}
 
 
 @bp.post("/notebook")
+@accepts(CreatePage)
 async def create_page():
     """Create a page."""
     principal = require_identity()
-    body = await json_object()
-    fields = {
-        "title": pages.require_title(body.get("title")),
-        "content": text(body, "content", max_len=MAX_CONTENT_CHARS) or "",
-        "taggedUsers": string_list(body, "taggedUsers", max_len=50),
-        "tags": string_list(body, "tags"),
-        "expiresAt": timestamp(body, "expiresAt"),
-        "reviewAt": timestamp(body, "reviewAt"),
-    }
+    data: CreatePage = await body()
+    fields = _domain_values({"title": data.title, "content": data.content, "taggedUsers": data.tagged_users,
+                             "tags": data.tags, "expiresAt": data.expires_at, "reviewAt": data.review_at})
     page = await coord().store.write(pages.create_page, principal, fields, _env_admins())
     return {"page": page}
 
@@ -68,39 +63,25 @@ def _stored_state(page) -> bytes | None:
     return bytes(page.ydoc) if page.ydoc is not None else None
 
 
-def _patch_changes(body: dict) -> dict:
-    changes: dict = {}
-    if "title" in body:
-        changes["title"] = pages.require_title(body["title"])
-    if "content" in body:
-        changes["content"] = text(body, "content", max_len=MAX_CONTENT_CHARS) or ""
-    if "taggedUsers" in body:
-        changes["taggedUsers"] = string_list(body, "taggedUsers", max_len=50)
-    if "tags" in body:
-        changes["tags"] = string_list(body, "tags")
+def _domain_values(fields: dict) -> dict:
+    """Model values as the domain takes them: the title through its rule, times parsed, no content as ""."""
+    if "title" in fields:
+        fields["title"] = pages.require_title(fields["title"])
+    if "content" in fields:
+        fields["content"] = fields["content"] or ""
     for key in ("expiresAt", "reviewAt"):
-        if key in body:
-            changes[key] = timestamp(body, key)
-    if "locked" in body:
-        changes["locked"] = _required_bool(body, "locked")
-    if "archived" in body:
-        changes["archived"] = _required_bool(body, "archived")
-    return changes
-
-
-def _required_bool(body: dict, key: str) -> bool:
-    value = boolean(body, key)
-    if value is None:
-        raise Invalid(f"{key} must be true or false")
-    return value
+        if key in fields:
+            fields[key] = optional_timestamp(fields[key], key)
+    return fields
 
 
 @bp.patch("/notebook/<other_than(ws):id>")
+@accepts(UpdatePage)
 async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Change a page; content is merged into the live document as a diff."""
     page_id = id
     principal = require_identity()
-    changes = _patch_changes(await json_object())
+    changes = _domain_values((await body()).changes())
     c, rooms = coord(), _rooms()
     base = rooms.read_base(page_id, principal.identity) if "content" in changes else None
     result = await c.store.write(pages.update_page, page_id, principal, changes, _env_admins(),

@@ -6,16 +6,18 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import recurring
-from .common import json_object, query_bool
+from ..schemas.swarm import DisabledQuery
+from .common import accepts, json_object, query
 
 bp = Blueprint("recurring", __name__, url_prefix="/api/swarm/recurring")
 
 
 @bp.get("")
+@accepts(query=DisabledQuery)
 async def list_templates():
     """Recurring templates by title; disabled ones only with includeDisabled=true."""
     require_identity()
-    return {"templates": await coord().store.read(recurring.list_templates, query_bool("includeDisabled"))}
+    return {"templates": await coord().store.read(recurring.list_templates, query().include_disabled)}
 
 
 @bp.post("")

@@ -14,6 +14,7 @@ from quart import Blueprint
 
 from ..context import coord
 from ..errors import NotFound
+from .common import accepts
 
 bp = Blueprint("skills", __name__, url_prefix="/api")
 
@@ -53,12 +54,14 @@ def _page_list(base_url: str) -> str:
 
 
 @bp.get("/skill")
+@accepts(media="text/markdown")
 async def overview():
     text = (SKILLS_DIR / f"{OVERVIEW}.md").read_text(encoding="utf-8")
     return text.replace(_PAGE_LIST_MARK, _page_list(coord().settings.base_url)), 200, _MARKDOWN
 
 
 @bp.get("/skill/<page>")
+@accepts(media=("text/markdown", "text/plain"))
 async def page(page: str):
     if page == "script":
         return ((SKILLS_DIR / "script.py").read_text(encoding="utf-8"), 200,

@@ -6,6 +6,7 @@ from quart import Blueprint, g, make_response, request
 from ..auth import current_principal
 from ..context import coord
 from ..errors import Invalid, Unauthorized
+from .common import accepts
 
 bp = Blueprint("stream", __name__, url_prefix="/api")
 
@@ -31,6 +32,7 @@ def _resume_point() -> int | None:
 
 
 @bp.get("/stream")
+@accepts(media="text/event-stream")
 async def stream():
     principal = current_principal()
     if principal is None:

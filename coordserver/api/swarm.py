@@ -1,13 +1,13 @@
 """Swarm HTTP: projects, tasks, status moves, task history and notebook-page links (API.md §6)."""
 from __future__ import annotations
 
-from quart import Blueprint, request
+from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
 from ..domain import projects, swarm
-from ..errors import Invalid
-from .common import json_object, query_bool, query_limit
+from ..schemas.swarm import MoveTask, PageLink, ProjectsQuery, TaskEventsQuery, TasksQuery
+from .common import accepts, body, json_object, query
 
 bp = Blueprint("swarm", __name__, url_prefix="/api/swarm")
 
@@ -15,10 +15,11 @@ bp = Blueprint("swarm", __name__, url_prefix="/api/swarm")
 # --- projects --------------------------------------------------------------------------------
 
 @bp.get("/projects")
+@accepts(query=ProjectsQuery)
 async def list_projects():
     """Projects the caller may see, by title; archived ones only with includeArchived=true."""
     principal = require_identity()
-    return {"projects": await coord().store.read(projects.list_projects, principal, query_bool("includeArchived"))}
+    return {"projects": await coord().store.read(projects.list_projects, principal, query().include_archived)}
 
 
 @bp.post("/projects")
@@ -49,15 +50,15 @@ async def archive_project(id: str):  # noqa: A002 (the path parameter is named a
 # --- tasks -----------------------------------------------------------------------------------
 
 @bp.get("/tasks")
+@accepts(query=TasksQuery)
 async def list_tasks():
     """Tasks filtered by statuses (or its alias status), assignee (me = the caller) and project."""
     principal = require_identity()
-    statuses = swarm.status_filter(request.args.get("statuses"), request.args.get("status"))
-    assignee = request.args.get("assignee") or None
-    if assignee == "me":
-        assignee = principal.identity
-    tasks = await coord().store.read(swarm.list_tasks, principal, statuses, assignee,
-                                     request.args.get("projectId") or None, query_bool("includeCompleted"))
+    q: TasksQuery = query()
+    statuses = swarm.status_filter(q.statuses, q.status)
+    assignee = principal.identity if q.assignee == "me" else q.assignee
+    tasks = await coord().store.read(swarm.list_tasks, principal, statuses, assignee, q.project_id,
+                                     q.include_completed)
     return {"tasks": tasks}
 
 
@@ -80,29 +81,25 @@ async def update_task(id: str):  # noqa: A002 (the path parameter is named as in
 
 
 @bp.patch("/tasks/<id>/status")
+@accepts(MoveTask)
 async def move_task(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Move a task to another status by the state table (claims are atomic)."""
     principal = require_identity()
-    body = await json_object()
-    status = body.get("status")
-    if status is None or status == "":
-        raise Invalid("status required")
-    status = swarm.valid_status(status)
-    reason = body.get("reason")
-    if reason is not None and (not isinstance(reason, str) or len(reason) > swarm.REASON_MAX):
-        raise Invalid(f"reason must be a string of at most {swarm.REASON_MAX} characters")
+    data: MoveTask = await body()
+    status = swarm.valid_status(data.status)
     c = coord()
-    assignee = body.get("assigneeUserId")
+    assignee = data.assignee_user_id
     if assignee is not None:
         assignee = await c.store.read(swarm.known_identity, assignee, "assigneeUserId", c.env_identities)
-    return await c.store.write(swarm.move_task, principal, id, status, reason, assignee)
+    return await c.store.write(swarm.move_task, principal, id, status, data.reason, assignee)
 
 
 @bp.get("/tasks/<id>/events")
+@accepts(query=TaskEventsQuery)
 async def task_events(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """A task's history, newest first."""
     principal = require_identity()
-    return {"events": await coord().store.read(swarm.list_task_events, principal, id, query_limit())}
+    return {"events": await coord().store.read(swarm.list_task_events, principal, id, query().limit)}
 
 
 # --- notebook-page links ---------------------------------------------------------------------
@@ -116,25 +113,20 @@ async def list_page_links(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.post("/tasks/<id>/notebook-pages")
+@accepts(PageLink)
 async def link_page(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Link a notebook page to a task (linking twice is harmless)."""
     principal = require_identity()
-    body = await json_object()
-    await coord().store.write(swarm.link_page, id, _page_id(body), principal.identity, principal.is_admin)
+    page_id = (await body()).notebook_page_id
+    await coord().store.write(swarm.link_page, id, page_id, principal.identity, principal.is_admin)
     return {"ok": True}
 
 
 @bp.delete("/tasks/<id>/notebook-pages")
+@accepts(PageLink)
 async def unlink_page(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Unlink a notebook page from a task (JSON body names the page)."""
     principal = require_identity()
-    body = await json_object()
-    await coord().store.write(swarm.unlink_page, id, _page_id(body), principal.identity, principal.is_admin)
+    page_id = (await body()).notebook_page_id
+    await coord().store.write(swarm.unlink_page, id, page_id, principal.identity, principal.is_admin)
     return {"ok": True}
-
-
-def _page_id(body: dict) -> str:
-    page_id = body.get("notebookPageId")
-    if not isinstance(page_id, str) or not page_id.strip():
-        raise Invalid("notebookPageId required")
-    return page_id

@@ -6,16 +6,18 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import workflows
-from .common import json_object, query_bool
+from ..schemas.swarm import DisabledQuery
+from .common import accepts, json_object, query
 
 bp = Blueprint("workflows", __name__, url_prefix="/api/swarm")
 
 
 @bp.get("/workflows")
+@accepts(query=DisabledQuery)
 async def list_workflows():
     """Workflows the caller may see, by title; disabled ones only with includeDisabled=true."""
     principal = require_identity()
-    return {"workflows": await coord().store.read(workflows.list_workflows, principal, query_bool("includeDisabled"))}
+    return {"workflows": await coord().store.read(workflows.list_workflows, principal, query().include_disabled)}
 
 
 @bp.get("/workflows/<id>")

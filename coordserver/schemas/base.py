@@ -34,6 +34,11 @@ class Model(msgspec.Struct, rename="camel", omit_defaults=True):
         """The fields as keyword arguments for the domain function (snake_case names)."""
         return {name: getattr(self, name) for name in self.__struct_fields__}
 
+    def changes(self) -> dict[str, Any]:
+        """For a PATCH model (fields default to msgspec.UNSET): the fields the body held, by wire name."""
+        return {field.encode_name: getattr(self, field.name) for field in msgspec.structs.fields(self)
+                if getattr(self, field.name) is not msgspec.UNSET}
+
 
 class Query(Model):
     """A query-string model: values arrive as text and are converted (`limit=5` -> 5); an empty value is absent."""
@@ -52,7 +57,7 @@ def required_text(model: Model, name: str, wire: str) -> None:
 
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_HEAD = re.compile(r"^\.([A-Za-z0-9_]+)")
+_HEAD = re.compile(r"^\.([A-Za-z0-9_]+)((?:\[\d+\])*)")
 _BOUND = re.compile(r"Expected `(?P<kind>int|str|array|object)[^`]*`(?: of length)? (?P<op>>=|<=) (?P<n>-?\d+)")
 _KINDS = (("`str", "must be a string"), ("`bool", "must be true or false"), ("`int", "must be an integer"),
           ("`array", "must be an array"), ("`object", "must be an object"), ("`float", "must be a number"))
@@ -72,10 +77,13 @@ def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
         return model.__messages__[field]
     if missing and not head:
         return f"{field} is required"
+    field += head[2] if head else ""  # an array entry: `taggedUsers[2] must be a string`
     if bound:
         kind, op, n = bound["kind"], bound["op"], int(bound["n"])
         if kind == "str":
-            return f"{field} is longer than {n} characters" if op == "<=" else f"{field} is required"
+            if op == "<=":
+                return f"{field} is longer than {n} characters"
+            return f"{field} is required" if n == 1 else f"{field} must be at least {n} characters"
         if kind == "array":
             return f"{field} may hold at most {n} entries" if op == "<=" else f"{field} must not be empty"
         if abs(n) in (INT_MAX, QUERY_INT_MAX):

@@ -1,0 +1,112 @@
+"""The OpenAPI 3.1 document, built from the routes the app serves and the models their views declare
+(`accepts` in api/common.py): typed path parameters, query parameters, request bodies, 2xx and error responses."""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import msgspec
+
+from ..schemas.common import Error
+from .common import RowIdConverter
+
+_PARAM = re.compile(r"<(?:([a-z_]+)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <rowid:id>, <other_than(x):id>
+_PUBLIC = ("/api/health", "/api/skill", "/api/openapi.json", "/api/docs", "/api/ingest/", "/api/auth/register",
+           "/api/metrics")  # metrics: unless COORD_METRICS_TOKEN is set
+_REF = "#/components/schemas/{name}"
+_ERRORS = {400: "Invalid request: the error names the field and why", 401: "No valid token",
+           403: "Not allowed for this caller", 404: "No such route or object", 405: "Method not allowed",
+           409: "Conflicts with the current state", 413: "Request body too large",
+           429: "Rate limited (Retry-After says when to retry)", 503: "Database unavailable; retry shortly"}
+_BODY_ERRORS = (413,)
+_SECURED_ERRORS = (401, 403)
+
+
+def _path_params(rule: str, converters: dict[str, Any]) -> list[dict]:
+    params = []
+    for _converter, name in _PARAM.findall(rule):
+        if isinstance(converters.get(name), RowIdConverter):
+            schema = {"type": "integer", "minimum": 0}
+        else:
+            schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
+    return params
+
+
+def _query_params(model, components: dict) -> list[dict]:
+    schema = components[model.__name__]
+    return [{"name": name, "in": "query", "required": False, "schema": _without_null(prop)}
+            for name, prop in schema.get("properties", {}).items()]
+
+
+def _without_null(schema: dict) -> dict:
+    """Query values are never null; `x | None` fields are simply optional there."""
+    options = [s for s in schema.get("anyOf", ()) if s.get("type") != "null"]
+    if len(options) == 1:
+        return {**options[0], **{k: v for k, v in schema.items() if k not in ("anyOf", "default")}}
+    return {k: v for k, v in schema.items() if k != "default"}
+
+
+def _content(model, media: str | tuple[str, ...] = "application/json") -> dict:
+    schema = {"$ref": _REF.format(name=model.__name__)} if model is not None else {}
+    if media != "application/json":
+        schema = {}  # text: markdown, Prometheus exposition, server-sent events
+    return {kind: {"schema": schema} for kind in ((media,) if isinstance(media, str) else media)}
+
+
+def _responses(declared: dict, has_body: bool, secured: bool, media: str) -> dict:
+    responses = {str(status): {"description": "Success", "content": _content(model, media)}
+                 for status, model in (declared or {200: None}).items()}
+    for status, text in _ERRORS.items():
+        if (status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured):
+            continue
+        responses[str(status)] = {"description": text, "content": _content(Error)}
+    return responses
+
+
+def _models(views: Iterable) -> list:
+    found = {Error}
+    for view in views:
+        schema = getattr(view, "__schema__", {})
+        found.update(m for m in (schema.get("body"), schema.get("query"), *(schema.get("returns") or {}).values())
+                     if m is not None)
+    return sorted(found, key=lambda m: m.__name__)
+
+
+def openapi_document(rules, view_functions, version: str) -> dict:
+    rules = [r for r in rules if r.rule.startswith("/api") and not getattr(r, "websocket", False)]
+    _refs, components = msgspec.json.schema_components(_models(view_functions[r.endpoint] for r in rules),
+                                                      ref_template=_REF)
+    paths: dict[str, dict] = {}
+    for rule in rules:
+        view = view_functions[rule.endpoint]
+        schema = getattr(view, "__schema__", {})
+        path = _PARAM.sub(r"{\2}", rule.rule)
+        params = _path_params(rule.rule, rule._converters)
+        if schema.get("query") is not None:
+            params += _query_params(schema["query"], components)
+        secured = not path.startswith(_PUBLIC)
+        doc = (view.__doc__ or "").strip().splitlines()
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            operation: dict[str, Any] = {
+                "operationId": f"{rule.endpoint}.{method.lower()}",
+                "summary": doc[0] if doc else rule.endpoint.split(".")[-1].replace("_", " "),
+                "responses": _responses(schema.get("returns"), method in ("POST", "PUT", "PATCH", "DELETE"),
+                                        secured, schema.get("media", "application/json"))}
+            if params:
+                operation["parameters"] = params
+            if schema.get("body") is not None:
+                operation["requestBody"] = {"required": schema.get("body_required", True),
+                                            "content": _content(schema["body"])}
+            if secured:
+                operation["security"] = [{"bearer": []}]
+            paths.setdefault(path, {})[method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "coord API", "version": version,
+                 "description": "The coord v1 wire contract. Prose reference: GET /api/skill. "
+                                "Browsable: GET /api/docs."},
+        "paths": dict(sorted(paths.items())),
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+                       "schemas": components},
+    }

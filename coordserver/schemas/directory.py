@@ -1,0 +1,37 @@
+"""Directory (links) request models (API.md §12)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX
+from .base import Model, Query
+from .common import Limit, clamp_limit
+
+_REQUIRED = "title and url are required"
+
+
+class DirectoryQuery(Query):
+    """GET /api/directory."""
+    q: str | None = None
+    limit: Limit = 50
+    offset: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
+
+    def __post_init__(self) -> None:
+        self.q = (self.q or "").strip() or None
+        self.limit = clamp_limit(self.limit)
+
+
+class CreateLink(Model):
+    """POST /api/directory. A title longer than its limit is cut; the url must be http(s)."""
+    __messages__ = {"title": _REQUIRED, "url": _REQUIRED}
+    title: str | None = None
+    url: str | None = None
+    description: Annotated[str, msgspec.Meta(max_length=DESCRIPTION_MAX)] | None = None
+    tagged_users: Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)] | None = None
+
+    def __post_init__(self) -> None:
+        if self.title is None or not self.title.strip() or self.url is None or not self.url.strip():
+            raise ValueError(_REQUIRED)
+        self.title = self.title.strip()[:TITLE_MAX]

@@ -1,0 +1,50 @@
+"""Notebook page request models (API.md §11)."""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..realtime.notebook_peer import MAX_PAGE_CHARS
+from .base import Model, Query
+from .common import Limit, clamp_limit
+
+Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
+TaggedUsers = Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)]
+Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)]
+Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]
+
+
+class PagesQuery(Query):
+    """GET /api/notebook."""
+    q: str | None = None
+    limit: Limit = 50
+    offset: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
+
+    def __post_init__(self) -> None:
+        self.q = (self.q or "").strip() or None
+        self.limit = clamp_limit(self.limit)
+
+
+class CreatePage(Model):
+    """POST /api/notebook. `title` is required (longer than 255 characters is cut)."""
+    title: Any = None  # its rule (required, cut) is the domain's: domain/notebook.py require_title
+    content: Content | None = None
+    tagged_users: TaggedUsers | None = None
+    tags: Tags | None = None
+    expires_at: Time | None = None
+    review_at: Time | None = None
+
+
+class UpdatePage(Model):
+    """PATCH /api/notebook/{id}: only the fields present change; null clears expiresAt and reviewAt."""
+    __messages__ = {"locked": "locked must be true or false", "archived": "archived must be true or false"}
+    title: Any = UNSET
+    content: Content | None | UnsetType = UNSET
+    tagged_users: TaggedUsers | None | UnsetType = UNSET
+    tags: Tags | None | UnsetType = UNSET
+    expires_at: Time | None | UnsetType = UNSET
+    review_at: Time | None | UnsetType = UNSET
+    locked: bool | UnsetType = UNSET
+    archived: bool | UnsetType = UNSET
