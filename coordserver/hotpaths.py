@@ -9,7 +9,7 @@ calls are the same functions the Quart views call (api/messages.py post_message 
 rendered by the same function (errors.render_error). Anything this layer does not take whole - another method or path, a body
 without Content-Length (chunked) or over the size limit, a query string that is not UTF-8 - goes to
 Quart untouched, before a byte of it was read. COORD_HOT_PATHS=off sends everything to Quart, and
-tests/test_hotpaths.py checks both paths answer alike.
+tests/server/api/test_hotpaths.py checks both paths answer alike.
 """
 from __future__ import annotations
 

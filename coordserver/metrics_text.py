@@ -6,7 +6,7 @@ nearly all of them buckets of the latency histogram, and that formatting was mos
 (bench/metrics_scrape.py, bench/RESULTS.md). A series' name and labels never change, only its value:
 `Exposition` asks generate_latest itself for a series' line the first time it meets the series, keeps
 the part before the value, and afterwards appends the value as the library writes it
-(`floatToGoString`). So the text stays the library's, byte for byte (tests/test_metrics_text.py
+(`floatToGoString`). So the text stays the library's, byte for byte (tests/server/api/test_metrics_text.py
 compares the two). A metric with anything besides plain samples (timestamps, exemplars, OpenMetrics
 `_created`/`_gsum`/`_gcount` samples) is written by generate_latest whole.
 """

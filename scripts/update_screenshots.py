@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SNAPSHOTS = ROOT / "tests" / "tui" / "__snapshots__" / "test_snapshots"
+SNAPSHOTS = ROOT / "tests" / "tui" / "snapshots" / "__snapshots__" / "test_snapshots"
 TARGET = ROOT / "screenshots"
 
 
@@ -25,7 +25,7 @@ def readable(name: str) -> str:
 
 def main() -> int:
     if "--copy" not in sys.argv:
-        result = subprocess.run([sys.executable, "-m", "pytest", "tests/tui/test_snapshots.py", "-q",
+        result = subprocess.run([sys.executable, "-m", "pytest", "tests/tui/snapshots/test_snapshots.py", "-q",
                                  "--snapshot-update"], cwd=ROOT)
         if result.returncode != 0:
             return result.returncode

@@ -20,7 +20,7 @@ from coordserver.mcp import tools
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from tests.conftest import TOKENS, async_client, backend_url, base_env, client, ok
-from tests.test_revocation import register
+from tests.server.realtime.test_revocation import register
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 ERAS = ["legacy", "auto"]  # auto: server/discover, then 2026-07-28
@@ -394,7 +394,7 @@ async def _limited_like_rest(srv) -> None:
 
 
 async def test_notebook_edit_is_merged_into_the_live_document(srv):
-    from tests.test_notebook_ws import RawClient
+    from tests.server.realtime.test_notebook_ws import RawClient
     with client(srv, "alice") as alice:
         page = ok(alice.post("/api/notebook", json={"title": "Live", "content": "hello world"}))["page"]
     editor = await RawClient(srv, page["id"], "bob").connect()

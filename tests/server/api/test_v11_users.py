@@ -14,7 +14,7 @@ from coordserver.settings import EnvToken, parse_env_tokens, parse_superuser
 from coordserver.timeutil import utcnow
 from tests.conftest import backend_server, client, ok
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
-from tests.test_revocation import (GRACE, connected_here_admin_elsewhere, ended, register as register_async,
+from tests.server.realtime.test_revocation import (GRACE, connected_here_admin_elsewhere, ended, register as register_async,
                                   verify_status)
 
 HOOK_HOST = "hooks.test.invalid"

@@ -9,10 +9,10 @@ import asyncio
 from coordserver.realtime.sse import CHUNK_BYTES, Connection
 from tests.conftest import client
 from tests.sse_helpers import emit, emit_many, message_event, open_stream, wait_for
-from tests.test_notebook_ws import RawClient, new_page
-from tests.test_revocation import ended
-from tests.test_stream import _big_broadcasts, _raw_stream
-from tests.test_wake import ingest, wake_of
+from tests.server.realtime.test_notebook_ws import RawClient, new_page
+from tests.server.realtime.test_revocation import ended
+from tests.server.realtime.test_stream import _big_broadcasts, _raw_stream
+from tests.server.api.test_wake import ingest, wake_of
 
 
 @pytest.mark.single_process  # counts one process's streams (the limit is per process)

@@ -13,7 +13,7 @@ from coordtui.ops.users import UsersScreen
 from coordtui.panes.metrics_strip import MetricsStrip
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import TOKENS, client
-from tests.tui.test_ops_palette import palette, palette_hits
+from tests.tui.functional.test_ops_palette import palette, palette_hits
 from tests.tui.helpers import make_app, row_keys, select_row, wait_for, wait_idle
 from tests.tui.ops_helpers import (accepted, confirm_yes, fill_form_keep, open_ops, ops_rows, press_for_form,
                                    retype)

@@ -19,7 +19,7 @@ from tests.conftest import TOKENS, base_env
 from tests.sse_helpers import open_stream
 from tests.workers import ServeProcess, free_port
 
-DEPLOY_DOC = Path(__file__).parent.parent / "docs" / "deploy.md"
+DEPLOY_DOC = Path(__file__).resolve().parents[3] / "docs" / "deploy.md"
 NGINX_MAIN = """daemon off;
 worker_processes 1;
 pid {dir}/nginx.pid;

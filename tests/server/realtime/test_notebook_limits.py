@@ -11,7 +11,7 @@ import httpx
 from coordserver.realtime import notebook_manager, notebook_peer
 from coordserver.realtime.notebook_peer import MAX_PAGE_CHARS, Peer
 from tests.conftest import TOKENS
-from tests.test_notebook_ws import FAST, RawClient, api, new_page, stored_text, until
+from tests.server.realtime.test_notebook_ws import FAST, RawClient, api, new_page, stored_text, until
 
 CHUNK = 200_000  # characters per update: its JSON frame (~4 bytes per byte value) stays under 1 MiB
 

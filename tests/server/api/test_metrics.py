@@ -19,7 +19,7 @@ from coordserver.timeutil import FrozenClock
 from coordtui.client.notebook import socket_url
 from tests.conftest import TOKENS, backend_server, client
 from tests.sse_helpers import open_stream, spawn_server
-from tests.test_push import Receiver, kick, register
+from tests.server.realtime.test_push import Receiver, kick, register
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SEND_ROUTE = "/api/mailboxes/{recipient}/messages"

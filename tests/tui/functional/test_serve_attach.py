@@ -18,7 +18,7 @@ from coordtui.bundled import LOCK_FILE, serve_or_attach
 from coordtui.cli import cli
 from coordtui.config import Profile
 from tests.tui.helpers import table_text, wait_for
-from tests.tui.test_serve_cli import end_pty, plain, pty, read_until
+from tests.tui.functional.test_serve_cli import end_pty, plain, pty, read_until
 
 runner = CliRunner()
 

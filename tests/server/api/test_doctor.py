@@ -16,7 +16,7 @@ from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db
 from tests.conftest import client
 
-PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 
 STATUSES = {"pass", "warn", "fail"}
 CALLER_PROBES = ["auth", "identity", "stream", "webhooks", "pending"]

@@ -17,7 +17,7 @@ from coordserver.models import Event, PushDelivery
 from coordserver.timeutil import FrozenClock
 from tests.conftest import TOKENS, async_client
 from tests.sse_helpers import emit, message_event, open_stream, run_unit, server_process, wait_for
-from tests.test_notebook_ws import RawClient
+from tests.server.realtime.test_notebook_ws import RawClient
 
 GRACE = 1.0  # the bound: closed within one second
 

@@ -12,7 +12,7 @@ from coordserver.netcheck import pin
 from coordserver.timeutil import FrozenClock
 from tests.conftest import client
 from tests.sse_helpers import emit, message_event
-from tests.test_push import deliveries, first, kick, receiver, register, wait_until  # noqa: F401 (fixture)
+from tests.server.realtime.test_push import deliveries, first, kick, receiver, register, wait_until  # noqa: F401 (fixture)
 
 # (URL, what the 400 must name), straight from the report plus their IPv6 and broadcast cousins.
 REFUSED = [
