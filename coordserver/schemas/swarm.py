@@ -10,7 +10,9 @@ from ..domain.swarm import REASON_MAX, STATUSES
 from .base import Model, Query, required_text
 from .common import Limit, clamp_limit
 
-Status = Annotated[str, msgspec.Meta(description="one of: " + ", ".join(STATUSES))]
+# Checked by the domain (its refusal names the allowed moves); the enum tells OpenAPI and MCP clients the values.
+Status = Annotated[str, msgspec.Meta(description="one of: " + ", ".join(STATUSES),
+                                     extra_json_schema={"enum": list(STATUSES)})]
 
 
 class ProjectsQuery(Query):

@@ -212,7 +212,7 @@ async def test_focus_rules_moves_along_the_state_table_confirm_and_undo(server):
         await pilot.press("i")
         assert isinstance(app.focused, Input) and app.focused.id == "chat-input"
         await pilot.press("alt+4")
-        assert app.active_pane.id == "swarm"
+        await wait_for(pilot, lambda: app.active_pane.id == "swarm", what="alt+4 leaves the input for Swarm")
         await pilot.press("3", "i", "4")  # a digit typed in the message box is text...
         assert app.active_pane.id == "chat" and app.query_one("#chat-input", Input).value == "4"
         await pilot.press("escape", "4")  # ...escape first, then it switches
