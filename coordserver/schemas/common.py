@@ -5,7 +5,7 @@ from typing import Annotated
 
 import msgspec
 
-from .base import Model
+from .base import Model, Query
 
 LIMIT_CAP = 100
 # limit defaults to 50; values above the cap are lowered, not refused.
@@ -14,6 +14,17 @@ Limit = Annotated[int, msgspec.Meta(ge=1, description=f"at most {LIMIT_CAP}: lar
 
 def clamp_limit(value: int, cap: int = LIMIT_CAP) -> int:
     return min(value, cap)
+
+
+class TextSearchQuery(Query):
+    """A list searched by text and paged by offset: a blank `q` lists everything."""
+    q: str | None = None
+    limit: Limit = 50
+    offset: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
+
+    def __post_init__(self) -> None:
+        self.q = (self.q or "").strip() or None
+        self.limit = clamp_limit(self.limit)
 
 
 class Error(Model):

@@ -6,21 +6,14 @@ from typing import Annotated
 import msgspec
 
 from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX
-from .base import Model, Query
-from .common import Limit, clamp_limit
+from .base import Model
+from .common import TextSearchQuery
 
 _REQUIRED = "title and url are required"
 
 
-class DirectoryQuery(Query):
+class DirectoryQuery(TextSearchQuery):
     """GET /api/directory."""
-    q: str | None = None
-    limit: Limit = 50
-    offset: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
-
-    def __post_init__(self) -> None:
-        self.q = (self.q or "").strip() or None
-        self.limit = clamp_limit(self.limit)
 
 
 class CreateLink(Model):

@@ -7,8 +7,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..realtime.notebook_peer import MAX_PAGE_CHARS
-from .base import Model, Query
-from .common import Limit, clamp_limit
+from .base import Model
+from .common import TextSearchQuery
 
 Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
 TaggedUsers = Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)]
@@ -16,15 +16,8 @@ Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Met
 Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]
 
 
-class PagesQuery(Query):
+class PagesQuery(TextSearchQuery):
     """GET /api/notebook."""
-    q: str | None = None
-    limit: Limit = 50
-    offset: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
-
-    def __post_init__(self) -> None:
-        self.q = (self.q or "").strip() or None
-        self.limit = clamp_limit(self.limit)
 
 
 class CreatePage(Model):

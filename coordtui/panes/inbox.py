@@ -15,7 +15,7 @@ from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
-from ..tables import cursor_key
+from ..tables import cursor_key, jump_to_next
 
 
 def order_inbox(messages: list[Message]) -> list[Message]:
@@ -148,11 +148,7 @@ class InboxPane(Pane):
         if not unread or self.view != "received":
             self.notify("No unread mail", timeout=2)
             return
-        here = table.cursor_row
-        later = [i for i in unread if (i - here) * step > 0]
-        target = (later[0] if step > 0 else later[-1]) if later else (unread[0] if step > 0 else unread[-1])
-        table.focus()
-        table.move_cursor(row=target)
+        jump_to_next(table, unread, step)
 
     def action_toggle_sent(self) -> None:
         self.view = "sent" if self.view == "received" else "received"

@@ -14,7 +14,7 @@ from ..client.transitions import step
 from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
-from ..tables import cursor_key
+from ..tables import cursor_key, jump_to_next
 
 SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
@@ -126,11 +126,7 @@ class WakePane(Pane):
         if not unread:
             self.notify("Nothing unread", timeout=2)
             return
-        here = table.cursor_row
-        later = [row for row in unread if (row - here) * step > 0]
-        target = (later[0] if step > 0 else later[-1]) if later else (unread[0] if step > 0 else unread[-1])
-        table.focus()
-        table.move_cursor(row=target)
+        jump_to_next(table, unread, step)
 
     def _need(self, *sources: str) -> WakeItem | None:
         item = self.selected()
