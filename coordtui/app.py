@@ -22,7 +22,7 @@ from .alerts import AlertStore, store_path
 from .client import limits
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
-from .client.models import ServerEvent, Task, Wake, WakeItem
+from .client.models import ServerEvent, Task, Wake, WakeItem, counted
 from .client.transitions import allowed_moves
 from .config import Profile
 from .keybar import KeyBar
@@ -314,10 +314,9 @@ class CoordApp(OpsActions, LiveMixin, App):
             self._quit_asked = False
             if yes:
                 self.exit()
-        noun = "edit" if unsent == 1 else "edits"
         verb = "is" if unsent == 1 else "are"
-        self.push_screen(ConfirmScreen(f"{unsent} notebook {noun} typed offline {verb} not on the server yet and "
-                                       f"would be lost. Quit anyway?", "Quit"), answered)
+        self.push_screen(ConfirmScreen(f"{counted(unsent, 'notebook edit')} typed offline {verb} not on the server "
+                                       f"yet and would be lost. Quit anyway?", "Quit"), answered)
 
     def action_leave_input(self) -> None:
         """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""

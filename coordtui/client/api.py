@@ -84,15 +84,20 @@ class CoordClient:
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
 
-    async def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None) -> Any:
-        if params:
-            params = {k: v for k, v in params.items() if v is not None}
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One HTTP exchange: a transport failure is ConnectionFailed; any answer says the server is reachable."""
         try:
-            response = await self.http.request(method, path, json=json, params=params or None)
+            response = await self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach {self.base_url}: {exc.__class__.__name__} {exc}".strip()) from exc
         if self.on_reachable is not None:
             self.on_reachable()
+        return response
+
+    async def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None) -> Any:
+        if params:
+            params = {k: v for k, v in params.items() if v is not None}
+        response = await self._send(method, path, json=json, params=params or None)
         try:
             body = response.json()
         except ValueError:
@@ -287,10 +292,7 @@ class CoordClient:
 
     async def metrics(self, at: float = 0.0) -> MetricsSample:
         """GET /api/metrics (Prometheus text): 404 when the server has none or turned them off."""
-        try:
-            response = await self.http.get("/api/metrics")
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"cannot reach {self.base_url}: {exc.__class__.__name__} {exc}".strip()) from exc
+        response = await self._send("GET", "/api/metrics")
         if response.status_code >= 400:
             try:
                 body = response.json()
