@@ -9,11 +9,11 @@ thread holds one connection, and in the session case one session (as an agent's 
 
 Against a server you run yourself (rate limits off: COORD_RATE_LIMITS=off):
 
-    python bench/mcp.py --url http://127.0.0.1:8420 --token $TOKEN --recipient bob
+    python bench/mcp_calls.py --url http://127.0.0.1:8420 --token $TOKEN --recipient bob
 
 Everything local (coordserver serve on a temporary SQLite database, one process):
 
-    python bench/mcp.py --local --rounds 3 --duration 5
+    python bench/mcp_calls.py --local --rounds 3 --duration 5
 """
 from __future__ import annotations
 
