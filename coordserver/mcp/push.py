@@ -115,7 +115,7 @@ class WakeListeners:
         if session is None:
             raise MCPError(types.INVALID_REQUEST, "resources/subscribe needs a session (initialize first)")
         session.subscriber = subscriber
-        self.by_identity.setdefault(session.identity, set()).add(session)
+        self._listen(session)
 
     def unsubscribe(self, session_id: str | None) -> None:
         session = self.sessions.get(session_id or "")
@@ -151,7 +151,7 @@ class WakeListeners:
         send, receive = anyio.create_memory_object_stream[ResourceUpdated](LISTEN_BUFFER)
         stream = ListenStream(principal, send)
         if honored_uris:
-            self.by_identity.setdefault(stream.identity, set()).add(stream)
+            self._listen(stream)
         self._guard().admit(stream)
         try:
             await ctx.session.send_notification(
@@ -168,12 +168,21 @@ class WakeListeners:
             receive.close()
         return types.SubscriptionsListenResult(_meta=meta)
 
+    def _listen(self, listener) -> None:
+        """A wake listener is an open event stream: its identity stays online while it listens (presence
+        source "sse", as for an SSE stream), however long it stays idle."""
+        listeners = self.by_identity.setdefault(listener.identity, set())
+        if listener not in listeners:
+            listeners.add(listener)
+            self.coord.services.presence.connection_opened(listener.identity, "sse")
+
     def _unlisten(self, listener) -> None:
         listeners = self.by_identity.get(listener.identity)
-        if listeners is not None:
+        if listeners is not None and listener in listeners:
             listeners.discard(listener)
             if not listeners:
                 del self.by_identity[listener.identity]
+            self.coord.services.presence.connection_closed(listener.identity, "sse")
 
     def _guard(self):
         return self.coord.services.tokens_guard

@@ -412,3 +412,32 @@ async def test_notebook_edit_is_merged_into_the_live_document(srv):
         await editor.wait(lambda c: c.value == "hello brave world!?")  # merged as a diff: bob keeps his "?"
     finally:
         await editor.close()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_agent_listening_over_mcp_alone_stays_online(make_server, mode):
+    """A wake listener is an open event stream: its agent is online however long it stays idle, and
+    goes offline the usual five minutes after it stops listening."""
+    from datetime import datetime, timedelta, timezone
+
+    from coordserver.timeutil import FrozenClock
+    clock = FrozenClock(datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc))
+    srv = make_server(clock=clock)
+    identity = f"m{uuid.uuid4().hex[:8]}"
+    _token_id, token = await register(srv.url, identity)
+
+    def online() -> bool:
+        with client(srv, "alice") as alice:
+            return ok(alice.get("/api/presence"))[identity]["online"]
+
+    async with wake_watch(srv.url, token, mode):
+        clock.advance(minutes=30)
+        assert await asyncio.to_thread(online) is True
+    deadline = time.monotonic() + GRACE
+    while srv.coord.services.mcp.has_listener(identity):
+        assert time.monotonic() < deadline, "the listener outlived its connection"
+        await asyncio.sleep(0.02)
+    clock.advance(minutes=4)
+    assert await asyncio.to_thread(online) is True
+    clock.advance(minutes=2)
+    assert await asyncio.to_thread(online) is False
