@@ -300,11 +300,9 @@ class CoordApp(OpsActions, LiveMixin, App):
             self.render_updated()
 
     async def action_quit(self) -> None:
-        """Quitting would drop notebook edits typed offline: ask first (ctrl+q again quits anyway)."""
-        try:
-            unsent = self.pane("notebook").unsent_edits()
-        except NoMatches:
-            unsent = 0
+        """Quitting would drop what was typed and not sent (notebook edits typed offline, an open form's text,
+        chat drafts): ask first, naming it (ctrl+q again quits anyway)."""
+        unsent = self.unsent_work()
         if not unsent or self._quit_asked:
             self.exit()
             return
@@ -314,9 +312,26 @@ class CoordApp(OpsActions, LiveMixin, App):
             self._quit_asked = False
             if yes:
                 self.exit()
-        verb = "is" if unsent == 1 else "are"
-        self.push_screen(ConfirmScreen(f"{counted(unsent, 'notebook edit')} typed offline {verb} not on the server "
+        what = unsent[0] if len(unsent) == 1 else ", ".join(unsent[:-1]) + " and " + unsent[-1]
+        plural = len(unsent) > 1 or not (unsent[0].startswith(("1 ", "the ")))
+        self.push_screen(ConfirmScreen(f"{what[0].upper()}{what[1:]} {'are' if plural else 'is'} not on the server "
                                        f"yet and would be lost. Quit anyway?", "Quit"), answered)
+
+    def unsent_work(self) -> list[str]:
+        """What quitting now would lose, in words ("3 notebook edits typed offline", "the text in the open form")."""
+        lost = []
+        try:
+            edits = self.pane("notebook").unsent_edits()
+            drafts = self.pane("chat").unsent_drafts()
+        except NoMatches:
+            edits = drafts = 0
+        if edits:
+            lost.append(f"{counted(edits, 'notebook edit')} typed offline")
+        if any(isinstance(screen, FormScreen) and screen.typed() for screen in self.screen_stack):
+            lost.append("the text in the open form")
+        if drafts:
+            lost.append(f"{counted(drafts, 'chat draft')}")
+        return lost
 
     def action_leave_input(self) -> None:
         """Escape in a pane's input or editor goes back to its list, so a digit then switches panes."""

@@ -165,6 +165,13 @@ class ChatPane(Pane):
         self.need_messages = True
         self.request_reload()
 
+    def unsent_drafts(self) -> int:
+        """Channels with text typed and not sent (the open channel's input included)."""
+        kept = {channel for channel, text in self.drafts.items() if text.strip()}
+        if self.query_one("#chat-input", Input).value.strip():
+            kept.add(self.current)
+        return len(kept)
+
     def set_current(self, channel_id: str | None) -> None:
         """Each channel keeps its own draft: what was typed for one is never sent to the next one opened."""
         box = self.query_one("#chat-input", Input)

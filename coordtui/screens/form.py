@@ -154,6 +154,16 @@ class FormScreen(ModalScreen[Any]):
         if first is not None and focus:
             first.focus()
 
+    def typed(self) -> bool:
+        """Whether a text field holds something other than what the form opened with (quitting would lose it)."""
+        for field in self.fields:
+            widget = self.query_one(f"#field-{field.name}")
+            if isinstance(widget, (Input, TextArea)):
+                value = widget.text if isinstance(widget, TextArea) else widget.value
+                if value.strip() and value != str(field.default or ""):
+                    return True
+        return False
+
     def values(self) -> dict:
         result = {}
         for field in self.fields:

@@ -111,3 +111,38 @@ async def test_the_urgent_checkbox_reads_on_or_off_without_colour(server):
         sent = [m for m in bob.get("/api/mailboxes/me/messages", params={"limit": 100}).json()["messages"]
                 if m["title"] == "Checkbox check"]
     assert [m["urgent"] for m in sent] == [True]
+
+
+async def test_quitting_with_typed_text_asks_first_and_keeps_it(server):
+    from coordtui.screens.confirm import ConfirmScreen
+
+    def question() -> str:
+        return str(app.screen.query_one("#confirm-question").render())
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_compose(pilot, app)
+        await pilot.press("escape")  # an untouched form loses nothing
+        await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="closed")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="compose form")
+        form = app.screen
+        form.query_one("#field-title").focus()
+        await pilot.press(*"half a thought")
+        app.pane("chat").drafts["some-channel"] = "see you at 5"
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
+        assert question().startswith("The text in the open form and 1 chat draft are not on the server yet")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is form, what="back in the form")
+        assert app.is_running and form.values()["title"] == "half a thought"
+        app.pane("chat").drafts.clear()
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked again")
+        assert question().startswith("The text in the open form is not on the server yet")
+        await pilot.press("ctrl+q")  # twice: quit anyway
+        await wait_for(pilot, lambda: not app.is_running, what="quit anyway")
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
+        await pilot.press("ctrl+q")  # nothing typed: no question
+        await wait_for(pilot, lambda: not app.is_running, what="quit at once")
