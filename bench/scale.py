@@ -113,6 +113,12 @@ class Servers:
             return sum(cpu_seconds(p) or 0.0 for p in self.bare_pids[label])
         return tree_cpu(self.urls[label][1])
 
+    def db_cpu(self) -> float:
+        """CPU of the whole PostgreSQL cluster (postmaster and its backends): what a request costs beyond the
+        server's own processes, on the same cores."""
+        postmaster = int((self.cluster.data / "postmaster.pid").read_text().split()[0])
+        return tree_cpu(postmaster)
+
     def stop(self) -> None:
         for proc in self.procs:
             proc.terminate()
@@ -152,12 +158,15 @@ def run_http_cases(servers: Servers, labels: list[str], args) -> dict:
             url = base + path  # the bare app answers the same paths (without auth or a database)
             env = {"TOKEN": TOKENS[who], "RECIPIENT": "sink"}
             wrk(url, script, env, 2, args.connections, args.threads)
-            before = servers.cpu(label)
+            before, db_before = servers.cpu(label), servers.db_cpu()
             result = wrk(url, script, env, args.duration, args.connections, args.threads)
-            result["server_cpu_us"] = (servers.cpu(label) - before) * 1e6 / (result["rps"] * args.duration)
+            served = result["rps"] * args.duration
+            result["server_cpu_us"] = (servers.cpu(label) - before) * 1e6 / served
+            result["db_cpu_us"] = (servers.db_cpu() - db_before) * 1e6 / served
             results[(case, label)] = result
+            db = f"  PostgreSQL CPU {result['db_cpu_us']:5.0f} us/req" if label.startswith("pg") else ""
             print(f"  {case:<6} {label:<8} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
-                  f"p99 {result['p99_ms']:6.2f} ms  server CPU {result['server_cpu_us']:5.0f} us/req  "
+                  f"p99 {result['p99_ms']:6.2f} ms  server CPU {result['server_cpu_us']:5.0f} us/req{db}  "
                   f"non-2xx {result['non2xx']}", flush=True)
     return results
 
