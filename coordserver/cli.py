@@ -19,7 +19,7 @@ cli.add_typer(token_cli, name="token")
 def _store():
     from .db import Store
     settings = Settings.from_env()
-    store = Store(settings.database_url)
+    store = Store(settings.database_url, prepare=settings.pg_prepare)
     store.open()
     return settings, store
 

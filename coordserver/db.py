@@ -10,6 +10,7 @@ only once the transaction has committed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import queue
@@ -54,9 +55,67 @@ def _placeholders(sql: str, param: str) -> str:
 
 def sql_execute(sql: str, params: tuple | list = ()):
     """Runs fixed SQL written with '?' placeholders on either backend; returns the cursor.
-    For hot paths where building the query with Peewee costs more than running it."""
+    For hot paths where building the query with Peewee costs more than running it. On PostgreSQL the
+    statement is prepared once per connection (see PreparedStatements)."""
     database = current_database()
-    return database.execute_sql(_placeholders(sql, database.param), params)
+    if is_sqlite(database):
+        return database.execute_sql(sql, params)
+    return database.prepared.execute(database, sql, params)
+
+
+class PreparedStatements:
+    """Fixed SQL on PostgreSQL as server-side prepared statements, one set per connection.
+
+    psycopg2 sends every statement as text, so PostgreSQL parses, analyses and plans the send's CTE on
+    every call: about a third of the database's CPU per send (pg_stat_statements, bench/RESULTS.md).
+    `PREPARE` once per connection and `EXECUTE` after; prepared statements belong to the session, not
+    to a transaction, so a unit that rolls back keeps them. A pooler in transaction mode would hand the
+    session to other clients between transactions: `COORD_PG_PREPARE=off` (docs/deploy.md)."""
+
+    LIMIT = 256  # distinct statements per connection (IN-lists of many lengths make more)
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._local = threading.local()
+
+    def execute(self, database: pw.Database, sql: str, params: tuple | list):
+        if not self.enabled:
+            return database.execute_sql(_placeholders(sql, database.param), params)
+        names = self._names(database.connection())
+        name = names.get(sql)
+        if name is None:
+            name = self._prepare(database, names, sql)
+        return database.execute_sql(_execute_sql(name, len(params)), params)
+
+    def _names(self, connection) -> dict[str, str]:
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] is not connection:  # a new connection (reconnected) starts empty
+            held = self._local.held = (connection, {})
+        return held[1]
+
+    def _prepare(self, database: pw.Database, names: dict[str, str], sql: str) -> str:
+        if len(names) >= self.LIMIT:
+            oldest_sql = next(iter(names))
+            database.execute_sql(f"DEALLOCATE {names.pop(oldest_sql)}")
+        name = f"coord_{next(_statement_numbers)}"
+        database.execute_sql(f"PREPARE {name} AS {_numbered(sql)}")
+        names[sql] = name
+        return name
+
+
+_statement_numbers = itertools.count(1)
+
+
+@lru_cache(maxsize=512)
+def _numbered(sql: str) -> str:
+    """'?' placeholders as $1, $2, ... (fixed SQL never has a '?' inside a literal)."""
+    parts = sql.split("?")
+    return "".join(part + (f"${i}" if i < len(parts) else "") for i, part in enumerate(parts, 1))
+
+
+@lru_cache(maxsize=64)
+def _execute_sql(name: str, count: int) -> str:
+    return f"EXECUTE {name}" + (f"({', '.join(['%s'] * count)})" if count else "")
 
 
 def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
@@ -173,11 +232,13 @@ def _settle(job: _Job) -> None:
 class Store:
     """Owns the database connection(s) and the threads that use them."""
 
-    def __init__(self, url: str, clock: Clock | None = None, readers: int | None = None):
+    def __init__(self, url: str, clock: Clock | None = None, readers: int | None = None, prepare: bool = True):
         self.url = url
         self.clock = clock or Clock()
         self.database = open_database(url)
         self.sqlite = is_sqlite(self.database)
+        if not self.sqlite:
+            self.database.prepared = PreparedStatements(prepare)
         self.on_commit: Callable[[int | None, list], None] | None = None
         self.on_events: Callable[[list[str]], None] | None = None  # types of the events a unit committed
         # Called on the event loop for every committed unit: (its function, whether it logged an event
