@@ -11,6 +11,10 @@ from textual.widgets import Button, Label
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+    # A Label is as wide as its text: the question must wrap inside the dialog, never be cut at 80 columns.
+    DEFAULT_CSS = """
+    ConfirmScreen #confirm-question { width: 100%; }
+    """
 
     def __init__(self, question: str, yes: str = "Yes"):
         super().__init__(classes="form-screen")
