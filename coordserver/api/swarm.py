@@ -6,8 +6,9 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import projects, swarm
-from ..schemas.swarm import MoveTask, PageLink, ProjectsQuery, TaskEventsQuery, TasksQuery
-from .common import accepts, body, json_object, query
+from ..schemas.swarm import (MoveTask, NewTask, PageLink, ProjectFields, ProjectsQuery, TaskEventsQuery, TaskFields,
+                             TasksQuery)
+from .common import accepts, body, query
 
 bp = Blueprint("swarm", __name__, url_prefix="/api/swarm")
 
@@ -23,21 +24,23 @@ async def list_projects():
 
 
 @bp.post("/projects")
+@accepts(ProjectFields)
 async def create_project():
     """Create a project (title and color required; leads default to the caller; taggedUsers restricts it)."""
     principal = require_identity()
-    body = await json_object()
+    fields: ProjectFields = await body()
     c = coord()
-    return await c.store.write(projects.create_project, principal, body, c.env_identities)
+    return await c.store.write(projects.create_project, principal, fields.changes(), c.env_identities)
 
 
 @bp.patch("/projects/<id>")
+@accepts(ProjectFields)
 async def update_project(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change project fields; null clears nullable ones."""
     principal = require_identity()
-    body = await json_object()
+    fields: ProjectFields = await body()
     c = coord()
-    return await c.store.write(projects.update_project, principal, id, body, c.env_identities)
+    return await c.store.write(projects.update_project, principal, id, fields.changes(), c.env_identities)
 
 
 @bp.post("/projects/<id>/archive")
@@ -63,21 +66,23 @@ async def list_tasks():
 
 
 @bp.post("/tasks")
+@accepts(NewTask)
 async def create_task():
     """Create a task (status defaults to ready); announced to those who can see its project."""
     principal = require_identity()
-    body = await json_object()
+    fields: NewTask = await body()
     c = coord()
-    return await c.store.write(swarm.create_task, principal, body, c.env_identities)
+    return await c.store.write(swarm.create_task, principal, fields.changes(), c.env_identities)
 
 
 @bp.patch("/tasks/<id>")
+@accepts(TaskFields)
 async def update_task(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change task fields other than status; null clears."""
     principal = require_identity()
-    body = await json_object()
+    fields: TaskFields = await body()
     c = coord()
-    return await c.store.write(swarm.update_task, principal, id, body, c.env_identities)
+    return await c.store.write(swarm.update_task, principal, id, fields.changes(), c.env_identities)
 
 
 @bp.patch("/tasks/<id>/status")

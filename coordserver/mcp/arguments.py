@@ -62,29 +62,6 @@ class ListTasks(Args):
     includeCompleted: bool = False
 
 
-class _TaskFields(Args):
-    projectId: Nullable = UNSET
-    detail: Nullable = UNSET
-    followUp: Nullable = UNSET
-    issueUrl: Nullable = UNSET
-    assigneeUserId: Nullable = UNSET
-    onOrAfterAt: Annotated[str, Meta(description="ISO-8601 time")] | None | UnsetType = UNSET
-    mustBeDoneAfterTaskId: Nullable = UNSET
-    nextTaskId: Nullable = UNSET
-    nextTaskAssigneeUserId: Nullable = UNSET
-    linkedNotebookPages: list[str] | None | UnsetType = UNSET
-
-
-class CreateTask(_TaskFields, kw_only=True):
-    title: str
-    status: Status | UnsetType = UNSET
-
-
-class UpdateTask(_TaskFields, kw_only=True):
-    taskId: TaskId
-    title: str | UnsetType = UNSET
-
-
 class MoveTask(Args):
     taskId: TaskId
     status: Status

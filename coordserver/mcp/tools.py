@@ -124,9 +124,9 @@ TOOLS: list[Tool] = [
          "/api/chat/channels/{channelId}/read", lambda _r, args: f"Channel {args['channelId']} marked read."),
     Tool("list_tasks", "Tasks you can see; complete and closed ones only with includeCompleted or statuses.",
          a.ListTasks, "GET", "/api/swarm/tasks", _count("tasks", "tasks")),
-    Tool("create_task", "Create a task (status defaults to ready).", a.CreateTask, "POST", "/api/swarm/tasks",
+    Tool("create_task", "Create a task (status defaults to ready).", None, "POST", "/api/swarm/tasks",
          _task("Created")),
-    Tool("update_task", "Change a task's fields other than its status; null clears a field.", a.UpdateTask,
+    Tool("update_task", "Change a task's fields other than its status; null clears a field.", None,
          "PATCH", "/api/swarm/tasks/{taskId}", _task("Updated")),
     Tool("move_task", "Move a task to another status by the state table; a refused move names the "
          "statuses allowed from the current one (`allowed`).", a.MoveTask, "PATCH",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from ..domain.swarm import REASON_MAX, STATUSES
+from ..domain.swarm import REASON_MAX, STATUSES, TITLE_MAX
 from .base import Model, Query, required_text
 from .common import Limit, clamp_limit
 
@@ -61,3 +62,59 @@ class PageLink(Model):
 class DisabledQuery(Query):
     """GET /api/swarm/recurring and /api/swarm/workflows: disabled ones only with includeDisabled=true."""
     include_disabled: bool = False
+
+
+Hour = Annotated[int, msgspec.Meta(ge=0, le=23)]
+Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters, not blank")]
+
+
+class ProjectFields(Model):
+    """POST /api/swarm/projects (`title` and `color` required) and PATCH /api/swarm/projects/{id} (only the
+    fields present change; null clears the nullable ones). The shapes are checked here; the rules (color
+    as #rrggbb, known identities, a real time zone, text limits) are domain/projects.py's, for both."""
+    __messages__ = {"workHoursStart": "workHoursStart must be an hour from 0 to 23 (or null)",
+                    "workHoursEnd": "workHoursEnd must be an hour from 0 to 23 (or null)",
+                    "blockingMode": "blockingMode must be true or false",
+                    "taggedUsers": "taggedUsers must be null or an array of at most 100 identities",
+                    "title": "title is required", "color": "color must look like #rrggbb"}
+    title: Title | None | UnsetType = UNSET  # required on create: the domain says so with color
+    color: Annotated[str, msgspec.Meta(description="#rrggbb")] | None | UnsetType = UNSET
+    description: str | None | UnsetType = UNSET
+    website_url: str | None | UnsetType = UNSET
+    onedev_url: str | None | UnsetType = UNSET
+    github_url: str | None | UnsetType = UNSET
+    dokploy_deploy_url: str | None | UnsetType = UNSET
+    project_lead_user_id: str | None | UnsetType = UNSET
+    developer_lead_user_id: str | None | UnsetType = UNSET
+    work_hours_start: Hour | None | UnsetType = UNSET
+    work_hours_end: Hour | None | UnsetType = UNSET
+    work_hours_timezone: Annotated[str, msgspec.Meta(description="IANA time zone")] | None | UnsetType = UNSET
+    blocking_mode: bool | UnsetType = UNSET
+    tagged_users: list[str] | None | UnsetType = UNSET
+
+
+class TaskFields(Model):
+    """PATCH /api/swarm/tasks/{id}: the fields present change, null clears; status moves through
+    PATCH .../status. Shapes here; the rules (visible project, known identities, other tasks you can see,
+    text limits) are domain/swarm.py's."""
+    __messages__ = {"sortKey": "sortKey must be a number", "onOrAfterAt": "onOrAfterAt must be an ISO-8601 timestamp",
+                    "linkedNotebookPages": "linkedNotebookPages must be an array of page ids",
+                    "title": "title is required"}
+    title: Title | None | UnsetType = UNSET  # blank or too long: the domain's rule (required_title)
+    project_id: str | None | UnsetType = UNSET
+    detail: str | None | UnsetType = UNSET
+    follow_up: str | None | UnsetType = UNSET
+    issue_url: str | None | UnsetType = UNSET
+    assignee_user_id: str | None | UnsetType = UNSET
+    next_task_assignee_user_id: str | None | UnsetType = UNSET
+    must_be_done_after_task_id: str | None | UnsetType = UNSET
+    next_task_id: str | None | UnsetType = UNSET
+    on_or_after_at: Annotated[str, msgspec.Meta(description="ISO-8601 time")] | None | UnsetType = UNSET
+    sort_key: float | None | UnsetType = UNSET
+    linked_notebook_pages: list[str] | None | UnsetType = UNSET
+
+
+class NewTask(TaskFields, kw_only=True):
+    """POST /api/swarm/tasks: `title` required; status defaults to ready."""
+    title: Title
+    status: Status | None | UnsetType = UNSET

@@ -149,7 +149,8 @@ def test_every_json_route_refuses_hostile_bodies(hostile_server):
 
 
 # Where each integer field is read; a new integer field fails the test until it is listed here.
-_INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId": ("alice", "/api/mailboxes/bob/messages")}
+_INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId": ("alice", "/api/mailboxes/bob/messages"),
+                   "workHoursStart": ("alice", "/api/swarm/projects"), "workHoursEnd": ("alice", "/api/swarm/projects")}
 
 
 def test_integer_fields_refuse_out_of_range_numbers(hostile_server):
