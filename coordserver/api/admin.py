@@ -6,8 +6,8 @@ from quart import Blueprint
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain import users
-from ..schemas.auth import SetupProfile
-from .common import accepts, body, json_object
+from ..schemas.auth import SetupProfile, UserFields
+from .common import accepts, body
 
 bp = Blueprint("admin", __name__, url_prefix="/api")
 
@@ -28,11 +28,12 @@ async def list_users():
 
 
 @bp.patch("/admin/users/<id>")
+@accepts(UserFields)
 async def update_user(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
     require_admin()
-    body = await json_object()
-    return await coord().store.write(users.admin_update, id, body)
+    fields: UserFields = await body()
+    return await coord().store.write(users.admin_update, id, fields.changes())
 
 
 @bp.get("/admin/user-stats")

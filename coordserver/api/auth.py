@@ -11,8 +11,8 @@ from ..domain import identities
 from ..errors import Invalid
 from ..netcheck import validate_webhook_url
 from ..timeutil import iso
-from ..schemas.auth import CreateInvite, Register, SetWebhook
-from .common import accepts, body, json_object, path_int
+from ..schemas.auth import CreateInvite, Register, SetWebhook, TokenFields
+from .common import accepts, body, path_int
 
 bp = Blueprint("auth", __name__, url_prefix="/api")
 
@@ -74,12 +74,14 @@ async def list_tokens():
 
 
 @bp.patch("/auth/tokens/<rowid:token_id>")
+@accepts(TokenFields)
 async def update_token(token_id: str):
+    """Set a token's backupAgent, staleTriggerHours or label (admin)."""
     require_admin()
-    body = await json_object()
-    changes = {k: body[k] for k in ("backupAgent", "staleTriggerHours", "label") if k in body}
+    number = path_int(token_id)
+    fields: TokenFields = await body()
     c = coord()
-    return await c.store.write(identities.update_token, path_int(token_id), changes, c.env_identities)
+    return await c.store.write(identities.update_token, number, fields.changes(), c.env_identities)
 
 
 @bp.post("/auth/tokens/<rowid:token_id>/revoke")

@@ -6,27 +6,21 @@ from quart import Blueprint, request
 from ..auth import require_identity
 from ..context import coord
 from ..domain import buzz
-from ..errors import Invalid
-from ..schemas.buzz import BuzzEventsQuery
-from .common import accepts, json_object, path_int, query
+from ..schemas.buzz import BuzzEventsQuery, NewWebhook, WebhookFields
+from .common import accepts, body, path_int, query
 
 
 def _config_blueprint(name: str, prefix: str) -> Blueprint:
     bp = Blueprint(name, __name__, url_prefix=prefix)
 
     @bp.post("/webhooks")
+    @accepts(NewWebhook)
     async def create_webhook():
         """Create a buzz webhook config; returns it with its ingestUrl."""
         principal = require_identity()
-        body = await json_object()
-        if not body.get("appName") or not body.get("title"):
-            raise Invalid("appName and title are required")
-        fields = {"appName": buzz.clean_app_name(body.get("appName")), "title": buzz.clean_title(body.get("title")),
-                  "forUsers": buzz.clean_for_users(body.get("forUsers")),
-                  "wakeAgent": buzz.clean_agent(body.get("wakeAgent"), "wakeAgent"),
-                  "notifyAgent": buzz.clean_agent(body.get("notifyAgent"), "notifyAgent")}
+        fields: NewWebhook = await body()
         c = coord()
-        return await c.store.write(buzz.create_webhook, principal.identity, fields, c.settings.base_url,
+        return await c.store.write(buzz.create_webhook, principal.identity, fields.changes(), c.settings.base_url,
                                    c.env_identities)
 
     @bp.get("/webhooks")
@@ -38,15 +32,15 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                                c.settings.base_url)}
 
     @bp.patch("/webhooks/<rowid:id>")
+    @accepts(WebhookFields)
     async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
         """Change a buzz webhook config (owner or admin)."""
         principal = require_identity()
         number = path_int(id)
-        body = await json_object()
-        changes = _changes(body)
+        fields: WebhookFields = await body()
         c = coord()
-        return await c.store.write(buzz.update_webhook, number, principal.identity, principal.is_admin, changes,
-                                   c.settings.base_url, c.env_identities)
+        return await c.store.write(buzz.update_webhook, number, principal.identity, principal.is_admin,
+                                   fields.changes(), c.settings.base_url, c.env_identities)
 
     @bp.delete("/webhooks/<rowid:id>")
     async def delete_webhook(id: str):  # noqa: A002
@@ -64,26 +58,6 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return {"events": await coord().store.read(buzz.list_events, principal.identity, q.app_name, q.limit)}
 
     return bp
-
-
-def _changes(body: dict) -> dict:
-    changes: dict = {}
-    if "title" in body:
-        changes["title"] = buzz.clean_title(body["title"])
-    if "appName" in body:
-        changes["appName"] = buzz.clean_app_name(body["appName"])
-    if "enabled" in body:
-        if not isinstance(body["enabled"], bool):
-            raise Invalid("enabled must be true or false")
-        changes["enabled"] = body["enabled"]
-    if "forUsers" in body:
-        changes["forUsers"] = buzz.clean_for_users(body["forUsers"])
-    for key in ("wakeAgent", "notifyAgent"):
-        if key in body:
-            changes[key] = buzz.clean_agent(body[key], key)
-    if not changes:
-        raise Invalid("No fields to update")
-    return changes
 
 
 broadcast_bp = _config_blueprint("broadcast", "/api/broadcast")

@@ -1,5 +1,5 @@
 """Request parsing shared by every blueprint: the models a view declares (`accepts`), parsed with `body()` and
-`query()` (coordserver/schemas), raw JSON objects for bodies the domain checks field by field, and path ids.
+`query()` (coordserver/schemas), and path ids.
 """
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from quart import current_app, request
 from werkzeug.routing import BaseConverter
 
 from ..errors import Invalid
-from ..schemas import Model, decode_object, from_body, from_query
+from ..schemas import Model, from_body, from_query
 from ..schemas.base import QUERY_INT_MAX
-
 
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
@@ -38,10 +37,6 @@ async def body():
 def query():
     """The current view's declared query model, parsed from the query string."""
     return from_query(_declared("query"), request.args)
-
-
-async def json_object(required: bool = True) -> dict:
-    return decode_object(await request.get_data(), required)
 
 
 def path_int(value: str, what: str = "id") -> int:

@@ -6,8 +6,9 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import recurring
+from ..schemas.recurring import NewTemplate, PreviewSchedule, TemplateFields
 from ..schemas.swarm import DisabledQuery
-from .common import accepts, json_object, query
+from .common import accepts, body, query
 
 bp = Blueprint("recurring", __name__, url_prefix="/api/swarm/recurring")
 
@@ -21,21 +22,24 @@ async def list_templates():
 
 
 @bp.post("")
+@accepts(NewTemplate)
 async def create_template():
     """Create a recurring template (5-field cron in an IANA timezone)."""
     principal = require_identity()
-    body = await json_object()
+    fields: NewTemplate = await body()
     c = coord()
-    return await c.store.write(recurring.create_template, principal.identity, body, c.env_identities)
+    return await c.store.write(recurring.create_template, principal.identity, fields.changes(), c.env_identities)
 
 
 @bp.patch("/<other_than(tick, preview):id>")
+@accepts(TemplateFields)
 async def update_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a recurring template; nextRunAt is recomputed when the schedule changes."""
     principal = require_identity()
-    body = await json_object()
+    fields: TemplateFields = await body()
     c = coord()
-    return await c.store.write(recurring.update_template, id, body, c.env_identities, principal.identity)
+    return await c.store.write(recurring.update_template, id, fields.changes(), c.env_identities,
+                               principal.identity)
 
 
 @bp.delete("/<other_than(tick, preview):id>")
@@ -54,8 +58,9 @@ async def tick():
 
 
 @bp.post("/preview")
+@accepts(PreviewSchedule)
 async def preview():
     """The next runs of a cron expression in a timezone (ours): checks a schedule before it is saved."""
     require_identity()
-    body = await json_object()
-    return await coord().store.read(recurring.preview_runs, body)
+    schedule: PreviewSchedule = await body()
+    return await coord().store.read(recurring.preview_runs, schedule.cron_expr, schedule.timezone, schedule.count)

@@ -7,7 +7,8 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import workflows
 from ..schemas.swarm import DisabledQuery
-from .common import accepts, json_object, query
+from ..schemas.workflows import AttachWorkflow, NewWorkflow, WorkflowFields
+from .common import accepts, body, query
 
 bp = Blueprint("workflows", __name__, url_prefix="/api/swarm")
 
@@ -27,21 +28,25 @@ async def get_workflow(id: str):  # noqa: A002 (the path parameter is named as i
 
 
 @bp.post("/workflows")
+@accepts(NewWorkflow)
 async def create_workflow():
     """Create a workflow (title required); visible like a notebook page."""
     principal = require_identity()
-    body = await json_object()
+    fields: NewWorkflow = await body()
     c = coord()
-    return await c.store.write(workflows.create_workflow, principal, body, c.env_identities, c.env_admins)
+    return await c.store.write(workflows.create_workflow, principal, fields.changes(), c.env_identities,
+                               c.env_admins)
 
 
 @bp.patch("/workflows/<id>")
+@accepts(WorkflowFields)
 async def update_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a workflow (creator or admin); null clears nullable fields."""
     principal = require_identity()
-    body = await json_object()
+    fields: WorkflowFields = await body()
     c = coord()
-    return await c.store.write(workflows.update_workflow, principal, id, body, c.env_identities, c.env_admins)
+    return await c.store.write(workflows.update_workflow, principal, id, fields.changes(), c.env_identities,
+                               c.env_admins)
 
 
 @bp.delete("/workflows/<id>")
@@ -61,11 +66,12 @@ async def task_workflows(id: str):  # noqa: A002 (the path parameter is named as
 
 
 @bp.post("/tasks/<id>/workflows")
+@accepts(AttachWorkflow)
 async def attach_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Attach a workflow to a task (attaching twice returns the first attachment)."""
     principal = require_identity()
-    body = await json_object()
-    return await coord().store.write(workflows.attach, principal, id, body.get("workflowId"))
+    workflow_id = (await body()).workflow_id
+    return await coord().store.write(workflows.attach, principal, id, workflow_id)
 
 
 @bp.delete("/tasks/<id>/workflows/<workflow_id>")

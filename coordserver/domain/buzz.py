@@ -22,6 +22,7 @@ from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..models import BuzzEvent, BuzzWebhook
 from ..timeutil import from_db, iso, to_db
+from .fields import flag
 from .identities import is_known, valid_identity
 
 logger = logging.getLogger("coord")
@@ -29,6 +30,7 @@ logger = logging.getLogger("coord")
 APP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEDUP_WINDOW = timedelta(seconds=300)
 INGEST_WINDOW = timedelta(seconds=60)
+APP_NAME_MAX = 50
 TITLE_MAX = 255
 FOR_USERS_MAX = 255
 
@@ -54,14 +56,14 @@ def event_json(event: BuzzEvent) -> dict:
             "suppressed": event.suppressed}
 
 
-# --- field validation (pure: called by the API before any unit runs) -------------------------
+# --- field validation ------------------------------------------------------------------------
 
 def clean_app_name(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("appName and title are required")
     value = value.strip()
-    if len(value) > 50:
-        raise Invalid("appName is longer than 50 characters")
+    if len(value) > APP_NAME_MAX:
+        raise Invalid(f"appName is longer than {APP_NAME_MAX} characters")
     if not APP_NAME_RE.match(value):
         raise Invalid("appName may contain only letters, digits, '.', '_' and '-' (it is part of the ingest URL)")
     return value
@@ -122,9 +124,25 @@ def _require_known(agent: str | None, key: str, env_identities: frozenset[str]) 
 
 # --- webhook configs -------------------------------------------------------------------------
 
-def create_webhook(owner: str, fields: dict, base_url: str, env_identities: frozenset[str]) -> dict:
+_CLEANERS = {"appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
+             "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
+             "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
+             "enabled": lambda value: flag(value, "enabled")}
+
+
+def _cleaned(body: dict, env_identities: frozenset[str]) -> dict:
+    """The config fields present in `body` (wire names), checked and normalised; agents must be known."""
+    fields = {key: clean(body[key]) for key, clean in _CLEANERS.items() if key in body}
     for key in ("wakeAgent", "notifyAgent"):
         _require_known(fields.get(key), key, env_identities)
+    return fields
+
+
+def create_webhook(owner: str, body: dict, base_url: str, env_identities: frozenset[str]) -> dict:
+    """`appName` and `title` required; `forUsers`, `wakeAgent`, `notifyAgent` optional. Starts enabled."""
+    if not body.get("appName") or not body.get("title"):
+        raise Invalid("appName and title are required")
+    fields = _cleaned({key: value for key, value in body.items() if key != "enabled"}, env_identities)
     webhook = BuzzWebhook.create(
         app_name=fields["appName"], token=secrets.token_hex(7), title=fields["title"], owner=owner,
         for_users=fields.get("forUsers"), wake_agent=fields.get("wakeAgent"), notify_agent=fields.get("notifyAgent"),
@@ -152,12 +170,13 @@ _COLUMNS = {"title": "title", "appName": "app_name", "enabled": "enabled", "forU
             "wakeAgent": "wake_agent", "notifyAgent": "notify_agent"}
 
 
-def update_webhook(webhook_id: int, identity: str, is_admin: bool, changes: dict, base_url: str,
+def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: dict, base_url: str,
                    env_identities: frozenset[str]) -> dict:
+    """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent (null clears the last three)."""
+    changes = _cleaned(body, env_identities)
+    if not changes:
+        raise Invalid("No fields to update")
     webhook = _owned_webhook(webhook_id, identity, is_admin)
-    for key in ("wakeAgent", "notifyAgent"):
-        if key in changes:
-            _require_known(changes[key], key, env_identities)
     for key, value in changes.items():
         setattr(webhook, _COLUMNS[key], value)
     webhook.save()

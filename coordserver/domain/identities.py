@@ -19,6 +19,8 @@ REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be re
 ROTATE_NOTICE = "The previous token is revoked. Store the new token now: it is shown only once."
 REVOCATION_EVENT = "token_revoked"
 REVOCATION_REASONS = ("revoked", "rotated", "archived")
+LABEL_MAX = 100  # a token's label
+STALE_HOURS_MAX = 2**31 - 1  # what the column holds
 
 
 def valid_identity(value: object) -> str:
@@ -28,6 +30,12 @@ def valid_identity(value: object) -> str:
     if len(identity) > 50 or not IDENTITY_RE.match(identity):
         raise Invalid("identity must match ^[a-z][a-z0-9_-]*$ and be at most 50 characters")
     return identity
+
+
+def optional_label(value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or len(value) > LABEL_MAX):
+        raise Invalid(f"label must be a string of at most {LABEL_MAX} characters")
+    return value
 
 
 # --- known identities ------------------------------------------------------------------------
@@ -222,14 +230,11 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
         token.backup_agent = agent
     if "staleTriggerHours" in changes:
         hours = changes["staleTriggerHours"]
-        if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= 2**31 - 1:
+        if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= STALE_HOURS_MAX:
             raise Invalid("staleTriggerHours must be an integer of at least 1")
         token.stale_trigger_hours = hours
     if "label" in changes:
-        label = changes["label"]
-        if label is not None and (not isinstance(label, str) or len(label) > 100):
-            raise Invalid("label must be a string of at most 100 characters")
-        token.label = label
+        token.label = optional_label(changes["label"])
     token.save()
     return token_json(token, _webhook_of(token.identity))
 
@@ -266,8 +271,7 @@ def register(code: object, identity: object, label: object, display_name: object
     if not isinstance(code, str) or not code.strip():
         raise Invalid("code is required")
     identity = valid_identity(identity)
-    if label is not None and (not isinstance(label, str) or len(label) > 100):
-        raise Invalid("label must be a string of at most 100 characters")
+    optional_label(label)
     if display_name is not None and (not isinstance(display_name, str) or len(display_name) > 100):
         raise Invalid("displayName must be a string of at most 100 characters")
     # Claim a use atomically: of two racing registrations on a one-use invite, one wins.

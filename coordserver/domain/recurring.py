@@ -32,6 +32,7 @@ from ..errors import Invalid, NotFound
 from ..models import RecurringTemplate, database_proxy
 from ..timeutil import from_db, iso, to_db
 from . import swarm
+from .fields import flag
 
 log = logging.getLogger("coord.recurring")
 
@@ -160,9 +161,7 @@ def _template_columns(body: dict, env_identities: frozenset[str], caller: str) -
             raise Invalid("cronExpr is required")
         columns["cron_expr"] = " ".join(body["cronExpr"].split())
     if "enabled" in body:
-        if not isinstance(body["enabled"], bool):
-            raise Invalid("enabled must be true or false")
-        columns["enabled"] = body["enabled"]
+        columns["enabled"] = flag(body["enabled"], "enabled")
     return columns
 
 
@@ -178,14 +177,12 @@ def _schedule_from(cron_expr: str, tz_name: str) -> datetime:
 PREVIEW_MAX = 10
 
 
-def preview_runs(body: dict) -> dict:
-    """The next `count` instants (default 3) of a cron expression in a timezone, as a template would run;
-    the same checks as create, so a client can show a schedule's errors before saving it."""
-    cron_expr = body.get("cronExpr")
+def preview_runs(cron_expr: str, tz_name: str | None, count: int = 3) -> dict:
+    """The next `count` instants of a cron expression in a timezone (default America/Chicago), as a template
+    would run; the same checks as create, so a client can show a schedule's errors before saving it."""
     if not isinstance(cron_expr, str) or not cron_expr.strip():
         raise Invalid("cronExpr is required")
-    tz_name = swarm.valid_timezone(body.get("timezone") or swarm.DEFAULT_TIMEZONE, "timezone")
-    count = body.get("count", 3)
+    tz_name = swarm.valid_timezone(tz_name or swarm.DEFAULT_TIMEZONE, "timezone")
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= PREVIEW_MAX:
         raise Invalid(f"count must be an integer from 1 to {PREVIEW_MAX}")
     schedule = parse_schedule(" ".join(cron_expr.split()), tz_name)

@@ -16,6 +16,7 @@ from ..errors import Invalid, NotFound
 from ..models import Message, Task, Token, User, WebhookConfig
 from ..timeutil import iso, parse_iso, to_db
 from . import identities
+from .fields import flag, optional_http_url
 
 DISPLAY_NAME_MAX = 100
 AVATAR_URL_MAX = 500
@@ -39,20 +40,6 @@ def admin_list() -> list[dict]:
     return [identities.user_json(u) for u in User.select().order_by(User.id)]
 
 
-def _flag(body: dict, key: str) -> bool:
-    if not isinstance(body[key], bool):
-        raise Invalid(f"{key} must be true or false")
-    return body[key]
-
-
-def _avatar_url(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > AVATAR_URL_MAX or not value.lower().startswith(("http://", "https://")):
-        raise Invalid(f"avatarUrl must be an http or https URL of at most {AVATAR_URL_MAX} characters, or null")
-    return value
-
-
 def _archived_at(value: object) -> datetime | None:
     if value is None:
         return None
@@ -67,11 +54,11 @@ def _columns(body: dict) -> dict[str, Any]:
     if "displayName" in body:
         columns["display_name"] = display_name(body["displayName"])
     if "isAdmin" in body:
-        columns["is_admin"] = _flag(body, "isAdmin")
+        columns["is_admin"] = flag(body["isAdmin"], "isAdmin")
     if "isAgent" in body:
-        columns["is_agent"] = _flag(body, "isAgent")
+        columns["is_agent"] = flag(body["isAgent"], "isAgent")
     if "avatarUrl" in body:
-        columns["avatar_url"] = _avatar_url(body["avatarUrl"])
+        columns["avatar_url"] = optional_http_url(body["avatarUrl"], "avatarUrl", AVATAR_URL_MAX, ", or null")
     if "archivedAt" in body:
         columns["archived_at"] = to_db(_archived_at(body["archivedAt"]))
     return columns

@@ -15,6 +15,7 @@ from ..models import Task, TaskWorkflow, Workflow
 from ..principal import Principal
 from ..timeutil import iso, to_db
 from . import swarm
+from .fields import flag, optional_http_url
 from .projects import tagged_users
 from .visibility import audience, can_see, is_owner
 
@@ -44,14 +45,6 @@ def _title(value: object) -> str:
     return value.strip()
 
 
-def _document_url(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > URL_MAX or not value.lower().startswith(("http://", "https://")):
-        raise Invalid(f"documentUrl must be an http or https URL of at most {URL_MAX} characters")
-    return value
-
-
 def _columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
     """Validated columns for the fields present in the body."""
     columns: dict[str, Any] = {}
@@ -60,13 +53,11 @@ def _columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
     if "description" in body:
         columns["description"] = swarm.optional_text(body["description"], "description", TEXT_MAX)
     if "documentUrl" in body:
-        columns["document_url"] = _document_url(body["documentUrl"])
+        columns["document_url"] = optional_http_url(body["documentUrl"], "documentUrl", URL_MAX)
     if "document" in body:
         columns["document"] = body["document"]
     if "enabled" in body:
-        if not isinstance(body["enabled"], bool):
-            raise Invalid("enabled must be true or false")
-        columns["enabled"] = body["enabled"]
+        columns["enabled"] = flag(body["enabled"], "enabled")
     if "taggedUsers" in body:
         columns["tagged_users"] = tagged_users(body["taggedUsers"], env_identities)
     for key, column in (("expiresAt", "expires_at"), ("reviewAt", "review_at")):

@@ -1,26 +1,31 @@
 """A tool's arguments: their JSON Schema (inputSchema) and how they become the route's request.
 
-A route that declares its models (`@accepts(Body, query=Query)`, coordserver/schemas) gives the tool its
-schema: the path parameters (typed in arguments.PATH), the query model's fields and the body model's
-fields, by their wire names. Query arguments are written as a REST client writes them (true/false, lists
-comma-separated) and checked here with the route's own parse of its query model, the body goes to the route
-as given and the route parses it with its body model: a refusal reads exactly as it does over REST. A route without declared models yet uses
-the tool's own model from arguments.py.
+A tool's schema is its route's: the path parameters (typed in PATH below), the fields of the query model
+and the body model the route declares (`@accepts(Body, query=Query)`, coordserver/schemas), by their wire
+names; a route that takes no query or body (pending, mark-read, presence) has only its path parameters.
+Query arguments are written as a REST client writes them (true/false, lists comma-separated) and checked
+here with the route's own parse of its query model; the body goes to the route as given and the route parses
+it with its body model: a refusal reads exactly as it does over REST.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from ..errors import Invalid
-from ..schemas import from_query
-from ..schemas.base import wire_names
-from . import arguments
+from ..schemas import Model, convert, from_query
+from ..schemas.base import RowId, wire_names
 
+# The type of each path parameter, by the name the tools' paths give it.
+PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")],
+        "recipient": Annotated[str, msgspec.Meta(description="The identity to write to")],
+        "channelId": Annotated[str, msgspec.Meta(description="A chat channel id (uuid)")],
+        "taskId": Annotated[str, msgspec.Meta(description="A task id (uuid)")],
+        "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 
@@ -32,17 +37,16 @@ class Refused(Exception):
 class Shape:
     path: str  # the route's path template, {name} for each parameter
     view: Any  # the Quart view function of the route
-    own: type | None  # the tool's own model, for a route that declares none
     fixed: tuple[str, ...]  # body fields the tool sets itself
 
     @cached_property
     def declared(self) -> dict:
-        return {} if self.own is not None else getattr(self.view, "__schema__", {}) or {}
+        return getattr(self.view, "__schema__", {}) or {}
 
     @cached_property
     def path_model(self) -> type:
-        fields = [(name, arguments.PATH[name]) for name in _PATH_PARAM.findall(self.path)]
-        return msgspec.defstruct("Path", fields, kw_only=True)
+        fields = [(name, PATH[name]) for name in _PATH_PARAM.findall(self.path)]
+        return msgspec.defstruct("Path", fields, bases=(Model,), kw_only=True)
 
     @cached_property
     def query_model(self) -> type | None:
@@ -53,8 +57,6 @@ class Shape:
         return self.declared.get("body")
 
     def input_schema(self) -> dict:
-        if self.own is not None:
-            return object_schema(self.own)
         models = [m for m in (self.path_model, self.query_model, self.body_model) if m is not None]
         _refs, components = msgspec.json.schema_components(models, ref_template="#/$defs/{name}")
         properties: dict[str, Any] = {}
@@ -71,8 +73,6 @@ class Shape:
 
     def request(self, method: str, given: dict) -> tuple[str, dict[str, str], dict | None]:
         """Arguments -> (path, query, body) of the route. Raises Refused."""
-        if self.own is not None:
-            return self._own_request(method, given)
         path_names = set(self.path_model.__struct_fields__)
         query_names = wire_names(self.query_model) if self.query_model else frozenset()
         body_names = wire_names(self.body_model) - set(self.fixed) if self.body_model else frozenset()
@@ -91,22 +91,11 @@ class Shape:
         body = {k: v for k, v in given.items() if k in body_names}
         return path, query, body
 
-    def _own_request(self, method: str, given: dict) -> tuple[str, dict[str, str], dict | None]:
-        try:
-            values = msgspec.to_builtins(msgspec.convert(given, self.own))
-        except msgspec.ValidationError as error:
-            raise Refused(f"Invalid arguments: {error}") from None
-        names = _PATH_PARAM.findall(self.path)
-        path = self._path({name: values.pop(name) for name in names})
-        if method in ("GET", "DELETE"):
-            return path, {k: _query_value(v) for k, v in values.items()}, None
-        return path, {}, values
-
     def _path(self, values: dict) -> str:
         try:
-            typed = msgspec.to_builtins(msgspec.convert(values, self.path_model))
-        except msgspec.ValidationError as error:
-            raise Refused(f"Invalid arguments: {error}") from None
+            typed = msgspec.to_builtins(convert(self.path_model, values))
+        except Invalid as error:  # `taskId is required`, `id must be an integer`
+            raise Refused(error.message) from None
         path = self.path
         for name, value in typed.items():
             text = str(value)
@@ -122,14 +111,3 @@ def _query_value(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
-
-
-def object_schema(model: type) -> dict:
-    """The JSON Schema of a Struct, as an inline object schema (MCP wants `"type": "object"` at the top)."""
-    schema = msgspec.json.schema(model)
-    defs = schema.pop("$defs", {})
-    top = dict(defs.pop(model.__name__))
-    top.pop("title", None)
-    if defs:
-        top["$defs"] = defs
-    return top

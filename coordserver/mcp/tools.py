@@ -10,7 +10,6 @@ from typing import Any, Callable
 
 import mcp_types as types
 
-from . import arguments as a
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape
 
@@ -58,7 +57,6 @@ def _doctor(result: dict, _args: dict) -> str:
 class Tool:
     name: str
     description: str
-    args: type[a.Args] | None  # the tool's own model, while its route declares none (arguments.py)
     method: str
     path: str
     summary: Callable[[Any, dict], str]
@@ -75,12 +73,7 @@ class Catalog:
         for tool in TOOLS:
             sample = _SAMPLE.sub(lambda m: "1" if m[1] == "id" else "x", tool.path)
             endpoint, _values = adapter.match(sample, method=tool.method)
-            view = app.view_functions[endpoint]
-            declared = getattr(view, "__schema__", None)
-            own = None if declared and (declared.get("body") or declared.get("query")) else tool.args
-            if own is None and not declared:
-                raise RuntimeError(f"MCP tool {tool.name}: its route declares no models and it has none")
-            self.shapes[tool.name] = Shape(tool.path, view, own, tuple(tool.fixed))
+            self.shapes[tool.name] = Shape(tool.path, app.view_functions[endpoint], tuple(tool.fixed))
         self.tools = tuple(types.Tool(
             name=t.name, description=t.description, input_schema=self.shapes[t.name].input_schema(),
             annotations=types.ToolAnnotations(read_only_hint=t.method == "GET")) for t in TOOLS)
@@ -97,62 +90,62 @@ class Catalog:
 
 TOOLS: list[Tool] = [
     Tool("wake", "What is waiting for you, most urgent first (the wake list). Buzz items returned are "
-         "marked delivered.", None, "GET", "/api/wake", _wake),
-    Tool("send_message", "Send a mailbox message to an identity.", None, "POST",
+         "marked delivered.", "GET", "/api/wake", _wake),
+    Tool("send_message", "Send a mailbox message to an identity.", "POST",
          "/api/mailboxes/{recipient}/messages", lambda m, _: f"Sent message {m['id']} to {m['recipient']}."),
-    Tool("list_inbox", "Your received messages: unread ones urgent first, then oldest first.", None,
+    Tool("list_inbox", "Your received messages: unread ones urgent first, then oldest first.",
          "GET", "/api/mailboxes/me/messages", _inbox),
-    Tool("search_messages", "Full-text search over your received messages, newest first.", None,
+    Tool("search_messages", "Full-text search over your received messages, newest first.",
          "GET", "/api/mailboxes/me/messages/search", _count("messages", "messages match")),
-    Tool("ack_messages", "Mark received messages read.", None, "POST", "/api/mailboxes/me/messages/ack",
+    Tool("ack_messages", "Mark received messages read.", "POST", "/api/mailboxes/me/messages/ack",
          _ack),
-    Tool("reply", "Reply to a message you received (goes to its sender, in its thread).", None, "POST",
+    Tool("reply", "Reply to a message you received (goes to its sender, in its thread).", "POST",
          "/api/mailboxes/me/messages/{id}/reply",
          lambda m, _: f"Replied to message {m['replyToMessageId']} (message {m['id']} to {m['recipient']})."),
     Tool("set_pending", "Mark a message you received as awaiting your answer (it stays in your wake).",
-         a.MessageRef, "POST", "/api/mailboxes/me/messages/{id}/pending",
+         "POST", "/api/mailboxes/me/messages/{id}/pending",
          lambda m, _: f"Message {m['id']} is pending your reply."),
-    Tool("clear_pending", "Clear the pending mark of a message you received.", a.MessageRef, "DELETE",
+    Tool("clear_pending", "Clear the pending mark of a message you received.", "DELETE",
          "/api/mailboxes/me/messages/{id}/pending", lambda m, _: f"Message {m['id']} is no longer pending."),
-    Tool("chat_channels", "Your chat channels, latest activity first, with unread counts.", a.ChatChannels,
+    Tool("chat_channels", "Your chat channels, latest activity first, with unread counts.",
          "GET", "/api/chat/channels", _channels),
-    Tool("chat_read", "Messages of a chat channel, oldest first. Does not mark the channel read.", a.ChatRead,
+    Tool("chat_read", "Messages of a chat channel, oldest first. Does not mark the channel read.",
          "GET", "/api/chat/channels/{channelId}/messages", _count("messages", "messages")),
-    Tool("chat_send", "Post a message to a chat channel you belong to.", a.ChatSend, "POST",
+    Tool("chat_send", "Post a message to a chat channel you belong to.", "POST",
          "/api/chat/channels/{channelId}/messages", lambda m, _: f"Posted message {m['id']}."),
-    Tool("chat_mark_read", "Mark a chat channel read up to its latest message.", a.ChannelRef, "POST",
+    Tool("chat_mark_read", "Mark a chat channel read up to its latest message.", "POST",
          "/api/chat/channels/{channelId}/read", lambda _r, args: f"Channel {args['channelId']} marked read."),
     Tool("list_tasks", "Tasks you can see; complete and closed ones only with includeCompleted or statuses.",
-         a.ListTasks, "GET", "/api/swarm/tasks", _count("tasks", "tasks")),
-    Tool("create_task", "Create a task (status defaults to ready).", None, "POST", "/api/swarm/tasks",
+         "GET", "/api/swarm/tasks", _count("tasks", "tasks")),
+    Tool("create_task", "Create a task (status defaults to ready).", "POST", "/api/swarm/tasks",
          _task("Created")),
-    Tool("update_task", "Change a task's fields other than its status; null clears a field.", None,
+    Tool("update_task", "Change a task's fields other than its status; null clears a field.",
          "PATCH", "/api/swarm/tasks/{taskId}", _task("Updated")),
     Tool("move_task", "Move a task to another status by the state table; a refused move names the "
-         "statuses allowed from the current one (`allowed`).", a.MoveTask, "PATCH",
+         "statuses allowed from the current one (`allowed`).", "PATCH",
          "/api/swarm/tasks/{taskId}/status", _task("Moved")),
     Tool("claim_task", "Start a ready task: an unassigned one becomes yours (of racing claims exactly one "
-         "wins).", a.TaskRef, "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
+         "wins).", "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
          fixed={"status": "in_progress"}),
-    Tool("list_projects", "Projects you can see, by title.", a.ListProjects, "GET", "/api/swarm/projects",
+    Tool("list_projects", "Projects you can see, by title.", "GET", "/api/swarm/projects",
          _count("projects", "projects")),
     Tool("task_workflows", "The workflows (procedures) attached to a task: follow an enabled, unexpired one.",
-         a.TaskRef, "GET", "/api/swarm/tasks/{taskId}/workflows", _count("workflows", "workflows")),
+         "GET", "/api/swarm/tasks/{taskId}/workflows", _count("workflows", "workflows")),
     Tool("notebook_search", "Notebook pages you can see, most recently updated first (without content).",
-         a.NotebookSearch, "GET", "/api/notebook", _count("pages", "pages")),
+         "GET", "/api/notebook", _count("pages", "pages")),
     Tool("notebook_read", "A notebook page with its content (the live text while someone edits it).",
-         a.PageRef, "GET", "/api/notebook/{pageId}",
+         "GET", "/api/notebook/{pageId}",
          lambda r, _: f"Page '{r['page']['title']}' ({len(r['page']['content'] or '')} characters)."),
     Tool("notebook_edit", "Change a notebook page; new content is merged into the live document like a "
-         "REST PATCH, so editors keep their own edits.", a.NotebookEdit, "PATCH", "/api/notebook/{pageId}",
+         "REST PATCH, so editors keep their own edits.", "PATCH", "/api/notebook/{pageId}",
          lambda r, _: f"Saved page '{r['page']['title']}'."),
-    Tool("directory", "Directory entries (links) you can see, newest first.", a.Directory, "GET",
+    Tool("directory", "Directory entries (links) you can see, newest first.", "GET",
          "/api/directory", _count("entries", "entries"), wrap="entries"),
-    Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.", a.BuzzEvents,
+    Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.",
          "GET", "/api/broadcast/events", _count("events", "events")),
-    Tool("presence", "Who is online, with unread and active-task counts.", a.NoArgs, "GET", "/api/presence",
+    Tool("presence", "Who is online, with unread and active-task counts.", "GET", "/api/presence",
          _presence),
-    Tool("doctor", "Checks of your setup: token, identity, stream, webhooks, pending replies.", a.NoArgs, "GET",
+    Tool("doctor", "Checks of your setup: token, identity, stream, webhooks, pending replies.", "GET",
          "/api/doctor", _doctor),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -1,8 +1,25 @@
-"""Buzz request models (API.md §8). Webhook config bodies are checked by domain/buzz.py's clean_* rules."""
+"""Buzz request models (API.md §8). Shapes here; the rules (appName as a URL segment, text limits, valid and
+known identities) are domain/buzz.py's, for create and PATCH alike."""
 from __future__ import annotations
 
-from .base import Query
+from typing import Annotated
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..domain.buzz import APP_NAME_MAX, FOR_USERS_MAX, TITLE_MAX
+from .base import Model, Query
 from .common import Limit, clamp_limit
+
+_REQUIRED = "appName and title are required"
+_FOR_USERS = "forUsers must be a comma-separated string or an array of identities"
+AppName = Annotated[str, msgspec.Meta(description=f"letters, digits, '.', '_', '-'; at most {APP_NAME_MAX} "
+                                                  "characters (part of the ingest URL)")]
+Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters")]
+ForUsers = Annotated[str | list[str], msgspec.Meta(
+    description=f"identities the events are for: \"alice,bob\" or [\"alice\", \"bob\"] (at most {FOR_USERS_MAX} "
+                "characters joined); null for everyone")]
+Agent = Annotated[str, msgspec.Meta(description="a known identity, or null")]
 
 
 class BuzzEventsQuery(Query):
@@ -13,3 +30,26 @@ class BuzzEventsQuery(Query):
     def __post_init__(self) -> None:
         self.app_name = self.app_name or None
         self.limit = clamp_limit(self.limit)
+
+
+class _Routing(Model):
+    """Who a webhook's events are for, and which agents they wake or notify."""
+    __messages__ = {"forUsers": _FOR_USERS, "wakeAgent": "wakeAgent must be an identity",
+                    "notifyAgent": "notifyAgent must be an identity"}
+    for_users: ForUsers | None | UnsetType = UNSET
+    wake_agent: Agent | None | UnsetType = UNSET
+    notify_agent: Agent | None | UnsetType = UNSET
+
+
+class NewWebhook(_Routing, kw_only=True):
+    """POST /api/buzz/webhooks and /api/broadcast/webhooks: `appName` and `title` required."""
+    __messages__ = {**_Routing.__messages__, "appName": _REQUIRED, "title": _REQUIRED}
+    app_name: AppName
+    title: Title
+
+
+class WebhookFields(_Routing):
+    """PATCH /api/buzz/webhooks/{id} and /api/broadcast/webhooks/{id} (owner or admin): at least one field."""
+    app_name: AppName | UnsetType = UNSET
+    title: Title | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET

@@ -44,7 +44,7 @@ class CreateChannel(Model):
 class ChatPost(Model):
     """POST /api/chat/channels/{id}/messages. The body is trimmed; longer than the limit is refused."""
     __messages__ = {"body": "body required"}
-    body: str | None = None
+    body: Annotated[str, msgspec.Meta(description=f"not blank, at most {BODY_MAX} characters")]
 
     def __post_init__(self) -> None:
         required_text(self, "body", "body")

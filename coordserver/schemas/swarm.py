@@ -23,9 +23,9 @@ class ProjectsQuery(Query):
 
 class TasksQuery(Query):
     """GET /api/swarm/tasks: `statuses=a,b` (or its alias `status`), `assignee=me` for the caller."""
-    statuses: str | None = None
-    status: str | None = None
-    assignee: str | None = None
+    statuses: Annotated[str, msgspec.Meta(description="comma-separated: " + ",".join(STATUSES))] | None = None
+    status: Annotated[str, msgspec.Meta(description="an alias of statuses")] | None = None
+    assignee: Annotated[str, msgspec.Meta(description='an identity, or "me" for the caller')] | None = None
     project_id: str | None = None
     include_completed: bool = False
 
@@ -40,13 +40,14 @@ class TaskEventsQuery(Query):
 
 class MoveTask(Model):
     """PATCH /api/swarm/tasks/{id}/status: a move by the state table (claims are atomic)."""
-    __messages__ = {"reason": f"reason must be a string of at most {REASON_MAX} characters"}
-    status: Status | None = None
+    __messages__ = {"reason": f"reason must be a string of at most {REASON_MAX} characters",
+                    "status": "status required"}
+    status: Status
     reason: Annotated[str, msgspec.Meta(max_length=REASON_MAX)] | None = None
     assignee_user_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.status is None or self.status == "":
+        if self.status == "":
             raise ValueError("status required")
 
 

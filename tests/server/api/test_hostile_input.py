@@ -150,7 +150,9 @@ def test_every_json_route_refuses_hostile_bodies(hostile_server):
 
 # Where each integer field is read; a new integer field fails the test until it is listed here.
 _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId": ("alice", "/api/mailboxes/bob/messages"),
-                   "workHoursStart": ("alice", "/api/swarm/projects"), "workHoursEnd": ("alice", "/api/swarm/projects")}
+                   "workHoursStart": ("alice", "/api/swarm/projects"), "workHoursEnd": ("alice", "/api/swarm/projects"),
+                   "count": ("alice", "/api/swarm/recurring/preview"),
+                   "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}")}
 
 
 def test_integer_fields_refuse_out_of_range_numbers(hostile_server):
@@ -162,7 +164,8 @@ def test_integer_fields_refuse_out_of_range_numbers(hostile_server):
     for value in ("1e400", "NaN", "-Infinity", "1" + "0" * 30, "-" + "9" * 25, "2147483648", "1.5e300"):
         for field, (who, path) in _INTEGER_ROUTES.items():
             raw = f'{{"title":"t","{field}":{value}}}'.encode()
-            _refused(callers[who].post(path, content=raw, headers=_JSON), (field, value))
+            method, _, path = path.rpartition(" ")
+            _refused(callers[who].request(method or "POST", path, content=raw, headers=_JSON), (field, value))
     assert _snapshot(srv) == before
 
 

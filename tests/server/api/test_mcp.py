@@ -177,11 +177,12 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "move_task": {"taskId": queued["id"], "status": "complete"},
         "claim_task": {"taskId": theirs["id"]},
         "task_workflows": {"taskId": MISSING},
+        "list_tasks": {"statuses": ["done"]},  # the route's query model takes them; its rule refuses "done"
         "notebook_read": {"pageId": MISSING},
         "notebook_edit": {"pageId": MISSING, "title": "x"},
     }
     argument_refusals = {  # the arguments do not fit the tool's model
-        "wake": {"includeOffHours": "yes"}, "chat_channels": {"archived": "maybe"}, "list_tasks": {"statuses": ["done"]},
+        "wake": {"includeOffHours": "yes"}, "chat_channels": {"archived": "maybe"},
         "list_projects": {"includeArchived": "no"}, "notebook_search": {"limit": 0}, "directory": {"offset": -1},
         "buzz_events": {"limit": "ten"}, "presence": {"who": "me"}, "doctor": {"verbose": True},
     }
@@ -201,6 +202,13 @@ async def test_every_tool_is_refused_with_our_error(srv):
         refused(await s.call_tool("send_message", {"recipient": "nobody", "title": "x"}), "Invalid recipient mailbox")
         refused(await s.call_tool("no_such_tool", {}), "Unknown tool 'no_such_tool'. tools/list names them.")
         refused(await s.call_tool("notebook_read", {"pageId": "../../api/presence"}))
+        # A tool is described by its route's models and path parameters: the same words as the route's own 400s.
+        refused(await s.call_tool("set_pending", {"id": "seven"}), "id must be an integer")
+        refused(await s.call_tool("chat_mark_read", {}), "channelId is required")
+        refused(await s.call_tool("task_workflows", {"taskId": MISSING, "limit": 5}), "Unknown argument(s): limit")
+        refused(await s.call_tool("claim_task", {"taskId": MISSING, "status": "closed"}), "Unknown argument(s): status")
+        refused(await s.call_tool("chat_read", {"channelId": MISSING, "before": 0}), "Invalid before")
+        refused(await s.call_tool("notebook_search", {"limit": 0}), "limit must be at least 1")
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -1,0 +1,52 @@
+"""Recurring task template request models (API.md §7). Shapes here; the rules (a 5-field cron that fires, a
+real time zone, a known assignee, a project the caller sees, text limits) are domain/recurring.py's."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..domain.recurring import PREVIEW_MAX
+from ..domain.swarm import DEFAULT_TIMEZONE
+from .base import Model, required_text
+from .swarm import Status, Title
+
+_REQUIRED = "title and cronExpr are required"
+_TIMEZONE = "timezone must be an IANA timezone name such as America/Chicago"
+CronExpr = Annotated[str, msgspec.Meta(description="5 fields: minute hour day-of-month month day-of-week")]
+TimeZone = Annotated[str, msgspec.Meta(description=f"IANA time zone (default {DEFAULT_TIMEZONE})")]
+
+
+class TemplateFields(Model):
+    """PATCH /api/swarm/recurring/{id}: only the fields present change; nextRunAt is recomputed when the
+    schedule (cronExpr, timezone, enabled) changes. null clears detail, projectId and assigneeUserId."""
+    __messages__ = {"timezone": _TIMEZONE}
+    title: Title | None | UnsetType = UNSET
+    detail: str | None | UnsetType = UNSET
+    project_id: str | None | UnsetType = UNSET
+    assignee_user_id: str | None | UnsetType = UNSET
+    initial_status: Status | None | UnsetType = UNSET
+    timezone: TimeZone | None | UnsetType = UNSET
+    cron_expr: CronExpr | None | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+
+
+class NewTemplate(TemplateFields, kw_only=True):
+    """POST /api/swarm/recurring: `title` and `cronExpr` required; timezone defaults to America/Chicago and
+    initialStatus to ready."""
+    __messages__ = {"timezone": _TIMEZONE, "title": _REQUIRED, "cronExpr": _REQUIRED}
+    title: Title
+    cron_expr: CronExpr
+
+
+class PreviewSchedule(Model):
+    """POST /api/swarm/recurring/preview: the next `count` runs of a schedule, nothing saved."""
+    __messages__ = {"timezone": _TIMEZONE, "cronExpr": "cronExpr is required",
+                    "count": f"count must be an integer from 1 to {PREVIEW_MAX}"}
+    cron_expr: CronExpr | None = None
+    timezone: TimeZone | None = None
+    count: Annotated[int, msgspec.Meta(ge=1, le=PREVIEW_MAX)] = 3
+
+    def __post_init__(self) -> None:
+        required_text(self, "cron_expr", "cronExpr")

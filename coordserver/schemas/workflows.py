@@ -1,0 +1,47 @@
+"""Workflow request models (API.md §18). Shapes here; the rules (title and URL limits, known identities,
+creator-or-admin edits, visible tasks and workflows) are domain/workflows.py's."""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..domain.workflows import TITLE_MAX, URL_MAX
+from .base import Model, required_text
+
+Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters, not blank")]
+Url = Annotated[str, msgspec.Meta(description=f"http or https, at most {URL_MAX} characters")]
+Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]
+_URL = f"documentUrl must be an http or https URL of at most {URL_MAX} characters"
+
+
+class WorkflowFields(Model):
+    """PATCH /api/swarm/workflows/{id} (creator or admin): only the fields present change; null clears the
+    nullable ones."""
+    __messages__ = {"documentUrl": _URL, "expiresAt": "expiresAt must be an ISO-8601 timestamp",
+                    "reviewAt": "reviewAt must be an ISO-8601 timestamp",
+                    "taggedUsers": "taggedUsers must be null or an array of at most 100 identities"}
+    title: Title | None | UnsetType = UNSET  # blank or too long: the domain's rule
+    description: str | None | UnsetType = UNSET
+    document_url: Url | None | UnsetType = UNSET
+    document: Any | UnsetType = UNSET  # any JSON, stored as given
+    enabled: bool | UnsetType = UNSET
+    tagged_users: list[str] | None | UnsetType = UNSET
+    expires_at: Time | None | UnsetType = UNSET
+    review_at: Time | None | UnsetType = UNSET
+
+
+class NewWorkflow(WorkflowFields, kw_only=True):
+    """POST /api/swarm/workflows: `title` required; enabled unless told otherwise."""
+    __messages__ = {**WorkflowFields.__messages__, "title": "title is required"}
+    title: Title
+
+
+class AttachWorkflow(Model):
+    """POST /api/swarm/tasks/{id}/workflows: attach a workflow the caller can see."""
+    __messages__ = {"workflowId": "workflowId required"}
+    workflow_id: str | None = None
+
+    def __post_init__(self) -> None:
+        required_text(self, "workflow_id", "workflowId")
