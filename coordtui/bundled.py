@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -87,6 +88,18 @@ class ServeLock:
         return data if isinstance(data, dict) else {}
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on the loopback port now: a bind costs microseconds, where starting the
+    embedded server to find out opens the database and runs its services."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no obstacle
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _answers(url: str) -> bool:
     try:
         return httpx.get(f"{url}/api/health", timeout=3).status_code == 200
@@ -127,6 +140,8 @@ class Bundled:
         while not self._stop.wait(interval):
             if self.lock.try_acquire():
                 try:
+                    if not port_free(self.port):
+                        raise OSError(f"port {self.port} is in use by another program")
                     self.server = _start(self.data_dir, self.lock, self.port)
                 except Exception as exc:  # the port is taken by something else: stay attached, try again later
                     self.lock.release()

@@ -145,9 +145,11 @@ def test_the_lock_of_a_killed_serve_is_recovered(tmp_path):
         owner.stop()
 
 
-def test_a_takeover_that_cannot_bind_says_so_once_and_serves_when_the_port_frees(tmp_path):
-    """The watcher retries every 0.3 s; it used to toast the same failure at every retry."""
+def test_a_takeover_that_cannot_bind_says_so_once_and_serves_when_the_port_frees(tmp_path, monkeypatch):
+    """The watcher retries every 0.3 s; it used to toast the same failure at every retry, and to start the
+    whole embedded server (database, services) at every retry only to find the port taken."""
     import socket
+    from coordtui import bundled
     from coordtui.bundled import Bundled, ServeLock
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", 0))
@@ -157,6 +159,9 @@ def test_a_takeover_that_cannot_bind_says_so_once_and_serves_when_the_port_frees
     said: list[str] = []
     attached = Bundled(data, f"http://127.0.0.1:{port}", "unused", ServeLock(data / LOCK_FILE))
     attached.on_takeover = said.append
+    started: list[int] = []
+    real_start = bundled._start
+    monkeypatch.setattr(bundled, "_start", lambda *args: started.append(1) or real_start(*args))
     attached.watch(interval=0.1)
     try:
         deadline = time.monotonic() + 20
@@ -164,6 +169,8 @@ def test_a_takeover_that_cannot_bind_says_so_once_and_serves_when_the_port_frees
             time.sleep(0.05)
         time.sleep(1.5)  # many retries later
         assert len(said) == 1 and said[0].startswith("could not take over serving"), said
+        assert f"port {port} is in use" in said[0], said
+        assert not started, "a retry started the whole embedded server only to find the port taken"
         squatter.close()
         while not attached.owner and time.monotonic() < deadline:
             time.sleep(0.05)
