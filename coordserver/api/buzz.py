@@ -7,7 +7,8 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import buzz
 from ..errors import Invalid
-from ..schemas.buzz import BuzzEventsQuery
+from ..schemas.buzz import BuzzEvents, BuzzEventsQuery, BuzzWebhook, BuzzWebhooks, Ingested
+from ..schemas.common import Ok
 from .common import accepts, json_object, path_int, query
 
 
@@ -15,6 +16,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
     bp = Blueprint(name, __name__, url_prefix=prefix)
 
     @bp.post("/webhooks")
+    @accepts(returns=BuzzWebhook)
     async def create_webhook():
         """Create a buzz webhook config; returns it with its ingestUrl."""
         principal = require_identity()
@@ -30,6 +32,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                    c.env_identities)
 
     @bp.get("/webhooks")
+    @accepts(returns=BuzzWebhooks)
     async def list_webhooks():
         """Buzz webhook configs: the caller's own, or all for admins."""
         principal = require_identity()
@@ -38,6 +41,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                                c.settings.base_url)}
 
     @bp.patch("/webhooks/<rowid:id>")
+    @accepts(returns=BuzzWebhook)
     async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
         """Change a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -49,6 +53,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                    c.settings.base_url, c.env_identities)
 
     @bp.delete("/webhooks/<rowid:id>")
+    @accepts(returns=Ok)
     async def delete_webhook(id: str):  # noqa: A002
         """Delete a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -56,7 +61,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return {"ok": True}
 
     @bp.get("/events")
-    @accepts(query=BuzzEventsQuery)
+    @accepts(query=BuzzEventsQuery, returns=BuzzEvents)
     async def list_events():
         """Buzz events addressed to everyone or naming the caller, newest first."""
         principal = require_identity()
@@ -92,6 +97,7 @@ ingest_bp = Blueprint("ingest", __name__, url_prefix="/api")
 
 
 @ingest_bp.post("/ingest/<appName>/<token>")
+@accepts(returns=Ingested)
 async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is named as in the API docs)
     """Receive an outside event for a buzz webhook (no auth: the URL token is the credential)."""
     c = coord()
