@@ -124,12 +124,19 @@ def _query_value(value: Any) -> str:
     return str(value)
 
 
-def object_schema(model: type) -> dict:
-    """The JSON Schema of a Struct, as an inline object schema (MCP wants `"type": "object"` at the top)."""
-    schema = msgspec.json.schema(model)
-    defs = schema.pop("$defs", {})
-    top = dict(defs.pop(model.__name__))
-    top.pop("title", None)
+def object_schema(model: type, wrap: str | None = None) -> dict:
+    """The JSON Schema of a type as one inline document with an object at the root, as MCP wants for a tool's
+    input and output: a Struct's own definition at the top (the rest under `$defs`); a bare array is put in an
+    object under `wrap`."""
+    refs, defs = msgspec.json.schema_components([model], ref_template="#/$defs/{name}")
+    top = refs[0]
+    if wrap is not None:
+        top = {"type": "object", "properties": {wrap: top}, "required": [wrap]}
+    elif "$ref" in top:
+        top = dict(defs.pop(top["$ref"].rsplit("/", 1)[1]))
+        top.pop("title", None)
+    if top.get("type") != "object":
+        raise TypeError(f"{model!r} is no object schema: a bare answer needs the tool's wrap key")
     if defs:
         top["$defs"] = defs
     return top
