@@ -7,13 +7,14 @@ from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain import users
 from ..schemas.auth import SetupProfile, UserFields
+from ..schemas.users import AllUserStats, Profile, UserAnswer, Users
 from .common import accepts, body
 
 bp = Blueprint("admin", __name__, url_prefix="/api")
 
 
 @bp.post("/auth/setup-profile")
-@accepts(SetupProfile)
+@accepts(SetupProfile, returns=Profile)
 async def setup_profile():
     """Set the caller's display name (1–100 characters, trimmed)."""
     principal = require_identity()
@@ -21,6 +22,7 @@ async def setup_profile():
 
 
 @bp.get("/admin/users")
+@accepts(returns=Users)
 async def list_users():
     """Every user, archived ones included, by id."""
     require_admin()
@@ -28,7 +30,7 @@ async def list_users():
 
 
 @bp.patch("/admin/users/<id>")
-@accepts(UserFields)
+@accepts(UserFields, returns=UserAnswer)
 async def update_user(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
     require_admin()
@@ -37,6 +39,7 @@ async def update_user(id: str):  # noqa: A002 (the path parameter is named as in
 
 
 @bp.get("/admin/user-stats")
+@accepts(returns=AllUserStats)
 async def user_stats():
     """Per identity: inbox counts, tasks by status, presence and how it is reached."""
     require_admin()

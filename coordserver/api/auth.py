@@ -11,20 +11,25 @@ from ..domain import identities
 from ..errors import Invalid
 from ..netcheck import validate_webhook_url
 from ..timeutil import iso
-from ..schemas.auth import CreateInvite, Register, SetWebhook, TokenFields
+from ..schemas.auth import (CreateInvite, InviteCreated, Invites, Register, Registered, Rotated, SetWebhook,
+                            TokenFields, TokenRecord, Tokens, Verified, WebhookSet, WebhookState)
+from ..schemas.common import Ok
+from ..schemas.doctor import Health
+from ..schemas.users import Users
 from .common import accepts, body, path_int
 
 bp = Blueprint("auth", __name__, url_prefix="/api")
 
 
 @bp.route("/auth/verify", methods=["GET", "POST"])
+@accepts(returns=Verified)
 async def verify():
     principal = require_identity()
     return {"identity": principal.identity, "isAdmin": principal.is_admin}
 
 
 @bp.post("/auth/invites")
-@accepts(CreateInvite, body_required=False)
+@accepts(CreateInvite, body_required=False, returns=InviteCreated)
 async def create_invite():
     """Create an invite code (admin); returns it with its onboarding URL."""
     principal = require_admin()
@@ -36,12 +41,14 @@ async def create_invite():
 
 
 @bp.get("/auth/invites")
+@accepts(returns=Invites)
 async def list_invites():
     require_admin()
     return {"invites": await coord().store.read(identities.list_invites)}
 
 
 @bp.delete("/auth/invites/<rowid:invite_id>")
+@accepts(returns=Ok)
 async def delete_invite(invite_id: str):
     require_admin()
     await coord().store.write(identities.delete_invite, path_int(invite_id))
@@ -49,7 +56,7 @@ async def delete_invite(invite_id: str):
 
 
 @bp.post("/auth/register")
-@accepts(Register)
+@accepts(Register, returns=Registered)
 async def register():
     """Redeem an invite code: creates the identity and returns its token (shown once)."""
     data: Register = await body()
@@ -68,13 +75,14 @@ async def register_identity(code, identity, label, display_name) -> dict:
 
 
 @bp.get("/auth/tokens")
+@accepts(returns=Tokens)
 async def list_tokens():
     require_admin()
     return {"tokens": await coord().store.read(identities.list_tokens)}
 
 
 @bp.patch("/auth/tokens/<rowid:token_id>")
-@accepts(TokenFields)
+@accepts(TokenFields, returns=TokenRecord)
 async def update_token(token_id: str):
     """Set a token's backupAgent, staleTriggerHours or label (admin)."""
     require_admin()
@@ -85,18 +93,21 @@ async def update_token(token_id: str):
 
 
 @bp.post("/auth/tokens/<rowid:token_id>/revoke")
+@accepts(returns=TokenRecord)
 async def revoke_token(token_id: str):
     require_admin()
     return await coord().store.write(identities.revoke_token, path_int(token_id))
 
 
 @bp.post("/auth/tokens/<rowid:token_id>/rotate")
+@accepts(returns=Rotated)
 async def rotate_token(token_id: str):
     principal = require_identity()
     return await coord().store.write(identities.rotate_token, path_int(token_id), principal)
 
 
 @bp.get("/auth/webhook")
+@accepts(returns=WebhookState)
 async def get_webhook():
     principal = require_identity()
     c = coord()
@@ -105,7 +116,7 @@ async def get_webhook():
 
 
 @bp.post("/auth/webhook")
-@accepts(SetWebhook)
+@accepts(SetWebhook, returns=WebhookSet)
 async def set_webhook():
     """Set (or, with url null, clear) the caller's push webhook."""
     principal = require_identity()
@@ -118,6 +129,7 @@ async def set_webhook():
 
 
 @bp.get("/users")
+@accepts(returns=Users)
 async def list_users():
     require_identity()
     c = coord()
@@ -131,5 +143,6 @@ async def list_users():
 
 
 @bp.get("/health")
+@accepts(returns=Health)
 async def health():
     return {"status": "ok", "timestamp": iso(coord().now())}

@@ -6,7 +6,8 @@ from quart import Blueprint, request
 from ..auth import require_identity
 from ..context import coord
 from ..domain import buzz
-from ..schemas.buzz import BuzzEventsQuery, NewWebhook, WebhookFields
+from ..schemas.buzz import BuzzEvents, BuzzEventsQuery, BuzzWebhook, BuzzWebhooks, Ingested, NewWebhook, WebhookFields
+from ..schemas.common import Ok
 from .common import accepts, body, path_int, query
 
 
@@ -14,7 +15,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
     bp = Blueprint(name, __name__, url_prefix=prefix)
 
     @bp.post("/webhooks")
-    @accepts(NewWebhook)
+    @accepts(NewWebhook, returns=BuzzWebhook)
     async def create_webhook():
         """Create a buzz webhook config; returns it with its ingestUrl."""
         principal = require_identity()
@@ -24,6 +25,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                    c.env_identities)
 
     @bp.get("/webhooks")
+    @accepts(returns=BuzzWebhooks)
     async def list_webhooks():
         """Buzz webhook configs: the caller's own, or all for admins."""
         principal = require_identity()
@@ -32,7 +34,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                                c.settings.base_url)}
 
     @bp.patch("/webhooks/<rowid:id>")
-    @accepts(WebhookFields)
+    @accepts(WebhookFields, returns=BuzzWebhook)
     async def update_webhook(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
         """Change a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -43,6 +45,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
                                    fields.changes(), c.settings.base_url, c.env_identities)
 
     @bp.delete("/webhooks/<rowid:id>")
+    @accepts(returns=Ok)
     async def delete_webhook(id: str):  # noqa: A002
         """Delete a buzz webhook config (owner or admin)."""
         principal = require_identity()
@@ -50,7 +53,7 @@ def _config_blueprint(name: str, prefix: str) -> Blueprint:
         return {"ok": True}
 
     @bp.get("/events")
-    @accepts(query=BuzzEventsQuery)
+    @accepts(query=BuzzEventsQuery, returns=BuzzEvents)
     async def list_events():
         """Buzz events addressed to everyone or naming the caller, newest first."""
         principal = require_identity()
@@ -66,6 +69,7 @@ ingest_bp = Blueprint("ingest", __name__, url_prefix="/api")
 
 
 @ingest_bp.post("/ingest/<appName>/<token>")
+@accepts(returns=Ingested)
 async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is named as in the API docs)
     """Receive an outside event for a buzz webhook (no auth: the URL token is the credential)."""
     c = coord()

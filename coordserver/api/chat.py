@@ -7,14 +7,16 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import chat
 from ..domain.swarm import optional_timestamp
-from ..schemas.chat import ChannelsQuery, ChatMessagesQuery, ChatPost, ChatSearchQuery, CreateChannel
+from ..schemas.chat import (ChannelOpened, Channels, ChannelsQuery, ChatMessage, ChatMessages, ChatMessagesQuery,
+                            ChatPost, ChatSearchQuery, ChatSearchResults, CreateChannel)
+from ..schemas.common import Ok
 from .common import accepts, body, query
 
 bp = Blueprint("chat", __name__, url_prefix="/api/chat")
 
 
 @bp.get("/channels")
-@accepts(query=ChannelsQuery)
+@accepts(query=ChannelsQuery, returns=Channels)
 async def list_channels():
     """The caller's channels (archived ones with archived=true)."""
     principal = require_identity()
@@ -22,7 +24,7 @@ async def list_channels():
 
 
 @bp.post("/channels")
-@accepts(CreateChannel)
+@accepts(CreateChannel, returns=ChannelOpened)
 async def create_channel():
     """Open a DM or create a group channel."""
     principal = require_identity()
@@ -34,7 +36,7 @@ async def create_channel():
 
 
 @bp.get("/channels/<channel_id>/messages")
-@accepts(query=ChatMessagesQuery)
+@accepts(query=ChatMessagesQuery, returns=ChatMessages)
 async def list_messages(channel_id: str):
     """A channel's messages, newest first, older than `before`."""
     principal = require_identity()
@@ -43,7 +45,7 @@ async def list_messages(channel_id: str):
 
 
 @bp.post("/channels/<channel_id>/messages")
-@accepts(ChatPost)
+@accepts(ChatPost, returns=ChatMessage)
 async def post_message(channel_id: str):
     """Post to a channel."""
     principal = require_identity()
@@ -51,12 +53,14 @@ async def post_message(channel_id: str):
 
 
 @bp.post("/channels/<channel_id>/read")
+@accepts(returns=Ok)
 async def mark_read(channel_id: str):
     principal = require_identity()
     return await coord().store.write(chat.mark_read, principal.identity, channel_id)
 
 
 @bp.post("/channels/<channel_id>/typing")
+@accepts(returns=Ok)
 async def typing(channel_id: str):
     principal = require_identity()
     await coord().store.read(chat.typing, channel_id, principal.identity)
@@ -64,19 +68,21 @@ async def typing(channel_id: str):
 
 
 @bp.post("/channels/<channel_id>/archive")
+@accepts(returns=Ok)
 async def archive(channel_id: str):
     principal = require_identity()
     return await coord().store.write(chat.set_archived, principal.identity, channel_id, True)
 
 
 @bp.post("/channels/<channel_id>/unarchive")
+@accepts(returns=Ok)
 async def unarchive(channel_id: str):
     principal = require_identity()
     return await coord().store.write(chat.set_archived, principal.identity, channel_id, False)
 
 
 @bp.get("/search")
-@accepts(query=ChatSearchQuery)
+@accepts(query=ChatSearchQuery, returns=ChatSearchResults)
 async def search():
     """Search the caller's channels."""
     principal = require_identity()

@@ -14,9 +14,10 @@ from ..schemas.base import QUERY_INT_MAX
 
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
-            returns: type[Model] | dict[int, type[Model] | None] | None = None, body_required: bool = True,
+            returns: type | dict[int, type | None] | None = None, body_required: bool = True,
             media: str | tuple[str, ...] = "application/json"):
-    """Declares a view's request body, query and 2xx response models (read by /api/openapi.json). The view
+    """Declares a view's request body, query and 2xx response models (read by /api/openapi.json and the MCP
+    tools' output schemas; a response is a Model, or a bare map or array of them). The view
     parses them with `await body()` and `query()` once it has checked who is asking (a 401 comes before a 400)."""
     def decorator(view):
         view.__schema__ = {"body": body, "query": query, "body_required": body_required, "media": media,

@@ -10,14 +10,14 @@ from ..context import coord
 from ..domain import directory
 from ..domain.identities import valid_identity
 from ..errors import Invalid
-from ..schemas.directory import CreateLink, DirectoryQuery
+from ..schemas.directory import CreateLink, DirectoryEntries, DirectoryEntry, DirectoryQuery, EntryDeleted
 from .common import accepts, body, path_int, query
 
 bp = Blueprint("directory", __name__, url_prefix="/api")
 
 
 @bp.get("/directory")
-@accepts(query=DirectoryQuery)
+@accepts(query=DirectoryQuery, returns=DirectoryEntries)
 async def list_entries():
     """Directory links visible to the caller, optionally filtered by q."""
     principal = require_identity()
@@ -37,7 +37,7 @@ def _http_url(value: str) -> str:
 
 
 @bp.post("/directory")
-@accepts(CreateLink)
+@accepts(CreateLink, returns=DirectoryEntry)
 async def create_entry():
     """Add a link to the directory."""
     principal = require_identity()
@@ -48,6 +48,7 @@ async def create_entry():
 
 
 @bp.delete("/directory/<rowid:entry_id>")
+@accepts(returns=EntryDeleted)
 async def delete_entry(entry_id: str):
     principal = require_identity()
     return await coord().store.write(directory.delete, principal.identity, principal.is_admin, path_int(entry_id))

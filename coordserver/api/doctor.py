@@ -13,6 +13,8 @@ from ..context import coord
 from ..domain import doctor, identities, recurring
 from ..domain.doctor import FAIL, PASS, WARN
 from ..timeutil import iso, parse_iso
+from ..schemas.doctor import DoctorReport
+from .common import accepts
 from .wake import presence_snapshot
 
 bp = Blueprint("doctor", __name__, url_prefix="/api")
@@ -78,6 +80,7 @@ def _open_streams(identity: str | None = None) -> int:
 
 
 @bp.get("/doctor")
+@accepts(returns=DoctorReport)
 async def caller_report():
     """Health of the caller's own setup."""
     principal = require_identity()
@@ -179,6 +182,7 @@ def _size(size: int | None) -> str:
 
 
 @bp.get("/doctor/admin")
+@accepts(returns=DoctorReport)
 async def admin_report():
     """Health of the server's database, event log, outbox, streams, scheduler and event loop (admin)."""
     require_admin("Admin access required", hint="ordinary tokens can call /api/doctor")

@@ -7,7 +7,8 @@ from ..auth import require_identity
 from ..principal import Principal
 from ..context import coord
 from ..domain import messages
-from ..schemas.messages import AckMany, InboxQuery, Message, MessagePage, Reply, SearchQuery, SendMessage, SentQuery
+from ..schemas.messages import (AckMany, AckResult, InboxQuery, Message, MessagePage, Messages, Reply, SearchQuery,
+                                SearchResults, SendMessage, SentQuery)
 from .common import accepts, body, path_int, query
 
 bp = Blueprint("messages", __name__, url_prefix="/api/mailboxes")
@@ -48,7 +49,7 @@ async def inbox_json(c, principal: Principal, q: InboxQuery) -> str:
 
 
 @bp.get("/me/sent")
-@accepts(query=SentQuery)
+@accepts(query=SentQuery, returns=Messages)
 async def sent():
     """Messages the caller sent, newest first."""
     principal = require_identity()
@@ -56,7 +57,7 @@ async def sent():
 
 
 @bp.get("/me/messages/search")
-@accepts(query=SearchQuery)
+@accepts(query=SearchQuery, returns=SearchResults)
 async def search():
     """Full-text search over the caller's inbox."""
     principal = require_identity()
@@ -66,7 +67,7 @@ async def search():
 
 
 @bp.post("/me/messages/ack")
-@accepts(AckMany)
+@accepts(AckMany, returns=AckResult)
 async def ack_many():
     """Mark many messages read."""
     principal = require_identity()
@@ -74,6 +75,7 @@ async def ack_many():
 
 
 @bp.post("/me/messages/<rowid:message_id>/ack")
+@accepts(returns=Message)
 async def ack(message_id: str):
     principal = require_identity()
     return await coord().store.write(messages.ack, principal.identity, path_int(message_id))
@@ -88,12 +90,14 @@ async def reply(message_id: str):
 
 
 @bp.post("/me/messages/<rowid:message_id>/pending")
+@accepts(returns=Message)
 async def set_pending(message_id: str):
     principal = require_identity()
     return await coord().store.write(messages.set_pending, principal.identity, path_int(message_id), True)
 
 
 @bp.delete("/me/messages/<rowid:message_id>/pending")
+@accepts(returns=Message)
 async def clear_pending(message_id: str):
     principal = require_identity()
     return await coord().store.write(messages.set_pending, principal.identity, path_int(message_id), False)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from quart import Blueprint, Response, current_app
 
+from ..schemas.meta import ApiDocument
 from .common import accepts
 from .openapi import openapi_document
 
@@ -44,6 +45,7 @@ def package_version() -> str:
 
 
 @bp.get("/openapi.json")
+@accepts(returns=ApiDocument)
 async def openapi():
     """The OpenAPI 3.1 document of this API, generated from the request and response models."""
     document = current_app.extensions.get("openapi")

@@ -8,7 +8,8 @@ from ..context import coord
 from ..domain import notebook as pages
 from ..domain.swarm import optional_timestamp
 from ..realtime.notebook_socket import notebook_socket
-from ..schemas.notebook import CreatePage, PagesQuery, UpdatePage
+from ..schemas.common import Success
+from ..schemas.notebook import CreatePage, PageAnswer, Pages, PagesQuery, UpdatePage, Viewers
 from .common import accepts, body, query
 
 bp = Blueprint("notebook", __name__, url_prefix="/api")
@@ -28,7 +29,7 @@ def _with_live_content(page) -> dict:
 
 
 @bp.get("/notebook")
-@accepts(query=PagesQuery)
+@accepts(query=PagesQuery, returns=Pages)
 async def list_pages():
     """List visible, unarchived pages, most recently updated first."""
     principal = require_identity()
@@ -38,7 +39,7 @@ async def list_pages():
 
 
 @bp.post("/notebook")
-@accepts(CreatePage)
+@accepts(CreatePage, returns=PageAnswer)
 async def create_page():
     """Create a page."""
     principal = require_identity()
@@ -50,6 +51,7 @@ async def create_page():
 
 
 @bp.get("/notebook/<other_than(ws):id>")
+@accepts(returns=PageAnswer)
 async def get_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Read a page (live text while it is being edited)."""
     page_id = id
@@ -76,7 +78,7 @@ def _domain_values(fields: dict) -> dict:
 
 
 @bp.patch("/notebook/<other_than(ws):id>")
-@accepts(UpdatePage)
+@accepts(UpdatePage, returns=PageAnswer)
 async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Change a page; content is merged into the live document as a diff."""
     page_id = id
@@ -98,6 +100,7 @@ async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in
 
 
 @bp.delete("/notebook/<other_than(ws):id>")
+@accepts(returns=Success)
 async def archive_page(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Archive a page (owner)."""
     page_id = id
@@ -107,6 +110,7 @@ async def archive_page(id: str):  # noqa: A002 (the path parameter is {id}, as i
 
 
 @bp.post("/notebook/<id>/presence")
+@accepts(returns=Viewers)
 async def page_presence(id: str):  # noqa: A002 (the path parameter is {id}, as in the API)
     """Viewer heartbeat; returns who is viewing the page."""
     page_id = id

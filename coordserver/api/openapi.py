@@ -47,36 +47,37 @@ def _without_null(schema: dict) -> dict:
     return {k: v for k, v in schema.items() if k != "default"}
 
 
-def _content(model, media: str | tuple[str, ...] = "application/json") -> dict:
-    schema = {"$ref": _REF.format(name=model.__name__)} if model is not None else {}
+def _content(schema: dict | None, media: str | tuple[str, ...] = "application/json") -> dict:
     if media != "application/json":
-        schema = {}  # text: markdown, Prometheus exposition, server-sent events
-    return {kind: {"schema": schema} for kind in ((media,) if isinstance(media, str) else media)}
+        schema = None  # text: markdown, Prometheus exposition, server-sent events, HTML
+    return {kind: {"schema": schema or {}} for kind in ((media,) if isinstance(media, str) else media)}
 
 
-def _responses(declared: dict, has_body: bool, secured: bool, media: str) -> dict:
-    responses = {str(status): {"description": "Success", "content": _content(model, media)}
+def _responses(declared: dict, has_body: bool, secured: bool, media: str, schemas: dict) -> dict:
+    responses = {str(status): {"description": "Success", "content": _content(schemas.get(model), media)}
                  for status, model in (declared or {200: None}).items()}
     for status, text in _ERRORS.items():
         if (status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured):
             continue
-        responses[str(status)] = {"description": text, "content": _content(Error)}
+        responses[str(status)] = {"description": text, "content": _content(schemas[Error])}
     return responses
 
 
 def _models(views: Iterable) -> list:
+    """Every declared type: Structs, and the few bare answers (a map by identity, an array) built of them."""
     found = {Error}
     for view in views:
         schema = getattr(view, "__schema__", {})
         found.update(m for m in (schema.get("body"), schema.get("query"), *(schema.get("returns") or {}).values())
                      if m is not None)
-    return sorted(found, key=lambda m: m.__name__)
+    return sorted(found, key=lambda m: getattr(m, "__name__", repr(m)))
 
 
 def openapi_document(rules, view_functions, version: str) -> dict:
     rules = [r for r in rules if r.rule.startswith("/api") and not getattr(r, "websocket", False)]
-    _refs, components = msgspec.json.schema_components(_models(view_functions[r.endpoint] for r in rules),
-                                                      ref_template=_REF)
+    models = _models(view_functions[r.endpoint] for r in rules)
+    refs, components = msgspec.json.schema_components(models, ref_template=_REF)
+    schemas = dict(zip(models, refs))
     paths: dict[str, dict] = {}
     for rule in rules:
         view = view_functions[rule.endpoint]
@@ -92,12 +93,12 @@ def openapi_document(rules, view_functions, version: str) -> dict:
                 "operationId": f"{rule.endpoint}.{method.lower()}",
                 "summary": doc[0] if doc else rule.endpoint.split(".")[-1].replace("_", " "),
                 "responses": _responses(schema.get("returns"), method in ("POST", "PUT", "PATCH", "DELETE"),
-                                        secured, schema.get("media", "application/json"))}
+                                        secured, schema.get("media", "application/json"), schemas)}
             if params:
                 operation["parameters"] = params
             if schema.get("body") is not None:
                 operation["requestBody"] = {"required": schema.get("body_required", True),
-                                            "content": _content(schema["body"])}
+                                            "content": _content(schemas[schema["body"]])}
             if secured:
                 operation["security"] = [{"bearer": []}]
             paths.setdefault(path, {})[method.lower()] = operation

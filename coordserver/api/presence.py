@@ -6,12 +6,15 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..realtime.presence import presence_counts
+from ..schemas.presence import Presence
 from ..timeutil import iso
+from .common import accepts
 
 bp = Blueprint("presence", __name__, url_prefix="/api")
 
 
 @bp.get("/presence")
+@accepts(returns=Presence)
 async def presence():
     principal = require_identity()
     c = coord()

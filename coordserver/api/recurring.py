@@ -6,7 +6,8 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import recurring
-from ..schemas.recurring import NewTemplate, PreviewSchedule, TemplateFields
+from ..schemas.common import Ok
+from ..schemas.recurring import NewTemplate, PreviewSchedule, RunPreview, Template, TemplateFields, Templates, TickResult
 from ..schemas.swarm import DisabledQuery
 from .common import accepts, body, query
 
@@ -14,7 +15,7 @@ bp = Blueprint("recurring", __name__, url_prefix="/api/swarm/recurring")
 
 
 @bp.get("")
-@accepts(query=DisabledQuery)
+@accepts(query=DisabledQuery, returns=Templates)
 async def list_templates():
     """Recurring templates by title; disabled ones only with includeDisabled=true."""
     require_identity()
@@ -22,7 +23,7 @@ async def list_templates():
 
 
 @bp.post("")
-@accepts(NewTemplate)
+@accepts(NewTemplate, returns=Template)
 async def create_template():
     """Create a recurring template (5-field cron in an IANA timezone)."""
     principal = require_identity()
@@ -32,7 +33,7 @@ async def create_template():
 
 
 @bp.patch("/<other_than(tick, preview):id>")
-@accepts(TemplateFields)
+@accepts(TemplateFields, returns=Template)
 async def update_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a recurring template; nextRunAt is recomputed when the schedule changes."""
     principal = require_identity()
@@ -43,6 +44,7 @@ async def update_template(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.delete("/<other_than(tick, preview):id>")
+@accepts(returns=Ok)
 async def delete_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Delete a recurring template (its tasks stay)."""
     require_identity()
@@ -51,6 +53,7 @@ async def delete_template(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.post("/tick")
+@accepts(returns=TickResult)
 async def tick():
     """Run the recurring-task scheduler now."""
     require_identity()
@@ -58,7 +61,7 @@ async def tick():
 
 
 @bp.post("/preview")
-@accepts(PreviewSchedule)
+@accepts(PreviewSchedule, returns=RunPreview)
 async def preview():
     """The next runs of a cron expression in a timezone (ours): checks a schedule before it is saved."""
     require_identity()

@@ -6,8 +6,9 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import projects, swarm
-from ..schemas.swarm import (MoveTask, NewTask, PageLink, ProjectFields, ProjectsQuery, TaskEventsQuery, TaskFields,
-                             TasksQuery)
+from ..schemas.common import Ok
+from ..schemas.swarm import (MoveTask, NewTask, PageLink, Project, ProjectFields, Projects, ProjectsQuery, Task,
+                             TaskEvents, TaskEventsQuery, TaskFields, TaskPageLinks, Tasks, TasksQuery)
 from .common import accepts, body, query
 
 bp = Blueprint("swarm", __name__, url_prefix="/api/swarm")
@@ -16,7 +17,7 @@ bp = Blueprint("swarm", __name__, url_prefix="/api/swarm")
 # --- projects --------------------------------------------------------------------------------
 
 @bp.get("/projects")
-@accepts(query=ProjectsQuery)
+@accepts(query=ProjectsQuery, returns=Projects)
 async def list_projects():
     """Projects the caller may see, by title; archived ones only with includeArchived=true."""
     principal = require_identity()
@@ -24,7 +25,7 @@ async def list_projects():
 
 
 @bp.post("/projects")
-@accepts(ProjectFields)
+@accepts(ProjectFields, returns=Project)
 async def create_project():
     """Create a project (title and color required; leads default to the caller; taggedUsers restricts it)."""
     principal = require_identity()
@@ -34,7 +35,7 @@ async def create_project():
 
 
 @bp.patch("/projects/<id>")
-@accepts(ProjectFields)
+@accepts(ProjectFields, returns=Project)
 async def update_project(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change project fields; null clears nullable ones."""
     principal = require_identity()
@@ -44,6 +45,7 @@ async def update_project(id: str):  # noqa: A002 (the path parameter is named as
 
 
 @bp.post("/projects/<id>/archive")
+@accepts(returns=Project)
 async def archive_project(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Archive a project (sets archivedAt; no hard delete)."""
     principal = require_identity()
@@ -53,7 +55,7 @@ async def archive_project(id: str):  # noqa: A002 (the path parameter is named a
 # --- tasks -----------------------------------------------------------------------------------
 
 @bp.get("/tasks")
-@accepts(query=TasksQuery)
+@accepts(query=TasksQuery, returns=Tasks)
 async def list_tasks():
     """Tasks filtered by statuses (or its alias status), assignee (me = the caller) and project."""
     principal = require_identity()
@@ -66,7 +68,7 @@ async def list_tasks():
 
 
 @bp.post("/tasks")
-@accepts(NewTask)
+@accepts(NewTask, returns=Task)
 async def create_task():
     """Create a task (status defaults to ready); announced to those who can see its project."""
     principal = require_identity()
@@ -76,7 +78,7 @@ async def create_task():
 
 
 @bp.patch("/tasks/<id>")
-@accepts(TaskFields)
+@accepts(TaskFields, returns=Task)
 async def update_task(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change task fields other than status; null clears."""
     principal = require_identity()
@@ -86,7 +88,7 @@ async def update_task(id: str):  # noqa: A002 (the path parameter is named as in
 
 
 @bp.patch("/tasks/<id>/status")
-@accepts(MoveTask)
+@accepts(MoveTask, returns=Task)
 async def move_task(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Move a task to another status by the state table (claims are atomic)."""
     principal = require_identity()
@@ -100,7 +102,7 @@ async def move_task(id: str):  # noqa: A002 (the path parameter is named as in t
 
 
 @bp.get("/tasks/<id>/events")
-@accepts(query=TaskEventsQuery)
+@accepts(query=TaskEventsQuery, returns=TaskEvents)
 async def task_events(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """A task's history, newest first."""
     principal = require_identity()
@@ -110,6 +112,7 @@ async def task_events(id: str):  # noqa: A002 (the path parameter is named as in
 # --- notebook-page links ---------------------------------------------------------------------
 
 @bp.get("/tasks/<id>/notebook-pages")
+@accepts(returns=TaskPageLinks)
 async def list_page_links(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Notebook pages linked to a task that the caller may see."""
     principal = require_identity()
@@ -118,7 +121,7 @@ async def list_page_links(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.post("/tasks/<id>/notebook-pages")
-@accepts(PageLink)
+@accepts(PageLink, returns=Ok)
 async def link_page(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Link a notebook page to a task (linking twice is harmless)."""
     principal = require_identity()
@@ -128,7 +131,7 @@ async def link_page(id: str):  # noqa: A002 (the path parameter is named as in t
 
 
 @bp.delete("/tasks/<id>/notebook-pages")
-@accepts(PageLink)
+@accepts(PageLink, returns=Ok)
 async def unlink_page(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Unlink a notebook page from a task (JSON body names the page)."""
     principal = require_identity()

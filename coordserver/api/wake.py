@@ -6,7 +6,7 @@ from quart import Blueprint, Response
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain.identities import valid_identity
-from ..schemas.wake import WakeQuery
+from ..schemas.wake import WakePayload, WakeQuery
 from .common import accepts, query
 
 bp = Blueprint("wake", __name__, url_prefix="/api")
@@ -22,7 +22,7 @@ def _presence_of(c) -> dict:
 
 
 @bp.get("/wake")
-@accepts(query=WakeQuery)
+@accepts(query=WakeQuery, returns=WakePayload)
 async def my_wake():
     """The caller's wake; buzz items returned are marked delivered."""
     principal = require_identity()
@@ -47,7 +47,7 @@ async def wake_for(c, identity: str, include_off_hours: bool) -> str:
 
 
 @bp.get("/wake/<identity>")
-@accepts(query=WakeQuery)
+@accepts(query=WakeQuery, returns=WakePayload)
 async def wake_of(identity: str):
     """Another identity's wake (admin); marks nothing delivered."""
     require_admin("Admin required")

@@ -6,15 +6,16 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import workflows
+from ..schemas.common import Ok
 from ..schemas.swarm import DisabledQuery
-from ..schemas.workflows import AttachWorkflow, NewWorkflow, WorkflowFields
+from ..schemas.workflows import AttachWorkflow, NewWorkflow, TaskWorkflow, Workflow, WorkflowFields, Workflows
 from .common import accepts, body, query
 
 bp = Blueprint("workflows", __name__, url_prefix="/api/swarm")
 
 
 @bp.get("/workflows")
-@accepts(query=DisabledQuery)
+@accepts(query=DisabledQuery, returns=Workflows)
 async def list_workflows():
     """Workflows the caller may see, by title; disabled ones only with includeDisabled=true."""
     principal = require_identity()
@@ -22,13 +23,14 @@ async def list_workflows():
 
 
 @bp.get("/workflows/<id>")
+@accepts(returns=Workflow)
 async def get_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     principal = require_identity()
     return await coord().store.read(workflows.get_workflow, principal, id)
 
 
 @bp.post("/workflows")
-@accepts(NewWorkflow)
+@accepts(NewWorkflow, returns=Workflow)
 async def create_workflow():
     """Create a workflow (title required); visible like a notebook page."""
     principal = require_identity()
@@ -39,7 +41,7 @@ async def create_workflow():
 
 
 @bp.patch("/workflows/<id>")
-@accepts(WorkflowFields)
+@accepts(WorkflowFields, returns=Workflow)
 async def update_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a workflow (creator or admin); null clears nullable fields."""
     principal = require_identity()
@@ -50,6 +52,7 @@ async def update_workflow(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.delete("/workflows/<id>")
+@accepts(returns=Ok)
 async def delete_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Delete a workflow (creator or admin); it is detached from every task."""
     principal = require_identity()
@@ -59,6 +62,7 @@ async def delete_workflow(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.get("/tasks/<id>/workflows")
+@accepts(returns=Workflows)
 async def task_workflows(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """The workflows attached to a task that the caller may see, disabled ones included."""
     principal = require_identity()
@@ -66,7 +70,7 @@ async def task_workflows(id: str):  # noqa: A002 (the path parameter is named as
 
 
 @bp.post("/tasks/<id>/workflows")
-@accepts(AttachWorkflow)
+@accepts(AttachWorkflow, returns=TaskWorkflow)
 async def attach_workflow(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Attach a workflow to a task (attaching twice returns the first attachment)."""
     principal = require_identity()
@@ -75,6 +79,7 @@ async def attach_workflow(id: str):  # noqa: A002 (the path parameter is named a
 
 
 @bp.delete("/tasks/<id>/workflows/<workflow_id>")
+@accepts(returns=Ok)
 async def detach_workflow(id: str, workflow_id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Detach a workflow from a task."""
     principal = require_identity()

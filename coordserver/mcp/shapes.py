@@ -111,3 +111,21 @@ def _query_value(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+def object_schema(model: type, wrap: str | None = None) -> dict:
+    """The JSON Schema of a type as one inline document with an object at the root, as MCP wants for a tool's
+    output: a Struct's own definition at the top (the rest under `$defs`); a bare array is put in an
+    object under `wrap`."""
+    refs, defs = msgspec.json.schema_components([model], ref_template="#/$defs/{name}")
+    top = refs[0]
+    if wrap is not None:
+        top = {"type": "object", "properties": {wrap: top}, "required": [wrap]}
+    elif "$ref" in top:
+        top = dict(defs.pop(top["$ref"].rsplit("/", 1)[1]))
+        top.pop("title", None)
+    if top.get("type") != "object":
+        raise TypeError(f"{model!r} is no object schema: a bare answer needs the tool's wrap key")
+    if defs:
+        top["$defs"] = defs
+    return top

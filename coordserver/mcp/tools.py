@@ -11,7 +11,7 @@ from typing import Any, Callable
 import mcp_types as types
 
 from .routes import Reply, RouteCaller
-from .shapes import Refused, Shape
+from .shapes import Refused, Shape, object_schema
 
 _SAMPLE = re.compile(r"\{(\w+)\}")  # a path parameter; Catalog fills in a sample value to find the route
 
@@ -70,12 +70,16 @@ class Catalog:
     def __init__(self, app):
         adapter = app.url_map.bind("mcp.internal")
         self.shapes: dict[str, Shape] = {}
+        answers: dict[str, type] = {}
         for tool in TOOLS:
             sample = _SAMPLE.sub(lambda m: "1" if m[1] == "id" else "x", tool.path)
             endpoint, _values = adapter.match(sample, method=tool.method)
-            self.shapes[tool.name] = Shape(tool.path, app.view_functions[endpoint], tuple(tool.fixed))
+            view = app.view_functions[endpoint]
+            self.shapes[tool.name] = Shape(tool.path, view, tuple(tool.fixed))
+            answers[tool.name] = _answer(tool, getattr(view, "__schema__", None))
         self.tools = tuple(types.Tool(
             name=t.name, description=t.description, input_schema=self.shapes[t.name].input_schema(),
+            output_schema=object_schema(answers[t.name], t.wrap),
             annotations=types.ToolAnnotations(read_only_hint=t.method == "GET")) for t in TOOLS)
         self._schemas = {t.name: t.input_schema for t in self.tools}
 
@@ -86,6 +90,14 @@ class Catalog:
     def request(self, tool: Tool, arguments: dict) -> tuple[str, dict[str, str], dict | None]:
         path, query, body = self.shapes[tool.name].request(tool.method, arguments)
         return path, query, None if body is None else {**body, **tool.fixed}
+
+
+def _answer(tool: Tool, declared: dict | None) -> type:
+    """The response model the tool's route declares for 200: the tool's outputSchema (its structuredContent)."""
+    answer = ((declared or {}).get("returns") or {}).get(200)
+    if answer is None:
+        raise RuntimeError(f"MCP tool {tool.name}: its route declares no response model")
+    return answer
 
 
 TOOLS: list[Tool] = [

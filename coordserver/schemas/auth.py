@@ -1,5 +1,5 @@
-"""Auth, onboarding and user admin request models (API.md §2, §3, §18): invites, register, webhook, profile,
-token and user PATCH."""
+"""Auth, onboarding and user admin request and response models (API.md §2, §3, §18): invites, register, tokens,
+webhook, profile, token and user PATCH."""
 from __future__ import annotations
 
 from typing import Annotated, Any
@@ -10,6 +10,7 @@ from msgspec import UNSET, UnsetType
 from ..domain.identities import LABEL_MAX
 from ..domain.users import AVATAR_URL_MAX, DISPLAY_NAME_MAX
 from .base import Model, PositiveInt32
+from .common import Time
 
 _HOURS = "expiresInHours must be a number of hours between 0 and 8760"
 
@@ -73,3 +74,103 @@ class TokenFields(Model):
         | None | UnsetType = UNSET
     stale_trigger_hours: PositiveInt32 | UnsetType = UNSET
     label: Annotated[str, msgspec.Meta(max_length=LABEL_MAX)] | None | UnsetType = UNSET
+
+
+class Verified(Model):
+    """Who the token speaks for."""
+    identity: str
+    is_admin: bool
+
+
+class Invite(Model):
+    """An invite code and its use."""
+    id: int
+    code: str
+    created_by: str
+    identity_hint: str | None
+    is_admin: bool
+    max_uses: int
+    use_count: int
+    expires_at: Time | None
+    created_at: Time
+    webhook_token: str | None
+
+
+class InviteCreated(Model):
+    """A new invite and the page that redeems it."""
+    invite: Invite
+    onboard_url: str
+
+
+class Invites(Model):
+    """Invites, newest first."""
+    invites: list[Invite]
+
+
+class IssuedToken(Verified):
+    """A new token: its plaintext, shown this once."""
+    token: str
+
+
+class Registered(IssuedToken):
+    """The identity created by redeeming an invite, with its token."""
+    message: str
+
+
+class NewToken(IssuedToken):
+    id: int
+
+
+class Rotated(Model):
+    """The replacement of a revoked token."""
+    previous_token_id: int
+    new_token: NewToken
+    message: str
+
+
+class TokenRecord(Model):
+    """A database token, never its secret; `webhookToken` shows the last 4 characters only."""
+    id: int
+    identity: str
+    is_admin: bool
+    label: str | None
+    created_by: str | None
+    created_at: Time
+    expires_at: Time | None
+    last_used_at: Time | None
+    revoked_at: Time | None
+    webhook_token: str | None
+    webhook_url: str | None
+    backup_agent: str | None
+    stale_trigger_hours: int
+
+
+class Tokens(Model):
+    """Tokens, newest first."""
+    tokens: list[TokenRecord]
+
+
+class _WebhookOf(Model):
+    identity: str
+    webhook_url: str | None
+
+
+class Deliveries(Model):
+    """Push outcomes for the identity."""
+    pending: int
+    failed: int
+    last_success_at: Time | None
+    last_error: str | None
+
+
+class WebhookState(_WebhookOf):
+    """The caller's push webhook and how its deliveries went."""
+    configured: bool
+    deliveries: Deliveries
+
+
+class WebhookSet(_WebhookOf):
+    """The webhook registered or cleared; a generated signing token is returned once, as `webhookToken`."""
+    ok: bool
+    message: str
+    webhook_token: str | UnsetType = UNSET

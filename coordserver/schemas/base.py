@@ -40,6 +40,15 @@ class Model(msgspec.Struct, rename="camel", omit_defaults=True):
                 if getattr(self, field.name) is not msgspec.UNSET}
 
 
+def snake_case(model: type[M], name: str, doc: str) -> type[Model]:
+    """The same fields named in snake_case on the wire: the v1 rows a few endpoints keep (API.md §1)."""
+    fields = [(f.name, f.type) if f.default is msgspec.NODEFAULT else (f.name, f.type, f.default)
+              for f in msgspec.structs.fields(model)]
+    copy = msgspec.defstruct(name, fields, bases=(Model,), rename=None, module=model.__module__)
+    copy.__doc__ = doc
+    return copy
+
+
 class Query(Model):
     """A query-string model: values arrive as text and are converted (`limit=5` -> 5); an empty value is absent."""
 

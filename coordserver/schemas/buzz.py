@@ -1,15 +1,15 @@
-"""Buzz request models (API.md §8). Shapes here; the rules (appName as a URL segment, text limits, valid and
-known identities) are domain/buzz.py's, for create and PATCH alike."""
+"""Buzz request and response models (API.md §8). Request shapes here; the rules (appName as a URL segment, text
+limits, valid and known identities) are domain/buzz.py's, for create and PATCH alike."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.buzz import APP_NAME_MAX, FOR_USERS_MAX, TITLE_MAX
 from .base import Model, Query
-from .common import Limit, clamp_limit
+from .common import Limit, Ok, Time, clamp_limit
 
 _REQUIRED = "appName and title are required"
 _FOR_USERS = "forUsers must be a comma-separated string or an array of identities"
@@ -53,3 +53,51 @@ class WebhookFields(_Routing):
     app_name: AppName | UnsetType = UNSET
     title: Title | UnsetType = UNSET
     enabled: bool | UnsetType = UNSET
+
+
+class BuzzWebhook(Model):
+    """A buzz webhook config; `ingestUrl` is where outside systems POST."""
+    id: int
+    app_name: str
+    token: str
+    title: str
+    owner: str
+    for_users: str | None  # comma-separated identities; null = everyone
+    wake_agent: str | None
+    notify_agent: str | None
+    enabled: bool
+    created_at: Time
+    last_hit_at: Time | None
+    ingest_url: str
+
+
+class BuzzWebhooks(Model):
+    """Buzz webhook configs, newest first."""
+    webhooks: list[BuzzWebhook]
+
+
+class BuzzEvent(Model):
+    """One ingested event."""
+    id: int
+    webhook_id: int
+    app_name: str
+    title: str
+    for_users: str | None
+    received_at: Time
+    content_type: str
+    body_text: str | None
+    body_json: Any
+    wake_delivered_at: Time | None
+    notify_delivered_at: Time | None
+    suppressed: bool
+
+
+class BuzzEvents(Model):
+    """Buzz events for the caller, newest first."""
+    events: list[BuzzEvent]
+
+
+class Ingested(Ok):
+    """An accepted ingest: its event id; `suppressed` when it repeated a recent dedup key."""
+    event_id: int
+    suppressed: bool | UnsetType = UNSET

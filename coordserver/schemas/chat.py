@@ -1,13 +1,13 @@
-"""Chat request models (API.md §5)."""
+"""Chat request and response models (API.md §5). Channel list and search rows are snake_case, as v1 sends them."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
 from ..domain.chat import BODY_MAX, MEMBERS_MAX, NAME_MAX
 from .base import Query, Model, RowId, required_text
-from .common import Limit, clamp_limit
+from .common import Limit, Time, clamp_limit
 
 _GROUP = "name and members required for group chat"
 
@@ -76,3 +76,75 @@ class ChatSearchQuery(Query):
         required_text(self, "q", "q")
         self.sender = (self.sender or "").strip().lower() or None
         self.limit = clamp_limit(self.limit)
+
+
+ChannelType = Literal["dm", "group"]
+
+
+class ChatMessage(Model):
+    """A chat message."""
+    id: int
+    channel_id: str
+    sender: str
+    body: str
+    created_at: Time
+    edited_at: Time | None
+    deleted_at: Time | None
+
+
+class ChatMessages(Model):
+    """A channel's messages, oldest first."""
+    messages: list[ChatMessage]
+
+
+class ChannelOpened(Model):
+    """The channel a DM reuses or a group creates."""
+    channel_id: str
+    type: ChannelType
+
+
+class Member(Model):
+    identity: str
+
+
+class LastMessage(Model, rename=None):
+    """A channel's latest message, in the channel row (snake_case)."""
+    id: int
+    sender: str
+    body: str
+    created_at: Time
+
+
+class ChannelRow(Model, rename=None):
+    """One of the caller's channels, in v1's snake_case (API.md §5)."""
+    id: str
+    type: ChannelType
+    name: str | None
+    created_by: str
+    created_at: Time
+    last_read_at: Time | None
+    archived_at: Time | None
+    members: list[Member]
+    last_message: LastMessage | None
+    unread_count: int
+
+
+class Channels(Model):
+    """The caller's channels: latest message first, empty channels last."""
+    channels: list[ChannelRow]
+
+
+class ChatSearchRow(Model, rename=None):
+    """A chat search hit, in v1's snake_case (API.md §5)."""
+    id: int
+    channel_id: str
+    sender: str
+    body: str
+    created_at: Time
+    channel_type: ChannelType
+    channel_name: str | None
+
+
+class ChatSearchResults(Model):
+    """Chat search hits, newest first."""
+    messages: list[ChatSearchRow]

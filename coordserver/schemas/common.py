@@ -1,4 +1,4 @@
-"""Shapes shared by every area: the error body, paging limits."""
+"""Shapes shared by every area: the error body, acknowledgements, times, paging limits."""
 from __future__ import annotations
 
 from typing import Annotated
@@ -10,6 +10,7 @@ from .base import Model, Query
 LIMIT_CAP = 100
 # limit defaults to 50; values above the cap are lowered, not refused.
 Limit = Annotated[int, msgspec.Meta(ge=1, description=f"at most {LIMIT_CAP}: larger values are lowered to it")]
+Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]  # answers: UTC with milliseconds and Z
 
 
 def clamp_limit(value: int, cap: int = LIMIT_CAP) -> int:
@@ -30,3 +31,13 @@ class TextSearchQuery(Query):
 class Error(Model):
     """Every 4xx and 5xx body."""
     error: str
+
+
+class Ok(Model):
+    """The answer of a change with nothing else to report: `{"ok": true}`."""
+    ok: bool
+
+
+class Success(Model):
+    """The answer of an archive or delete that v1 words as `{"success": true}`."""
+    success: bool

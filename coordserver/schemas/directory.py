@@ -1,4 +1,4 @@
-"""Directory (links) request models (API.md §12)."""
+"""Directory (links) request and response models (API.md §12)."""
 from __future__ import annotations
 
 from typing import Annotated
@@ -7,7 +7,7 @@ import msgspec
 
 from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX
 from .base import Model
-from .common import TextSearchQuery
+from .common import Success, TextSearchQuery, Time
 
 _REQUIRED = "title and url are required"
 
@@ -28,3 +28,22 @@ class CreateLink(Model):
         if self.title is None or not self.title.strip() or self.url is None or not self.url.strip():
             raise ValueError(_REQUIRED)
         self.title = self.title.strip()[:TITLE_MAX]
+
+
+class DirectoryEntry(Model):
+    """A directory link."""
+    id: int
+    title: str
+    url: str
+    description: str | None
+    created_by: str
+    tagged_users: list[str] | None
+    created_at: Time
+
+
+DirectoryEntries = list[DirectoryEntry]  # GET /api/directory answers a bare array (v1)
+
+
+class EntryDeleted(Success):
+    """A deleted entry's id."""
+    id: int

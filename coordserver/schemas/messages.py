@@ -4,10 +4,11 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from ..domain.messages import BATCH_ACK_MAX, BODY_MAX, DEDUPE_MAX, THREAD_MAX, TITLE_MAX
-from .base import Model, PositiveInt32, Query, RowId, cut, required_text
-from .common import Limit, clamp_limit
+from .base import Model, PositiveInt32, Query, RowId, cut, required_text, snake_case
+from .common import Limit, Time, clamp_limit
 
 
 class SendMessage(Model):
@@ -87,18 +88,38 @@ class Message(Model, omit_defaults=False):
     body: str
     status: Literal["unread", "read"]
     urgent: bool
-    created_at: str
-    viewed_at: str | None
+    created_at: Time
+    viewed_at: Time | None
     thread_id: str | None
     reply_to_message_id: int | None
     dedupe_key: str | None
     metadata: Any
     response_waiting: bool
     waiting_responder: str | None
-    waiting_since: str | None
+    waiting_since: Time | None
+
+
+SearchRow = snake_case(Message, "SearchRow", "A mailbox search hit: the Message in snake_case, as v1 returns it.")
 
 
 class MessagePage(Model, omit_defaults=False):
+    """The inbox: one page of messages, the count of all matches and, when more exist, the next cursor."""
     messages: list[Message]
     total: int
-    next_cursor: str | None = None
+    next_cursor: str | UnsetType = UNSET
+
+
+class Messages(Model):
+    """Sent messages, newest first."""
+    messages: list[Message]
+
+
+class SearchResults(Model):
+    """Search hits, newest first."""
+    messages: list[SearchRow]
+
+
+class AckResult(Model):
+    """A batch ack: the ids marked read and the ids of no message of the caller's."""
+    success: list[int]
+    not_found: list[int]

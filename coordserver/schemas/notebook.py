@@ -1,4 +1,4 @@
-"""Notebook page request models (API.md §11)."""
+"""Notebook page request and response models (API.md §11)."""
 from __future__ import annotations
 
 from typing import Annotated, Any
@@ -8,12 +8,11 @@ from msgspec import UNSET, UnsetType
 
 from ..realtime.notebook_peer import MAX_PAGE_CHARS
 from .base import Model
-from .common import TextSearchQuery
+from .common import TextSearchQuery, Time
 
 Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
 TaggedUsers = Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)]
 Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)]
-Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]
 
 
 class PagesQuery(TextSearchQuery):
@@ -41,3 +40,39 @@ class UpdatePage(Model):
     review_at: Time | None | UnsetType = UNSET
     locked: bool | UnsetType = UNSET
     archived: bool | UnsetType = UNSET
+
+
+class PageSummary(Model):
+    """A notebook page without its content, as the page list shows it."""
+    id: str
+    title: str
+    created_by: str
+    tagged_users: list[str] | None
+    tags: list[str] | None
+    expires_at: Time | None
+    review_at: Time | None
+    locked: bool
+    locked_by: str | None
+    created_at: Time
+    updated_at: Time
+
+
+class Page(PageSummary):
+    """A notebook page with its content (the live text while someone edits it)."""
+    content: str
+    archived_at: Time | None
+
+
+class PageAnswer(Model):
+    """One page."""
+    page: Page
+
+
+class Pages(Model):
+    """Visible, unarchived pages, most recently updated first."""
+    pages: list[PageSummary]
+
+
+class Viewers(Model):
+    """Who is viewing a page: fresh heartbeats and editors."""
+    viewers: list[str]

@@ -1,4 +1,4 @@
-"""Recurring task template request models (API.md §7). Shapes here; the rules (a 5-field cron that fires, a
+"""Recurring task template request and response models (API.md §7). Shapes here; the rules (a 5-field cron that fires, a
 real time zone, a known assignee, a project the caller sees, text limits) are domain/recurring.py's."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from msgspec import UNSET, UnsetType
 from ..domain.recurring import PREVIEW_MAX
 from ..domain.swarm import DEFAULT_TIMEZONE
 from .base import Model, required_text
+from .common import Time
 from .swarm import Status, Title
 
 _REQUIRED = "title and cronExpr are required"
@@ -50,3 +51,40 @@ class PreviewSchedule(Model):
 
     def __post_init__(self) -> None:
         required_text(self, "cron_expr", "cronExpr")
+
+
+
+class Template(Model):
+    """A recurring template: a 5-field cron in an IANA timezone."""
+    id: str
+    project_id: str | None
+    title: str
+    detail: str | None
+    assignee_user_id: str | None
+    creator_user_id: str
+    cron_expr: str
+    timezone: str
+    initial_status: Status
+    enabled: bool
+    last_run_at: Time | None
+    next_run_at: Time | None
+    created_at: Time
+    updated_at: Time
+
+
+class Templates(Model):
+    """Recurring templates by title."""
+    templates: list[Template]
+
+
+class TickResult(Model):
+    """What one scheduler pass did: tasks created, templates that failed."""
+    created: int
+    errors: int
+
+
+class RunPreview(Model):
+    """The next runs of a cron expression (normalised) in a timezone."""
+    cron_expr: str
+    timezone: str
+    runs: list[Time]

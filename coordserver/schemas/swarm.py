@@ -1,15 +1,15 @@
-"""Swarm (projects and tasks) request models (API.md §6, §18). Project and task bodies are checked field by
+"""Swarm (projects and tasks) request and response models (API.md §6, §18). Project and task bodies are checked field by
 field by domain/swarm.py and domain/projects.py (create and PATCH share those rules)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.swarm import REASON_MAX, STATUSES, TITLE_MAX
 from .base import Model, Query, required_text
-from .common import Limit, clamp_limit
+from .common import Limit, Time, clamp_limit
 
 # Checked by the domain (its refusal names the allowed moves); the enum tells OpenAPI and MCP clients the values.
 Status = Annotated[str, msgspec.Meta(description="one of: " + ", ".join(STATUSES),
@@ -119,3 +119,91 @@ class NewTask(TaskFields, kw_only=True):
     """POST /api/swarm/tasks: `title` required; status defaults to ready."""
     title: Title
     status: Status | None | UnsetType = UNSET
+
+
+class Project(Model):
+    """A project (API.md §6; `createdBy` and `taggedUsers` from §18)."""
+    id: str
+    title: str
+    description: str | None
+    website_url: str | None
+    onedev_url: str | None
+    github_url: str | None
+    dokploy_deploy_url: str | None
+    color: str
+    project_lead_user_id: str | None
+    developer_lead_user_id: str | None
+    work_hours_start: int | None
+    work_hours_end: int | None
+    work_hours_timezone: str
+    blocking_mode: bool
+    archived_at: Time | None
+    created_at: Time
+    updated_at: Time
+    created_by: str | None  # null on projects made before schema 3
+    tagged_users: list[str] | None
+
+
+class Projects(Model):
+    """Projects the caller may see, by title."""
+    projects: list[Project]
+
+
+class Task(Model):
+    """A task."""
+    id: str
+    project_id: str | None
+    title: str
+    detail: str | None
+    follow_up: str | None
+    creator_user_id: str
+    assignee_user_id: str | None
+    status: Status
+    issue_url: str | None
+    on_or_after_at: Time | None
+    must_be_done_after_task_id: str | None
+    sort_key: float | None
+    next_task_id: str | None
+    next_task_assignee_user_id: str | None
+    recurring_template_id: str | None
+    recurring_instance_at: Time | None
+    linked_notebook_pages: list[str] | None
+    created_at: Time
+    updated_at: Time
+    completed_at: Time | None
+
+
+class Tasks(Model):
+    """Tasks, by status rank, sortKey, then creation."""
+    tasks: list[Task]
+
+
+class TaskEvent(Model):
+    """An entry of a task's history: the fields before and after the change."""
+    id: str
+    task_id: str
+    actor_user_id: str
+    kind: Literal["created", "status_changed", "assigned", "updated"]
+    before_state: dict[str, Any] | None
+    after_state: dict[str, Any] | None
+    created_at: Time
+
+
+class TaskEvents(Model):
+    """A task's history, newest first."""
+    events: list[TaskEvent]
+
+
+class TaskPageLink(Model):
+    """A notebook page linked to a task."""
+    task_id: str
+    notebook_page_id: str
+    created_at: Time
+    page_title: str
+    page_created_by: str
+    page_updated_at: Time
+
+
+class TaskPageLinks(Model):
+    """The linked pages the caller may see."""
+    pages: list[TaskPageLink]

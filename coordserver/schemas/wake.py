@@ -1,9 +1,83 @@
-"""Wake query (API.md §9)."""
+"""Wake query and response models (API.md §9, §18 chat in wake)."""
 from __future__ import annotations
 
-from .base import Query
+from typing import Literal, Union
+
+import msgspec
+
+from .base import Model, Query
+from .common import Time
+from .swarm import Status
 
 
 class WakeQuery(Query):
     """GET /api/wake and /api/wake/{identity}."""
     include_off_hours: bool = False
+
+
+class WakeItem(Model, tag_field="source"):
+    """A waiting item; `source` says which kind (the fields beside the common ones depend on it).
+    `summary` and `action` are prose: show them, never parse them."""
+    summary: str
+    action: str
+    priority: Literal["low", "normal", "high"]
+    ephemeral: bool
+    age: str
+
+
+class MessageItem(WakeItem, tag="message"):
+    """An unread message."""
+    id: int
+    project_id: None
+
+
+class PendingItem(WakeItem, tag="message_pending"):
+    """A message awaiting the caller's reply."""
+    id: int
+    project_id: None
+
+
+class SwarmItem(WakeItem, tag="swarm"):
+    """A task assigned to the caller in a wakeable status."""
+    id: str
+    status: Status
+    project_id: str | None
+
+
+class BuzzItem(WakeItem, tag="buzz"):
+    """A buzz event for the caller as its wake or notify agent."""
+    id: int
+    role: Literal["wake", "notify"]
+    app_name: str
+
+
+class BackupItem(WakeItem, tag="backup"):
+    """An agent the caller backs up, silent with work waiting."""
+    id: str
+    target_agent: str
+    stale_since: Time
+
+
+class ChatItem(WakeItem, tag="chat"):
+    """A channel holding messages from others newer than the caller's read marker."""
+    id: str
+    channel_id: str
+    channel_type: Literal["dm", "group"]
+    channel_name: str | None
+
+
+class WakeAction(Model, rename=None):
+    """What to do with one kind of item, and the skill page that explains it."""
+    item: str
+    action: str
+    skill_url: str
+
+
+class WakePayload(Model):
+    """What is waiting for an identity, most urgent first."""
+    instructions: str
+    skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
+    items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, BackupItem, ChatItem]]
+    actions: list[WakeAction]
+    summary: str | None
+    timestamp: Time

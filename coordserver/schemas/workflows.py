@@ -1,4 +1,4 @@
-"""Workflow request models (API.md §18). Shapes here; the rules (title and URL limits, known identities,
+"""Workflow request and response models (API.md §18). Shapes here; the rules (title and URL limits, known identities,
 creator-or-admin edits, visible tasks and workflows) are domain/workflows.py's."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from msgspec import UNSET, UnsetType
 
 from ..domain.workflows import TITLE_MAX, URL_MAX
 from .base import Model, required_text
+from .common import Time
 
 Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters, not blank")]
 Url = Annotated[str, msgspec.Meta(description=f"http or https, at most {URL_MAX} characters")]
-Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]
 _URL = f"documentUrl must be an http or https URL of at most {URL_MAX} characters"
 
 
@@ -45,3 +45,33 @@ class AttachWorkflow(Model):
 
     def __post_init__(self) -> None:
         required_text(self, "workflow_id", "workflowId")
+
+
+
+class Workflow(Model):
+    """A procedure document agents follow for a task (stored, never run)."""
+    id: str
+    title: str
+    description: str | None
+    document_url: str | None
+    document: Any
+    enabled: bool
+    tagged_users: list[str] | None
+    expires_at: Time | None
+    review_at: Time | None
+    created_by: str
+    updated_at: Time
+    created_at: Time
+
+
+class Workflows(Model):
+    """Workflows the caller may see, by title."""
+    workflows: list[Workflow]
+
+
+class TaskWorkflow(Model):
+    """A workflow attached to a task."""
+    task_id: str
+    workflow_id: str
+    attached_by: str
+    attached_at: Time

@@ -90,6 +90,8 @@ async def test_initialize_lists_the_tools_with_their_schemas(srv, mode):
         move = next(t for t in listed if t.name == "move_task")
         status = move.input_schema["properties"]["status"]
         assert any("holding" in branch.get("enum", ()) for branch in [status, *status.get("anyOf", ())])
+        assert all(t.output_schema["type"] == "object" for t in listed)  # so the SDK checks every answer
+        assert "entries" in next(t for t in listed if t.name == "directory").output_schema["required"]
         assert session.server_capabilities.tools is not None
         assert session.server_capabilities.resources.subscribe
 

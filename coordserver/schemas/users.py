@@ -1,0 +1,57 @@
+"""User and user-admin response models (API.md §3, §18)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from .base import Model
+from .common import Time
+from .presence import Seen
+
+
+class User(Model):
+    """A user; environment-only identities are minimal rows (the times null)."""
+    id: str
+    display_name: str
+    is_admin: bool
+    is_agent: bool
+    avatar_url: str | None
+    created_at: Time | None
+    updated_at: Time | None
+    last_seen_at: Time | None
+    archived_at: Time | None
+
+
+class Users(Model):
+    """Users."""
+    users: list[User]
+
+
+class UserAnswer(Model):
+    """One user, as changed."""
+    user: User
+
+
+class Profile(Model):
+    """The caller's display name, as set."""
+    identity: str
+    display_name: str
+
+
+class InboxCounts(Model):
+    unread: int
+    pending: int
+    read: int
+    total: int
+
+
+class UserStats(Model):
+    """One identity's inbox counts, assigned tasks by status, presence and how it is reached."""
+    inbox: InboxCounts
+    swarm: dict[str, int]
+    presence: Seen
+    connection: Literal["sse", "webhook", "api", "none"]
+
+
+class AllUserStats(Model):
+    """Stats per identity."""
+    users: dict[str, UserStats]
