@@ -9,6 +9,7 @@ import pytest
 from pycrdt import Doc, Text
 
 from coordserver.domain.task_rules import TRANSITIONS
+from coordserver import timeutil
 from coordtui.client.models import Channel, Wake, WakeItem, age_text, parse_time
 from coordtui.client.notebook import TextChange, byte_offset, delta_to_changes
 from coordtui.client.transitions import ALLOWED, BACKWARD, FORWARD, allowed_moves, step
@@ -105,6 +106,15 @@ def test_ages_show_the_two_largest_units(delta, text):
     assert age_text(now - delta, now) == text
     assert age_text(None, now) == ""
 
+
+
+def test_the_clients_ages_read_as_the_servers():
+    """coordtui keeps its own copy of the age rule (it reaches coordserver only through embedded.py, and runs
+    against remote servers): an age it computes beside one the server sent must read the same."""
+    now = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)
+    for seconds in [*range(0, 7300, 29), *range(86000, 3 * 86400, 3599), -45]:
+        then = now - timedelta(seconds=seconds)
+        assert age_text(then, now) == timeutil.age_text(timeutil.to_db(then), now), seconds
 
 def channel(id_: str, unread: int, members=("me", "bob"), type_="dm", name=None, body="hi") -> Channel:
     return Channel(id_, type_, name, list(members), unread, body, None)
