@@ -95,14 +95,14 @@ def observe_cost_us(directory: str | None, count: int = 200_000) -> float:
 
 def render_cost_ms(directory: str | None, repeats: int = 15) -> dict:
     """In-process CPU of rendering a scrape whose registry has every route (2xx and 4xx each), the
-    library's way (generate_latest, and its MultiProcessCollector in multi-process mode) against the
-    server's (metrics_text.Exposition, metrics._MultiProcessFiles), alternating, median of each (ms).
-    Run after observe_cost_us, which chooses the process's metrics mode."""
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.multiprocess import MultiProcessCollector
+    library's way (generate_latest of ProcessMetrics.sources: the metric objects, or its
+    MultiProcessCollector in multi-process mode) against the server's (metrics_text.Exposition over
+    ProcessMetrics.parts), alternating, median of each (ms). One send is counted before each render, as
+    under load (a scrape finds a few series changed). Run after observe_cost_us, which chooses the
+    process's metrics mode."""
+    from prometheus_client import generate_latest
     from coordserver.api.meta import route_template
-    from coordserver.metrics import _MultiProcessFiles, process_metrics
-    from coordserver.metrics_text import Exposition
+    from coordserver.metrics import process_metrics
     process = process_metrics()
     rules = json.loads(subprocess.run([sys.executable, "-c", _RULES], cwd=HERE.parent, capture_output=True,
                                       text=True, check=True).stdout)
@@ -110,21 +110,17 @@ def render_cost_ms(directory: str | None, repeats: int = 15) -> dict:
         for method in methods:
             for status in (200, 404):
                 process.observe_request(method, route_template(rule), status, 0.003)
-    library, ours = process.sources, process.sources
-    if directory:
-        library = CollectorRegistry(auto_describe=True)
-        MultiProcessCollector(library, path=directory)
-        ours = CollectorRegistry(auto_describe=True)
-        _MultiProcessFiles(ours, path=directory)
-    exposition = Exposition()
     times: dict[str, list[float]] = {"library": [], "server": []}
+    renders = (("library", lambda: generate_latest(process.sources)),
+               ("server", lambda: process.exposition.render(*process.parts)))
     for _ in range(repeats):
-        for name, render in (("library", lambda: generate_latest(library)), ("server", lambda: exposition.render(ours))):
+        for name, render in renders:
+            process.observe_request("POST", "/api/mailboxes/{recipient}/messages", 200, 0.003)
             started = time.process_time()
             render()
             times[name].append((time.process_time() - started) * 1000)
     result = {name: statistics.median(values) for name, values in times.items()}
-    result["lines"] = generate_latest(library).count(b"\n")
+    result["lines"] = generate_latest(process.sources).count(b"\n")
     return result
 
 
