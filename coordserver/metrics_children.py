@@ -16,11 +16,17 @@ This reads private attributes of prometheus-client's metric objects (`_metrics`,
 """
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from operator import attrgetter
+
+from prometheus_client import Counter, Histogram, values
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
 from .metrics_text import Exposition
+
+
+_VALUE = attrgetter("_value")  # a MutexValue's float
+_FLOAT_READABLE = isinstance(getattr(values.MutexValue("counter", "probe", "probe", (), (), ""), "_value", None), float)
 
 
 def _cells(child) -> tuple:
@@ -35,7 +41,8 @@ def supported(metric) -> bool:
     if not isinstance(metric, (Counter, Histogram)) or not metric._labelnames:
         return False
     needed = ("_metrics", "_lock", "_labelvalues", "_name", "_samples", "_get_metric")
-    return all(hasattr(metric, name) for name in needed) and not metric._labelvalues
+    return (all(hasattr(metric, name) for name in needed) and not metric._labelvalues
+            and _FLOAT_READABLE and not getattr(values.ValueClass, "_multiprocess", False))  # MutexValue
 
 
 class Children:
@@ -82,7 +89,10 @@ class Children:
 
     @staticmethod
     def _values(child, cells: tuple) -> tuple:
-        return (getattr(child, "_created", None), *[cell.get() for cell in cells])
+        # The float itself rather than `get()`, which takes the value's lock for each bucket (a third of
+        # a scrape): reading one attribute is atomic, and a value changing meanwhile is caught either by
+        # the re-read after rendering or at the next scrape.
+        return (getattr(child, "_created", None), *map(_VALUE, cells))
 
     def _samples(self, labels: tuple, child) -> list[Sample]:
         """The child's samples as the library's `collect()` names and labels them (`_multi_samples`)."""
