@@ -185,24 +185,30 @@ def process_metrics() -> ProcessMetrics:
 # --- app figures -----------------------------------------------------------------------------
 
 def row_counts() -> dict:
-    """A read unit: the row-count gauges and the push backlog, one cheap COUNT each."""
+    """A read unit: the row-count gauges and the push backlog, one cheap COUNT each, in two statements.
+
+    One SELECT of scalar subqueries rather than a statement per count: a scrape that finds no fresh counts
+    waits for this read, and under load each statement's round trip waited for the GIL behind the busy
+    event loop again (bench/RESULTS.md, 2026-11-24)."""
     from .domain.swarm import STATUSES
     from .models import ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
 
-    def count(query) -> int:
-        return query.select(pw.fn.COUNT(pw.SQL("*"))).scalar() or 0
+    def count(query):
+        return query.select(pw.fn.COUNT(pw.SQL("*")))
 
+    counted = {
+        "coord_users_total": User.select(),
+        "coord_chat_channels_total": ChatChannel.select(),
+        "coord_chat_messages_total": ChatMessage.select(),
+        "coord_mailbox_messages_total": Message.select(),
+        "coord_swarm_projects_total": Project.select().where(Project.archived_at.is_null()),
+        "coord_push_outbox_pending": PushDelivery.select().where(PushDelivery.status == "pending"),
+    }
+    together = pw.Select(columns=[count(query) for query in counted.values()]).bind(User._meta.database)
+    numbers = together.tuples()[0]
     tasks = dict.fromkeys(STATUSES, 0)
     tasks.update(Task.select(Task.status, pw.fn.COUNT(pw.SQL("*"))).group_by(Task.status).tuples())
-    return {
-        "coord_users_total": count(User.select()),
-        "coord_chat_channels_total": count(ChatChannel.select()),
-        "coord_chat_messages_total": count(ChatMessage.select()),
-        "coord_mailbox_messages_total": count(Message.select()),
-        "coord_swarm_projects_total": count(Project.select().where(Project.archived_at.is_null())),
-        "tasks": tasks,
-        "coord_push_outbox_pending": count(PushDelivery.select().where(PushDelivery.status == "pending")),
-    }
+    return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks}
 
 
 _HELP = {
