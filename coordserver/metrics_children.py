@@ -69,7 +69,7 @@ class Children:
                 self._rendered.clear()
                 return exposition.metric(self.metric.collect()[0])
             parts.append(lines)
-        if len(self._rendered) > len(children):  # children removed (`clear`, `remove`)
+        if len(self._children) > len(children):  # children removed (`clear`, `remove`)
             self._forget(labels for labels, _child in children)
         return "".join(parts)
 

@@ -94,6 +94,7 @@ class _Group:
         self.metric = metric  # the family's head (name, help, type), as the library's merge names it
         self.refs: list[tuple[int, int]] = []  # (file index, entry index), in the library's reading order
         self.readers: list[tuple[int, itemgetter]] = []
+        self.rendered: tuple[tuple, str] | None = None  # (the values it was rendered from, its lines)
 
     def finish(self, kind: str) -> None:
         by_file: dict[int, list[int]] = {}
@@ -153,7 +154,6 @@ class MultiProcessFiles:
         self._files: dict[str, _File] = {}
         self._paths: list[str] = []
         self._plan: _Plan | None = None
-        self._rendered: dict[int, tuple[tuple, str]] = {}  # id of a group of the current plan -> (state, lines)
 
     def collect(self):
         """The library's MultiProcessCollector (a reference for tests and the bench)."""
@@ -163,7 +163,7 @@ class MultiProcessFiles:
         paths, files, values = self._read_files()
         if self._plan is None or paths != self._paths or any(f is not self._files.get(p) for p, f in zip(paths, files)):
             self._files, self._paths = dict(zip(paths, files)), paths
-            self._plan, self._rendered = _Plan(files, values), {}
+            self._plan = _Plan(files, values)
         out: list[str] = []
         for head, groups in self._plan.families:
             out.append(exposition.head(head))
@@ -196,12 +196,11 @@ class MultiProcessFiles:
 
     def _lines(self, exposition: Exposition, files: list[_File], values: list[tuple], group: _Group) -> str | None:
         state = group.state(values)
-        rendered = self._rendered.get(id(group))
-        if rendered is not None and rendered[0] == state:
-            return rendered[1]
+        if group.rendered is not None and group.rendered[0] == state:
+            return group.rendered[1]
         metric = _raw_metrics(files, values, group.refs)[group.metric.name]
         MultiProcessCollector._accumulate_metrics({metric.name: metric}, True)
         lines = exposition.lines(group.metric, metric.samples)
         if lines is not None:
-            self._rendered[id(group)] = (state, lines)
+            group.rendered = (state, lines)
         return lines
