@@ -10,6 +10,11 @@ Three sources make one scrape:
   admin doctor computes them;
 - the standard process_* and python_* collectors (of the process answering).
 
+A scrape renders them with `Exposition` (metrics_text.py); the labelled counters and histograms, and in
+multi-process mode the shared files, are parts that re-render only the series whose values changed since
+the last scrape (metrics_children.py, metrics_files.py). The text is what prometheus-client's
+generate_latest writes for `ProcessMetrics.sources` (the library's own collectors), byte for byte (tested).
+
 Several server processes on one host (`serve --workers`) share COORD_METRICS_DIR: prometheus-client's
 multi-process mode, where each process writes its values to files there and a scrape of any process
 adds them up (open connections as `livesum`, so a dead process's streams drop out once the supervisor
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import logging
 import os
 import threading
@@ -52,9 +56,9 @@ from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, H
                                values)
 from prometheus_client import multiprocess  # noqa: E402
 from prometheus_client.core import GaugeMetricFamily  # noqa: E402
-from prometheus_client.metrics_core import Metric  # noqa: E402
-from prometheus_client.mmap_dict import MmapedDict  # noqa: E402
 
+from .metrics_children import Children, supported  # noqa: E402
+from .metrics_files import MultiProcessFiles  # noqa: E402
 from .metrics_text import Exposition  # noqa: E402
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -89,52 +93,6 @@ def mark_process_dead(pid: int, path: str | None = None) -> None:
         multiprocess.mark_process_dead(pid, directory)
 
 
-class _MultiProcessFiles(multiprocess.MultiProcessCollector):
-    """prometheus-client's multi-process collector, with each series key of the shared files parsed
-    once per process instead of once per scrape (json.loads of every key was a third of a multi-process
-    scrape's collect). Reading and adding up are the library's, as in its `_read_metrics`."""
-
-    def __init__(self, registry, path: str):
-        self._keys: dict[bytes | str, tuple] = {}  # before registering: the registry collects once
-        super().__init__(registry, path=path)
-
-    def collect(self):
-        files = glob.glob(os.path.join(self._path, "*.db"))
-        return self._accumulate_metrics(self._read(files), True)
-
-    def _key(self, key) -> tuple:
-        parsed = self._keys.get(key)
-        if parsed is None:
-            if len(self._keys) >= 100_000:
-                self._keys.clear()
-            metric_name, name, labels, help_text = json.loads(key)
-            parsed = self._keys[key] = (metric_name, name, tuple(sorted(labels.items())), help_text)
-        return parsed
-
-    def _read(self, files: list[str]) -> dict:
-        found: dict[str, Metric] = {}
-        for path in files:
-            parts = os.path.basename(path).split("_")
-            kind = parts[0]
-            try:
-                file_values = MmapedDict.read_all_values_from_file(path)
-            except FileNotFoundError:
-                if kind == "gauge" and parts[1].startswith("live"):
-                    continue  # removed by mark_process_dead since the glob
-                raise
-            for key, value, timestamp, _ in file_values:
-                metric_name, name, labels, help_text = self._key(key)
-                metric = found.get(metric_name)
-                if metric is None:
-                    metric = found[metric_name] = Metric(metric_name, help_text, kind)
-                if kind == "gauge":
-                    metric._multiprocess_mode = parts[1]
-                    metric.add_sample(name, labels + (("pid", parts[2][:-3]),), value, timestamp)
-                else:
-                    metric.add_sample(name, labels, value)  # the library's _accumulate_metrics adds these up
-        return found
-
-
 # --- process figures -------------------------------------------------------------------------
 
 class ProcessMetrics:
@@ -147,7 +105,9 @@ class ProcessMetrics:
             os.makedirs(directory, exist_ok=True)  # emptying it is the supervisor's job (prepare_dir)
         disable_created_metrics()
         self.directory = directory
-        self.sources = CollectorRegistry(auto_describe=True)  # what a scrape reads, besides the app's figures
+        # What a scrape reads besides the app's figures, as the library reads it: the reference the
+        # rendering is tested and benchmarked against. A scrape renders `parts` (the same, cheaper).
+        self.sources = CollectorRegistry(auto_describe=True)
         own = None if directory else self.sources
         self.info = Gauge("coord_info", "coordserver build", ["version"], registry=own,
                           multiprocess_mode="livemax")
@@ -167,10 +127,16 @@ class ProcessMetrics:
                                          "took to gather and render, inside the server", buckets=_SCRAPE_BUCKETS,
                                          registry=own)
         if directory:
-            _MultiProcessFiles(self.sources, path=directory)
-        ProcessCollector(registry=self.sources)
-        PlatformCollector(registry=self.sources)
-        GCCollector(registry=self.sources)
+            multiprocess.MultiProcessCollector(self.sources, path=directory)
+            mine = [MultiProcessFiles(directory)]
+        else:  # in the registry's order (the order of creation above)
+            mine = [Children(metric) if supported(metric) else metric
+                    for metric in (self.info, self.http_requests, self.http_duration, self.sse_streams,
+                                   self.notebook_sockets, self.events, self.push_deliveries, self.wake_pulses,
+                                   self.scrape_duration)]
+        standard = [ProcessCollector(registry=self.sources), PlatformCollector(registry=self.sources),
+                    GCCollector(registry=self.sources)]
+        self.parts = (*mine, *standard)
         from .domain.doctor import version
         self.info.labels(version()).set(1)  # the version admin doctor reports
         for result in PUSH_RESULTS:
@@ -219,24 +185,30 @@ def process_metrics() -> ProcessMetrics:
 # --- app figures -----------------------------------------------------------------------------
 
 def row_counts() -> dict:
-    """A read unit: the row-count gauges and the push backlog, one cheap COUNT each."""
+    """A read unit: the row-count gauges and the push backlog, one cheap COUNT each, in two statements.
+
+    One SELECT of scalar subqueries rather than a statement per count: a scrape that finds no fresh counts
+    waits for this read, and under load each statement's round trip waited for the GIL behind the busy
+    event loop again (bench/RESULTS.md, 2026-11-24)."""
     from .domain.swarm import STATUSES
     from .models import ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
 
-    def count(query) -> int:
-        return query.select(pw.fn.COUNT(pw.SQL("*"))).scalar() or 0
+    def count(query):
+        return query.select(pw.fn.COUNT(pw.SQL("*")))
 
+    counted = {
+        "coord_users_total": User.select(),
+        "coord_chat_channels_total": ChatChannel.select(),
+        "coord_chat_messages_total": ChatMessage.select(),
+        "coord_mailbox_messages_total": Message.select(),
+        "coord_swarm_projects_total": Project.select().where(Project.archived_at.is_null()),
+        "coord_push_outbox_pending": PushDelivery.select().where(PushDelivery.status == "pending"),
+    }
+    together = pw.Select(columns=[count(query) for query in counted.values()]).bind(User._meta.database)
+    numbers = together.tuples()[0]
     tasks = dict.fromkeys(STATUSES, 0)
     tasks.update(Task.select(Task.status, pw.fn.COUNT(pw.SQL("*"))).group_by(Task.status).tuples())
-    return {
-        "coord_users_total": count(User.select()),
-        "coord_chat_channels_total": count(ChatChannel.select()),
-        "coord_chat_messages_total": count(ChatMessage.select()),
-        "coord_mailbox_messages_total": count(Message.select()),
-        "coord_swarm_projects_total": count(Project.select().where(Project.archived_at.is_null())),
-        "tasks": tasks,
-        "coord_push_outbox_pending": count(PushDelivery.select().where(PushDelivery.status == "pending")),
-    }
+    return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks}
 
 
 _HELP = {
@@ -268,15 +240,6 @@ class _AppFigures:
                                 "minute (admin doctor's loop probe)", value=self.loop_lag)
 
 
-class _Scrape:
-    def __init__(self, *sources):
-        self.sources = sources
-
-    def collect(self) -> Iterable:
-        for source in self.sources:
-            yield from source.collect()
-
-
 class AppMetrics:
     """coord.services.metrics: one app's scrape."""
 
@@ -294,7 +257,7 @@ class AppMetrics:
         # On the event loop, not in a thread: rendering is CPU under the GIL either way (the files it
         # reads are small: /proc, and in multi-process mode COORD_METRICS_DIR), and in a thread the same
         # CPU took several times longer to finish while the loop and the Store kept taking the GIL.
-        body = self.process.exposition.render(_Scrape(self.process.sources, figures))
+        body = self.process.exposition.render(*self.process.parts, figures)
         self.process.scrape_duration.observe(perf_counter() - started)
         return body
 
