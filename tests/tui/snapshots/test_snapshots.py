@@ -101,6 +101,10 @@ def prepare(pane: str, after=None):
             app.query_one("#wake-table").show_cursor = False
             await pilot.pause(0.05)
         if after is not None:
+            # Toasts go before `after` opens a screen (help): the pane's screen keeps its toasts while another
+            # screen is on top, and the clearing at the end reaches only the top screen's.
+            app.clear_notifications()
+            await pilot.pause(0.05)
             await after(pilot)
         for widget in app.query("Input, TextArea"):
             widget.cursor_blink = False
