@@ -529,6 +529,26 @@ async def test_a_patch_keeps_what_editors_typed_after_the_writer_read_the_page(m
     assert stored_text(server, page_id) == ("bob: late é one\nTWO 😀\ncarol ß\n",) * 2
 
 
+async def test_a_patch_through_another_server_merges_against_what_the_writer_read(make_server, pg_cluster):
+    """Bob reads the page through one server and PATCHes it through another (two workers behind one
+    port): what he read is his base wherever the PATCH lands, so what alice typed since survives."""
+    url = pg_cluster.create_database()
+    first, second = (make_server(database_url=url, **FAST) for _ in range(2))
+    page_id = await new_page(first, content="one\ntwo\nthree\n")
+    async with api(first, "bob") as bob_http:
+        seen = (await bob_http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
+    alice = await session(first, "alice", page_id)
+    alice.insert(0, "late é ")
+    alice.delete(alice.value.index("three\n"), len("three\n"))
+    await until(lambda: stored_text(first, page_id) == ("late é one\ntwo\n",) * 2)
+    async with api(second, "bob") as bob_http:
+        response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": seen.replace("two", "TWO 😀")})
+    assert response.json()["page"]["content"] == "late é one\nTWO 😀\n"
+    await until(lambda: alice.value == "late é one\nTWO 😀\n")
+    await alice.close()
+    await until(lambda: stored_text(first, page_id) == ("late é one\nTWO 😀\n",) * 2)
+
+
 async def test_remote_changes_arrive_with_code_point_positions(make_server):
     server = make_server(**FAST)
     page_id = await new_page(server, content="😀é中ß|end")
