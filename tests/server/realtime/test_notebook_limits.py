@@ -3,7 +3,6 @@ and the read bases' lifetime."""
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import datetime, timezone
 
 from coordserver.domain import notebook as pages
@@ -11,7 +10,7 @@ from coordserver.models import NotebookReadBase
 from coordserver.realtime import notebook_peer
 from coordserver.realtime.notebook_peer import MAX_PAGE_CHARS, Peer
 from coordserver.timeutil import FrozenClock
-from tests.server.realtime.test_notebook_ws import FAST, RawClient, api, new_page, stored_text, until
+from tests.server.realtime.test_notebook_ws import FAST, RawClient, api, content_when, new_page, stored_text, until
 
 CHUNK = 200_000  # characters per update: its JSON frame (~4 bytes per byte value) stays under 1 MiB
 
@@ -29,13 +28,7 @@ async def test_an_update_past_the_size_cap_is_refused_and_not_applied(make_serve
     assert await writer.closed() == (1009, notebook_peer.TOO_BIG_MESSAGE)
     assert writer.of_type("error")[-1]["message"] == notebook_peer.TOO_BIG_MESSAGE
     async with api(srv, "bob") as http:
-        async def content() -> str:
-            return (await http.get(f"/api/notebook/{page}")).json()["page"]["content"]
-        live, deadline = await content(), time.monotonic() + 30
-        # a worker without the room (COORD_TEST_WORKERS) answers the stored text: once the room saved
-        while len(live) < MAX_PAGE_CHARS and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            live = await content()
+        live = await content_when(http, page, lambda text: len(text) == MAX_PAGE_CHARS, timeout=30)
     assert len(live) == MAX_PAGE_CHARS and "one too many" not in live
     await asyncio.sleep(0.3)
     assert "one too many" not in watcher.value  # never relayed

@@ -126,6 +126,17 @@ async def until(predicate, timeout=10.0, interval=0.02):
         await asyncio.sleep(interval)
 
 
+async def content_when(http, page_id, check, timeout=10.0) -> str:
+    """GET the page's content until check(content) holds (or the time is up): the worker holding the
+    page's room answers the live text, another worker (COORD_TEST_WORKERS) the text as last saved."""
+    deadline = time.monotonic() + timeout
+    while True:
+        content = (await http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
+        if check(content) or time.monotonic() > deadline:
+            return content
+        await asyncio.sleep(0.05)
+
+
 def rooms(server):
     return server.coord.services.notebook.rooms
 
@@ -219,8 +230,8 @@ async def test_rest_patch_reaches_live_editors_without_losing_their_edits(make_s
     bob.on_change.append(remote_changes.append)
 
     async with api(server, "carol") as http:
-        live = (await http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
-        assert live == expected_live  # GET shows the live text of an open page
+        live = await content_when(http, page_id, lambda text: text == expected_live)
+        assert live == expected_live  # GET shows the live text of an open page (saved, from another worker)
         patched = live.replace("Title", "Title (reviewed ß)") + "from REST 中文\n"
         response = await http.patch(f"/api/notebook/{page_id}", json={"content": patched})
         assert response.status_code == 200 and response.json()["page"]["content"] == patched
