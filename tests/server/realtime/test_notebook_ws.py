@@ -190,6 +190,7 @@ async def test_three_editors_converge_and_the_text_survives_a_restart(make_serve
 
     await alice.close(), await bob.close(), await carol.close()
     await until(lambda: page_id not in rooms(server))
+    await until(lambda: stored_text(server, page_id) == (final, final))  # saved by every worker's room
     assert stored_text(server, page_id) == (final, final)
     server.stop()
 
@@ -244,6 +245,8 @@ async def test_rest_patch_reaches_live_editors_without_losing_their_edits(make_s
     await until(lambda: alice.value == bob.value == ">> " + patched + "bob again ñ")
     await alice.close(), await bob.close()
     await until(lambda: page_id not in rooms(server))
+    # the rooms on other workers (COORD_TEST_WORKERS) save as their last peer leaves: wait for them too
+    await until(lambda: stored_text(server, page_id) == (">> " + patched + "bob again ñ",) * 2)
     assert stored_text(server, page_id) == (">> " + patched + "bob again ñ",) * 2
 
 
