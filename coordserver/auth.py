@@ -18,9 +18,10 @@ _LAST_USED_RESOLUTION = timedelta(seconds=60)
 class TokenResolver:
     """Resolves bearer tokens. A short cache keeps auth off the database on hot paths. A unit that
     changes what a token may do announces it after its commit (`domain.identities.tokens_changed`, on
-    the bus's "tokens" channel), before its caller hears the result: every process drops those
-    tokens from its cache then, not after _CACHE_SECONDS. Revocations also reach processes that missed
-    the announcement, through the log (realtime/revocation.py)."""
+    the bus's "tokens" channel): this process drops those tokens from its cache before the caller hears
+    the result, other processes when the NOTIFY arrives (milliseconds later), not after _CACHE_SECONDS.
+    Revocations also reach processes that missed the announcement, through the log
+    (realtime/revocation.py)."""
 
     def __init__(self, coord):
         self.coord = coord

@@ -417,6 +417,18 @@ class NotebookRelay(BaseModel):
     created_at = pw.DateTimeField(index=True)
 
 
+class NotebookReadBase(BaseModel):
+    """The document state an identity last read of a page: the base of their next PATCH of content
+    (a three-way merge). In the database, so a PATCH served by any worker process finds it."""
+    page_id = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50)
+    state = pw.BlobField()
+    read_at = pw.DateTimeField(index=True)
+
+    class Meta:
+        primary_key = pw.CompositeKey("page_id", "identity")
+
+
 class DirectoryEntry(BaseModel):
     title = pw.CharField(max_length=255)
     url = pw.CharField(max_length=2000)
@@ -430,5 +442,5 @@ ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
-    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, DirectoryEntry,
+    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, DirectoryEntry,
 ]

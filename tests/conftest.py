@@ -7,7 +7,8 @@
 - COORD_TEST_WORKERS=N (N > 1): every test server on PostgreSQL without an injected clock runs as N
   workers on one port (tests/workers.py), and the servers that default to SQLite use PostgreSQL.
   A frozen clock cannot be shared with another process: those servers stay single-process, as do
-  those of tests marked `single_process` (they watch one process's internals: its hub, bus or store).
+  those of tests marked `single_process` (they watch one process's internals: its hub, bus or store);
+  `make_server` gives such a server SQLite by default, as in the ordinary run.
 """
 from __future__ import annotations
 
@@ -87,14 +88,23 @@ def start_server(settings: Settings, clock=None, port: int = 0, workers: int = T
     return ServerThread(settings, clock=clock, port=port).start()
 
 
+def pytest_collection_modifyitems(items):
+    """`single_process` keeps the servers a test starts single: the module-wide `server` is shared
+    with the module's other tests (started for whichever test asks first), so it cannot honour it."""
+    for item in items:
+        if item.get_closest_marker("single_process") and "server" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} is marked single_process but uses the module-wide "
+                                    "`server`: start its own with `make_server()`")
+
+
 def workers_for(request) -> int:
     """COORD_TEST_WORKERS, or 1 for tests marked `single_process`."""
     return 1 if request.node.get_closest_marker("single_process") else TEST_WORKERS
 
 
-def default_url(request, directory) -> str:
-    """SQLite in `directory`, or a PostgreSQL database under COORD_TEST_WORKERS."""
-    if TEST_WORKERS > 1:
+def default_url(request, directory, workers: int = TEST_WORKERS) -> str:
+    """SQLite in `directory`, or a PostgreSQL database for a server of several workers."""
+    if workers > 1:
         return request.getfixturevalue("pg_cluster").create_database()
     return f"sqlite:///{directory / f'coord-{uuid.uuid4().hex[:6]}.db'}"
 
@@ -105,10 +115,12 @@ def make_server(request, tmp_path):
 
     def factory(env: dict[str, str] | None = None, clock=None, database_url: str | None = None,
                 port: int = 0, **settings_overrides) -> ServerThread:
-        url = database_url or default_url(request, tmp_path)
+        # a server that stays one process (a frozen clock, single_process) keeps the usual SQLite
+        workers = workers_for(request) if clock is None else 1
+        url = database_url or default_url(request, tmp_path, workers)
         full_env = base_env(url, **(env or {}))
         server = start_server(Settings.from_env(full_env, **settings_overrides), clock=clock, port=port,
-                              workers=workers_for(request))
+                              workers=workers)
         started.append(server)
         return server
 

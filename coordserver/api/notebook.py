@@ -57,8 +57,9 @@ async def get_page(id: str):  # noqa: A002 (the path parameter is {id}, as in th
     page_id = id
     principal = require_identity()
     page = await coord().store.read(pages.get_page, page_id, principal)
-    _rooms().remember_read(page_id, principal.identity, _stored_state(page))
-    return {"page": _with_live_content(page)}
+    response = {"page": _with_live_content(page)}
+    await _rooms().remember_read(page_id, principal.identity, _stored_state(page))  # the same state
+    return response
 
 
 def _stored_state(page) -> bytes | None:
@@ -85,7 +86,7 @@ async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in
     principal = require_identity()
     changes = _domain_values((await body()).changes())
     c, rooms = coord(), _rooms()
-    base = rooms.read_base(page_id, principal.identity) if "content" in changes else None
+    base = await rooms.read_base(page_id, principal.identity) if "content" in changes else None
     result = await c.store.write(pages.update_page, page_id, principal, changes, _env_admins(),
                                  page_id not in rooms.rooms, base)
     content = result["merge"]
@@ -94,9 +95,10 @@ async def update_page(id: str):  # noqa: A002 (the path parameter is {id}, as in
         await c.store.write(pages.update_page, page_id, principal, {"content": content}, _env_admins(), True, base)
         result = {"page": await c.store.read(pages.get_page, page_id, principal)}
     page = result["page"]
+    response = {"page": _with_live_content(page)}
     if "content" in changes:
-        rooms.remember_read(page_id, principal.identity, _stored_state(page))
-    return {"page": _with_live_content(page)}
+        await rooms.remember_read(page_id, principal.identity, _stored_state(page))  # the same state
+    return response
 
 
 @bp.delete("/notebook/<other_than(ws):id>")

@@ -159,7 +159,8 @@ def _token(token_id: int) -> Token:
 
 def tokens_changed(token_ids, identity: str | None = None) -> None:
     """Once this unit commits, every process drops these tokens (with `identity`: all of that
-    identity's) from its token cache (auth.TokenResolver), before the unit's caller hears back."""
+    identity's) from its token cache (auth.TokenResolver): this one before the unit's caller hears
+    back, the others when the bus's NOTIFY reaches them."""
     db.after_commit("tokens", {"tokenIds": sorted(set(token_ids)), "identity": identity})
 
 

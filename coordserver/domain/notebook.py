@@ -16,7 +16,7 @@ from .. import db
 from ..principal import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
-from ..models import NotebookPage, NotebookRelay
+from ..models import NotebookPage, NotebookReadBase, NotebookRelay
 from ..timeutil import iso, to_db
 from .identities import valid_identity
 from . import visibility
@@ -26,6 +26,7 @@ TEXT_NAME = "content"
 TITLE_MAX = 255
 EVENT_TYPE = "notebook_page_updated"
 RELAY_RETENTION = timedelta(minutes=10)
+READ_BASE_RETENTION = timedelta(days=1)  # a PATCH later than this after the read diffs two-way
 
 
 # --- the CRDT text ---------------------------------------------------------------------------
@@ -381,6 +382,25 @@ def load_relay(relay_id: int) -> bytes | None:
 
 def _prune_relays() -> None:
     NotebookRelay.delete().where(NotebookRelay.created_at < to_db(db.now() - RELAY_RETENTION)).execute()
+
+
+# --- read bases: what each writer last read, for three-way PATCH merges ------------------------
+
+def remember_read(page_id: str, identity: str, state: bytes) -> None:
+    """`state` is what `identity` just read of the page: the base of their next PATCH of content.
+    One row per (page, reader); rows not refreshed within READ_BASE_RETENTION are dropped."""
+    now = db.now()
+    (NotebookReadBase.insert(page_id=page_id, identity=identity, state=state, read_at=to_db(now))
+     .on_conflict(conflict_target=[NotebookReadBase.page_id, NotebookReadBase.identity],
+                  update={NotebookReadBase.state: state, NotebookReadBase.read_at: to_db(now)})
+     .execute())
+    NotebookReadBase.delete().where(NotebookReadBase.read_at < to_db(now - READ_BASE_RETENTION)).execute()
+
+
+def read_base(page_id: str, identity: str) -> bytes | None:
+    row = (NotebookReadBase.select(NotebookReadBase.state)
+           .where((NotebookReadBase.page_id == page_id) & (NotebookReadBase.identity == identity)).first())
+    return bytes(row.state) if row is not None else None
 
 
 def require_title(value) -> str:

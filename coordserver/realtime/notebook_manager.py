@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections import OrderedDict
 from datetime import timedelta
 from typing import Callable
 
@@ -16,8 +15,6 @@ from .notebook_rooms import Room
 log = logging.getLogger("coord.notebook")
 
 HEARTBEAT_WINDOW = timedelta(seconds=45)
-MAX_READ_BASES = 512  # (page, reader) document states kept as bases for three-way PATCH merges
-MAX_READ_BASE_BYTES = 64 << 20  # ... and at most this many bytes of them
 
 
 class NotebookRooms:
@@ -28,8 +25,6 @@ class NotebookRooms:
         self.bus = coord.bus
         self.rooms: dict[str, Room] = {}
         self.heartbeats: dict[str, dict[str, object]] = {}
-        self.read_bases: OrderedDict[tuple[str, str], bytes] = OrderedDict()
-        self.read_base_bytes = 0
         self._opening: dict[str, asyncio.Task] = {}
         self._unsubscribe_bus: Callable[[], None] | None = None
         self._unsubscribe_beats: Callable[[], None] | None = None
@@ -163,27 +158,17 @@ class NotebookRooms:
         await room.flush()
         return True
 
-    def remember_read(self, page_id: str, identity: str, stored_state: bytes | None) -> None:
-        """The document state `identity` just read (the live one if a room is open): the base of
-        their next PATCH of content, so that PATCH merges three-way."""
+    async def remember_read(self, page_id: str, identity: str, stored_state: bytes | None) -> None:
+        """The document state `identity` just read (the live one if a room of this process is open):
+        the base of their next PATCH of content, so that PATCH merges three-way. Kept in the database
+        (pages.remember_read): the PATCH may be served by another worker process."""
         room = self.rooms.get(page_id)
         state = room.doc.get_update() if room is not None else stored_state
-        if state is None:
-            return
-        key = (page_id, identity)
-        self._drop_read_base(key)
-        self.read_bases[key] = state
-        self.read_base_bytes += len(state)
-        while len(self.read_bases) > MAX_READ_BASES or self.read_base_bytes > MAX_READ_BASE_BYTES:
-            self._drop_read_base(next(iter(self.read_bases)))
-
-    def _drop_read_base(self, key: tuple[str, str]) -> None:
-        state = self.read_bases.pop(key, None)
         if state is not None:
-            self.read_base_bytes -= len(state)
+            await self.coord.store.write(pages.remember_read, page_id, identity, state)
 
-    def read_base(self, page_id: str, identity: str) -> bytes | None:
-        return self.read_bases.get((page_id, identity))
+    async def read_base(self, page_id: str, identity: str) -> bytes | None:
+        return await self.coord.store.read(pages.read_base, page_id, identity)
 
     def heartbeat(self, page_id: str, identity: str) -> list[str]:
         """A REST viewer's heartbeat, told to the other worker processes too (`notebook_heartbeat`)."""

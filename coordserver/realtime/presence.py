@@ -2,23 +2,27 @@
 
 `touch` is called for every authenticated request and by open streams; it never waits on the
 database. Dirty entries are flushed every few seconds and at shutdown, so lastSeen survives restarts.
+Each flush is also published on the bus (`presence_seen`): the other worker processes take the newer
+times, so every worker answers presence for identities that talk to another one (within a flush).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from datetime import datetime, timedelta
+from typing import Callable
 
 import peewee as pw
 
 from ..errors import log_background_failure
 from ..models import Message, Task, User
-from ..timeutil import from_db, to_db
+from ..timeutil import from_db, iso, parse_iso, to_db
 
 log = logging.getLogger("coord.presence")
 
 ONLINE_WINDOW = timedelta(minutes=5)
 FLUSH_SECONDS = 5.0
+SEEN_PER_NOTICE = 40  # identities per `presence_seen` publish: one NOTIFY holds under 8,000 bytes
 
 
 def _persist(seen: dict[str, tuple[datetime, str]]) -> None:
@@ -56,15 +60,32 @@ class PresenceTracker:
         self.connections: dict[str, int] = {}  # open streams and notebook sockets: they keep one online
         self._dirty: dict[str, tuple[datetime, str]] = {}
         self._online: set[str] = set()
+        self._unsubscribe: Callable[[], None] = lambda: None
 
     async def start(self) -> None:
         self.seen = await self.coord.store.read(_load)
         now = self.coord.now()
         self._online = {i for i, (when, _) in self.seen.items() if now - when < ONLINE_WINDOW}
+        self._unsubscribe = self.coord.bus.subscribe("presence_seen", self._on_seen_elsewhere)
         self.coord.spawn(self._run(), "presence")
 
     async def stop(self) -> None:
+        self._unsubscribe()
         await self.flush()
+
+    def _on_seen_elsewhere(self, payload: dict) -> None:
+        """Another process's flush: keep what is newer than ours. Its own online/offline
+        announcements were made there; this process announces nothing for them."""
+        for entry in payload.get("seen") or ():
+            try:
+                identity, when, source = entry[0], parse_iso(entry[1]), entry[2]
+            except (TypeError, ValueError, IndexError):
+                continue
+            if not isinstance(identity, str) or not isinstance(source, str):
+                continue
+            mine = self.seen.get(identity)
+            if mine is None or mine[0] < when:
+                self.seen[identity] = (when, source)
 
     def touch(self, identity: str, source: str = "api") -> None:
         now = self.coord.now()
@@ -103,7 +124,6 @@ class PresenceTracker:
 
     def _announce(self, identity: str, online: bool) -> None:
         seen = self.seen.get(identity)
-        from ..timeutil import iso
         self.coord.bus.publish("ephemeral", {"type": "presence", "to": None, "data": {
             "type": "presence", "identity": identity, "online": online,
             "lastSeen": iso(seen[0]) if seen else None, "source": seen[1] if seen else None}})
@@ -125,6 +145,13 @@ class PresenceTracker:
             log_background_failure(log, "persisting presence failed; will retry")
             for identity, value in batch.items():
                 self._dirty.setdefault(identity, value)
+            return
+        self._publish(batch)
+
+    def _publish(self, batch: dict[str, tuple[datetime, str]]) -> None:
+        entries = [[identity, iso(when), source] for identity, (when, source) in sorted(batch.items())]
+        for start in range(0, len(entries), SEEN_PER_NOTICE):
+            self.coord.bus.publish("presence_seen", {"seen": entries[start:start + SEEN_PER_NOTICE]})
 
     async def _run(self) -> None:
         while True:

@@ -22,7 +22,7 @@ import coordserver.schemas
 from coordserver.schemas.base import Model, Query, wire_names
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import backend_url, base_env, client, start_server
+from tests.conftest import backend_url, base_env, client, eventually, start_server
 
 _JSON = {"Content-Type": "application/json"}
 # Valid JSON to Python, not to RFC 8259, or what no stored text may hold.
@@ -116,12 +116,27 @@ def _body_routes(srv: ServerThread) -> list[tuple[str, str, str]]:
     return routes
 
 
+WARMED = ("alice", "bob", "admin")
+
+
 def _warm(srv: ServerThread) -> None:
-    """Requests whose side effects (users rows from presence, a first message) happen before the snapshot."""
-    for who in ("alice", "bob", "admin"):
+    """Requests whose side effects (users rows from presence, a first message) happen before the snapshot.
+    Under COORD_TEST_WORKERS a request may have landed on another worker, whose presence writes its
+    users row at its own next flush: wait until every warmed identity has one."""
+    for who in WARMED:
         client(srv, who).get("/api/health")
         assert client(srv, who).get("/api/mailboxes/me/messages").status_code == 200
     srv.call(lambda: srv.coord.services.presence.flush())
+    rows = eventually(lambda: _users_seen(srv), lambda seen: seen >= set(WARMED), timeout=30)
+    assert rows >= set(WARMED), rows
+
+
+def _users_seen(srv: ServerThread) -> set[str]:
+    from coordserver.models import User
+
+    def seen():
+        return {u.id for u in User.select(User.id).where(User.last_seen_at.is_null(False))}
+    return srv.call(lambda: srv.coord.store.read(seen))
 
 
 def test_every_json_route_refuses_hostile_bodies(hostile_server):

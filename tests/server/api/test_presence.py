@@ -4,7 +4,7 @@ from __future__ import annotations
 from coordserver import db
 from coordserver.models import Message, Task
 from coordserver.timeutil import FrozenClock, iso, to_db
-from tests.conftest import client
+from tests.conftest import client, eventually
 from tests.sse_helpers import open_stream, run_unit, wait_for
 
 
@@ -93,3 +93,19 @@ def test_last_seen_survives_a_restart(make_server, tmp_path):
         presence = alice.get("/api/presence").json()
     assert presence["carol"] == {"online": False, "lastSeen": iso(seen_at), "source": "api", "unread": 0,
                                  "tasks": 0}
+
+
+def test_a_worker_answers_presence_for_identities_seen_by_another(make_server, pg_cluster):
+    """Two server processes on one database (workers behind one port): bob talks to the first only;
+    the second learns of him from the first's presence flush (bus `presence_seen`)."""
+    clock = FrozenClock()
+    url = pg_cluster.create_database()
+    first, second = make_server(clock=clock, database_url=url), make_server(clock=clock, database_url=url)
+    with client(first, "bob") as bob:
+        bob.get("/api/users")
+    seen_at = clock.now()
+    clock.advance(seconds=30)
+    first.call(lambda: first.coord.services.presence.flush())
+    with client(second, "alice") as alice:
+        bob_there = eventually(lambda: alice.get("/api/presence").json()["bob"], lambda b: b["online"])
+    assert (bob_there["online"], bob_there["lastSeen"], bob_there["source"]) == (True, iso(seen_at), "api")

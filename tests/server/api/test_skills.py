@@ -103,7 +103,9 @@ def test_no_auth_and_no_rate_limit(make_server):
     assert statuses == [200, 200, 429]  # the limit is real elsewhere
 
 
-def test_pages_added_later_are_listed_and_buzz_aliases_broadcast(server, tmp_path, monkeypatch):
+@pytest.mark.single_process  # the skill docs' directory is replaced in this process
+def test_pages_added_later_are_listed_and_buzz_aliases_broadcast(make_server, tmp_path, monkeypatch):
+    server = make_server()
     docs = tmp_path / "skills"
     shutil.copytree(skills.SKILLS_DIR, docs)
     (docs / "broadcast.md").write_text("# Broadcast feeds\n\nfeeds page\n", encoding="utf-8")

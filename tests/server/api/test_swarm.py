@@ -14,7 +14,7 @@ from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import to_db, utcnow
-from tests.conftest import backend_url, base_env, client, ok, start_server
+from tests.conftest import backend_url, base_env, client, eventually, ok, start_server
 
 CLAIMERS = [f"u{i}" for i in range(1, 21)]
 CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
@@ -75,6 +75,10 @@ class WakeRecorder:
     def _record(self, payload: dict) -> None:
         with self._lock:
             self.pulses.append(payload["identity"])
+
+    def saw(self, identity: str) -> bool:
+        """Whether `identity` was pulsed, waiting for it: a pulse from another worker comes by NOTIFY."""
+        return identity in eventually(lambda: list(self.pulses), lambda pulses: identity in pulses)
 
     def close(self) -> None:
         self._unsubscribe()
@@ -144,7 +148,7 @@ def test_create_task_defaults_to_ready_logs_event_and_pulses_assignee(srv, alice
     logged = logged_events(srv, task["id"])
     assert logged == [("swarm_task_created", {"type": "swarm_task_created", "taskId": task["id"],
                                               "title": "Fix login", "status": "ready", "actor": "alice"}, True)]
-    assert "bob" in wakes.pulses
+    assert wakes.saw("bob")
 
     queued = new_task(alice, assigneeUserId="carol", status="queued")
     assert queued["status"] == "queued" and "carol" not in wakes.pulses
@@ -200,7 +204,7 @@ def test_field_patch_ignores_status_clears_and_records_events(srv, alice, bob, w
     assigned = events_of(alice, task["id"])[1]
     assert assigned["beforeState"] == {"assigneeUserId": None} and assigned["afterState"] == {"assigneeUserId": "carol"}
     assert assigned["actorUserId"] == "bob"
-    assert "carol" in wakes.pulses
+    assert wakes.saw("carol")
     updated = logged_events(srv, task["id"])[-1]
     assert updated[0] == "swarm_task_updated" and "previousStatus" not in updated[1] and updated[1]["actor"] == "bob"
 
@@ -285,7 +289,7 @@ def test_claiming_an_unassigned_ready_task(alice, bob, wakes):
     event = events_of(alice, task["id"])[0]
     assert event["beforeState"] == {"status": "ready", "assigneeUserId": None}
     assert event["afterState"] == {"status": "in_progress", "assigneeUserId": "bob"}
-    assert "bob" in wakes.pulses
+    assert wakes.saw("bob")
 
 
 def test_review_handoff_reassigns_and_send_back(alice, bob, carol, wakes):
@@ -293,7 +297,7 @@ def test_review_handoff_reassigns_and_send_back(alice, bob, carol, wakes):
     ok(bob.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"}))
     review = ok(bob.patch(f"/api/swarm/tasks/{task['id']}/status",
                           json={"status": "review", "assigneeUserId": "carol"}))
-    assert review["assigneeUserId"] == "carol" and "carol" in wakes.pulses
+    assert review["assigneeUserId"] == "carol" and wakes.saw("carol")
     back = ok(carol.patch(f"/api/swarm/tasks/{task['id']}/status",
                           json={"status": "in_progress", "assigneeUserId": "bob", "reason": "tests missing"}))
     assert back["assigneeUserId"] == "bob" and back["status"] == "in_progress"

@@ -6,7 +6,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import backend_server, client, ok
+from tests.conftest import backend_server, client, eventually, ok
 
 OPEN = ["queued", "ready", "in_progress", "holding", "review"]
 ALL = ["queued", "ready", "in_progress", "holding", "review", "complete", "closed"]
@@ -102,9 +102,11 @@ def test_assignee_me_is_the_caller(srv):
 
 def test_closed_tasks_never_enter_wake(srv):
     alice, bob = client(srv, "alice"), client(srv, "bob")
+    def waking() -> set[str]:  # another worker's wake shows a change once its NOTIFY arrived (docs/deploy.md)
+        return {i["id"] for i in ok(bob.get("/api/wake"))["items"]}
     made = task(alice, assigneeUserId="bob", title="wake-closed-check")
-    assert made["id"] in {i["id"] for i in ok(bob.get("/api/wake"))["items"]}
+    assert made["id"] in eventually(waking, lambda ids: made["id"] in ids)
     ok(move(alice, made["id"], "closed", reason="no longer needed"))
-    assert made["id"] not in {i["id"] for i in ok(bob.get("/api/wake"))["items"]}
+    assert made["id"] not in eventually(waking, lambda ids: made["id"] not in ids)
     created_closed = task(alice, assigneeUserId="bob", status="closed")
     assert created_closed["id"] not in {i["id"] for i in ok(bob.get("/api/wake"))["items"]}

@@ -12,7 +12,7 @@ import pytest
 from coordserver.domain import identities
 from coordserver.settings import EnvToken, parse_env_tokens, parse_superuser
 from coordserver.timeutil import utcnow
-from tests.conftest import backend_server, client, ok
+from tests.conftest import backend_server, client, eventually, ok
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
 from tests.server.realtime.test_revocation import (GRACE, connected_here_admin_elsewhere, ended, register as register_async,
                                   verify_status)
@@ -76,14 +76,15 @@ def test_patch_fields_types_and_404(srv):
     assert next(u for u in ok(admin.get("/api/admin/users"))["users"] if u["id"] == name)["displayName"] == "Patched"
     missing = admin.patch("/api/admin/users/nobody-here", json={"isAgent": True})
     assert missing.status_code == 404 and missing.json() == {"error": "User not found"}
-    # isAdmin is the identity's: its live token follows at once
+    # isAdmin is the identity's: its live token follows at once (another worker's token cache when
+    # the NOTIFY arrives: COORD_TEST_WORKERS)
     me = client(srv, token=token)
     assert ok(me.get("/api/auth/verify"))["isAdmin"] is False
     assert ok(admin.patch(path, json={"isAdmin": True}))["user"]["isAdmin"] is True
-    assert ok(me.get("/api/auth/verify"))["isAdmin"] is True
+    assert eventually(lambda: ok(me.get("/api/auth/verify"))["isAdmin"], lambda admin_now: admin_now) is True
     assert me.get("/api/admin/users").status_code == 200
     ok(admin.patch(path, json={"isAdmin": False}))
-    assert me.get("/api/admin/users").status_code == 403
+    assert eventually(lambda: me.get("/api/admin/users").status_code, lambda status: status == 403) == 403
 
 
 def test_archiving_revokes_refuses_new_work_and_unlists(srv):
@@ -96,7 +97,8 @@ def test_archiving_revokes_refuses_new_work_and_unlists(srv):
     from_them = ok(me.post("/api/mailboxes/alice/messages", json={"title": "from the archived-to-be"}))
     archived = ok(admin.patch(f"/api/admin/users/{name}", json={"archivedAt": "2026-03-01T10:00:00+01:00"}))["user"]
     assert archived["archivedAt"] == "2026-03-01T09:00:00.000Z"
-    assert me.get("/api/auth/verify").status_code == 401
+    # the other workers' token caches drop the tokens when the NOTIFY arrives (COORD_TEST_WORKERS)
+    assert eventually(lambda: me.get("/api/auth/verify").status_code, lambda status: status == 401) == 401
     tokens = [t for t in ok(admin.get("/api/auth/tokens"))["tokens"] if t["identity"] == name]
     assert tokens and all(t["revokedAt"] for t in tokens)
     assert name not in listed(alice) and name not in ok(alice.get("/api/presence"))
@@ -175,6 +177,7 @@ def test_superuser_from_the_environment(make_server, database_url):
     assert next(u for u in ok(superuser.get("/api/admin/users"))["users"] if u["id"] == "admin")["displayName"] == "Admin"
 
 
+@pytest.mark.single_process  # `here` is one process (its hub is watched); `other` is the second
 async def test_archiving_on_one_process_closes_streams_and_sockets_on_another(make_server, pg_cluster):
     url = pg_cluster.create_database()
     here = make_server(database_url=url)

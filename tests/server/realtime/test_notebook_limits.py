@@ -1,17 +1,16 @@
 """Notebook bounds: the live document's size cap over the real socket, each peer's outbox in bytes,
-and the read-base cache in bytes."""
+and the read bases' lifetime."""
 from __future__ import annotations
 
-import pytest
-
 import asyncio
+from datetime import datetime, timezone
 
-import httpx
-
-from coordserver.realtime import notebook_manager, notebook_peer
+from coordserver.domain import notebook as pages
+from coordserver.models import NotebookReadBase
+from coordserver.realtime import notebook_peer
 from coordserver.realtime.notebook_peer import MAX_PAGE_CHARS, Peer
-from tests.conftest import TOKENS
-from tests.server.realtime.test_notebook_ws import FAST, RawClient, api, new_page, stored_text, until
+from coordserver.timeutil import FrozenClock
+from tests.server.realtime.test_notebook_ws import FAST, RawClient, api, content_when, new_page, stored_text, until
 
 CHUNK = 200_000  # characters per update: its JSON frame (~4 bytes per byte value) stays under 1 MiB
 
@@ -29,7 +28,7 @@ async def test_an_update_past_the_size_cap_is_refused_and_not_applied(make_serve
     assert await writer.closed() == (1009, notebook_peer.TOO_BIG_MESSAGE)
     assert writer.of_type("error")[-1]["message"] == notebook_peer.TOO_BIG_MESSAGE
     async with api(srv, "bob") as http:
-        live = (await http.get(f"/api/notebook/{page}")).json()["page"]["content"]
+        live = await content_when(http, page, lambda text: len(text) == MAX_PAGE_CHARS, timeout=30)
     assert len(live) == MAX_PAGE_CHARS and "one too many" not in live
     await asyncio.sleep(0.3)
     assert "one too many" not in watcher.value  # never relayed
@@ -55,16 +54,31 @@ def test_a_peer_outbox_is_bounded_in_bytes():
     asyncio.run(run())
 
 
-@pytest.mark.single_process  # reads one process's rooms
-async def test_read_bases_are_bounded_in_bytes(make_server, monkeypatch):
-    monkeypatch.setattr(notebook_manager, "MAX_READ_BASE_BYTES", 100_000)
-    srv = make_server()
-    pages = [await new_page(srv, "alice", content=str(n) * 40_000) for n in range(4)]
-    async with httpx.AsyncClient(base_url=srv.url, timeout=30) as http:
-        for page in pages:
-            response = await http.get(f"/api/notebook/{page}", headers={"Authorization": f"Bearer {TOKENS['alice']}"})
-            assert response.status_code == 200
-    rooms = srv.coord.services.notebook
-    assert rooms.read_base_bytes <= 100_000
-    assert rooms.read_base_bytes == sum(len(state) for state in rooms.read_bases.values())
-    assert rooms.read_base(pages[-1], "alice") is not None and rooms.read_base(pages[0], "alice") is None
+async def test_read_bases_are_one_row_per_reader_and_dropped_after_a_day(make_server):
+    """What a writer read is kept in the database (any worker's PATCH merges against it): one row per
+    page and reader, replaced by their next read, and gone a day after their last one."""
+    clock = FrozenClock(datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc))
+    srv = make_server(clock=clock)
+    first, second = [await new_page(srv, "alice", content=f"page {n}\n") for n in range(2)]
+
+    async def read(page: str) -> None:
+        async with api(srv, "alice") as http:
+            assert (await http.get(f"/api/notebook/{page}")).status_code == 200
+
+    def bases() -> dict[str, str]:
+        def rows():
+            return {row.page_id: pages.document_text(pages.load_document(bytes(row.state)))
+                    for row in NotebookReadBase.select().where(NotebookReadBase.identity == "alice")}
+        return srv.call(lambda: srv.coord.store.read(rows))
+
+    await read(first)
+    async with api(srv, "alice") as http:
+        await http.patch(f"/api/notebook/{first}", json={"content": "page 0, edited\n"})
+    await read(first)
+    assert bases() == {first: "page 0, edited\n"}
+    clock.advance(hours=23)
+    await read(second)
+    assert bases() == {first: "page 0, edited\n", second: "page 1\n"}
+    clock.advance(hours=2)
+    await read(second)
+    assert bases() == {second: "page 1\n"}

@@ -126,6 +126,17 @@ async def until(predicate, timeout=10.0, interval=0.02):
         await asyncio.sleep(interval)
 
 
+async def content_when(http, page_id, check, timeout=10.0) -> str:
+    """GET the page's content until check(content) holds (or the time is up): the worker holding the
+    page's room answers the live text, another worker (COORD_TEST_WORKERS) the text as last saved."""
+    deadline = time.monotonic() + timeout
+    while True:
+        content = (await http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
+        if check(content) or time.monotonic() > deadline:
+            return content
+        await asyncio.sleep(0.05)
+
+
 def rooms(server):
     return server.coord.services.notebook.rooms
 
@@ -179,6 +190,7 @@ async def test_three_editors_converge_and_the_text_survives_a_restart(make_serve
 
     await alice.close(), await bob.close(), await carol.close()
     await until(lambda: page_id not in rooms(server))
+    await until(lambda: stored_text(server, page_id) == (final, final))  # saved by every worker's room
     assert stored_text(server, page_id) == (final, final)
     server.stop()
 
@@ -219,8 +231,8 @@ async def test_rest_patch_reaches_live_editors_without_losing_their_edits(make_s
     bob.on_change.append(remote_changes.append)
 
     async with api(server, "carol") as http:
-        live = (await http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
-        assert live == expected_live  # GET shows the live text of an open page
+        live = await content_when(http, page_id, lambda text: text == expected_live)
+        assert live == expected_live  # GET shows the live text of an open page (saved, from another worker)
         patched = live.replace("Title", "Title (reviewed ß)") + "from REST 中文\n"
         response = await http.patch(f"/api/notebook/{page_id}", json={"content": patched})
         assert response.status_code == 200 and response.json()["page"]["content"] == patched
@@ -233,6 +245,8 @@ async def test_rest_patch_reaches_live_editors_without_losing_their_edits(make_s
     await until(lambda: alice.value == bob.value == ">> " + patched + "bob again ñ")
     await alice.close(), await bob.close()
     await until(lambda: page_id not in rooms(server))
+    # the rooms on other workers (COORD_TEST_WORKERS) save as their last peer leaves: wait for them too
+    await until(lambda: stored_text(server, page_id) == (">> " + patched + "bob again ñ",) * 2)
     assert stored_text(server, page_id) == (">> " + patched + "bob again ñ",) * 2
 
 
@@ -368,6 +382,7 @@ async def test_concurrent_openers_share_one_room(make_server):
     await until(lambda: page_id not in rooms(server))
 
 
+@pytest.mark.single_process  # the failing save is patched into this process and its room watched
 async def test_a_failed_save_is_retried_and_nothing_is_lost(make_server, monkeypatch):
     server = make_server(**FAST)
     page_id = await new_page(server, content="")
@@ -510,7 +525,8 @@ async def test_a_patch_keeps_what_editors_typed_after_the_writer_read_the_page(m
         # After bob read the page, alice types at the top and deletes a line bob is not touching.
         alice.insert(0, "late é ")
         alice.delete(alice.value.index("three\n"), len("three\n"))
-        await until(lambda: server.coord.services.notebook.live_text(page_id) == "late é one\ntwo\n")
+        # Saved, so every worker has it (under COORD_TEST_WORKERS alice's room may be in another one).
+        await until(lambda: stored_text(server, page_id) == ("late é one\ntwo\n",) * 2)
         response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": seen.replace("two", "TWO 😀")})
         assert response.json()["page"]["content"] == "late é one\nTWO 😀\n"
     await until(lambda: alice.value == "late é one\nTWO 😀\n")
@@ -527,6 +543,26 @@ async def test_a_patch_keeps_what_editors_typed_after_the_writer_read_the_page(m
         response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": "bob: " + seen})
         assert response.json()["page"]["content"] == "bob: late é one\nTWO 😀\ncarol ß\n"
     assert stored_text(server, page_id) == ("bob: late é one\nTWO 😀\ncarol ß\n",) * 2
+
+
+async def test_a_patch_through_another_server_merges_against_what_the_writer_read(make_server, pg_cluster):
+    """Bob reads the page through one server and PATCHes it through another (two workers behind one
+    port): what he read is his base wherever the PATCH lands, so what alice typed since survives."""
+    url = pg_cluster.create_database()
+    first, second = (make_server(database_url=url, **FAST) for _ in range(2))
+    page_id = await new_page(first, content="one\ntwo\nthree\n")
+    async with api(first, "bob") as bob_http:
+        seen = (await bob_http.get(f"/api/notebook/{page_id}")).json()["page"]["content"]
+    alice = await session(first, "alice", page_id)
+    alice.insert(0, "late é ")
+    alice.delete(alice.value.index("three\n"), len("three\n"))
+    await until(lambda: stored_text(first, page_id) == ("late é one\ntwo\n",) * 2)
+    async with api(second, "bob") as bob_http:
+        response = await bob_http.patch(f"/api/notebook/{page_id}", json={"content": seen.replace("two", "TWO 😀")})
+    assert response.json()["page"]["content"] == "late é one\nTWO 😀\n"
+    await until(lambda: alice.value == "late é one\nTWO 😀\n")
+    await alice.close()
+    await until(lambda: stored_text(first, page_id) == ("late é one\nTWO 😀\n",) * 2)
 
 
 async def test_remote_changes_arrive_with_code_point_positions(make_server):

@@ -168,6 +168,7 @@ async def _stuck_carol(srv, queue_size: int):
     return hub, stuck
 
 
+@pytest.mark.single_process  # watches one process's hub (the stuck client's stream must be in it)
 async def test_slow_consumer_is_closed_without_stalling_others(make_server):
     srv = make_server()
     hub, stuck = await _stuck_carol(srv, queue_size=20)
@@ -285,7 +286,8 @@ async def test_shutdown_ends_open_streams_at_once(make_server):
 
 
 @pytest.mark.single_process  # counts one process's streams
-async def test_stream_open_pulses_wake_and_marks_presence(server):
+async def test_stream_open_pulses_wake_and_marks_presence(make_server):
+    server = make_server()
     pulses = []
     server.call(lambda: _subscribe(server, "wake", pulses.append))
     async with open_stream(server, "carol"):

@@ -58,6 +58,7 @@ def test_registration_refuses_every_non_public_spelling(server, url, reason):
         assert bob.get("/api/auth/webhook").json()["configured"] is False
 
 
+@pytest.mark.single_process  # the resolver is replaced in this process
 def test_a_hostname_is_checked_by_what_it_resolves_to(make_server):
     srv = make_server()
     srv.coord.resolver = Resolver("10.0.0.7")
