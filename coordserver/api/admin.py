@@ -47,6 +47,6 @@ async def user_stats():
     tracker = c.services.presence
     seen = dict(tracker.seen)
     online = {identity: tracker.is_online(identity) for identity in seen}
-    streaming = c.services.sse.streaming_identities()
+    streaming = c.services.sse.streaming_identities(everywhere=True)  # a stream on any worker
     return await c.store.read(users.user_stats, c.env_identities, seen, online, streaming,
                               frozenset(c.settings.webhook_overrides))

@@ -19,6 +19,7 @@ from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
 from ..metrics import process_metrics
 from .logreader import GapTracker
+from .streams_elsewhere import StreamsElsewhere
 
 log = logging.getLogger("coord.sse")
 
@@ -151,6 +152,7 @@ class SSEHub:
         self._gaps = GapTracker()
         self._unsubscribe: list = []
         self._open_gauge = process_metrics().sse_streams  # coord_sse_streams, summed over processes
+        self.elsewhere = StreamsElsewhere(coord.bus, coord.now, coord.settings.sse_heartbeat_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class SSEHub:
                              bus.subscribe("ephemeral", self._on_ephemeral),
                              bus.subscribe("control", self._on_control),
                              bus.subscribe("bus", self._on_bus_reconnected)]
+        self.elsewhere.start()
         self.coord.spawn(self._pump(), "sse-pump")
         self.coord.spawn(self._heartbeat(), "sse-heartbeat")
         self.coord.spawn(self._prune(), "event-prune")
@@ -170,6 +173,7 @@ class SSEHub:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
+        self.elsewhere.stop()
         self._close_all("shutdown")
 
     # --- facts for doctor ----------------------------------------------------------------
@@ -186,8 +190,10 @@ class SSEHub:
         presence and doctor ask this; a notebook socket is not a stream)."""
         return identity in self.by_identity
 
-    def streaming_identities(self) -> frozenset[str]:
-        return frozenset(self.by_identity)
+    def streaming_identities(self, everywhere: bool = False) -> frozenset[str]:
+        """Identities with a stream open here; `everywhere`: or on another worker process (as it last said)."""
+        here = frozenset(self.by_identity)
+        return here | self.elsewhere.identities() if everywhere else here
 
     def stream_count(self, identity: str) -> int:
         return len(self.by_identity.get(identity, ()))
@@ -204,6 +210,8 @@ class SSEHub:
         conn = Connection(identity, self.queue_size, self.queue_bytes, principal.token_id, principal.expires_at)
         self.connections.add(conn)
         self._open_gauge.inc()
+        if identity not in self.by_identity:
+            self.elsewhere.opened(identity)
         self.by_identity.setdefault(identity, {})[conn] = None
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             conn.close("shutdown")
@@ -230,6 +238,7 @@ class SSEHub:
             peers.pop(conn, None)
             if not peers:
                 del self.by_identity[conn.identity]
+                self.elsewhere.closed(conn.identity)
         self.coord.services.tokens_guard.release(conn)
         self.coord.services.presence.connection_closed(conn.identity, "sse")
 
@@ -341,6 +350,7 @@ class SSEHub:
             await asyncio.sleep(self.coord.settings.sse_heartbeat_seconds)
             for identity in list(self.by_identity):
                 presence.touch(identity, "sse")
+            self.elsewhere.refresh(self.by_identity)
             self._deliver(HEARTBEAT, None, None)
 
     async def _prune(self) -> None:

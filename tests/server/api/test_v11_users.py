@@ -11,7 +11,7 @@ import pytest
 
 from coordserver.domain import identities
 from coordserver.settings import EnvToken, parse_env_tokens, parse_superuser
-from coordserver.timeutil import utcnow
+from coordserver.timeutil import FrozenClock, utcnow
 from tests.conftest import backend_server, client, eventually, ok
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
 from tests.server.realtime.test_revocation import (GRACE, connected_here_admin_elsewhere, ended, register as register_async,
@@ -148,8 +148,10 @@ async def test_user_stats(srv):
     ok(alice.post("/api/swarm/tasks", json={"title": "a", "assigneeUserId": seen}))
     ok(alice.post("/api/swarm/tasks", json={"title": "b", "assigneeUserId": seen, "status": "in_progress"}))
     async with open_stream(srv, "bob"):
-        await wait_for(lambda: srv.coord.services.sse.has_stream("bob"))
-        stats = ok(admin.get("/api/admin/user-stats"))["users"]
+        # Under COORD_TEST_WORKERS the stream, the requests of `seen` and this one may be on different workers:
+        # the answering worker hears of them on the bus (streams at once, presence within a flush).
+        stats = eventually(lambda: ok(admin.get("/api/admin/user-stats"))["users"],
+                           lambda users: users["bob"]["connection"] == "sse" and users[seen]["presence"]["online"])
     assert stats[seen] == {"inbox": {"unread": 1, "pending": 1, "read": 1, "total": 2},
                            "swarm": {"ready": 1, "in_progress": 1},
                            "presence": {"online": True, "lastSeen": stats[seen]["presence"]["lastSeen"],
@@ -160,6 +162,32 @@ async def test_user_stats(srv):
     assert stats[hooked]["connection"] == "webhook"
     assert stats[quiet] == {"inbox": {"unread": 0, "pending": 0, "read": 0, "total": 0}, "swarm": {},
                             "presence": {"online": False, "lastSeen": None, "source": None}, "connection": "none"}
+
+
+async def test_user_stats_count_a_stream_held_by_another_worker(make_server, pg_cluster):
+    """Two server processes on one database (workers behind one port): bob's stream is on the first;
+    the second's user stats say he is reached over a stream until it closes, and forget a worker that
+    has said nothing for three heartbeats (one that died)."""
+    clock = FrozenClock()
+    url = pg_cluster.create_database()
+    first, second = make_server(clock=clock, database_url=url), make_server(clock=clock, database_url=url)
+    admin = client(second, "admin")
+
+    def bob_on_second():
+        return ok(admin.get("/api/admin/user-stats"))["users"]["bob"]["connection"]
+    async with open_stream(first, "bob"):
+        assert eventually(bob_on_second, lambda connection: connection == "sse") == "sse"
+        assert "bob" not in second.coord.services.sse.streaming_identities()  # not here: elsewhere
+        clock.advance(seconds=second.coord.settings.sse_heartbeat_seconds * 3 + 1)  # no refresh heard since
+        assert bob_on_second() != "sse"
+        first.call(lambda: _refresh_streams(first))  # the first worker's next heartbeat
+        assert eventually(bob_on_second, lambda connection: connection == "sse") == "sse"
+    assert eventually(bob_on_second, lambda connection: connection != "sse") != "sse"  # its last one closed
+
+
+async def _refresh_streams(server) -> None:
+    hub = server.coord.services.sse
+    hub.elsewhere.refresh(hub.by_identity)
 
 
 def test_superuser_from_the_environment(make_server, database_url):
