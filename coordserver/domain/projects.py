@@ -13,6 +13,7 @@ from ..models import Project
 from ..principal import Principal
 from ..timeutil import iso, to_db
 from . import project_access
+from .fields import flag
 from .swarm import COLOR_RE, DEFAULT_TIMEZONE, TEXT_MAX, URL_MAX, known_identity, optional_text, required_title, \
     valid_timezone
 from .task_rules import require_lead_change
@@ -72,9 +73,7 @@ def _project_columns(body: dict, env_identities: frozenset[str]) -> dict[str, An
         columns["work_hours_timezone"] = (DEFAULT_TIMEZONE if value is None
                                           else valid_timezone(value, "workHoursTimezone"))
     if "blockingMode" in body:
-        if not isinstance(body["blockingMode"], bool):
-            raise Invalid("blockingMode must be true or false")
-        columns["blocking_mode"] = body["blockingMode"]
+        columns["blocking_mode"] = flag(body["blockingMode"], "blockingMode")
     if "taggedUsers" in body:
         columns["tagged_users"] = tagged_users(body["taggedUsers"], env_identities)
     return columns
