@@ -6,6 +6,11 @@ every server in turn (bench/messages.py run_rounds), so machine noise hits all o
 same-round ratios: to the bare app, and the last tree against the first.
 
     python bench/ab_trees.py /tmp/before,/tmp/after --rounds 4 --duration 5 [--cases send,inbox]
+    python bench/ab_trees.py /tmp/before,/tmp/after --backend postgresql --workers 2
+
+With --backend postgresql every tree gets its own database on one throwaway cluster (tests/pg.py, fsync off
+like the tests), its server runs `--workers N`, and the cluster's CPU per request is reported beside the
+server's (all worker processes): on one machine both share the cores.
 """
 from __future__ import annotations
 
@@ -19,11 +24,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import messages as bench  # noqa: E402  (free_port, preload, wrk, cpu_seconds, wait_up, TOKENS)
+from scale import tree_cpu  # noqa: E402
 
-def start(tree: str, tmp: str, index: int) -> tuple[subprocess.Popen, str]:
+def start(tree: str, tmp: str, index: int, cluster=None, workers: int = 1) -> tuple[subprocess.Popen, str]:
     port = bench.free_port()
     db_path = Path(tmp) / f"db{index}.db"
-    env = {**os.environ, "COORD_DATABASE_URL": f"sqlite:///{db_path}", "COORD_RATE_LIMITS": "off",
+    database_url = cluster.create_database() if cluster and tree != "BARE" else f"sqlite:///{db_path}"
+    env = {**os.environ, "COORD_DATABASE_URL": database_url, "COORD_RATE_LIMITS": "off",
            "COORD_LOG_LEVEL": "warning", "PYTHONPATH": tree if tree != "BARE" else str(HERE.parent),
            **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in bench.TOKENS.items()}}
     base = f"http://127.0.0.1:{port}"
@@ -33,10 +40,26 @@ def start(tree: str, tmp: str, index: int) -> tuple[subprocess.Popen, str]:
         return proc, base
     subprocess.run([sys.executable, "-m", "coordserver.cli", "migrate"], env=env, check=True, cwd=tree,
                    capture_output=True)
-    bench.preload(db_path, 0)
-    proc = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)], env=env, cwd=tree)
+    if cluster:
+        preload_postgres(database_url)
+    else:
+        bench.preload(db_path, 0)
+    proc = subprocess.Popen([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port),
+                             "--workers", str(workers)], env=env, cwd=tree)
     bench.wait_up(f"{base}/api/health")
     return proc, base
+
+
+def preload_postgres(database_url: str) -> None:
+    """The reader's inbox of bench.preload (READER_READ read, READER_UNREAD unread), on PostgreSQL."""
+    import psycopg2
+    rows = [("reader", "s00", f"Message {i}", "preloaded mail", status, False, f"2026-01-01 00:{i // 60 % 60:02d}:{i % 60:02d}")
+            for i, status in enumerate(["read"] * bench.READER_READ + ["unread"] * bench.READER_UNREAD)]
+    with psycopg2.connect(database_url) as conn, conn.cursor() as cursor:
+        cursor.executemany("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, "
+                           "response_waiting) VALUES (%s, %s, %s, %s, %s, %s, %s, false)", rows)
+        cursor.execute("ANALYZE")
+    conn.close()
 
 
 def main() -> None:
@@ -47,19 +70,31 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")
     parser.add_argument("--cases", default="send,inbox")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--workers", type=int, default=1, help="server processes per tree (PostgreSQL only)")
     args = parser.parse_args()
     trees = args.trees.split(",") + ["BARE"]
+    cluster = None
+    if args.backend == "postgresql":
+        sys.path.insert(0, str(HERE.parent))
+        from tests.pg import PostgresCluster
+        cluster = PostgresCluster().start()
     with tempfile.TemporaryDirectory() as tmp:
-        procs = {tree: start(tree, tmp, i) for i, tree in enumerate(trees)}
+        procs = {}
         try:
+            for i, tree in enumerate(trees):
+                procs[tree] = start(tree, tmp, i, cluster, args.workers)
             servers = {("bare" if tree == "BARE" else tree): (base, proc.pid) for tree, (proc, base) in procs.items()}
+            db_cpu = (lambda: tree_cpu(int((cluster.data / "postmaster.pid").read_text().split()[0]))) if cluster else None
             samples = bench.run_rounds(servers, {"send": bench.TOKENS["bench"], "inbox": bench.TOKENS["reader"]},
-                                       "sink", args, args.cases.split(","))
+                                       "sink", args, args.cases.split(","), cpu=tree_cpu, db_cpu=db_cpu)
         finally:
             for proc, _ in procs.values():
                 proc.terminate()
             for proc, _ in procs.values():
                 proc.wait(30)
+            if cluster:
+                cluster.stop()
     bench.report(samples, list(servers))
 
 

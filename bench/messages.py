@@ -105,9 +105,12 @@ CASES = {"send": ("/api/mailboxes/{recipient}/messages", "send.lua"),
 
 
 def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str], recipient: str, args,
-               cases: list[str] | None = None) -> dict:
+               cases: list[str] | None = None, cpu=None, db_cpu=None) -> dict:
     """Every round runs each case against every server in turn (after a short warm-up), so machine
-    noise hits all of them alike; `servers` maps a label to (base URL, local pid or None)."""
+    noise hits all of them alike; `servers` maps a label to (base URL, local pid or None).
+    `cpu(pid)`: a server's CPU seconds (default: that one process); `db_cpu()`: the database
+    server's, when it runs on the same machine (PostgreSQL), reported per request as well."""
+    cpu = cpu or cpu_seconds
     samples: dict[tuple[str, str], list[dict]] = {}
     width = max(12, *(len(label) for label in servers))
     for round_ in range(1, args.rounds + 1):
@@ -117,16 +120,20 @@ def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str
             for label, (base, pid) in servers.items():
                 url = base + path.format(recipient=recipient)
                 wrk(url, script, env, 2, args.connections, args.threads)
-                cpu_before = cpu_seconds(pid)
+                cpu_before, db_before = cpu(pid), db_cpu() if db_cpu and label != "bare" else None
                 result = wrk(url, script, env, args.duration, args.connections, args.threads)
-                cpu_after = cpu_seconds(pid)
+                cpu_after = cpu(pid)
+                served = result["rps"] * args.duration
                 if cpu_before is not None and cpu_after is not None:
                     # Server CPU per request: on a dedicated core, 1e6 / this = the throughput ceiling.
-                    result["server_cpu_us"] = (cpu_after - cpu_before) * 1e6 / (result["rps"] * args.duration)
+                    result["server_cpu_us"] = (cpu_after - cpu_before) * 1e6 / served
+                if db_before is not None:
+                    result["db_cpu_us"] = (db_cpu() - db_before) * 1e6 / served
                 samples.setdefault((label, case), []).append(result)
                 print(f"  r{round_} {case:<5} {label:<{width}} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
                       f"p99 {result['p99_ms']:6.2f} ms"
                       + (f"  server CPU {result['server_cpu_us']:5.0f} us/req" if "server_cpu_us" in result else "")
+                      + (f"  database CPU {result['db_cpu_us']:4.0f} us/req" if "db_cpu_us" in result else "")
                       + f"  non-2xx {result['non2xx']}"
                       + (f"  {result['socket_errors']}" if result["socket_errors"] else ""), flush=True)
     return samples
@@ -148,8 +155,9 @@ def report(samples: dict[tuple[str, str], list[dict]], labels: list[str]) -> dic
         for label in labels:
             rows = samples[(label, case)]
             entry = summary.setdefault(case, {})[label] = {
-                key: _median(rows, key) for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us")}
+                key: _median(rows, key) for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us", "db_cpu_us")}
             cpu = f"  server CPU {entry['server_cpu_us']:5.0f} us/req" if entry["server_cpu_us"] else ""
+            cpu += f" + database {entry['db_cpu_us']:4.0f} us/req" if entry["db_cpu_us"] else ""
             print(f"  {case:<5} {label:<{width}} {entry['rps']:7.0f} req/s  p99 {entry['p99_ms']:6.2f} ms{cpu}")
 
     def ratio(case: str, a: str, b: str, key: str = "rps") -> float | None:
