@@ -122,14 +122,17 @@ def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
     return sql_execute(sql, params).fetchall()
 
 
-def sql_insert(sql: str, params: tuple | list = ()) -> int:
-    """Runs one fixed INSERT (without RETURNING) and returns the new row's id. SQLite: lastrowid, so
-    the insert is one step of the statement instead of two: each step releases and retakes the GIL
-    (measured: bench/RESULTS.md, "Figures from code comments")."""
+def sql_insert(sql: str, params: tuple | list = ()) -> int | None:
+    """Runs one fixed INSERT of one row (without RETURNING) and returns the new row's id, or None when a
+    guarded INSERT ... SELECT ... WHERE inserted nothing. SQLite: lastrowid, so the insert is one step
+    of the statement instead of two: each step releases and retakes the GIL (measured:
+    bench/RESULTS.md, "Figures from code comments")."""
     database = current_database()
     if is_sqlite(database):
-        return database.execute_sql(sql, params).lastrowid
-    return database.execute_sql(_placeholders(sql + " RETURNING id", database.param), params).fetchone()[0]
+        cursor = database.execute_sql(sql, params)
+        return cursor.lastrowid if cursor.rowcount else None
+    row = database.execute_sql(_placeholders(sql + " RETURNING id", database.param), params).fetchone()
+    return row[0] if row else None
 
 
 # --- unit-of-work context --------------------------------------------------------------------

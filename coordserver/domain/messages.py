@@ -19,7 +19,7 @@ from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
-from .identities import archived_among, is_known
+from .identities import KNOWN_SQL, archived_among, is_known, known_params
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -34,9 +34,11 @@ _FIELDS = ("id", "recipient", "sender", "title", "body", "status", "urgent", "cr
            "reply_to_message_id", "dedupe_key", "metadata", "response_waiting", "waiting_responder", "waiting_since")
 _COLUMNS = tuple(getattr(Message, name) for name in _FIELDS)
 _SELECT = "SELECT " + ", ".join(_FIELDS) + " FROM message"
-_INSERT = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
-           "reply_to_message_id, dedupe_key, metadata, response_waiting) "
-           "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_COLUMNS = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
+                   "reply_to_message_id, dedupe_key, metadata, response_waiting) ")
+_INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?)"
+# A send checks its recipient in the insert itself: nothing is inserted for an unknown one.
+_INSERT_TO_KNOWN = _INSERT_COLUMNS + "SELECT ?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ? WHERE " + KNOWN_SQL
 
 
 _database = db.current_database
@@ -79,15 +81,18 @@ def search_row(r: tuple) -> dict:
 # --- sending ---------------------------------------------------------------------------------
 
 def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thread_id: str | None,
-           reply_to: int | None, dedupe_key: str | None, metadata) -> dict:
-    """Insert one unread message, log its `message` event and pulse the recipient's wake."""
+           reply_to: int | None, dedupe_key: str | None, metadata, known: tuple | None = None) -> dict:
+    """Insert one unread message, log its `message` event and pulse the recipient's wake. `known`:
+    known_params for the recipient, checked by the insert (Invalid if it is not a known identity)."""
     created = to_db(db.now())
     stored_metadata = Message.metadata.db_value(metadata)
+    params = (recipient, sender, title, body, urgent, created, thread_id, reply_to, dedupe_key, stored_metadata, False)
     message_id = log.insert_and_append(
-        _INSERT, (recipient, sender, title, body, urgent, created, thread_id, reply_to, dedupe_key, stored_metadata,
-                  False),
+        _INSERT if known is None else _INSERT_TO_KNOWN, params if known is None else params + known,
         "message", {"type": "message", "recipient": recipient, "sender": sender, "messageId": None, "title": title,
                     "urgent": urgent}, "messageId", to=[recipient])
+    if message_id is None:
+        raise Invalid("Invalid recipient mailbox")
     db.after_commit("wake", {"identity": recipient})
     return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
                          reply_to, dedupe_key, stored_metadata, False, None, None))
@@ -100,13 +105,13 @@ def _find_dedupe(sender: str, recipient: str, key: str) -> dict | None:
 
 def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[str]) -> dict:
     """`fields`: title, body, urgent, thread_id, reply_to_message_id, dedupe_key, metadata (already validated)."""
-    if not is_known(recipient, env_identities):
-        raise Invalid("Invalid recipient mailbox")
     key = fields.get("dedupe_key")
     values = (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
               fields.get("thread_id"), fields.get("reply_to_message_id"), key, fields.get("metadata"))
     if key is None:
-        return _store(*values)
+        return _store(*values, known=known_params(recipient, env_identities))
+    if not is_known(recipient, env_identities):  # before a repeat is answered with the first message
+        raise Invalid("Invalid recipient mailbox")
     first = _find_dedupe(sender, recipient, key)
     if first is not None:
         return first

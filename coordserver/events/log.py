@@ -38,9 +38,10 @@ def _audience(to: Iterable[str] | None) -> list[str]:
 
 
 def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: dict, id_key: str,
-                      to: Iterable[str] | None) -> int:
+                      to: Iterable[str] | None) -> int | None:
     """Run `insert_sql` (one fixed INSERT of one row, '?' placeholders, no RETURNING) and log an event
-    whose `data[id_key]` is the new row's id; returns that id.
+    whose `data[id_key]` is the new row's id; returns that id. A guarded insert (INSERT ... SELECT
+    ... WHERE) that inserts nothing logs nothing and returns None.
 
     On PostgreSQL row, event and targets are ONE statement (one round trip instead of three, and one
     parse): the event text is encoded here with a null `id_key`, and the statement puts the id in its
@@ -49,7 +50,8 @@ def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: d
     database = db.current_database()
     if db.is_sqlite(database):
         row_id = db.sql_insert(insert_sql, params)
-        append(type_, {**data, id_key: row_id}, to)
+        if row_id is not None:
+            append(type_, {**data, id_key: row_id}, to)
         return row_id
     marker = f'"{id_key}":null'
     text = Event.data.db_value({**data, id_key: None})
@@ -62,7 +64,10 @@ def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: d
         sql += (", t AS (INSERT INTO event_target (identity, event) SELECT v.i, e.id FROM e, (VALUES "
                 + ", ".join(["(?)"] * len(targets)) + ") AS v(i))")
         values += targets
-    row_id, event_id = db.sql_rows(sql + " SELECT r.id, e.id FROM r, e", values)[0]
+    rows = db.sql_rows(sql + " SELECT r.id, e.id FROM r, e", values)
+    if not rows:
+        return None
+    row_id, event_id = rows[0]
     db.note_event(event_id, type_)
     return row_id
 
