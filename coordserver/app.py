@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.url_map.converters["other_than"] = OtherThan
     app.url_map.converters["rowid"] = RowIdConverter
 
-    store = Store(settings.database_url, clock, prepare=settings.pg_prepare)
+    store = Store(settings.database_url, clock, prepare=settings.pg_prepare, pg_writers=settings.pg_writers)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
     app.extensions["coord"] = coord
     for blueprint in _blueprints():

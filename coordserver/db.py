@@ -235,7 +235,8 @@ def _settle(job: _Job) -> None:
 class Store:
     """Owns the database connection(s) and the threads that use them."""
 
-    def __init__(self, url: str, clock: Clock | None = None, readers: int | None = None, prepare: bool = True):
+    def __init__(self, url: str, clock: Clock | None = None, readers: int | None = None, prepare: bool = True,
+                 pg_writers: int = 1):
         self.url = url
         self.clock = clock or Clock()
         self.database = open_database(url)
@@ -255,7 +256,12 @@ class Store:
         # A PostgreSQL reader mostly waits on its socket, so more of them overlap usefully.
         self._reader_count = readers or (2 if self.sqlite else 4)
         self._readers: list[threading.Thread] = []
-        self._writer_count = 1 if self.sqlite else 4
+        # One writer batches every queued unit into one transaction (group commit). On PostgreSQL more
+        # writers overlap round trips but make smaller batches, more commits and more GIL hand-offs:
+        # with one, send made +3 % (one process) and +18 % (two workers) against two, and two beat four
+        # (bench/RESULTS.md, "One writer per process"). More only help units that wait long on row
+        # locks another process holds (COORD_PG_WRITERS).
+        self._writer_count = 1 if self.sqlite else max(1, pg_writers)
         # Units of one batch run one after another, so they can share one savepoint name. Peewee's
         # atomic() names each savepoint with a fresh uuid: two statements the driver must prepare
         # anew per unit (measured: bench/RESULTS.md, "Figures from code comments").

@@ -147,6 +147,7 @@ class Settings:
     trusted_proxy: bool = False
     hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
+    pg_writers: int = 1  # PostgreSQL writer threads per process (db.Store); 1 batches every write, as on SQLite
     event_retention_days: float = 7.0
     sse_heartbeat_seconds: float = 30.0
     sse_max_streams_per_identity: int = 20  # one more closes that identity's oldest stream
@@ -192,6 +193,7 @@ class Settings:
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),
+            pg_writers=_positive_int(env.get("COORD_PG_WRITERS"), "COORD_PG_WRITERS", 1),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
             sse_max_streams_per_identity=max(1, int(env.get("COORD_SSE_MAX_STREAMS_PER_IDENTITY") or 20)),
             log_level=env.get("COORD_LOG_LEVEL", "info"),

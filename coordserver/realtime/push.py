@@ -113,10 +113,13 @@ def ensure_cursor() -> None:
         .on_conflict_ignore().execute()
 
 
-def _lock_cursor(sqlite: bool) -> WorkerCursor:
+def _lock_cursor(sqlite: bool) -> WorkerCursor | None:
+    """The feeder's cursor, locked until the unit commits; None (PostgreSQL) while another process
+    holds it: that process is feeding now, and every process hears every announcement, so whichever
+    feeds next reads what this one would have. Waiting instead would stall this process's writer."""
     query = WorkerCursor.select().where(WorkerCursor.name == CURSOR_NAME)
-    cursor = (query if sqlite else query.for_update()).get_or_none()
-    if cursor is None:
+    cursor = (query if sqlite else query.for_update(skip_locked=True)).get_or_none()
+    if cursor is None and WorkerCursor.get_or_none(WorkerCursor.name == CURSOR_NAME) is None:
         ensure_cursor()
         return _lock_cursor(sqlite)
     return cursor
@@ -126,6 +129,8 @@ def feed(overrides: dict, gaps: GapTracker, sqlite: bool) -> tuple[int, bool]:
     """Turn new log rows into deliveries and move the cursor, atomically.
     Returns (deliveries created, whether more rows are waiting)."""
     cursor = _lock_cursor(sqlite)
+    if cursor is None:
+        return 0, False
     rows, count = gaps.read(cursor.last_event_id, lambda: list(
         Event.select(Event.id, Event.type).where(Event.id > cursor.last_event_id)
         .order_by(Event.id).limit(FEED_BATCH).tuples()))

@@ -30,3 +30,22 @@ def test_settings_defaults_and_flags(tmp_path):
     assert settings.webhook_allowed_hosts == frozenset({"a.example", "b.test"})
     assert settings.base_url == "https://coord.example"
     assert settings.database_url.startswith("sqlite:///") and settings.database_url.endswith("coord.db")
+
+
+def test_postgresql_writer_threads(database_url):
+    """One writer by default (every queued write shares a transaction); COORD_PG_WRITERS=N runs N on
+    PostgreSQL; SQLite always has one writer (its single write lock)."""
+    import pytest
+
+    from coordserver.db import Store
+    assert Settings.from_env({}).pg_writers == 1
+    assert Settings.from_env({"COORD_PG_WRITERS": "3"}).pg_writers == 3
+    with pytest.raises(ValueError, match="COORD_PG_WRITERS must be a positive integer, not '0'"):
+        Settings.from_env({"COORD_PG_WRITERS": "0"})
+    store = Store(database_url, pg_writers=3)
+    store.open()
+    try:
+        writers = [t.name for t in store._writers]
+        assert len(writers) == (1 if store.sqlite else 3)
+    finally:
+        store.close()
