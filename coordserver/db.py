@@ -163,6 +163,23 @@ def note_event(event_id: int, event_type: str) -> None:
     _unit.event_types.append(event_type)
 
 
+def merges(many: Callable[[list[tuple]], list[Callable[[], Any]]], when: Callable[..., bool]):
+    """Marks a unit function whose queued calls the PostgreSQL writer may run as one: `many(calls)` (each
+    call is its positional arguments) does the database work of all of them, typically one statement
+    for the lot instead of a round trip each, and returns per call a function that finishes it without
+    SQL: logs its events (note_event), queues its effects and returns its result or raises its refusal.
+    Only calls for which `when(*args)` holds are merged. If `many` fails, each call runs on its own."""
+    def mark(fn: Callable) -> Callable:
+        fn.merge = (many, when)
+        return fn
+    return mark
+
+
+def _merge_of(job: "_Job"):
+    merge = getattr(job.fn, "merge", None)
+    return merge if merge is not None and not job.kwargs and merge[1](*job.args) else None
+
+
 class _Job:
     __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event", "alone",
                  "event_types")
@@ -450,8 +467,11 @@ class Store:
             # later fails at once with "database is locked" when another process wrote meanwhile;
             # BEGIN IMMEDIATE waits (busy_timeout) instead, so several processes can share one file.
             with self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
-                for job in jobs:
-                    self._run_job(job)
+                for group in self._groups(jobs):
+                    if len(group) > 1:
+                        self._run_merged(group)
+                    else:
+                        self._run_job(group[0])
         except Exception as exc:  # the commit itself failed: every unit in it failed
             if self._drop_lost_connection():
                 # Whether the server saw the COMMIT is unknown, so the units are not retried here;
@@ -472,6 +492,42 @@ class Store:
     def _finish_all(self, jobs: list[_Job]) -> None:
         for job in jobs:
             self._finish(job)
+
+    def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
+        """Consecutive jobs that may run merged (db.merges; PostgreSQL, where each statement is a round
+        trip), else one job per group."""
+        groups: list[list[_Job]] = []
+        last = None
+        for job in jobs:
+            merge = None if self.sqlite else _merge_of(job)
+            if merge is not None and last is merge and groups:
+                groups[-1].append(job)
+            else:
+                groups.append([job])
+            last = merge
+        return groups
+
+    def _run_merged(self, group: list[_Job]) -> None:
+        many = group[0].fn.merge[0]
+        _unit.effects, _unit.max_event, _unit.event_types = [], None, []
+        try:
+            with self._unit_savepoint:
+                finishers = many([job.args for job in group])
+        except Exception:
+            log.info("a merged unit failed; running its %d calls one by one", len(group), exc_info=True)
+            for job in group:
+                self._run_job(job)
+            return
+        for job, finish in zip(group, finishers):
+            job.error = None
+            _unit.effects, _unit.max_event, _unit.event_types = [], None, []
+            try:
+                job.result = finish()
+                job.effects, job.max_event, job.event_types = _unit.effects, _unit.max_event, _unit.event_types
+            except Exception as exc:
+                job.error = exc
+            finally:
+                _unit.effects, _unit.max_event = None, None
 
     def _run_job(self, job: _Job) -> None:
         job.error = None

@@ -49,9 +49,14 @@ def known_identities(env_identities: frozenset[str]) -> set[str]:
 
 # May receive mail, chat and tasks: a user that is not archived; without a user row, an environment
 # identity or one holding a token. As SQL, so a guarded insert can check it in its own statement
-# (domain/messages.py: one round trip per send on PostgreSQL); parameters from known_params.
-KNOWN_SQL = ('COALESCE((SELECT archived_at IS NULL FROM "user" WHERE id = ?), '
-             '? OR EXISTS (SELECT 1 FROM token WHERE identity = ?))')
+# (domain/messages.py: one round trip per send on PostgreSQL); KNOWN_SQL's parameters: known_params.
+def known_sql(identity: str = "?", in_env: str = "?") -> str:
+    """The rule over SQL expressions: `identity` and whether it is an environment identity."""
+    return (f'COALESCE((SELECT archived_at IS NULL FROM "user" WHERE id = {identity}), '
+            f'{in_env} OR EXISTS (SELECT 1 FROM token WHERE identity = {identity}))')
+
+
+KNOWN_SQL = known_sql()
 
 
 def known_params(identity: str, env_identities: frozenset[str]) -> tuple:

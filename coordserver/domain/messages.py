@@ -19,7 +19,7 @@ from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
-from .identities import KNOWN_SQL, archived_among, is_known, known_params
+from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -80,6 +80,11 @@ def search_row(r: tuple) -> dict:
 
 # --- sending ---------------------------------------------------------------------------------
 
+def _event_data(recipient: str, sender: str, title: str, urgent: bool) -> dict:
+    return {"type": "message", "recipient": recipient, "sender": sender, "messageId": None, "title": title,
+            "urgent": urgent}
+
+
 def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thread_id: str | None,
            reply_to: int | None, dedupe_key: str | None, metadata, known: tuple | None = None) -> dict:
     """Insert one unread message, log its `message` event and pulse the recipient's wake. `known`:
@@ -89,8 +94,7 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
     params = (recipient, sender, title, body, urgent, created, thread_id, reply_to, dedupe_key, stored_metadata, False)
     message_id = log.insert_and_append(
         _INSERT if known is None else _INSERT_TO_KNOWN, params if known is None else params + known,
-        "message", {"type": "message", "recipient": recipient, "sender": sender, "messageId": None, "title": title,
-                    "urgent": urgent}, "messageId", to=[recipient])
+        "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
     db.after_commit("wake", {"identity": recipient})
@@ -103,6 +107,66 @@ def _find_dedupe(sender: str, recipient: str, key: str) -> dict | None:
     return message_json(rows[0]) if rows else None
 
 
+# Sends queued together on PostgreSQL, as ONE statement (db.merges): each known recipient's row gets
+# its message and event ids from the sequences, then message, event and target rows are inserted from
+# them. One round trip for the batch instead of one per send.
+_MERGED_ROW = ("(?::integer, ?::text, ?::text, ?::text, ?::text, ?::boolean, ?::timestamp, ?::text, ?::bigint, "
+               "?::text, ?::text, ?::boolean)")
+
+
+@lru_cache(maxsize=64)
+def _merged_send_sql(count: int) -> str:
+    return ("WITH s AS (SELECT pg_get_serial_sequence('message', 'id')::regclass AS m, "
+            "pg_get_serial_sequence('event', 'id')::regclass AS e), "
+            "v AS (SELECT x.*, nextval(s.m) AS mid, nextval(s.e) AS eid FROM s, (VALUES "
+            + ", ".join([_MERGED_ROW] * count)
+            + ") AS x(ord, recipient, sender, title, body, urgent, created_at, thread_id, reply_to, metadata, data, env)"
+            " WHERE " + known_sql("x.recipient", "x.env") + " ORDER BY x.ord), "
+            "r AS (INSERT INTO message (id, recipient, sender, title, body, status, urgent, created_at, thread_id, "
+            "reply_to_message_id, metadata, response_waiting) SELECT mid, recipient, sender, title, body, 'unread', "
+            "urgent, created_at, thread_id, reply_to, metadata, false FROM v), "
+            "e AS (INSERT INTO event (id, type, data, to_all, created_at) "
+            f"SELECT eid, 'message', {log.id_filled_sql('mid', 'data')}, false, created_at FROM v), "
+            "t AS (INSERT INTO event_target (identity, event) SELECT recipient, eid FROM v) "
+            "SELECT ord, mid, eid FROM v")
+
+
+def _send_many(calls: list[tuple]) -> list:
+    """db.merges for `send` (PostgreSQL): the queued sends without a dedupeKey, in one statement."""
+    created = to_db(db.now())
+    params: list = []
+    stored = []
+    marker = prefix = None
+    for ordinal, (sender, recipient, fields, env_identities) in enumerate(calls):
+        values = (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
+                  fields.get("thread_id"), fields.get("reply_to_message_id"))
+        metadata = Message.metadata.db_value(fields.get("metadata"))
+        text, marker, prefix = log.id_filled(_event_data(recipient, sender, values[2], values[4]), "messageId")
+        params += [ordinal, *values[:5], created, *values[5:], metadata, text, recipient in env_identities]
+        stored.append((values, metadata))
+    ids = {row[0]: row[1:] for row in db.sql_rows(_merged_send_sql(len(calls)), [*params, marker, prefix])}
+    return [_finisher(values, created, metadata, ids.get(ordinal))
+            for ordinal, (values, metadata) in enumerate(stored)]
+
+
+def _finisher(values: tuple, created: datetime, metadata, ids: tuple | None):
+    def finish() -> dict:
+        if ids is None:
+            raise Invalid("Invalid recipient mailbox")
+        message_id, event_id = ids
+        recipient, sender, title, body, urgent, thread_id, reply_to = values
+        db.note_event(event_id, "message")
+        db.after_commit("wake", {"identity": recipient})
+        return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
+                             reply_to, None, metadata, False, None, None))
+    return finish
+
+
+def _without_dedupe_key(_sender, _recipient, fields: dict, _env) -> bool:
+    return fields.get("dedupe_key") is None
+
+
+@db.merges(_send_many, when=_without_dedupe_key)
 def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[str]) -> dict:
     """`fields`: title, body, urgent, thread_id, reply_to_message_id, dedupe_key, metadata (already validated)."""
     key = fields.get("dedupe_key")

@@ -37,6 +37,21 @@ def _audience(to: Iterable[str] | None) -> list[str]:
     return [] if to is None else sorted({identity for identity in to if identity})
 
 
+# Event text whose row id only the database knows yet: the text is encoded with a null `id_key` and
+# SQL puts the id in its place. `"key":null` cannot occur inside a JSON string (a quote there is
+# escaped), so the one match is the key itself.
+
+def id_filled_sql(id_expr: str, text_expr: str = "?") -> str:
+    """SQL for the event text with the id filled in; its parameters: id_filled's (the text's only
+    when `text_expr` is a placeholder)."""
+    return f"replace({text_expr}, ?, ? || {id_expr})"
+
+
+def id_filled(data: dict, id_key: str) -> tuple[str, str, str]:
+    """The event text, and the marker and prefix id_filled_sql replaces."""
+    return Event.data.db_value({**data, id_key: None}), f'"{id_key}":null', f'"{id_key}":'
+
+
 def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: dict, id_key: str,
                       to: Iterable[str] | None) -> int | None:
     """Run `insert_sql` (one fixed INSERT of one row, '?' placeholders, no RETURNING) and log an event
@@ -44,22 +59,18 @@ def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: d
     ... WHERE) that inserts nothing logs nothing and returns None.
 
     On PostgreSQL row, event and targets are ONE statement (one round trip instead of three, and one
-    parse): the event text is encoded here with a null `id_key`, and the statement puts the id in its
-    place. `"key":null` cannot occur inside a JSON string (a quote there is escaped), so the one match
-    is the key itself."""
+    parse); the event's text gets the id there (id_filled_sql)."""
     database = db.current_database()
     if db.is_sqlite(database):
         row_id = db.sql_insert(insert_sql, params)
         if row_id is not None:
             append(type_, {**data, id_key: row_id}, to)
         return row_id
-    marker = f'"{id_key}":null'
-    text = Event.data.db_value({**data, id_key: None})
     targets = _audience(to)
     sql = (f"WITH r AS ({insert_sql} RETURNING id), "
            "e AS (INSERT INTO event (type, data, to_all, created_at) "
-           "SELECT ?, replace(?, ?, ? || r.id), ?, ? FROM r RETURNING id)")
-    values = [*params, type_, text, marker, f'"{id_key}":', to is None, to_db(db.now())]
+           f"SELECT ?, {id_filled_sql('r.id')}, ?, ? FROM r RETURNING id)")
+    values = [*params, type_, *id_filled(data, id_key), to is None, to_db(db.now())]
     if targets:
         sql += (", t AS (INSERT INTO event_target (identity, event) SELECT v.i, e.id FROM e, (VALUES "
                 + ", ".join(["(?)"] * len(targets)) + ") AS v(i))")

@@ -2,19 +2,22 @@
 as SQL (KNOWN_SQL), on both backends. A refused send writes neither a message nor an event."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from coordserver.domain import identities, messages, users
 from coordserver.errors import Invalid
 from coordserver.events import log
-from coordserver.models import Message
+from coordserver.models import Event, Message
 from tests.server.domain.conftest import KNOWN
 
 FIELDS = {"title": "hello"}
 
 
 def counts() -> tuple[int, int]:
-    return Message.select().count(), log.latest_id()
+    """Messages and logged events (ids a failed statement took are skipped, so not the latest id)."""
+    return Message.select().count(), Event.select().count()
 
 
 def issue(identity: str) -> None:
@@ -55,3 +58,68 @@ async def test_an_archived_environment_identity_is_refused(rules_store):
     unarchived = await rules_store.write(users.admin_update, "carol", {"archivedAt": None})
     assert unarchived["user"]["archivedAt"] is None
     assert (await rules_store.write(messages.send, "alice", "carol", FIELDS, KNOWN))["recipient"] == "carol"
+
+
+# --- sends queued together (PostgreSQL runs them as one statement: db.merges) ----------------------
+
+def logged_messages() -> list[tuple[int, int, str, list[str]]]:
+    """(event id, its messageId, recipient, targets) for every message event, in log order."""
+    events = log.range_after(0, None, 1000)
+    return [(event_id, data["messageId"], data["recipient"], audience)
+            for event_id, event_type, data, _to_all, audience in events if event_type == "message"]
+
+
+def message_rows() -> dict[int, tuple]:
+    return {row[0]: row[1:] for row in Message.select(Message.id, Message.recipient, Message.sender, Message.title,
+                                                      Message.urgent, Message.thread_id).tuples()}
+
+
+async def test_sends_queued_together_each_get_their_own_answer(rules_store, monkeypatch):
+    merged_sizes: list[int] = []
+    many, when = messages.send.merge
+
+    def counting(calls):
+        merged_sizes.append(len(calls))
+        return many(calls)
+    monkeypatch.setattr(messages.send, "merge", (counting, when))
+    await rules_store.write(identities.ensure_user, "gone")
+    await rules_store.write(users.admin_update, "gone", {"archivedAt": "2026-03-01T00:00:00Z"})
+    committed: list[tuple] = []
+    rules_store.on_commit = lambda max_event, effects: committed.append((max_event, effects))
+
+    recipients = ["bob", "nobody", "carol", "gone", *["bob", "carol"] * 12]
+    calls = [rules_store.write(messages.send, "alice", to, {"title": f"t{i}", "urgent": i % 2 == 0,
+                                                            "thread_id": f"th{i}", "metadata": {"i": i}}, KNOWN)
+             for i, to in enumerate(recipients)]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+
+    refused = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Exception)]
+    assert refused == [1, 3] and all(str(outcomes[i]) == "Invalid recipient mailbox" for i in refused)
+    sent = [outcome for outcome in outcomes if not isinstance(outcome, Exception)]
+    rows = await rules_store.read(message_rows)
+    assert sorted(rows) == sorted(m["id"] for m in sent)
+    for i, outcome in enumerate(outcomes):
+        if i not in refused:
+            assert rows[outcome["id"]] == (recipients[i], "alice", f"t{i}", i % 2 == 0, f"th{i}")
+            assert (outcome["title"], outcome["metadata"], outcome["status"]) == (f"t{i}", {"i": i}, "unread")
+    logged = await rules_store.read(logged_messages)
+    assert [(message_id, recipient, targets) for _, message_id, recipient, targets in logged] == \
+        sorted((m["id"], m["recipient"], [m["recipient"]]) for m in sent)
+    # every committed send announced its own event and its recipient's wake pulse
+    announced = sorted(event_id for event_id, _ in committed if event_id is not None)
+    assert announced == [event_id for event_id, *_ in logged]
+    assert sorted(effect[1]["identity"] for _, effects in committed for effect in effects) == \
+        sorted(m["recipient"] for m in sent)
+    if not rules_store.sqlite:
+        assert max(merged_sizes) > 1  # they did run merged
+
+
+async def test_a_send_that_breaks_the_merged_statement_fails_alone(rules_store):
+    if rules_store.sqlite:
+        pytest.skip("sends are merged on PostgreSQL only")
+    too_long = "x" * 101  # over thread_id's column width: the database refuses the row
+    calls = [rules_store.write(messages.send, "alice", "bob", {"title": f"t{i}", "thread_id": too_long if i == 3 else None},
+                               KNOWN) for i in range(12)]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Exception)] == [3]
+    assert await rules_store.read(counts) == (11, 11)
