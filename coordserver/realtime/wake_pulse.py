@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ..domain import wake
+from .. import jsonstrict
 from ..errors import log_background_failure
 from ..metrics import process_metrics
 
@@ -100,11 +100,13 @@ class WakePulser:
 
     async def _pulse(self, identity: str, state: _State) -> None:
         try:
-            # Only an SSE stream receives the payload (and so may mark buzz items delivered).
-            if self.coord.services.sse.has_stream(identity):
-                payload = await self.coord.store.write(
-                    wake.wake_payload, identity, self.coord.settings.base_url, False, True,
-                    self.coord.env_identities, self.coord.services.presence.snapshot())
+            # Only an SSE stream receives the payload (and so may mark buzz items delivered). It comes
+            # from the wake cache, as GET /api/wake's does: read on the reader pool (the writer only
+            # when buzz items are delivered) and kept for the GET that usually follows a pulse.
+            services = self.coord.services
+            if services.sse.has_stream(identity):
+                payload = jsonstrict.loads_lenient(await services.wake_cache.payload(
+                    identity, False, True, services.presence.snapshot))
                 # Each process pulses the streams it holds, so a pulse never travels to the others (and a
                 # wake of 50 items is larger than a NOTIFY may carry).
                 self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
