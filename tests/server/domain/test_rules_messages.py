@@ -10,7 +10,9 @@ from coordserver.domain import identities, messages, users
 from coordserver.errors import Invalid
 from coordserver.events import log
 from coordserver.models import Event, Message
-from tests.server.domain.conftest import KNOWN
+from coordserver.db import Store
+from coordserver.timeutil import FrozenClock
+from tests.server.domain.conftest import KNOWN, START
 
 FIELDS = {"title": "hello"}
 
@@ -114,12 +116,16 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
         assert max(merged_sizes) > 1  # they did run merged
 
 
-async def test_a_send_that_breaks_the_merged_statement_fails_alone(rules_store):
-    if rules_store.sqlite:
-        pytest.skip("sends are merged on PostgreSQL only")
-    too_long = "x" * 101  # over thread_id's column width: the database refuses the row
-    calls = [rules_store.write(messages.send, "alice", "bob", {"title": f"t{i}", "thread_id": too_long if i == 3 else None},
-                               KNOWN) for i in range(12)]
-    outcomes = await asyncio.gather(*calls, return_exceptions=True)
-    assert [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Exception)] == [3]
-    assert await rules_store.read(counts) == (11, 11)
+async def test_a_send_that_breaks_the_merged_statement_fails_alone(pg_cluster):
+    """Sends merge on PostgreSQL only (on SQLite a statement is no round trip)."""
+    store = Store(pg_cluster.create_database(), FrozenClock(START))
+    store.open()
+    try:
+        too_long = "x" * 101  # over thread_id's column width: the database refuses the row
+        calls = [store.write(messages.send, "alice", "bob", {"title": f"t{i}", "thread_id": too_long if i == 3 else None},
+                             KNOWN) for i in range(12)]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Exception)] == [3]
+        assert await store.read(counts) == (11, 11)
+    finally:
+        store.close()
