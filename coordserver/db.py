@@ -336,6 +336,15 @@ class Store:
         self._queue.put(_Job(fn, args, kwargs, loop, future, alone=True))
         return await future
 
+    async def write_until_done(self, fn: Callable[..., int], *args) -> int:
+        """Run `fn`, a unit doing one bounded part of a long job (pruning) and returning how much it
+        did, until it does nothing; returns the total. Each part commits on its own, so other units
+        are served in between instead of waiting behind one long transaction."""
+        total = 0
+        while done := await self.write(fn, *args):
+            total += done
+        return total
+
     async def read(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
         # Own reader threads fed by a SimpleQueue, answering with one call_soon_threadsafe: cheaper on
         # the event loop than run_in_executor's chained concurrent/asyncio futures (bench/messages.md, round 2).

@@ -123,8 +123,12 @@ def for_identity_after(identity: str, after_id: int, limit: int = 1000) -> list[
     return [(row.id, row.type, row.data) for row in query]
 
 
-def prune(retention: timedelta) -> int:
-    """Drop events older than the retention window. Returns how many were removed.
+PRUNE_CHUNK = 5_000  # ids per pruning unit: a short transaction, so the one writer serves others in between
+
+
+def prune(retention: timedelta, chunk: int = PRUNE_CHUNK) -> int:
+    """Drop the oldest events older than the retention window, at most `chunk` ids' worth. Returns how
+    many were removed; run it until that is 0 (Store.write_until_done).
 
     The newest event always stays: SQLite reuses the highest rowid once it is deleted, and ids must
     only grow (stream resume points and worker cursors compare them)."""
@@ -134,5 +138,6 @@ def prune(retention: timedelta) -> int:
         newest_old = min(newest_old, latest_id() - 1)
     if newest_old is None or newest_old < 1:
         return 0
-    EventTarget.delete().where(EventTarget.event <= newest_old).execute()
-    return Event.delete().where(Event.id <= newest_old).execute()
+    upto = min(newest_old, (oldest_id() or 0) + chunk - 1)
+    EventTarget.delete().where(EventTarget.event <= upto).execute()
+    return Event.delete().where(Event.id <= upto).execute()

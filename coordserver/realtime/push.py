@@ -20,6 +20,7 @@ import peewee as pw
 from .. import jsonstrict
 from .. import db
 from ..errors import Invalid, log_background_failure
+from ..events.log import PRUNE_CHUNK
 from ..metrics import process_metrics
 from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, WorkerCursor, new_uuid
 from ..netcheck import REFUSED_PREFIX, Refused, pin
@@ -233,10 +234,14 @@ def backlog_stats() -> dict:
             "unfedEvents": max(0, latest - (cursor.last_event_id if cursor else 0))}
 
 
-def prune_finished(retention: timedelta) -> int:
+def prune_finished(retention: timedelta, chunk: int = PRUNE_CHUNK) -> int:
+    """Drop up to `chunk` finished deliveries older than the retention window; run it until it
+    returns 0 (Store.write_until_done)."""
     cutoff = to_db(db.now() - retention)
-    return PushDelivery.delete().where(PushDelivery.status.in_(("delivered", "failed"))
-                                       & (PushDelivery.created_at < cutoff)).execute()
+    finished = (PushDelivery.select(PushDelivery.id)
+                .where(PushDelivery.status.in_(("delivered", "failed")) & (PushDelivery.created_at < cutoff))
+                .limit(chunk))
+    return PushDelivery.delete().where(PushDelivery.id.in_(finished)).execute()
 
 
 def _target(identity: str, overrides: dict) -> tuple[str, str] | None:
@@ -410,7 +415,7 @@ class PushService:
         retention = timedelta(days=self.coord.settings.event_retention_days)
         while True:
             try:
-                await self.coord.store.write(prune_finished, retention)
+                await self.coord.store.write_until_done(prune_finished, retention)
             except Exception:
                 log_background_failure(log, "pruning push deliveries failed")
             await asyncio.sleep(3600)

@@ -357,7 +357,7 @@ class SSEHub:
         retention = timedelta(days=self.coord.settings.event_retention_days)
         while True:
             try:
-                removed = await self.coord.store.write(event_log.prune, retention)
+                removed = await self.coord.store.write_until_done(event_log.prune, retention)
                 if removed:
                     log.info("pruned %d events older than %s", removed, retention)
             except Exception:

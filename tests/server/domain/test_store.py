@@ -74,6 +74,45 @@ async def test_prune_respects_retention(store):
     assert [t for _, t, _ in await store.read(log.for_identity_after, "bob", 0)] == ["new"]
 
 
+async def test_pruning_goes_in_short_units_until_done(store):
+    """A long backlog is pruned a chunk per transaction (the one writer serves other units in between),
+    the whole of it in the end; what the retention window keeps stays."""
+    clock = store.clock
+    first = await store.write(lambda: [log.append("old", {}, to=["bob"]) for _ in range(25)])
+    clock.advance(days=8)
+    kept = await store.write(lambda: log.append("new", {}, to=["bob"]))
+    assert await store.write(log.prune, timedelta(days=7), 10) == 10
+    assert await store.read(log.oldest_id) == first[10]
+    parts: list[int] = []
+
+    def prune_part(retention):
+        parts.append(log.prune(retention, 10))
+        return parts[-1]
+    assert await store.write_until_done(prune_part, timedelta(days=7)) == 15
+    assert parts == [10, 5, 0]
+    assert await store.read(log.oldest_id) == kept
+
+
+async def test_finished_push_deliveries_are_pruned_in_chunks(store):
+    from coordserver.models import PushDelivery, new_uuid
+    from coordserver.realtime import push
+    from coordserver.timeutil import to_db
+
+    def deliveries(status: str, count: int) -> None:
+        now = to_db(db.now())
+        PushDelivery.insert_many([{"id": new_uuid(), "identity": "bob", "event_id": i, "event_type": "message",
+                                   "body": "{}", "status": status, "attempts": 1, "next_attempt_at": now,
+                                   "created_at": now} for i in range(count)]).execute()
+    await store.write(deliveries, "delivered", 7)
+    await store.write(deliveries, "pending", 2)
+    store.clock.advance(days=8)
+    await store.write(deliveries, "failed", 1)  # recent: kept
+    assert await store.write(push.prune_finished, timedelta(days=7), 3) == 3
+    assert await store.write_until_done(push.prune_finished, timedelta(days=7)) == 4
+    left = await store.read(lambda: sorted(d.status for d in PushDelivery.select()))
+    assert left == ["failed", "pending", "pending"]
+
+
 def test_effects_outside_a_unit_are_refused():
     with pytest.raises(RuntimeError):
         db.after_commit("x", {})
