@@ -93,6 +93,7 @@ class CoordApp(OpsActions, LiveMixin, App):
         self.alerts = AlertStore()  # one-shot wake items, kept whatever pane is active
         self._ever_connected = False
         self._quit_asked = False
+        self.form_drafts: dict[str, dict] = {}  # cancelled forms' typed text, by form (screens/form.py)
         self.events_received = 0
         self.recent_events: deque[ServerEvent] = deque(maxlen=200)
         self.batches = 0
@@ -327,8 +328,12 @@ class CoordApp(OpsActions, LiveMixin, App):
             edits = drafts = 0
         if edits:
             lost.append(f"{counted(edits, 'notebook edit')} typed offline")
-        if any(isinstance(screen, FormScreen) and screen.typed() for screen in self.screen_stack):
+        forms = [screen for screen in self.screen_stack if isinstance(screen, FormScreen)]
+        if any(form.typed() for form in forms):
             lost.append("the text in the open form")
+        kept = len(set(self.form_drafts) - {form.draft_key for form in forms})
+        if kept:
+            lost.append(counted(kept, "kept form draft"))
         if drafts:
             lost.append(f"{counted(drafts, 'chat draft')}")
         return lost

@@ -3,6 +3,10 @@
 Without `submit` the form hands back its values (None when cancelled). With `submit` it sends them
 itself and closes only when the server accepted them: a refusal or an unreachable server is shown
 inline and everything typed stays, to be fixed and sent again (ctrl+s).
+
+Cancelling (escape, Cancel) a form that holds typed text keeps it as a draft in the app
+(`app.form_drafts`, by the form's title and what it opened with): the same form opens with it again,
+and only sending or emptying it drops it.
 """
 from __future__ import annotations
 
@@ -67,8 +71,19 @@ class FormScreen(ModalScreen[Any]):
         self.submit_label = submit_label
         self.submit = submit
         self.sending = False
+        self.draft_key = title + "\x00" + repr([f.default for f in fields])
+        self.draft: dict | None = None  # what a cancelled copy of this form held (restored in compose)
+
+    def _drafts(self) -> dict | None:
+        return getattr(self.app, "form_drafts", None)
+
+    def _start(self, field: Field):
+        """What the field opens with: the kept draft's value, else its default."""
+        return self.draft[field.name] if self.draft and field.name in self.draft else field.default
 
     def compose(self) -> ComposeResult:
+        drafts = self._drafts()
+        self.draft = drafts.get(self.draft_key) if drafts is not None else None
         with VerticalScroll(id="form"):
             editor = " · ctrl+e $EDITOR" if any(f.kind == "text" for f in self.fields) else ""
             yield Label(f"[b]{escape(self.form_title)}[/b]  "
@@ -77,22 +92,22 @@ class FormScreen(ModalScreen[Any]):
             for field in self.fields:
                 widget_id = f"field-{field.name}"
                 if field.kind == "check":
-                    yield FormCheckbox(field.label, bool(field.default), id=widget_id)
+                    yield FormCheckbox(field.label, bool(self._start(field)), id=widget_id)
                     continue
                 with Horizontal(classes="field-head"):
                     yield Label(field.label + (" *" if field.required else ""), classes="field-label")
                     if field.max_len:
-                        yield Label(self._count_text(field, str(field.default or "")), id=f"count-{field.name}",
+                        yield Label(self._count_text(field, str(self._start(field) or "")), id=f"count-{field.name}",
                                     classes="field-count")
                 if field.kind == "text":
-                    area = TextArea(str(field.default or ""), id=widget_id, soft_wrap=True, classes="form-text", compact=True)
+                    area = TextArea(str(self._start(field) or ""), id=widget_id, soft_wrap=True, classes="form-text", compact=True)
                     area.cursor_blink = False
                     yield area
                 elif field.kind == "select":
-                    yield Select([(str(o), o) for o in field.options], value=field.default, allow_blank=False,
+                    yield Select([(str(o), o) for o in field.options], value=self._start(field), allow_blank=False,
                                  id=widget_id, compact=True)
                 else:
-                    yield Input(str(field.default or ""), id=widget_id, compact=True)
+                    yield Input(str(self._start(field) or ""), id=widget_id, compact=True)
                 if field.wire:
                     yield Label("", id=f"error-{field.name}", classes="field-error")
             yield Label("", id="form-error")
@@ -226,7 +241,27 @@ class FormScreen(ModalScreen[Any]):
         area.focus()
 
     def action_cancel(self) -> None:
+        drafts = self._drafts()
+        if drafts is not None:
+            if self.typed():
+                drafts[self.draft_key] = self.raw_values()
+                self.app.notify(f"Draft kept: “{self.form_title}” opens with it again", timeout=4)
+            else:
+                drafts.pop(self.draft_key, None)
         self.dismiss(None)
+
+    def dismiss(self, result: Any = None):
+        if result is not None and (drafts := self._drafts()) is not None:
+            drafts.pop(self.draft_key, None)  # sent (or handed back): the draft is done
+        return super().dismiss(result)
+
+    def raw_values(self) -> dict:
+        """Every field as typed (unstripped): what a kept draft restores."""
+        result = {}
+        for field in self.fields:
+            widget = self.query_one(f"#field-{field.name}")
+            result[field.name] = widget.text if isinstance(widget, TextArea) else widget.value
+        return result
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         inputs = list(self.query(Input))

@@ -146,3 +146,44 @@ async def test_quitting_with_typed_text_asks_first_and_keeps_it(server):
         await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
         await pilot.press("ctrl+q")  # nothing typed: no question
         await wait_for(pilot, lambda: not app.is_running, what="quit at once")
+
+
+async def test_a_cancelled_form_keeps_its_text_as_a_draft_until_sent(server):
+    """Escape on a form with typed text keeps it: the same form opens with it again (another form does
+    not), quitting names it, and sending it drops it."""
+    from coordtui.screens.confirm import ConfirmScreen
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_compose(pilot, app)
+        form = app.screen
+        form.query_one("#field-recipient").focus()
+        await pilot.press(*"bob")
+        form.query_one("#field-title").focus()
+        await pilot.press(*"Runbook ")
+        form.query_one("#field-body").focus()
+        await pilot.press(*"step one")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="closed")
+        assert any("Draft kept" in str(n.message) for n in app._notifications)
+
+        await pilot.press("ctrl+q")  # a kept draft is named before quitting
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
+        assert "1 kept form draft is not on the server yet" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="answered")
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="compose again")
+        again = app.screen
+        assert again.raw_values() == {"recipient": "bob", "title": "Runbook ", "body": "step one", "urgent": False}
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="sent")
+        assert inbox_titles(server, "bob").count("Runbook") == 1
+        assert app.form_drafts == {}
+
+        await pilot.press("c")  # sent: the next compose starts empty
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="compose, third time")
+        assert app.screen.raw_values() == {"recipient": "", "title": "", "body": "", "urgent": False}
+        await pilot.press("escape")  # nothing typed: nothing kept
+        await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="closed empty")
+        assert app.form_drafts == {}
