@@ -43,7 +43,12 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        class Server(ThreadingHTTPServer):
+            # socketserver's default backlog of 5 resets connections when both processes' senders push
+            # a burst at once; a webhook endpoint in the field accepts far more.
+            request_queue_size = 128
+
+        self.httpd = Server((host, port), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://{host}:{self.port}/hook"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
