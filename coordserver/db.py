@@ -528,22 +528,21 @@ class Store:
                 self._run_job(job)
             return
         for job, finish in zip(group, finishers):
-            job.error = None
-            _unit.effects, _unit.max_event, _unit.event_types = [], None, []
-            try:
-                job.result = finish()
-                job.effects, job.max_event, job.event_types = _unit.effects, _unit.max_event, _unit.event_types
-            except Exception as exc:
-                job.error = exc
-            finally:
-                _unit.effects, _unit.max_event = None, None
+            self._capture(job, finish)  # no SQL: the merged statement did the database work
 
     def _run_job(self, job: _Job) -> None:
+        def in_savepoint():
+            with self._unit_savepoint:
+                return job.fn(*job.args, **job.kwargs)
+        self._capture(job, in_savepoint)
+
+    @staticmethod
+    def _capture(job: _Job, run: Callable[[], Any]) -> None:
+        """Run `run` as `job`'s unit: its result or error, and the events and effects it noted."""
         job.error = None
         _unit.effects, _unit.max_event, _unit.event_types = [], None, []
         try:
-            with self._unit_savepoint:
-                job.result = job.fn(*job.args, **job.kwargs)
+            job.result = run()
             job.effects, job.max_event, job.event_types = _unit.effects, _unit.max_event, _unit.event_types
         except Exception as exc:
             job.error = exc

@@ -98,8 +98,22 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
     db.after_commit("wake", {"identity": recipient})
+    return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
+                             dedupe_key, stored_metadata)
+
+
+def _new_message_json(message_id: int, recipient: str, sender: str, title: str, body: str, urgent: bool,
+                      created: datetime, thread_id: str | None, reply_to: int | None, dedupe_key: str | None,
+                      stored_metadata) -> dict:
+    """The wire Message of a message just stored (unread, nothing waiting on it)."""
     return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
                          reply_to, dedupe_key, stored_metadata, False, None, None))
+
+
+def _send_values(sender: str, recipient: str, fields: dict) -> tuple:
+    """A send's fields in _store's order: recipient, sender, title, body, urgent, thread, reply-to."""
+    return (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
+            fields.get("thread_id"), fields.get("reply_to_message_id"))
 
 
 def _find_dedupe(sender: str, recipient: str, key: str) -> dict | None:
@@ -138,8 +152,7 @@ def _send_many(calls: list[tuple]) -> list:
     stored = []
     marker = prefix = None
     for ordinal, (sender, recipient, fields, env_identities) in enumerate(calls):
-        values = (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
-                  fields.get("thread_id"), fields.get("reply_to_message_id"))
+        values = _send_values(sender, recipient, fields)
         metadata = Message.metadata.db_value(fields.get("metadata"))
         text, marker, prefix = log.id_filled(_event_data(recipient, sender, values[2], values[4]), "messageId")
         params += [ordinal, *values[:5], created, *values[5:], metadata, text, recipient in env_identities]
@@ -157,8 +170,8 @@ def _finisher(values: tuple, created: datetime, metadata, ids: tuple | None):
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
         db.after_commit("wake", {"identity": recipient})
-        return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
-                             reply_to, None, metadata, False, None, None))
+        return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
+                                 None, metadata)
     return finish
 
 
@@ -170,8 +183,7 @@ def _without_dedupe_key(_sender, _recipient, fields: dict, _env) -> bool:
 def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[str]) -> dict:
     """`fields`: title, body, urgent, thread_id, reply_to_message_id, dedupe_key, metadata (already validated)."""
     key = fields.get("dedupe_key")
-    values = (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
-              fields.get("thread_id"), fields.get("reply_to_message_id"), key, fields.get("metadata"))
+    values = (*_send_values(sender, recipient, fields), key, fields.get("metadata"))
     if key is None:
         return _store(*values, known=known_params(recipient, env_identities))
     if not is_known(recipient, env_identities):  # before a repeat is answered with the first message

@@ -180,12 +180,7 @@ class FormScreen(ModalScreen[Any]):
         return False
 
     def values(self) -> dict:
-        result = {}
-        for field in self.fields:
-            widget = self.query_one(f"#field-{field.name}")
-            value = widget.text if isinstance(widget, TextArea) else widget.value
-            result[field.name] = value.strip() if isinstance(value, str) else value
-        return result
+        return {name: value.strip() if isinstance(value, str) else value for name, value in self.raw_values().items()}
 
     def problems(self, values: dict) -> str | None:
         missing = [f.label for f in self.fields if f.required and not values.get(f.name)]
