@@ -49,7 +49,10 @@ class TokenResolver:
         """Drop these database tokens (and with `identity`, every token of that identity) from the cache."""
         ids = set(token_ids)
         for digest, (_until, principal, _expires) in list(self._cache.items()):
-            if principal is not None and (principal.token_id in ids or principal.identity == identity):
+            if principal is None:
+                if identity is not None:  # a refusal may be this identity's (archived environment token)
+                    self._cache.pop(digest, None)
+            elif principal.token_id in ids or principal.identity == identity:
                 self._cache.pop(digest, None)
 
     async def resolve(self, token: str | None) -> Principal | None:
@@ -79,6 +82,8 @@ class TokenResolver:
             return Principal(row.identity, row.is_admin, row.id, "db", from_db(row.expires_at)), row.expires_at
         for known_digest, spec in self._env.items():
             if hmac.compare_digest(known_digest, digest):
+                if await self.coord.store.read(identities.is_archived, spec.identity):
+                    return None, None  # refused until an admin unarchives it (API.md §18)
                 return Principal(spec.identity, spec.is_admin, None, "env"), None
         return None, None
 

@@ -68,6 +68,11 @@ def is_known(identity: str, env_identities: frozenset[str]) -> bool:
     return bool(db.sql_rows("SELECT " + KNOWN_SQL, known_params(identity, env_identities))[0][0])
 
 
+def is_archived(identity: str) -> bool:
+    """An archived users row: its environment token, if any, is refused too (auth.TokenResolver)."""
+    return User.select().where((User.id == identity) & User.archived_at.is_null(False)).exists()
+
+
 def archived_among(identities: list[str]) -> set[str]:
     """Which of these identities are archived users (they receive no new mail, chat or tasks)."""
     if not identities:
@@ -280,6 +285,37 @@ def delete_invite(invite_id: int) -> None:
         raise NotFound("Invite not found")
 
 
+def name_state(identity: str, env_identities: frozenset[str]) -> str | None:
+    """Which state a name is in (the onboarding skill page's lifecycle), or None for a free name:
+    `environment` (an environment token's, or the operator `admin`), `archived`, `live` (an unrevoked,
+    unexpired token), `dormant` (a users row or tokens, none live: revoked, expired, or unarchived
+    and not yet restored). The user row is locked: two registrations of one name serialise on it."""
+    if identity == UNLISTED or identity in env_identities:
+        return "environment"
+    user = db.locked(User.select(User.id, User.archived_at).where(User.id == identity)).first()
+    if user is not None and user.archived_at is not None:
+        return "archived"
+    if Token.select().where((Token.identity == identity) & Token.revoked_at.is_null()
+                            & (Token.expires_at.is_null() | (Token.expires_at > to_db(db.now())))).exists():
+        return "live"
+    if user is not None or Token.select().where(Token.identity == identity).exists():
+        return "dormant"
+    return None
+
+
+def _claimable(identity: str, named_by_invite: bool, env_identities: frozenset[str]) -> bool:
+    """A name is never reissued: registering one that exists in any state is 409, except that an
+    invite naming a dormant identity (an admin unarchived it, or its tokens were revoked) restores it.
+    Returns whether this registration restores an existing identity."""
+    state = name_state(identity, env_identities)
+    if state is None:
+        return False
+    if state == "dormant" and named_by_invite:
+        return True
+    hint = " (unarchive it, then create an invite naming it)" if state == "archived" else ""
+    raise Conflict(f"Identity '{identity}' already exists{hint}")
+
+
 def register(code: object, identity: object, label: object, display_name: object,
              env_identities: frozenset[str]) -> dict:
     if not isinstance(code, str) or not code.strip():
@@ -299,13 +335,16 @@ def register(code: object, identity: object, label: object, display_name: object
         raise Forbidden("Invite has been used up")
     if invite.identity_hint and invite.identity_hint != identity:
         raise Invalid(f"This invite is for the identity '{invite.identity_hint}'")
-    if identity == "admin" or is_known(identity, env_identities):
-        raise Conflict(f"Identity '{identity}' already exists")
+    restoring = _claimable(identity, invite.identity_hint == identity, env_identities)
     claimed = (Invite.update(use_count=Invite.use_count + 1)
                .where((Invite.id == invite.id) & (Invite.use_count < Invite.max_uses)).execute())
     if not claimed:
         raise Forbidden("Invite has been used up")
-    ensure_user(identity, display_name or identity, is_admin=invite.is_admin)
+    if restoring:  # the invite is the admin's grant now: the row's old flag must not outlive it
+        User.update(is_admin=invite.is_admin, updated_at=now).where(User.id == identity).execute()
+    elif not (User.insert(id=identity, display_name=(display_name or identity)[:100], is_admin=invite.is_admin,
+                          is_agent=False, created_at=now, updated_at=now).on_conflict_ignore().as_rowcount().execute()):
+        raise Conflict(f"Identity '{identity}' already exists")  # a concurrent registration won the name
     token, plaintext = issue_token(identity, invite.is_admin, label or "Onboarded via invite", invite.created_by)
     return {"identity": identity, "token": plaintext, "isAdmin": token.is_admin, "message": REGISTER_NOTICE}
 

@@ -23,7 +23,8 @@ from .visibility import admin_identities
 
 
 def _admin_sql(identity: str) -> pw.Expression:
-    admin_user = User.select(User.id).where((User.id == identity) & (User.is_admin == True))  # noqa: E712
+    admin_user = User.select(User.id).where((User.id == identity) & (User.is_admin == True)  # noqa: E712
+                                            & User.archived_at.is_null())
     admin_token = Token.select(Token.id).where(
         (Token.identity == identity) & (Token.is_admin == True) & Token.revoked_at.is_null())  # noqa: E712
     return pw.fn.EXISTS(admin_user) | pw.fn.EXISTS(admin_token)

@@ -77,6 +77,8 @@ def admin_update(user_id: str, body: dict) -> dict:
         identities.tokens_changed([], user_id)
     if columns.get("archived_at") is not None and user.archived_at is None:
         identities.revoke_identity_tokens(user_id, "archived")
+    elif "archived_at" in columns and user.archived_at is not None:  # unarchived: an environment token
+        identities.tokens_changed([], user_id)  # serves again at once, not after the cache's refusal
     return {"user": identities.user_json(User.get_by_id(user_id))}
 
 

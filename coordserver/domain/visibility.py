@@ -16,8 +16,11 @@ def is_owner(created_by: str, identity: str, is_admin: bool) -> bool:
 
 
 def admin_identities(env_admins: frozenset[str] = frozenset()) -> set[str]:
-    """Admins see everything tagged: environment admins, admin users and holders of live admin tokens."""
-    users = {u.id for u in User.select(User.id).where(User.is_admin == True)}  # noqa: E712
+    """Admins see everything tagged: environment admins, unarchived admin users and holders of live
+    admin tokens. An archived admin is none: rights come from the current row (archiving revoked its
+    tokens), so an identity restored later does not inherit audiences from its archived past."""
+    users = {u.id for u in User.select(User.id).where((User.is_admin == True)  # noqa: E712
+                                                       & User.archived_at.is_null())}
     tokens = {t.identity for t in Token.select(Token.identity)
               .where((Token.is_admin == True) & Token.revoked_at.is_null())}  # noqa: E712
     return users | tokens | set(env_admins)
