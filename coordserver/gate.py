@@ -1,7 +1,8 @@
 """Admission: the one step every HTTP request passes before its handler.
 
-Who is calling (bearer token), whether they may call now (fixed-window rate limit per route class)
-and a presence touch for a known caller. Both request paths use it: the Quart hook in app.py and the
+Who is calling (bearer token), whether they may call now (fixed-window rate limit per route class,
+`/mcp` and `POST /onboard` included, plus one per client address for refused tokens) and a presence
+touch for a known caller. Both request paths use it: the Quart hook in app.py and the
 ASGI hot paths in hotpaths.py, so neither can drift from the other.
 """
 from __future__ import annotations
@@ -38,6 +39,8 @@ class Gate:
         klass = route_class(method, path) if self._rate_limits else None
         if klass:
             rate_headers = self._limiter.check(klass, principal.identity if principal else client())
+        if self._rate_limits and token and principal is None:
+            self._limiter.check("refused", client(), "requests with an invalid token")
         if principal is not None:
             self._coord.services.presence.touch(principal.identity, "api")
         no_nul(path, query)

@@ -1,4 +1,7 @@
-"""Fixed 60 s windows keyed by identity (or client address) and route class."""
+"""Fixed 60 s windows keyed by identity (or client address) and route class.
+
+A token that is refused (unknown, revoked, expired, archived) also counts in the "refused" class of its
+client address, whatever the route: guessing tokens is limited alike on REST, /mcp and every other door."""
 from __future__ import annotations
 
 import math
@@ -9,11 +12,18 @@ from .errors import RateLimited
 WINDOW_SECONDS = 60
 LIMITS = {"register": 5, "verify": 20, "invites": 10, "send": 30, "wake": 20, "presence": 30,
           "ingest": 30, "other": 60,
+          "mcp": 120,  # /mcp exchanges (initialize, tools/list, ...); a tool call also counts in its route's class
+          "refused": 20,  # requests with a token that is refused, per client address, on every door
           "webhook": 60}  # ingests per Buzz webhook, whoever sends them (COORD_INGEST_PER_WEBHOOK)
+MCP_PATH = "/mcp"
 
 
 def route_class(method: str, path: str) -> str | None:
     """None = exempt."""
+    if path == MCP_PATH:
+        return "mcp"
+    if path == "/onboard" and method == "POST":
+        return "register"  # the browser form registers exactly like /api/auth/register
     if not path.startswith("/api/") and path != "/api":
         return None
     if path in ("/api/health", "/api/metrics") or path.startswith("/api/skill"):

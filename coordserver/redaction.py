@@ -9,9 +9,13 @@ before matching ("/api/%69ngest/x/TOKEN" and "/api/ingest/x%2FTOKEN" reach the i
 path such as "/api//ingest/x/TOKEN" still carries the token though it matches nothing. So a URL holding
 an escape is decoded first (the log then shows its decoded, masked form), and runs of slashes count
 as one.
+
+MCP session ids are secrets too (whoever holds one with the owner's token speaks in that session): the
+SDK logs them at INFO, so `SessionIdMask` on its loggers shows only their first four characters.
 """
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import unquote
 
@@ -24,3 +28,31 @@ def redact(url: str) -> str:
     if "%" in url:
         url = unquote(url, errors="replace")
     return _QUERY_SECRET.sub(rf"\g<1>{MASK}", _INGEST_TOKEN.sub(rf"\g<1>{MASK}", url))
+
+
+_SESSION_ID = re.compile(r"\b([0-9a-fA-F]{4})[0-9a-fA-F]{28}\b")  # uuid4().hex, as the MCP SDK makes them
+
+
+def mask_session_ids(text: str) -> str:
+    return _SESSION_ID.sub(rf"\g<1>{MASK}", text)
+
+
+class SessionIdMask(logging.Filter):
+    """Rewrites a record's message with session ids masked (the arguments are folded in first)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask_session_ids(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def mask_session_ids_in(prefix: str) -> None:
+    """Installs SessionIdMask on the logger `prefix` and every logger below it that exists now (a
+    logger's filters do not apply to its children's records, so each gets its own)."""
+    names = [prefix] + [n for n in logging.Logger.manager.loggerDict if n.startswith(prefix + ".")]
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, SessionIdMask) for f in logger.filters):
+            logger.addFilter(SessionIdMask())

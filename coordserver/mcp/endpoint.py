@@ -25,6 +25,7 @@ from ..errors import ApiError
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
+from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
 from . import prompts, tools
 from .push import WAKE_URI, WakeListeners
@@ -33,6 +34,8 @@ from .routes import RouteCaller
 log = logging.getLogger("coord.mcp")
 
 PATH = "/mcp"
+SESSION_IDLE_SECONDS = 10 * 60  # a session with no request in flight and no open GET stream for this long ends
+MAX_SESSIONS = 1000  # per process, all identities (each identity at most push.SESSIONS_PER_IDENTITY)
 _SESSION_HEADER = b"mcp-session-id"
 _SKILL = "coord://skill"
 
@@ -136,7 +139,10 @@ class McpEndpoint:
         self.catalog = tools.Catalog(application)
         server = build_server(self.hub, RouteCaller(application), self.catalog)
         self.manager = StreamableHTTPSessionManager(app=server, json_response=True,
-                                                    max_request_body_size=2 * MAX_BODY_BYTES)
+                                                    max_request_body_size=2 * MAX_BODY_BYTES,
+                                                    session_idle_timeout=SESSION_IDLE_SECONDS,
+                                                    max_sessions=MAX_SESSIONS)
+        mask_session_ids_in("mcp")  # the SDK logs session ids at INFO
         self._observe = process_metrics().observe_request
         self.hub.manager = self.manager
         self._stop: asyncio.Event | None = None
@@ -204,7 +210,13 @@ class McpEndpoint:
             send = self._watch_new_session(send, principal)
         await self.manager.handle_request(scope, receive, send)
         if session_id is not None and scope["method"] == "DELETE":
-            self.hub.session_closed(session_id.decode("latin-1"))
+            self._deleted(session_id.decode("latin-1"), principal)
+
+    def _deleted(self, session_id: str, principal: Principal) -> None:
+        """After a DELETE: forget the session only if this token owned it and the SDK ended it. A
+        DELETE naming another identity's session was answered 404 and changes nothing."""
+        if self.hub.owns(session_id, principal) and session_id not in self.hub.live_session_ids():
+            self.hub.session_closed(session_id)
 
     def _watch_new_session(self, send, principal: Principal):
         async def watching(message) -> None:

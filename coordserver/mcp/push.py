@@ -28,6 +28,7 @@ log = logging.getLogger("coord.mcp")
 
 WAKE_URI = "coord://wake"
 LISTEN_BUFFER = 16  # pulses are level triggers: a listener that has 16 unread ones may drop more
+SESSIONS_PER_IDENTITY = 20  # open handshake-era sessions per identity and process; a 21st closes the oldest
 
 
 class Session:
@@ -103,6 +104,22 @@ class WakeListeners:
     def session_opened(self, session_id: str, principal: Principal) -> None:
         session = self.sessions[session_id] = Session(self, session_id, principal)
         self._guard().admit(session)
+        self._cap(principal.identity)
+
+    def _cap(self, identity: str) -> None:
+        """At most SESSIONS_PER_IDENTITY sessions of one identity: the oldest beyond it are closed, so
+        one identity cannot fill the server's session table (the SDK's max_sessions) for everyone."""
+        self.prune()  # sessions the SDK ended (idle, DELETE) hold no slot
+        own = [s for s in self.sessions.values() if s.identity == identity]  # oldest first (insertion order)
+        for session in own[:-SESSIONS_PER_IDENTITY]:
+            log.info("closing the oldest MCP session of %s: more than %d open", identity, SESSIONS_PER_IDENTITY)
+            self.close_session(session)
+
+    def owns(self, session_id: str, principal: Principal) -> bool:
+        """Whether `session_id` is a session this token opened (the SDK's own rule for serving it)."""
+        session = self.sessions.get(session_id)
+        return session is not None and (session.identity, session.token_id) == (principal.identity,
+                                                                                 principal.token_id)
 
     def session_closed(self, session_id: str) -> None:
         session = self.sessions.pop(session_id, None)
@@ -134,6 +151,9 @@ class WakeListeners:
         live = self._transports()
         for session_id in [s for s in self.sessions if s not in live]:
             self.session_closed(session_id)
+
+    def live_session_ids(self):
+        return self._transports().keys()
 
     def _transports(self) -> dict:
         # The manager keeps its live sessions here (mcp 2.3); nothing public ends one from outside.
