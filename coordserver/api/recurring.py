@@ -1,4 +1,5 @@
-"""Recurring task templates over HTTP (API.md §7)."""
+"""Recurring task templates over HTTP (API.md §7). A template of a restricted project exists only for
+those who can see the project (domain.recurring.template_visible)."""
 from __future__ import annotations
 
 from quart import Blueprint
@@ -18,8 +19,9 @@ bp = Blueprint("recurring", __name__, url_prefix="/api/swarm/recurring")
 @accepts(query=DisabledQuery, returns=Templates)
 async def list_templates():
     """Recurring templates by title; disabled ones only with includeDisabled=true."""
-    require_identity()
-    return {"templates": await coord().store.read(recurring.list_templates, query().include_disabled)}
+    principal = require_identity()
+    return {"templates": await coord().store.read(recurring.list_templates, query().include_disabled,
+                                                  principal.identity, principal.is_admin)}
 
 
 @bp.post("")
@@ -40,15 +42,15 @@ async def update_template(id: str):  # noqa: A002 (the path parameter is named a
     fields: TemplateFields = await body()
     c = coord()
     return await c.store.write(recurring.update_template, id, fields.changes(), c.env_identities,
-                               principal.identity)
+                               principal.identity, principal.is_admin)
 
 
 @bp.delete("/<other_than(tick, preview):id>")
 @accepts(returns=Ok)
 async def delete_template(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Delete a recurring template (its tasks stay)."""
-    require_identity()
-    await coord().store.write(recurring.delete_template, id)
+    principal = require_identity()
+    await coord().store.write(recurring.delete_template, id, principal.identity, principal.is_admin)
     return {"ok": True}
 
 

@@ -31,7 +31,7 @@ from .. import db
 from ..errors import Invalid, NotFound
 from ..models import RecurringTemplate, database_proxy
 from ..timeutil import from_db, iso, to_db
-from . import swarm
+from . import project_access, swarm
 from .fields import flag
 
 log = logging.getLogger("coord.recurring")
@@ -126,15 +126,26 @@ def template_json(t: RecurringTemplate) -> dict:
             "updatedAt": iso(t.updated_at)}
 
 
-def _template(template_id: str) -> RecurringTemplate:
-    template = RecurringTemplate.get_or_none(RecurringTemplate.id == template_id)
+def template_visible(identity: str, is_admin: bool | None) -> pw.Expression:
+    """Over RecurringTemplate rows: a template of a restricted project exists only for those who can see
+    the project (project_access), on every route; one without a project is everyone's."""
+    if is_admin:
+        return pw.SQL("1 = 1")
+    return (RecurringTemplate.project_id.is_null()
+            | RecurringTemplate.project_id.not_in(project_access.hidden_projects(identity, is_admin)))
+
+
+def _template(template_id: str, identity: str, is_admin: bool | None) -> RecurringTemplate:
+    """The template, or 404 `Template not found` when absent or not visible to the caller."""
+    template = RecurringTemplate.get_or_none((RecurringTemplate.id == template_id)
+                                             & template_visible(identity, is_admin))
     if template is None:
         raise NotFound("Template not found")
     return template
 
 
-def list_templates(include_disabled: bool) -> list[dict]:
-    query = RecurringTemplate.select()
+def list_templates(include_disabled: bool, identity: str, is_admin: bool | None) -> list[dict]:
+    query = RecurringTemplate.select().where(template_visible(identity, is_admin))
     if not include_disabled:
         query = query.where(RecurringTemplate.enabled == True)  # noqa: E712 (SQL comparison)
     return [template_json(t) for t in query.order_by(RecurringTemplate.title, RecurringTemplate.created_at)]
@@ -208,8 +219,9 @@ def create_template(caller: str, body: dict, env_identities: frozenset[str]) -> 
     return template_json(template)
 
 
-def update_template(template_id: str, body: dict, env_identities: frozenset[str], caller: str) -> dict:
-    template = _template(template_id)
+def update_template(template_id: str, body: dict, env_identities: frozenset[str], caller: str,
+                    is_admin: bool | None) -> dict:
+    template = _template(template_id, caller, is_admin)
     columns = _template_columns(body, env_identities, caller)
     if not columns:
         return template_json(template)
@@ -221,11 +233,12 @@ def update_template(template_id: str, body: dict, env_identities: frozenset[str]
                                                       columns.get("timezone", template.timezone)))
     columns["updated_at"] = to_db(db.now())
     RecurringTemplate.update(**columns).where(RecurringTemplate.id == template_id).execute()
-    return template_json(_template(template_id))
+    return template_json(_template(template_id, caller, is_admin))
 
 
-def delete_template(template_id: str) -> None:
-    if RecurringTemplate.delete().where(RecurringTemplate.id == template_id).execute() == 0:
+def delete_template(template_id: str, identity: str, is_admin: bool | None) -> None:
+    if RecurringTemplate.delete().where((RecurringTemplate.id == template_id)
+                                        & template_visible(identity, is_admin)).execute() == 0:
         raise NotFound("Template not found")
 
 

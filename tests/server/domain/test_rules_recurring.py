@@ -29,7 +29,7 @@ async def test_a_template_that_cannot_run_is_refused_and_not_stored(rules_store,
     with pytest.raises(Invalid) as refused:
         await create(rules_store, title="Standup", **body)
     assert refused.value.message == message
-    assert await rules_store.read(recurring.list_templates, True) == []
+    assert await rules_store.read(recurring.list_templates, True, "alice", False) == []
 
 
 async def test_next_run_is_in_the_template_time_zone_and_follows_changes(rules_store):
@@ -38,12 +38,12 @@ async def test_next_run_is_in_the_template_time_zone_and_follows_changes(rules_s
     assert (daily["cronExpr"], daily["timezone"], daily["nextRunAt"]) == (
         "0 9 * * *", "America/Chicago", "2026-03-07T15:00:00.000Z")
     berlin = await rules_store.write(recurring.update_template, daily["id"], {"timezone": "Europe/Berlin"}, KNOWN,
-                                     "alice")
+                                     "alice", False)
     assert berlin["nextRunAt"] == "2026-03-08T08:00:00.000Z"  # 13:00 in Berlin: tomorrow's 09:00 CET
     rules_store.clock.advance(days=3)
-    paused = await rules_store.write(recurring.update_template, daily["id"], {"enabled": False}, KNOWN, "alice")
+    paused = await rules_store.write(recurring.update_template, daily["id"], {"enabled": False}, KNOWN, "alice", False)
     assert paused["enabled"] is False
-    resumed = await rules_store.write(recurring.update_template, daily["id"], {"enabled": True}, KNOWN, "alice")
+    resumed = await rules_store.write(recurring.update_template, daily["id"], {"enabled": True}, KNOWN, "alice", False)
     assert resumed["nextRunAt"] == "2026-03-11T08:00:00.000Z"  # from now: the missed days are not back-filled
 
 
@@ -51,10 +51,10 @@ async def test_a_refused_change_leaves_the_template_as_it_was(rules_store):
     template = await create(rules_store, title="Keep", cronExpr="0 9 * * *")
     with pytest.raises(Invalid, match="Invalid cronExpr"):
         await rules_store.write(recurring.update_template, template["id"], {"title": "Changed", "cronExpr": "99 * * * *"},
-                                KNOWN, "alice")
-    assert await rules_store.read(recurring.list_templates, True) == [template]
+                                KNOWN, "alice", False)
+    assert await rules_store.read(recurring.list_templates, True, "alice", False) == [template]
     with pytest.raises(NotFound, match="Template not found"):
-        await rules_store.write(recurring.update_template, "nope", {"title": "x"}, KNOWN, "alice")
+        await rules_store.write(recurring.update_template, "nope", {"title": "x"}, KNOWN, "alice", False)
 
 
 async def test_preview_counts_runs_within_its_limit(rules_store):
