@@ -3,7 +3,9 @@
 Every request passes the same Gate as REST (bearer token, presence; 401 without a valid token) before
 the SDK sees it. Tools and resources are answered by the REST routes themselves (routes.py). Both eras
 of the protocol are served: stateful sessions after `initialize` (2025 revisions) and single-exchange
-requests (2026-07-28).
+requests (2026-07-28). Limits: push.SESSIONS_PER_IDENTITY sessions per identity (the oldest closed),
+SESSION_IDLE_SECONDS idle, MAX_SESSIONS in all; the Gate rate-limits /mcp like REST (ratelimit.py).
+A body the SDK cannot validate gets a plain JSON-RPC error (rpc_errors.py), never its validation report.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
 from . import prompts, tools
 from .push import WAKE_URI, WakeListeners
+from .rpc_errors import plain_validation_errors
 from .routes import RouteCaller
 
 log = logging.getLogger("coord.mcp")
@@ -208,7 +211,7 @@ class McpEndpoint:
         session_id = headers.get(_SESSION_HEADER)
         if session_id is None and scope["method"] == "POST":
             send = self._watch_new_session(send, principal)
-        await self.manager.handle_request(scope, receive, send)
+        await self.manager.handle_request(scope, receive, plain_validation_errors(send))
         if session_id is not None and scope["method"] == "DELETE":
             self._deleted(session_id.decode("latin-1"), principal)
 

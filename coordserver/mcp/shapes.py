@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ..errors import Invalid
+from ..jsonstrict import JSONRejected, check_text
 from ..schemas import Model, convert, from_query
 from ..schemas.base import RowId, wire_names
 
@@ -79,6 +80,8 @@ class Shape:
         unknown = sorted(set(given) - path_names - query_names - body_names)
         if unknown:
             raise Refused(f"Unknown argument(s): {', '.join(unknown)}")
+        for name in (path_names | query_names) & set(given):
+            _plain_text(name, given[name])
         path = self._path({k: v for k, v in given.items() if k in path_names})
         query = {k: _query_value(v) for k, v in given.items() if k in query_names}
         if self.query_model is not None:
@@ -103,6 +106,17 @@ class Shape:
                 raise Refused(f"{name} is not a valid id")
             path = path.replace("{" + name + "}", text)
         return path
+
+
+def _plain_text(name: str, value: Any) -> None:
+    """An argument that becomes part of a path or query must be encodable text (no lone surrogate, no
+    NUL), as the REST route's 400 requires: refused here, before it is parsed or any request is made."""
+    for item in value if isinstance(value, list) else (value,):
+        if isinstance(item, str):
+            try:
+                check_text(item, name)
+            except JSONRejected as error:
+                raise Refused(str(error)) from None
 
 
 def _query_value(value: Any) -> str:
