@@ -48,6 +48,10 @@ class Conflict(ApiError):
     status = 409
 
 
+class UnsupportedMediaType(ApiError):
+    status = 415
+
+
 class RateLimited(ApiError):
     status = 429
 

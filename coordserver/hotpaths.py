@@ -111,7 +111,8 @@ class HotPaths:
     async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
         recipient = scope["path"][len(_MAILBOXES):-len("/messages")]
-        return 200, self._json(await post_message(self._coord, principal, recipient, from_body(SendMessage, body)))
+        data = from_body(SendMessage, body, content_type=_headers(scope).get(b"content-type"))
+        return 200, self._json(await post_message(self._coord, principal, recipient, data))
 
     async def _inbox(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)

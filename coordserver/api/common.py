@@ -32,7 +32,8 @@ def _declared(part: str):
 
 async def body():
     """The current view's declared body model, parsed from the raw body (through jsonstrict)."""
-    return from_body(_declared("body"), await request.get_data(), _declared("body_required"))
+    return from_body(_declared("body"), await request.get_data(), _declared("body_required"),
+                     request.headers.get("Content-Type"))
 
 
 def query():

@@ -10,6 +10,7 @@ from pathlib import Path
 from quart import Blueprint, Response, current_app
 
 from ..schemas.meta import ApiDocument
+from ..web.headers import page_headers, script_hashes
 from .common import accepts
 from .openapi import openapi_document
 
@@ -59,4 +60,10 @@ async def openapi():
 @accepts(media="text/html")
 async def docs():
     """The API reference for people: a self-contained page (no external scripts) rendering /api/openapi.json."""
-    return Response(_DOCS_PAGE.read_text(encoding="utf-8"), content_type="text/html; charset=utf-8")
+    page = _docs_page()
+    return Response(page, headers=page_headers(script_src=script_hashes(page), connect_src="'self'"))
+
+
+@lru_cache(maxsize=1)
+def _docs_page() -> str:
+    return _DOCS_PAGE.read_text(encoding="utf-8")

@@ -17,8 +17,10 @@ _REF = "#/components/schemas/{name}"
 _ERRORS = {400: "Invalid request: the error names the field and why", 401: "No valid token",
            403: "Not allowed for this caller", 404: "No such route or object", 405: "Method not allowed",
            409: "Conflicts with the current state", 413: "Request body too large",
+           415: "A request body that is not application/json",
            429: "Rate limited (Retry-After says when to retry)", 503: "Database unavailable; retry shortly"}
 _BODY_ERRORS = (413,)
+_JSON_BODY_ERRORS = (415,)  # operations that read a JSON request body
 _SECURED_ERRORS = (401, 403)
 
 
@@ -53,11 +55,13 @@ def _content(schema: dict | None, media: str | tuple[str, ...] = "application/js
     return {kind: {"schema": schema or {}} for kind in ((media,) if isinstance(media, str) else media)}
 
 
-def _responses(declared: dict, has_body: bool, secured: bool, media: str, schemas: dict) -> dict:
+def _responses(declared: dict, has_body: bool, secured: bool, media: str, schemas: dict,
+               json_body: bool = False) -> dict:
     responses = {str(status): {"description": "Success", "content": _content(schemas.get(model), media)}
                  for status, model in (declared or {200: None}).items()}
     for status, text in _ERRORS.items():
-        if (status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured):
+        if ((status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured)
+                or (status in _JSON_BODY_ERRORS and not json_body)):
             continue
         responses[str(status)] = {"description": text, "content": _content(schemas[Error])}
     return responses
@@ -93,7 +97,8 @@ def openapi_document(rules, view_functions, version: str) -> dict:
                 "operationId": f"{rule.endpoint}.{method.lower()}",
                 "summary": doc[0] if doc else rule.endpoint.split(".")[-1].replace("_", " "),
                 "responses": _responses(schema.get("returns"), method in ("POST", "PUT", "PATCH", "DELETE"),
-                                        secured, schema.get("media", "application/json"), schemas)}
+                                        secured, schema.get("media", "application/json"), schemas,
+                                        json_body=schema.get("body") is not None)}
             if params:
                 operation["parameters"] = params
             if schema.get("body") is not None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 import msgspec
 
 from .. import jsonstrict
-from ..errors import Invalid
+from ..errors import Invalid, UnsupportedMediaType
 
 INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
 QUERY_INT_MAX = 2**62  # offsets and ids compared in queries: within 64 bits on both backends
@@ -113,9 +113,28 @@ def convert(model: type[M], data: Any, strict: bool = True) -> M:
         raise Invalid(error_text(model, error)) from None
 
 
-def from_body(model: type[M], raw: bytes, required: bool = True) -> M:
-    """A raw request body through jsonstrict (hostile JSON gets its own clear 400), then the model."""
+def from_body(model: type[M], raw: bytes, required: bool = True, content_type: str | None = None) -> M:
+    """A raw request body through jsonstrict (hostile JSON gets its own clear 400), then the model.
+    A body sent with a Content-Type other than JSON is refused first (require_json)."""
+    require_json(content_type, raw)
     return convert(model, decode_object(raw, required))
+
+
+# What a browser may send cross-origin without asking first (a CORS "simple request"): never JSON here.
+NOT_JSON_MESSAGE = "Content-Type must be application/json"
+
+
+def require_json(content_type: str | bytes | None, raw: bytes) -> None:
+    """A JSON route reads only JSON: a body labelled as anything else (text/plain, a form, ...) is 415,
+    so no HTML form or cross-origin simple request can reach it. No body, or no Content-Type (scripts
+    that send raw bytes), is left to the JSON parse."""
+    if isinstance(content_type, bytes):
+        content_type = content_type.decode("latin-1")
+    if not content_type or not raw:
+        return
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise UnsupportedMediaType(NOT_JSON_MESSAGE)
 
 
 def decode_object(raw: bytes, required: bool = True) -> dict:

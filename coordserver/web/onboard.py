@@ -1,11 +1,16 @@
-"""The browser onboarding page: a plain HTML form that registers with an invite code, no JavaScript."""
+"""The browser onboarding page: a plain HTML form that registers with an invite code, no JavaScript.
+
+Its POST is refused (403) from another origin (CSRF), is rate-limited with /api/auth/register (the
+Gate's "register" class) and every page carries the security headers of web/headers.py."""
 from __future__ import annotations
 
 from html import escape
 
 from quart import Blueprint, request
 
+from ..context import coord
 from ..errors import ApiError
+from .headers import origin_of, page_headers, same_origin
 
 bp = Blueprint("onboard", __name__)
 
@@ -36,7 +41,12 @@ def _form(values: dict, error: str | None = None) -> str:
 
 
 def _html(content: str, status: int = 200):
-    return content, status, {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
+    return content, status, page_headers(form_action="'self'")
+
+
+def _own_origins() -> set[str]:
+    """This server's origin as clients reach it: the configured base URL, and the request's own host."""
+    return {origin_of(coord().settings.base_url), f"{request.scheme}://{request.host}".lower()}
 
 
 @bp.get("/onboard")
@@ -47,6 +57,8 @@ async def onboard_form():
 @bp.post("/onboard")
 async def onboard_submit():
     from ..api.auth import register_identity
+    if not same_origin(request.headers.get("Origin"), request.headers.get("Sec-Fetch-Site"), _own_origins()):
+        return _html(_form({}, "This form can only be sent from this server's own page"), 403)
     form = await request.form
     values = {k: (form.get(k) or "").strip() for k in ("code", "identity", "displayName", "label")}
     try:
