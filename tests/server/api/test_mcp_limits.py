@@ -22,7 +22,8 @@ from tests.server.realtime.test_revocation import register
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 VERSION = "2025-06-18"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+              "params": {"protocolVersion": VERSION, "capabilities": {},
+                         "clientInfo": {"name": "probe", "version": "1"}}}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 ACCEPT = "application/json, text/event-stream"
 

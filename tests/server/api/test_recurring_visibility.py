@@ -59,7 +59,8 @@ def test_rule_every_viewer_and_route_follows_project_visibility(srv):
     opened = project(srv=srv, who="alice", tagged=None)
     later = project(srv=srv, who="alice", tagged=None)
     cases = {"restricted": restricted, "open": opened, "none": None, "later": later}
-    made = {(who, route, kind): template(srv, pid) for who in VIEWERS for route in ROUTES for kind, pid in cases.items()}
+    made = {(who, route, kind): template(srv, pid)
+            for who in VIEWERS for route in ROUTES for kind, pid in cases.items()}
     ok(client(srv, "alice").patch(f"/api/swarm/projects/{later}", json={"taggedUsers": ["carol"]}))
     for (who, route, kind), tpl in made.items():
         pid = cases[kind]

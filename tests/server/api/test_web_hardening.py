@@ -12,8 +12,8 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import backend_server, backend_url, base_env, client, ok, start_server
 from coordserver.settings import Settings
+from tests.conftest import backend_server, base_env, client, ok, start_server
 
 NOT_JSON = {"error": "Content-Type must be application/json"}
 EVIL = "https://evil.example"
@@ -131,11 +131,12 @@ def test_rule_every_json_body_operation_refuses_other_media(srv):
                                                                                                    answer.text)
             checked += answer.status_code == 415
     assert checked >= 20
-    sent = admin.post("/api/mailboxes/bob/messages", content=b'{"title":"hot"}', headers={"Content-Type": "text/plain"})
+    sent = admin.post("/api/mailboxes/bob/messages", content=b'{"title":"hot"}',
+                      headers={"Content-Type": "text/plain"})
     assert (sent.status_code, sent.json()) == (415, NOT_JSON)
 
 
-def test_the_form_shares_registers_rate_limit(tmp_path_factory, request):
+def test_the_form_shares_registers_rate_limit(tmp_path_factory):
     """5 registrations per 60 s per address, counted across /api/auth/register and POST /onboard."""
     settings = Settings.from_env(base_env(f"sqlite:///{tmp_path_factory.mktemp('rl') / 'c.db'}",
                                           COORD_RATE_LIMITS="on"))
