@@ -15,8 +15,8 @@ from coordserver.mcp.endpoint import MAX_SESSIONS, SESSION_IDLE_SECONDS
 from coordserver.mcp.push import SESSIONS_PER_IDENTITY
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, backend_url, base_env, client, eventually
-from tests.server.api.test_mcp import assert_notified, connect, succeeded, wake_watch
+from tests.conftest import TOKENS, backend_url, base_env, client, eventually, ok
+from tests.server.api.test_mcp import GRACE, assert_notified, connect, succeeded, wake_watch
 from tests.server.realtime.test_revocation import register
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -98,7 +98,7 @@ async def test_a_delete_with_another_identitys_session_id_changes_nothing(srv, c
     """Item 5: bob's DELETE naming the victim's session answers 404, and the victim is still woken."""
     caplog.set_level(logging.DEBUG)
     victim = f"v{uuid.uuid4().hex[:6]}"
-    _id, token = await register(srv.url, victim)
+    token_id, token = await register(srv.url, victim)
     hub = srv.coord.services.mcp
     async with wake_watch(srv.url, token, "legacy") as updates:
         session_id = next(s for s, v in hub.sessions.items() if v.identity == victim)
@@ -109,6 +109,10 @@ async def test_a_delete_with_another_identitys_session_id_changes_nothing(srv, c
         assert session_id in hub.sessions and hub.has_listener(victim)
         await assert_notified(updates, lambda: client(srv, "alice").post(
             f"/api/mailboxes/{victim}/messages", json={"title": "still woken"}))
+        # and the victim's session still ends with its token (it had not been detached from the guard)
+        ok(client(srv, "admin").post(f"/api/auth/tokens/{token_id}/revoke"))
+        assert eventually(lambda: session_id in srv.coord.services.mcp_endpoint.manager._server_instances,
+                          lambda alive: not alive, timeout=GRACE * 3) is False
     server_side = ("mcp.server", "mcp.shared", "coord", "hypercorn", "quart", "asyncio")
     logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith(server_side))
     assert session_id[:4] + "***" in logged  # the SDK did log it, masked
