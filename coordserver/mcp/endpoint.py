@@ -29,6 +29,7 @@ from ..settings import MAX_BODY_BYTES
 from . import prompts, tools
 from .push import WAKE_URI, WakeListeners
 from .routes import RouteCaller
+from .terminal_text import terminal_safe
 
 log = logging.getLogger("coord.mcp")
 
@@ -110,7 +111,8 @@ def _only_wake(uri: str) -> None:
 
 
 async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
-    """A resource's text and MIME type, from its REST route."""
+    """A resource's text and MIME type, from its REST route; the text neutralised for the terminal like the
+    tools' (terminal_text.py): the wake resource and the triage prompt quote what others wrote."""
     if uri == WAKE_URI:
         path = "/api/wake"
     elif uri == _SKILL or (uri.startswith(_SKILL + "/") and "/" not in uri[len(_SKILL) + 1:]):
@@ -120,7 +122,7 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
     reply = await caller.call(scope, "GET", path)
     if not reply.ok:
         raise MCPError(types.INVALID_PARAMS, reply.error()["error"])
-    return reply.text(), reply.content_type.split(";")[0]
+    return terminal_safe(reply.text()), reply.content_type.split(";")[0]
 
 
 class McpEndpoint:
