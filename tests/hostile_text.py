@@ -16,9 +16,8 @@ PAYLOAD = ("hello \x1b]0;PWNED-TITLE\x07 \x1b[2J\x1b[31mRED \x1b]52;c;ZXZpbA==\x
            " \x1b]8;;https://evil.example/osc8\x1b\\osc8-click\x1b]8;;\x1b\\"
            " [link=https://evil.example/markup]markup-click[/link]")
 SHORT = "Al \x1b]0;PWNED-NAME\x07\x1b[2J\x9b\u202e\x7f ice"  # where 100 characters is the limit
-SHOWN = "hello ␛]0;PWNED-TITLE␇ ␛[2J␛[31mRED ␛]52;c;ZXZpbA==␇end"  # how the start of PAYLOAD reads on screen
+SHOWN = "hello ␛]0;PWNED-TITLE␇"  # how the start of PAYLOAD reads once neutralised
 CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\x7f")  # none of these may reach a terminal
-EVIL = "evil.example"  # no hyperlink may lead there
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,3 @@ def seed(server, sender: str = "alice", reader: str = "bob") -> Seeded:
     return Seeded(message["id"], dm, group["channelId"], project["id"], task["id"], link["id"], page["id"],
                   ingest.json()["eventId"])
 
-
-def leaks(output: str) -> list[str]:
-    """What of the hostile text reached `output` raw: control characters, and hyperlinks to EVIL."""
-    found = [f"U+{ord(c):04X}" for c in CONTROLS if c in output]
-    if f"]8;" in output and EVIL in output.split("]8;", 1)[1]:
-        found.append("a hyperlink to " + EVIL)
-    return found

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hostile_text import CONTROLS, PAYLOAD, SHORT, seed
+from tests.hostile_text import CONTROLS, PAYLOAD, SHORT, SHOWN, seed
 from tests.server.api.test_mcp import connect
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
-TITLE_SHOWN = "hello ␛]0;PWNED-TITLE␇"  # a summary quoting a title
 
 
 def raw_controls(text: str) -> list[str]:
@@ -31,7 +30,7 @@ async def test_tool_texts_show_placeholders_and_structured_content_keeps_the_dat
             assert not result.is_error, (name, result.content[0].text)
             texts[name] = [c.text for c in result.content]
             assert not raw_controls("".join(texts[name])), (name, texts[name])
-        assert TITLE_SHOWN in texts["notebook_read"][0] and TITLE_SHOWN in texts["update_task"][0]
+        assert SHOWN in texts["notebook_read"][0] and SHOWN in texts["update_task"][0]  # summaries quote titles
         for name in ("list_inbox", "chat_read", "notebook_read", "directory", "buzz_events", "list_tasks"):
             assert "\ufffd" in texts[name][1], name  # the JSON text: C1 and bidi controls as U+FFFD
             assert "\\u001b]0;PWNED-TITLE\\u0007" in texts[name][1], name  # C0 as JSON escapes, as ever
