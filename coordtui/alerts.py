@@ -18,6 +18,7 @@ from pathlib import Path
 import platformdirs
 
 from .client.models import Wake, WakeItem
+from .client.safe_text import neutralise_json
 
 log = logging.getLogger("coordtui")
 
@@ -135,7 +136,8 @@ def _read(path: Path) -> list[KeptAlert]:
     kept = []
     for row in rows if isinstance(rows, list) else []:
         try:
-            item = WakeItem(**{k: v for k, v in row["item"].items() if k in _ITEM_FIELDS})
+            # server text kept on disk (by an older coordtui, raw): neutralised like everything the SDK decodes
+            item = WakeItem(**{k: v for k, v in neutralise_json(row["item"]).items() if k in _ITEM_FIELDS})
             since = datetime.fromisoformat(row["since"])
         except (KeyError, TypeError, ValueError, AttributeError):
             continue

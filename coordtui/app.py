@@ -102,6 +102,13 @@ class CoordApp(OpsActions, LiveMixin, App):
     def now(self) -> datetime:
         return self.clock() if self.clock else datetime.now(timezone.utc)
 
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Every toast (widgets' notify() lands here too) is plain text: what toasts say is mostly the server's
+        (titles, senders, error messages), and markup in it would be obeyed: `[link=URL]` shows one text and
+        opens another. The text is already neutralised for the terminal by the SDK (client/safe_text.py)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     # layout
     def compose(self) -> ComposeResult:
         with Horizontal(id="topbar"):
@@ -430,7 +437,7 @@ class CoordApp(OpsActions, LiveMixin, App):
                                                    values["assignee"] or None)
             except ApiError as exc:
                 if exc.status == 409 and exc.allowed:  # moved meanwhile: offer what the server allows now
-                    form.query_one("#field-status", Select).set_options([(s, s) for s in exc.allowed])
+                    form.query_one("#field-status", Select).set_options([(Text(s), s) for s in exc.allowed])
                 raise
         form.submit = submit
         task = await self.push_screen_wait(form)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable
@@ -14,18 +13,24 @@ from textual.widgets import Static, TabbedContent
 
 from .client.api import ApiError, ConnectionFailed
 from .client.models import ServerEvent, Wake, WakeItem, age_text
+from .client.safe_text import neutralise
 from .unread import COUNT_EVENTS, UnreadCounts, tab_labels, with_chat
 
 TOAST_SPACING = 2.0  # seconds between two quiet toasts for one pane
 COUNT_SPACING = 0.3  # seconds between two refetches of the counts: a burst of events costs a few, not one each
 _EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f;]")
+
+
+def osc_payload(text: str, limit: int) -> str:
+    """Text inside an OSC sequence: controls as placeholders (none can end the sequence and start another:
+    ESC, BEL, C1 ST), `;` (OSC 777's separator) and newlines as spaces, at most `limit` characters."""
+    return neutralise(text).replace(";", " ").replace("\n", " ").replace("\t", " ")[:limit]
 
 
 def osc_notification(title: str, body: str) -> str:
     """A desktop notification through the terminal: OSC 9 (iTerm2, kitty, WezTerm, Windows Terminal) and
     OSC 777 (rxvt, foot, Ghostty, VTE). Terminals that know neither ignore both."""
-    title, body = _CONTROL.sub(" ", title)[:80], _CONTROL.sub(" ", body)[:200]
+    title, body = osc_payload(title, 80), osc_payload(body, 200)
     return f"\x1b]9;{title}: {body}\x07\x1b]777;notify;{title};{body}\x07"
 
 

@@ -1,8 +1,29 @@
-"""Small DataTable helpers shared by panes and operator screens."""
+"""Small DataTable helpers shared by panes and operator screens, and the table they all use."""
 from __future__ import annotations
 
+from typing import Any
+
+from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist
+from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
+
+
+def plain(cell: Any) -> Any:
+    """A str cell as plain Text: DataTable reads a str cell as markup, and server text must never be markup
+    (`[link=https://elsewhere]shown[/link]` would be a hyperlink showing one text and opening another)."""
+    return Text(cell) if isinstance(cell, str) else cell
+
+
+class PlainTable(DataTable):
+    """A DataTable whose str cells are shown as written, never interpreted as markup."""
+
+    def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
+                label: Any = None) -> RowKey:
+        return super().add_row(*(plain(c) for c in cells), height=height, key=key, label=plain(label))
+
+    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
+                    update_width: bool = False) -> None:
+        super().update_cell(row_key, column_key, plain(value), update_width=update_width)
 
 
 def cursor_key(table: DataTable) -> str | None:

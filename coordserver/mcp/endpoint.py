@@ -33,6 +33,7 @@ from . import prompts, tools
 from .push import WAKE_URI, WakeListeners
 from .rpc_errors import plain_validation_errors
 from .routes import RouteCaller
+from .terminal_text import terminal_safe
 
 log = logging.getLogger("coord.mcp")
 
@@ -116,7 +117,8 @@ def _only_wake(uri: str) -> None:
 
 
 async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
-    """A resource's text and MIME type, from its REST route."""
+    """A resource's text and MIME type, from its REST route; the text neutralised for the terminal like the
+    tools' (terminal_text.py): the wake resource and the triage prompt quote what others wrote."""
     if uri == WAKE_URI:
         path = "/api/wake"
     elif uri == _SKILL or (uri.startswith(_SKILL + "/") and "/" not in uri[len(_SKILL) + 1:]):
@@ -126,7 +128,7 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
     reply = await caller.call(scope, "GET", path)
     if not reply.ok:
         raise MCPError(types.INVALID_PARAMS, reply.error()["error"])
-    return reply.text(), reply.content_type.split(";")[0]
+    return terminal_safe(reply.text()), reply.content_type.split(";")[0]
 
 
 class McpEndpoint:

@@ -12,6 +12,7 @@ import mcp_types as types
 
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape, object_schema
+from .terminal_text import terminal_safe
 
 _SAMPLE = re.compile(r"\{(\w+)\}")  # a path parameter; Catalog fills in a sample value to find the route
 
@@ -163,10 +164,15 @@ TOOLS: list[Tool] = [
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
+def shown(text: str) -> types.TextContent:
+    """A text content: what agent front-ends print, so neutralised for the terminal (terminal_text.py)."""
+    return types.TextContent(type="text", text=terminal_safe(text))
+
+
 def refusal(message: str, body: dict | None = None) -> types.CallToolResult:
     """A refused call: an MCP tool error (isError) carrying our error message, never a protocol error."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
-                                structured_content=body or {"error": message}, is_error=True)
+    return types.CallToolResult(content=[shown(message)], structured_content=body or {"error": message},
+                                is_error=True)
 
 
 async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
@@ -190,8 +196,7 @@ def result_of(tool: Tool, reply: Reply, arguments: dict) -> types.CallToolResult
     structured = {tool.wrap: result} if tool.wrap else result
     text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=tool.summary(structured, arguments)),
-                 types.TextContent(type="text", text=text)],
+        content=[shown(tool.summary(structured, arguments)), shown(text)],
         structured_content=structured)
 
 

@@ -12,6 +12,7 @@ import httpx
 from .models import (BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage, Message,
                      Page, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
+from .safe_text import neutralise, neutralise_json
 from .v11 import AdminUser, MetricsSample, Workflow
 
 
@@ -49,6 +50,20 @@ def error_text(status: int, body: Any, fallback: str = "") -> str:
             if isinstance(body.get(key), str) and body[key]:
                 return body[key]
     return fallback or f"HTTP {status}"
+
+
+def _json_body(response: httpx.Response) -> Any:
+    """The answer's JSON with its strings neutralised, or None when it is not JSON."""
+    try:
+        return neutralise_json(response.json())
+    except ValueError:
+        return None
+
+
+def _refusal(response: httpx.Response, body: Any) -> ApiError:
+    """The ApiError for an answer of status 400 or more (`body` already neutralised)."""
+    return ApiError(response.status_code, error_text(response.status_code, body, neutralise(response.reason_phrase)),
+                    body if isinstance(body, dict) else None)
 
 
 def _q(value: Any) -> str:
@@ -95,20 +110,17 @@ class CoordClient:
         return response
 
     async def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None) -> Any:
+        """The decoded JSON answer, every string in it neutralised for the terminal (safe_text.py)."""
         if params:
             params = {k: v for k, v in params.items() if v is not None}
         response = await self._send(method, path, json=json, params=params or None)
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
+        body = _json_body(response)
         if body is None and response.status_code not in (413, 429, 502, 503, 504) and response.content:
             kind = response.headers.get("content-type", "no content type").split(";")[0]
-            raise NotCoordServer(f"{self.base_url} answers but is not a coord server "
-                                 f"(HTTP {response.status_code}, {kind} for {path})")
+            raise NotCoordServer(neutralise(f"{self.base_url} answers but is not a coord server "
+                                            f"(HTTP {response.status_code}, {kind} for {path})"))
         if response.status_code >= 400:
-            raise ApiError(response.status_code, error_text(response.status_code, body, response.reason_phrase),
-                           body if isinstance(body, dict) else None)
+            raise _refusal(response, body)
         return body
 
     # auth and users
@@ -294,13 +306,8 @@ class CoordClient:
         """GET /api/metrics (Prometheus text): 404 when the server has none or turned them off."""
         response = await self._send("GET", "/api/metrics")
         if response.status_code >= 400:
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-            raise ApiError(response.status_code, error_text(response.status_code, body, response.reason_phrase),
-                           body if isinstance(body, dict) else None)
-        return MetricsSample.parse(response.text, at)
+            raise _refusal(response, _json_body(response))
+        return MetricsSample.parse(neutralise(response.text), at)
 
     # presence and doctor
     async def presence(self) -> list[PresenceEntry]:

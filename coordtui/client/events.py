@@ -11,6 +11,7 @@ from httpx_sse import aconnect_sse
 
 from .api import error_text, tls_for
 from .models import ServerEvent
+from .safe_text import neutralise_json
 
 LOGGED_TYPES = frozenset({"message", "chat_message", "swarm_task_created", "swarm_task_updated", "broadcast",
                           "notebook_page_updated"})
@@ -148,7 +149,8 @@ class _Refused(Exception):
 
 
 def _json(text: str):
+    """An event's data, its strings neutralised for the terminal (safe_text.py)."""
     try:
-        return json.loads(text) if text else {}
+        return neutralise_json(json.loads(text) if text else {})
     except ValueError:
-        return {"text": text}
+        return neutralise_json({"text": text})

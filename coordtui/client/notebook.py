@@ -27,6 +27,8 @@ from pycrdt import Doc, Text, TextEvent
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from .safe_text import neutralise, neutralise_json
+
 LOCAL_ORIGIN = "coordtui-local"
 REMOTE_ORIGIN = "coordtui-remote"
 TEXT_NAME = "content"
@@ -228,7 +230,7 @@ class NotebookSession:
                            additional_headers={"Authorization": f"Bearer {self._token}"},
                            max_size=MAX_FRAME_BYTES, open_timeout=self.open_timeout)
         try:
-            first = json.loads(await asyncio.wait_for(ws.recv(), self.open_timeout))
+            first = _frame(await asyncio.wait_for(ws.recv(), self.open_timeout))
         except ConnectionClosed as closed:
             raise NotebookError(_reason(closed), _code(closed)) from None
         if first.get("type") != "sync":
@@ -423,7 +425,7 @@ class NotebookSession:
     async def _read(self, ws: ClientConnection) -> None:
         try:
             async for raw in ws:
-                self._handle(json.loads(raw))
+                self._handle(_frame(raw))
                 self._state_changed.set()
         except ConnectionClosed:
             pass
@@ -432,7 +434,7 @@ class NotebookSession:
         code = ws.close_code if ws.close_code is not None else 1006
         if self._closing or is_final(code):
             self.close_code = code
-            self.close_message = self.close_message or ws.close_reason
+            self.close_message = self.close_message or neutralise(ws.close_reason or "") or None
             self.online = False
             self._finish()
             return
@@ -480,4 +482,17 @@ def _code(closed: ConnectionClosed) -> int | None:
 
 
 def _reason(closed: ConnectionClosed) -> str:
-    return (closed.rcvd.reason if closed.rcvd is not None else "") or "connection closed"
+    return neutralise(closed.rcvd.reason if closed.rcvd is not None else "") or "connection closed"
+
+
+UPDATE_FRAMES = frozenset({"sync", "update"})
+
+
+def _frame(raw: str | bytes) -> dict:
+    """One server frame, decoded. Text frames (viewers, read-only, errors) are neutralised for the terminal
+    (safe_text.py); sync and update frames carry only a CRDT update, a list of bytes: the document's text is
+    neutralised where it is shown (panes/collab.py), never in the shared document itself."""
+    message = json.loads(raw)
+    if not isinstance(message, dict):
+        return {}
+    return message if message.get("type") in UPDATE_FRAMES else neutralise_json(message)

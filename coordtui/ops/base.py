@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, ClassVar
 
 from rich.markup import escape
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,7 +16,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from ..client.api import ApiError, ConnectionFailed
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
-from ..tables import cursor_key
+from ..tables import PlainTable, cursor_key
 
 
 def blank_none(value: Any) -> Any:
@@ -145,7 +146,7 @@ class OpsScreen(Screen):
                          id="ops-title")
             yield Static("", id="ops-conn")
         yield Static("Loading…", id="ops-summary", classes="pane-summary")
-        table = DataTable(id="ops-table", cursor_type="row")
+        table = PlainTable(id="ops-table", cursor_type="row")
         table.add_columns(*self.COLUMNS)
         yield table
         yield Static("", id="ops-detail")
@@ -190,7 +191,7 @@ class OpsScreen(Screen):
             table.add_row(*self.row(item), key=key)
         if selected is not None and str(selected.id) in self.items:
             table.move_cursor(row=table.get_row_index(str(selected.id)))
-        summary.update(self.summary(items))
+        summary.update(Text(self.summary(items)))
         self.loads += 1
         self.describe(self.selected())
 
@@ -207,7 +208,7 @@ class OpsScreen(Screen):
         return ""
 
     def describe(self, item) -> None:
-        self.query_one("#ops-detail", Static).update(self.detail(item) if item is not None else "")
+        self.query_one("#ops-detail", Static).update(Text(self.detail(item) if item is not None else ""))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.describe(self.items.get(event.row_key.value) if event.row_key is not None else None)

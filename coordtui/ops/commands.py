@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from rich.markup import escape
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ..client.api import ApiError, ConnectionFailed
@@ -41,17 +42,23 @@ class OpsCommands(Provider):
                         *webhooks.commands(app, data["webhooks"]), *chat.commands(app),
                         *admin.commands(app, data["tokens"]), *users.commands(app, data["users"])]
 
+    # The palette reads a hit's words as markup; they hold the server's (project titles, display names, ...):
+    # escaped, they show as written (the SDK has already neutralised their control characters).
     async def discover(self) -> Hits:
         for title, help_text, run in self.entries:
             if ":" not in title and "#" not in title:  # the general actions; per-item ones come by typing
-                yield DiscoveryHit(title, run, help=help_text)
+                yield DiscoveryHit(escape(title), run, text=title, help=_shown(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_text, run in self.entries:
             score = matcher.match(title)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), run, text=title, help=help_text)
+                yield Hit(score, matcher.highlight(escape(title)), run, text=title, help=_shown(help_text))
+
+
+def _shown(help_text: str | None) -> str | None:
+    return escape(help_text) if help_text else None
 
 
 OPENERS = {

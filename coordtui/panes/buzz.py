@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Static
 
 from ..client.models import BuzzEvent, age_text, counted
 from .base import Pane
+from ..tables import PlainTable
 
 
 class BuzzPane(Pane):
@@ -19,7 +20,7 @@ class BuzzPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="buzz-summary", classes="pane-summary")
-        table = DataTable(id="buzz-table", cursor_type="row")
+        table = PlainTable(id="buzz-table", cursor_type="row")
         table.add_columns("Age", "App", "Title", "Body")
         yield table
 

@@ -16,6 +16,7 @@ from ..client.models import Channel, ChatMessage, ServerEvent
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
 from .base import Pane
+from ..tables import PlainTable
 
 TYPING_SHOWN_FOR = 6.0
 TYPING_SENT_EVERY = 3.0
@@ -49,7 +50,7 @@ class ChatPane(Pane):
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
-            table = DataTable(id="chat-channels", cursor_type="row", classes="list narrow")
+            table = PlainTable(id="chat-channels", cursor_type="row", classes="list narrow")
             table.add_columns("Channel", "New")
             yield table
             with Vertical(classes="detail"):

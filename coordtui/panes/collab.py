@@ -2,6 +2,12 @@
 your cursor, and undo/redo only touch your own edits (pycrdt UndoManager tracking the local origin).
 
 pycrdt positions are UTF-8 byte offsets; the TextArea speaks code points. Conversions happen here only.
+
+What the TextArea shows is the shared text neutralised for the terminal (client/safe_text.py): a control
+character someone else typed shows as its placeholder and never reaches the screen, while the shared document
+keeps it unchanged (nobody's text is rewritten by being viewed). Each placeholder is one code point, so a
+position in the shown text is the same position in the shared one; byte offsets are always counted in the
+shared text (`self.raw`, its mirror), never in the shown one, whose placeholders are longer in UTF-8.
 """
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from textual.widgets import TextArea
 from textual.widgets.text_area import Edit, EditResult
 
 from ..client.notebook import LOCAL_ORIGIN as LOCAL  # the provider sends every non-remote transaction
+from ..client.safe_text import neutralise
 
 
 def byte_offset(text: str, index: int) -> int:
@@ -31,14 +38,16 @@ class CollabTextArea(TextArea):
         self._subscription = None
         self._applying_remote = False
         self.remote_edits = 0
+        self.raw = ""  # the shared text as it is (self.text is what is shown: the same, neutralised)
 
     def bind(self, shared: Text) -> None:
         self.unbind()
         self.shared = shared
+        self.raw = str(shared)
         self._applying_remote = True
         try:
             with self.prevent(TextArea.Changed):
-                self.load_text(str(shared))
+                self.load_text(self.raw)
         finally:
             self._applying_remote = False
         self.undo_manager = UndoManager(scopes=[shared], capture_timeout_millis=400)
@@ -55,15 +64,21 @@ class CollabTextArea(TextArea):
         self.undo_manager = None
         self._subscription = None
 
+    def load_text(self, text: str) -> None:
+        """Shows `text` neutralised (the stored text shown before the live document arrives, too)."""
+        super().load_text(neutralise(text))
+
     # local -> CRDT
     def edit(self, edit: Edit) -> EditResult:
+        """The shared document gets the text as typed or pasted; the screen gets it neutralised."""
+        shown = Edit(neutralise(edit.text), edit.from_location, edit.to_location, edit.maintain_selection_offset)
         if self._applying_remote or self.shared is None:
-            return super().edit(edit)
-        before = self.text
+            return super().edit(shown)
+        before = self.raw
         top, bottom = sorted((edit.from_location, edit.to_location))
         start = self.document.get_index_from_location(top)
         end = self.document.get_index_from_location(bottom)
-        result = super().edit(edit)
+        result = super().edit(shown)
         start_b, end_b = byte_offset(before, start), byte_offset(before, end)
         doc = self.shared.doc
         with doc.transaction(origin=LOCAL):
@@ -71,6 +86,7 @@ class CollabTextArea(TextArea):
                 del self.shared[start_b:end_b]
             if edit.text:
                 self.shared.insert(start_b, edit.text)
+        self.raw = before[:start] + edit.text + before[end:]
         return result
 
     # CRDT -> screen (remote peers, merged PATCHes, and our own undo/redo)
@@ -83,7 +99,7 @@ class CollabTextArea(TextArea):
         self._applying_remote = True
         try:
             with self.prevent(TextArea.Changed):
-                current = self.text
+                current = self.raw  # the shared text before this delta: its byte offsets are the delta's
                 position = 0  # bytes
                 for op in delta:
                     if "retain" in op:
@@ -101,6 +117,7 @@ class CollabTextArea(TextArea):
                         self.delete(self.document.get_location_from_index(start),
                                     self.document.get_location_from_index(end), maintain_selection_offset=True)
                         current = current[:start] + current[end:]
+                self.raw = current
             self.remote_edits += 1
         finally:
             self._applying_remote = False

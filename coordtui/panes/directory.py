@@ -11,7 +11,7 @@ from ..client.models import DirectoryEntry, counted
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
 from .base import Pane
-from ..tables import cursor_key
+from ..tables import PlainTable, cursor_key
 
 
 class DirectoryPane(Pane):
@@ -29,7 +29,7 @@ class DirectoryPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="directory-summary", classes="pane-summary")
-        table = DataTable(id="directory-table", cursor_type="row")
+        table = PlainTable(id="directory-table", cursor_type="row")
         table.add_columns("Title", "URL", "By", "Description")
         yield table
 

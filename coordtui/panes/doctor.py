@@ -79,7 +79,7 @@ class DoctorPane(Pane):
                 lines.append(f"took {probe.duration_ms} ms")
             node = tree.root.add(label, data=probe.id, expand=probe.id in expanded, allow_expand=bool(lines))
             for line in lines:
-                node.add_leaf(line)
+                node.add_leaf(Text(line))  # the server's words: never markup
         scope = "admin doctor" if self.admin_view else "doctor"
         overall = Text.assemble((report.status.upper(), STATUS_STYLE.get(report.status, "")),
                                 f"  {scope} · {len(report.probes)} probes"

@@ -15,7 +15,7 @@ from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
-from ..tables import cursor_key, jump_to_next
+from ..tables import PlainTable, cursor_key, jump_to_next
 
 
 def order_inbox(messages: list[Message]) -> list[Message]:
@@ -63,7 +63,7 @@ class InboxPane(Pane):
         yield Input(placeholder="search mail (enter), escape to clear", id="inbox-search", classes="hidden")
         yield Static("", id="inbox-summary", classes="pane-summary")
         with Horizontal(classes="split"):
-            table = DataTable(id="inbox-table", cursor_type="row", classes="list")
+            table = PlainTable(id="inbox-table", cursor_type="row", classes="list")
             table.add_columns(" ", "From", "Title", "Age")
             yield table
             with VerticalScroll(id="inbox-thread", classes="detail"):

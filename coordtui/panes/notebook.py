@@ -15,6 +15,7 @@ from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
 from .base import Pane
 from .collab import CollabTextArea
+from ..tables import PlainTable
 
 
 class NotebookPane(Pane):
@@ -37,7 +38,7 @@ class NotebookPane(Pane):
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
-            table = DataTable(id="notebook-pages", cursor_type="row", classes="list narrow")
+            table = PlainTable(id="notebook-pages", cursor_type="row", classes="list narrow")
             table.add_columns("Page", "Updated")
             yield table
             with Vertical(classes="detail"):

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 
 from ..client.models import PresenceEntry, age_text
 from .base import Pane
+from ..tables import PlainTable
 
 # From lastSeen (the server's `online` is "seen in the last 5 minutes"): documented in the help screen.
 IDLE_AFTER = 2 * 60      # active: seen in the last 2 minutes
@@ -47,7 +48,7 @@ class PresencePane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="presence-summary", classes="pane-summary")
-        table = DataTable(id="presence-table", cursor_type="row")
+        table = PlainTable(id="presence-table", cursor_type="row")
         table.add_columns("", "Identity", "State", "Last seen", "Via", "Unread", "Tasks")
         yield table
 

@@ -12,7 +12,7 @@ from ..client.models import Project, Task, counted
 from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
 from .base import Pane
-from ..tables import cursor_key
+from ..tables import PlainTable, cursor_key
 
 BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete", "closed")
 BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progress", "review": "Review",
@@ -66,7 +66,7 @@ class SwarmPane(Pane):
         yield Static("", id="swarm-summary", classes="pane-summary")
         with Horizontal(id="board"):
             for status in BOARD:
-                table = DataTable(id=f"col-{status}", cursor_type="row", classes="board-column",
+                table = PlainTable(id=f"col-{status}", cursor_type="row", classes="board-column",
                                   show_header=True)
                 table.add_column(BOARD_TITLES[status], key="title")
                 table.display = status not in DONE
@@ -105,7 +105,7 @@ class SwarmPane(Pane):
                 f"{'d hides' if self.show_done else 'd shows'} {done} done")
         if self.filter_text:
             text = f"filter “{self.filter_text}”: {shown} of {text}"
-        self.query_one("#swarm-summary", Static).update(text)
+        self.query_one("#swarm-summary", Static).update(Text(text))  # a project's title: never markup
         if selected is not None and selected.id in self.tasks:
             self.select_task(selected.id)
             self.describe(self.tasks[selected.id])

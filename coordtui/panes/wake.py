@@ -14,7 +14,7 @@ from ..client.transitions import step
 from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
 from .base import Pane
-from ..tables import cursor_key, jump_to_next
+from ..tables import PlainTable, cursor_key, jump_to_next
 
 SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
@@ -51,7 +51,7 @@ class WakePane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
-        table = DataTable(id="wake-table", cursor_type="row", zebra_stripes=False)
+        table = PlainTable(id="wake-table", cursor_type="row", zebra_stripes=False)
         table.add_columns("Pri", "Age", "Item")
         yield table
 
@@ -69,7 +69,7 @@ class WakePane(Pane):
         summary = wake.summary or "All clear: nothing is waiting for you."
         if self.filter_text:
             summary = f"filter “{self.filter_text}” · {summary}"
-        self.query_one("#wake-summary", Static).update(summary)
+        self.query_one("#wake-summary", Static).update(Text(summary))
         signature = (self.filter_text,) + tuple((i.key, i.priority, i.age, i.summary) for i in wake.items)
         if signature != self._signature:  # bursts often change only the counts in the summary
             self._signature = signature

@@ -1,6 +1,7 @@
 """Shown when nothing is configured: URL + token, test the connection (POST /api/auth/verify), save a profile."""
 from __future__ import annotations
 
+from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -62,10 +63,10 @@ class ConnectScreen(Screen[Profile | None]):
             async with CoordClient(profile.url, profile.token, timeout=10) as client:
                 identity = await client.verify()
         except ApiError as exc:
-            status.update(f"[red]Refused: {exc.message}[/red]")
+            status.update(f"[red]Refused: {escape(exc.message)}[/red]")
             return
         except ConnectionFailed as exc:
-            status.update(f"[red]{exc}[/red]")
+            status.update(f"[red]{escape(str(exc))}[/red]")
             return
         status.update(f"[green]OK: {identity.identity}{' (admin)' if identity.is_admin else ''}[/green]")
         if save:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rich.markup import escape
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
@@ -104,7 +105,7 @@ class FormScreen(ModalScreen[Any]):
                     area.cursor_blink = False
                     yield area
                 elif field.kind == "select":
-                    yield Select([(str(o), o) for o in field.options], value=self._start(field), allow_blank=False,
+                    yield Select([(Text(str(o)), o) for o in field.options], value=self._start(field), allow_blank=False,
                                  id=widget_id, compact=True)
                 else:
                     yield Input(str(self._start(field) or ""), id=widget_id, compact=True)

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from typing import Callable
 from datetime import datetime, timezone
+
+from textual.drivers import headless_driver
+from textual.drivers.headless_driver import HeadlessDriver
 
 from coordtui.app import CoordApp
 from coordtui.config import Profile
@@ -80,3 +84,26 @@ async def open_notebook_page(pilot, app: CoordApp, page_id: str):
     select_row(app, "#notebook-pages", page_id)
     await pilot.press("enter")
     return app.query_one("#notebook-editor")
+
+
+class TerminalRecorder(HeadlessDriver):
+    """The test driver, except that the app renders to it as to a terminal: `written` holds every string the
+    app wrote (screen updates, bells, OSC notifications), as a real terminal would have received them."""
+
+    written: list[str] = []
+
+    @property
+    def is_headless(self) -> bool:
+        return False
+
+    def write(self, data: str) -> None:
+        type(self).written.append(data)
+
+
+@contextmanager
+def recorded_terminal(monkeypatch):
+    """Within it, `run_test()` apps write to a TerminalRecorder; yields the list of what they wrote."""
+    written: list[str] = []
+    monkeypatch.setattr(TerminalRecorder, "written", written)
+    monkeypatch.setattr(headless_driver, "HeadlessDriver", TerminalRecorder)
+    yield written

@@ -1,6 +1,7 @@
 """The client's alert store on its own: what it keeps, what it saves, what it survives."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 from coordtui.alerts import AlertStore, store_path
@@ -70,3 +71,14 @@ def test_one_file_per_server_and_identity(tmp_path, monkeypatch):
     paths = {store_path("http://a", "bob"), store_path("http://a/", "bob"), store_path("http://a", "carol"),
              store_path("http://b", "bob")}
     assert len(paths) == 3 and all(p.parent == tmp_path for p in paths)
+
+
+def test_alerts_saved_with_raw_control_characters_come_back_neutralised(tmp_path):
+    """Issue 31: a file written by a coordtui that kept the server's text raw must not drive the terminal."""
+    path = tmp_path / "alerts.json"
+    path.write_text(json.dumps([{"item": {"source": "buzz", "id": 1, "summary": "x\x1b]0;PWNED\x07\x9b\u202e",
+                                          "action": "look", "priority": "high", "age": "0m", "ephemeral": True},
+                                 "since": NOW.isoformat()}]), encoding="utf-8")
+    store = AlertStore()
+    store.attach(path)
+    assert [a.item.summary for a in store.alerts()] == ["x␛]0;PWNED␇\ufffd\ufffd"]

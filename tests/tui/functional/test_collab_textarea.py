@@ -100,3 +100,40 @@ async def test_read_only_editor_sends_nothing():
         editor.read_only = True
         await pilot.press("a", "b")
         assert editor.text == "" and str(mine.text) == ""
+
+
+async def test_control_characters_show_as_placeholders_and_the_shared_text_keeps_them():
+    """Issue 31: the editor shows a placeholder for each control someone else typed, and positions stay right:
+    a placeholder is one code point (like the control) but three UTF-8 bytes (the control is one), so byte
+    offsets must be counted in the shared text. Pasting a control sends it as typed and shows its placeholder."""
+    mine, theirs = Peer(), Peer()
+    with theirs.doc.transaction():
+        theirs.text += "é\x1b]0;T\x07ß\u202e🎉\x9b\nzweite"
+    sync(theirs, mine)
+    app = EditorApp(mine)
+    async with app.run_test(size=(60, 10)) as pilot:
+        editor = app.query_one(CollabTextArea)
+        assert editor.text == "é␛]0;T␇ß\ufffd🎉\ufffd\nzweite"
+        assert str(mine.text) == "é\x1b]0;T\x07ß\u202e🎉\x9b\nzweite"  # viewing rewrote nothing
+
+        editor.move_cursor((0, 9))  # after the U+202E placeholder, before 🎉
+        await pilot.press("x")
+        sync(mine, theirs)
+        assert str(theirs.text) == "é\x1b]0;T\x07ß\u202ex🎉\x9b\nzweite"
+
+        with theirs.doc.transaction():  # a remote insert after the controls, and one holding a control
+            theirs.text.insert(len("é\x1b]0;T\x07ß\u202ex🎉".encode()), "ü\x1b[2J")
+        with theirs.doc.transaction():
+            start = len("é\x1b]0;".encode())
+            del theirs.text[start:start + len("T\x07".encode())]
+        sync(theirs, mine)
+        await pilot.pause()
+        assert str(mine.text) == "é\x1b]0;ß\u202ex🎉ü\x1b[2J\x9b\nzweite"
+        assert editor.text == "é␛]0;ß\ufffdx🎉ü␛[2J\ufffd\nzweite"
+        assert editor.cursor_location == (0, 8)  # after the x still: two characters before it went
+
+        editor.move_cursor((1, 0))
+        editor.insert("\x1b]52;c;ZXZpbA==\x07")  # a paste
+        sync(mine, theirs)
+        assert str(theirs.text).endswith("\n\x1b]52;c;ZXZpbA==\x07zweite")
+        assert editor.text.endswith("\n␛]52;c;ZXZpbA==␇zweite")

@@ -85,9 +85,9 @@ async def test_badges_count_live_toast_quietly_and_notify_through_the_terminal(s
         assert not any("while reading" in t for t in toasts(app)[shown:])
 
 
-def test_osc_notification_strips_control_characters():
-    sequence = osc_notification("Mail;x", "evil\x1b]0;title\x07 body")
-    assert sequence.startswith("\x1b]9;Mail x: evil ]0 title  body\x07")
+def test_osc_notification_shows_control_characters_as_placeholders():
+    sequence = osc_notification("Mail;x", "evil\x1b]0;title\x07 body\x9c\u202e")
+    assert sequence.startswith("\x1b]9;Mail x: evil\u241b]0 title\u2407 body\ufffd\ufffd\x07")
     assert sequence.count("\x1b") == 2 and sequence.count("\x07") == 2
 
 
