@@ -15,6 +15,7 @@ from .db import Store
 from .domain import users
 from .errors import render_error
 from .events.bus import make_bus
+from . import jsonstrict
 from .gate import client_address
 from .hotpaths import HotPaths
 from .mcp.endpoint import McpMount
@@ -45,7 +46,7 @@ class StandardJSONProvider(DefaultJSONProvider):
 
     def dumps(self, obj, **kwargs) -> str:
         kwargs.setdefault("allow_nan", False)
-        return super().dumps(obj, **kwargs)
+        return jsonstrict.escape_terminal_active(super().dumps(obj, **kwargs))
 
 
 class CoordQuart(Quart):

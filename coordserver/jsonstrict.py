@@ -6,6 +6,10 @@ surrogate escape ("\\ud800") into a string that cannot be encoded as UTF-8, and 
 nesting level. Every request body is read through `loads` here, so none of that reaches a handler;
 text holding NUL (U+0000), which PostgreSQL cannot store, is refused the same way on both backends.
 
+What the server writes escapes DEL, the C1 controls and the bidirectional overrides and isolates
+(`\\u009b`, `\\u202e`) as well as the C0 controls json always escapes: the text is unchanged for a JSON
+reader, and `curl` in a terminal never hands those characters to the terminal (issue 31).
+
 Stored JSON written before this rule may still hold non-finite numbers: `loads_lenient` reads them as
 null, so such a row never breaks a listing.
 """
@@ -20,6 +24,9 @@ MAX_DEPTH = 100
 # Only an escape can put a lone surrogate or a NUL into a decoded string (raw NUL bytes are invalid
 # JSON and raw surrogates invalid UTF-8), so most bodies skip the walk over the decoded value.
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|0000)")
+# Characters a terminal may act on that json.dumps(ensure_ascii=False) leaves raw; outside strings JSON
+# is ASCII, so escaping them in the serialised text is exact.
+_TERMINAL_ACTIVE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class JSONRejected(ValueError):
@@ -87,7 +94,16 @@ def dumps(value: Any, **kwargs) -> str:
     """Compact standard JSON; a non-finite number raises ValueError instead of leaving as `NaN`."""
     kwargs.setdefault("separators", (",", ":"))
     kwargs.setdefault("ensure_ascii", False)
-    return json.dumps(value, allow_nan=False, **kwargs)
+    return escape_terminal_active(json.dumps(value, allow_nan=False, **kwargs))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def escape_terminal_active(text: str) -> str:
+    """Serialised JSON with the characters a terminal acts on written as `\\uXXXX` escapes."""
+    return _TERMINAL_ACTIVE.sub(_escaped, text)
 
 
 def _null(_name: str) -> None:

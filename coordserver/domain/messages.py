@@ -366,10 +366,10 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
             _urgent, created, message_id = decode_cursor(cursor, order)
             where += " AND (created_at, id) < (?, ?)"
             params += [created, message_id]
-    page = (_sqlite_page if sqlite else _postgres_page)(order, count_where, count_params, where, order_by, params,
-                                                       limit)
+    text, total, next_cursor = (_sqlite_page if sqlite else _postgres_page)(order, count_where, count_params, where,
+                                                                           order_by, params, limit)
     _inbox_check(identity, "list")
-    return page
+    return jsonstrict.escape_terminal_active(text), total, next_cursor  # the database's JSON leaves them raw
 
 
 _OUTER_ORDER = {"unread": "p.urgent DESC, p.created_at, p.id", "newest": "p.created_at DESC, p.id DESC"}
