@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import partial
 
 from .. import jsonstrict
-from ..errors import log_background_failure
+from ..errors import DatabaseFault, log_background_failure
 from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
 from ..metrics import process_metrics
@@ -32,6 +32,7 @@ READ_BATCH = 1000
 CONTROL_TYPES = frozenset({REVOCATION_EVENT})  # rows with no audience that this process must act on
 
 HEARTBEAT = b": heartbeat\n\n"
+DATABASE_CLOSING = b": closing: database unavailable; resume with Last-Event-ID\n\n"
 # The comment a stream ends with, by the reason it was closed (shutdown ends it without one).
 CLOSING = {
     "slow": b": closing: slow consumer\n\n",
@@ -366,12 +367,22 @@ class SSEHub:
 
     # --- one stream ------------------------------------------------------------------------
 
-    async def stream(self, principal, resume_after: int | None):
-        """The body of one `GET /api/stream` response (an async generator of frames)."""
+    async def open(self, principal, resume_after: int | None):
+        """Opens one `GET /api/stream`: registers it and reads the log's bounds, before any answer is
+        sent, so a database that cannot answer is the request's 503 (not a 200 that ends at once).
+        Returns the response body (an async generator of frames)."""
         conn = self.register(principal)
+        try:
+            bounds = await self.coord.store.read(_log_bounds)
+        except BaseException:
+            self.unregister(conn)
+            raise
+        return self._stream(conn, principal, resume_after, bounds)
+
+    async def _stream(self, conn: Connection, principal, resume_after: int | None, bounds: tuple[int, int | None]):
         conn.task = asyncio.current_task()
         try:
-            latest, oldest = await self.coord.store.read(_log_bounds)
+            latest, oldest = bounds
             yield encode_frame("connected", {"identity": principal.identity, "lastEventId": latest})
             if resume_after is not None:
                 resync = _resync_reason(resume_after, latest, oldest)
@@ -387,6 +398,10 @@ class SSEHub:
                 yield chunk
             if conn.closing in CLOSING:
                 yield CLOSING[conn.closing]
+        except DatabaseFault:
+            # The replay met an outage after the answer began: end here; the client resumes from the
+            # last id it received (Last-Event-ID) once the database answers again.
+            yield DATABASE_CLOSING
         finally:
             self.unregister(conn)
 
