@@ -278,6 +278,22 @@ async def _every_door(url: str, db_token: str, page_id: str) -> tuple[list[httpx
                      "report": doctor.json()}, socket
 
 
+async def _every_route(url: str) -> list[httpx.Response]:
+    """One request to every operation /api/openapi.json lists (path parameters filled with samples, an
+    empty JSON object as the body), as the admin: during an outage none may answer 500."""
+    async with httpx.AsyncClient(base_url=url, timeout=15, headers=_auth("admin")) as http:
+        document = (await http.get("/api/openapi.json")).json()
+        answers = []
+        for path, item in document["paths"].items():
+            if path == "/api/stream":
+                continue  # opened by _every_door (a 200 here would never end)
+            concrete = re.sub(r"\{(\w+)\}", lambda m: "1" if m[1] in ("id", "token_id") else "bob", path)
+            for method in item:
+                answers.append(await http.request(method.upper(), concrete,
+                                                  json={} if method in ("post", "put", "patch") else None))
+    return answers
+
+
 def assert_doctor_fails(doctor: dict) -> None:
     """The readiness check answers 503 with the whole report: the database check failing, the rest rendered."""
     assert doctor["status"] == 503 and doctor["retry"] == "1", doctor
@@ -307,6 +323,7 @@ async def test_postgresql_stopped_and_started_one_process(own_cluster):
 
         stop_postgres(own_cluster)
         answers, doctor, socket = await _every_door(server.url, db_token, page_id)
+        swept = await _every_route(server.url)
         await asyncio.sleep(OUTAGE_SECONDS)
         start_postgres(own_cluster)
         recovery = await _writes_succeed_again(clients)
@@ -314,12 +331,18 @@ async def test_postgresql_stopped_and_started_one_process(own_cluster):
 
         assert_refusals(answers, UNAVAILABLE, 503)
         assert_doctor_fails(doctor)
+        # every operation of the document: none answers 500; most need the database and answer 503, the
+        # rest answer 200 without it (health, skill docs) or 400/404 for the sample input
+        assert [r for r in swept if r.status_code >= 500 and r.status_code != 503] == []
+        assert_refusals([r for r in swept if r.status_code == 503 and "/doctor" not in r.request.url.path],
+                        UNAVAILABLE, 503)
+        assert sum(r.status_code == 503 for r in swept) > len(swept) / 2
         assert socket == (1013, UNAVAILABLE["error"], {"type": "error", "message": UNAVAILABLE["error"]})
         assert len(run.refused) > 10, "the writers met the outage"
         assert_refusals(run.refused, UNAVAILABLE, 503)
         assert recovery < 10
         await assert_nothing_lost(server.url, run, before_fault)
-        refused = len(run.refused) + len(answers) + 1  # the doctor's
+        refused = len(run.refused) + len(answers) + 1 + sum(r.status_code == 503 for r in swept)
         assert_one_line_per_outage(lines.text(), "database unavailable", "database available", 1, refused)
         assert lines.tracebacks() == []
         assert len(lines.records) < 8, lines.text()  # the outage's two lines and the bus's, not one per request
