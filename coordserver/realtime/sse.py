@@ -368,29 +368,34 @@ class SSEHub:
     # --- one stream ------------------------------------------------------------------------
 
     async def open(self, principal, resume_after: int | None):
-        """Opens one `GET /api/stream`: registers it and reads the log's bounds, before any answer is
-        sent, so a database that cannot answer is the request's 503 (not a 200 that ends at once).
-        Returns the response body (an async generator of frames)."""
-        conn = self.register(principal)
-        try:
-            bounds = await self.coord.store.read(_log_bounds)
-        except BaseException:
-            self.unregister(conn)
-            raise
-        return self._stream(conn, principal, resume_after, bounds)
+        """The body of one `GET /api/stream` response (an async generator of frames), with its first
+        frame already made: the stream is registered and the log's bounds read before any answer is
+        sent, so a database that cannot answer is the request's 503, not a 200 that ends at once. If the
+        body is then never read, finalising it unregisters the stream (it has started, unlike a fresh
+        generator, whose `finally` would never run)."""
+        frames = self._stream(principal, resume_after)
+        first = await frames.__anext__()
+        return _prepend(first, frames)
 
-    async def _stream(self, conn: Connection, principal, resume_after: int | None, bounds: tuple[int, int | None]):
+    async def _stream(self, principal, resume_after: int | None):
+        conn = self.register(principal)
         conn.task = asyncio.current_task()
         try:
-            latest, oldest = bounds
+            latest, oldest = await self.coord.store.read(_log_bounds)
             yield encode_frame("connected", {"identity": principal.identity, "lastEventId": latest})
             if resume_after is not None:
                 resync = _resync_reason(resume_after, latest, oldest)
                 if resync is not None:
                     yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": oldest})
                 else:
-                    async for frame in self._replay(conn, resume_after):
-                        yield frame
+                    try:
+                        async for frame in self._replay(conn, resume_after):
+                            yield frame
+                    except DatabaseFault:
+                        # The replay met an outage after the answer began: end here; the client resumes
+                        # from the last id it received (Last-Event-ID) once the database answers again.
+                        yield DATABASE_CLOSING
+                        return
             while True:
                 chunk = await conn.next_chunk()
                 if chunk is None:
@@ -398,10 +403,6 @@ class SSEHub:
                 yield chunk
             if conn.closing in CLOSING:
                 yield CLOSING[conn.closing]
-        except DatabaseFault:
-            # The replay met an outage after the answer began: end here; the client resumes from the
-            # last id it received (Last-Event-ID) once the database answers again.
-            yield DATABASE_CLOSING
         finally:
             self.unregister(conn)
 
@@ -421,6 +422,15 @@ class SSEHub:
             if len(wanted) < READ_BATCH:
                 break
         conn.floor = max(upto, resume_point)
+
+
+async def _prepend(first: bytes, frames):
+    try:
+        yield first
+        async for frame in frames:
+            yield frame
+    finally:
+        await frames.aclose()  # at once, as the response closes it (the stream unregisters)
 
 
 def _resync_reason(resume_after: int, latest: int, oldest: int | None) -> str | None:
