@@ -7,6 +7,7 @@ Each asserts what clients were told during the fault (503 "Database unavailable;
 socket too), that the server answers again without a restart, that every acknowledged write is stored
 exactly once and heard on the stream, that a resume from before the fault replays the log without gap or
 duplicate, and that the log tells of each outage once, with a count, instead of a traceback per request.
+One store-level test beside them: a batch whose SQLite transaction ended under it fails whole.
 """
 from __future__ import annotations
 
@@ -530,6 +531,40 @@ async def test_sqlite_disk_full(small_disk):
     finally:
         lines.close()
         server.stop()
+
+
+def _add_user(name: str, end_transaction: bool = False) -> str:
+    from coordserver import db
+    from coordserver.models import User
+    from coordserver.timeutil import to_db
+    now = to_db(db.now())
+    User.create(id=name, display_name=name, created_at=now, updated_at=now)
+    if end_transaction:  # as SQLite does by itself when a statement fails on a full disk
+        db.current_database().execute_sql("ROLLBACK")
+        raise RuntimeError("the statement failed")
+    return name
+
+
+async def test_a_batch_whose_sqlite_transaction_ended_fails_whole(tmp_path):
+    """When SQLite rolls a batch's transaction back by itself (it may on SQLITE_FULL or an I/O error),
+    the units before are undone and the ones after must not run outside any transaction, each then
+    committing alone while its caller is told it failed: the whole batch fails and nothing is kept."""
+    from coordserver.db import Store
+    from coordserver.models import User
+    store = Store(f"sqlite:///{tmp_path / 'coord.db'}")
+    await asyncio.to_thread(store.open)
+    try:
+        hold = store.write(lambda: time.sleep(0.3))  # the writer is busy: the next three form one batch
+        first, ending, after = (asyncio.ensure_future(store.write(_add_user, name, name == "ending"))
+                                for name in ("first", "ending", "after"))
+        results = await asyncio.gather(hold, first, ending, after, return_exceptions=True)
+        assert all(isinstance(r, Exception) for r in results[1:]), results
+        stored = await store.read(lambda: sorted(u.id for u in User.select().where(User.id.in_(
+            ["first", "ending", "after"]))))
+        assert stored == []
+        assert await store.write(_add_user, "later") == "later"  # the writer goes on
+    finally:
+        await asyncio.to_thread(store.close)
 
 
 def test_low_free_space_warns_before_it_runs_out(small_disk):
