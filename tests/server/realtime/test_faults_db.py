@@ -583,3 +583,81 @@ def test_low_free_space_warns_before_it_runs_out(small_disk):
     finally:
         server.stop()
     assert os.path.ismount(small_disk)
+
+
+# --- the classification and the outage's log lines, without a server -------------------------------
+
+def _pg_error(base, code: str | None):
+    kind = type("Fake" + base.__name__, (base,), {"pgcode": code})
+    return kind("from the server")
+
+
+def _sqlite_error(code: int, message: str = "from sqlite") -> Exception:
+    import sqlite3
+    error = sqlite3.OperationalError(message)
+    error.sqlite_errorcode = code
+    return error
+
+
+def _wrapped(error: Exception) -> Exception:
+    """As peewee raises it: its own class, the driver's error as first argument and as context."""
+    import peewee
+    try:
+        try:
+            raise error
+        except Exception as driver:
+            raise peewee.OperationalError(driver, *driver.args)
+    except Exception as wrapped:
+        return wrapped
+
+
+def _classification_cases() -> list[tuple[Exception, int | None]]:
+    import psycopg2
+    down = [_pg_error(psycopg2.OperationalError, None), _pg_error(psycopg2.InterfaceError, None)]
+    down += [_pg_error(psycopg2.OperationalError, code) for code in ("57P01", "57P02", "57P03", "53300", "08006")]
+    down += [_pg_error(psycopg2.InternalError, "25006"), _sqlite_error(14), _sqlite_error(10 | (3 << 8))]
+    theirs = [_pg_error(psycopg2.OperationalError, "40001"), _pg_error(psycopg2.IntegrityError, "23505"),
+              _pg_error(psycopg2.OperationalError, "57014"), _pg_error(psycopg2.ProgrammingError, "42P01"),
+              _sqlite_error(11), _sqlite_error(19), RuntimeError("a bug")]
+    rollback = _sqlite_error(1, "cannot rollback - no transaction is active")
+    rollback.__context__ = _sqlite_error(13, "database or disk is full")
+    return ([(e, 503) for e in down] + [(_wrapped(e), 503) for e in down[:3]]
+            + [(_pg_error(psycopg2.OperationalError, "53100"), 507), (_sqlite_error(13), 507),
+               (_wrapped(rollback), 507), (_sqlite_error(5), 503)] + [(e, None) for e in theirs])
+
+
+def test_database_failures_are_told_apart_from_other_errors():
+    from coordserver.dbfaults import classify
+    for error, status in _classification_cases():
+        fault = classify(error)
+        assert (fault.status if fault else None) == status, (type(error).__mro__[1].__name__,
+                                                             getattr(error, "pgcode", None), error)
+        if fault is not None:
+            assert fault.headers["Retry-After"] == ("30" if status == 507 else "1")
+
+
+def test_an_outage_is_two_log_lines_with_its_count(caplog):
+    from coordserver.dbfaults import Outage
+    from coordserver.errors import NotFound
+    now = [100.0]
+    outage = Outage(clock=lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="coord.db")
+    import psycopg2
+    for _ in range(50):
+        fault = outage.refuse(_pg_error(psycopg2.OperationalError, None))
+        fault.refused()  # render_error counts each request answered with it
+    try:
+        raise NotFound("No such message") from _pg_error(psycopg2.OperationalError, None)
+    except NotFound as error:
+        assert outage.refuse(error) is None  # the domain's own answer stays its own
+    now[0] = 112.5
+    outage.succeeded(write=False)
+    outage.succeeded(write=False)
+    outage.refuse(_sqlite_error(13))
+    outage.succeeded(write=False)  # reads go on while the disk is full: they do not end it
+    assert outage.active and outage.facts()["kind"] == "full"
+    outage.succeeded(write=True)
+    assert [r.getMessage().split(":")[0] if "again" not in r.getMessage() else r.getMessage()
+            for r in caplog.records] == [
+        "database unavailable", "database available again after 12.5 s, 50 requests refused",
+        "database storage full", "database writes succeed again after 0.0 s, 0 requests refused"]
