@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import queue
+import select
 import threading
 import time
 from datetime import datetime
@@ -236,6 +237,16 @@ def _is_conflict(exc: BaseException) -> bool:
     """A PostgreSQL deadlock or serialization failure: the transaction lost a race and may be rerun.
     Peewee wraps the driver's error and keeps it as `orig`."""
     return getattr(getattr(exc, "orig", exc), "pgcode", None) in _CONFLICT_CODES
+
+
+def _server_spoke(conn) -> bool:
+    """Whether an idle PostgreSQL connection has something to read: a store connection never LISTENs,
+    so between units that is the server saying goodbye (or, rarely, a parameter report: reconnecting
+    then costs a connection, nothing else)."""
+    try:
+        return bool(select.select([conn], [], [], 0)[0])
+    except Exception:  # its socket is gone (closed, or not a connection any more)
+        return True
 
 
 class _TransactionLost(Exception):
@@ -482,14 +493,19 @@ class Store:
             self.database._state.reset()
 
     def _forget_stale_connection(self) -> None:
-        """PostgreSQL: once an outage has begun, each thread drops the connection it held from before
-        and connects afresh for its next unit. A connection the server cut off while this thread was
-        idle would otherwise fail that unit after the database is back (and log a second outage)."""
-        generation = self.outage.generation
-        if self.sqlite or getattr(_unit, "generation", 0) == generation:
+        """PostgreSQL, before a unit: drop this thread's connection if it is known or seen to be dead,
+        so the unit runs on a fresh one instead of failing. Known: an outage has begun since the thread
+        last looked (every thread then reconnects once). Seen: the server spoke on the idle connection
+        (it sends its FATAL, and closes, when it shuts down or the backend is terminated), which one
+        select() call tells without a round trip. A restart or a killed backend between units then
+        costs no request a 503."""
+        if self.sqlite:
             return
+        generation = self.outage.generation
+        stale = getattr(_unit, "generation", 0) != generation
         _unit.generation = generation
-        if self.database._state.conn is not None:
+        conn = self.database._state.conn
+        if conn is not None and (stale or conn.closed or _server_spoke(conn)):
             self._close_connection()
 
     def _account(self, jobs: list[_Job], write: bool, lost: bool = False) -> None:

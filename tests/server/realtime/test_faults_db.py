@@ -410,10 +410,11 @@ async def test_connections_killed(pg_cluster):
 
         assert_refusals(run.refused, UNAVAILABLE, 503)
         await assert_nothing_lost(server.url, run, before_fault)
-        assert run.refused, "a write met a killed connection"
         text = lines.text()
         starts = len(re.findall(r"database unavailable: ", text))
-        assert 1 <= starts <= kills, text  # one outage per kill at most, however many requests it refused
+        # A connection killed between units is replaced before the next one; only a unit running at the
+        # moment of the kill is refused. One outage per kill at most, however many requests it refused.
+        assert starts <= kills and len(run.refused) <= kills * WRITERS, (text, len(run.refused))
         assert_one_line_per_outage(text, "database unavailable", "database available", starts, len(run.refused))
         assert lines.tracebacks() == [] and len(lines.records) <= 3 * kills, text
     finally:
