@@ -31,6 +31,7 @@ from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from tests import pg
 from tests.conftest import TOKENS, base_env
+from tests.server.api.test_mcp import connect as mcp_session
 from tests.sse_helpers import FrameReader
 from tests.workers import ServeProcess
 
@@ -322,12 +323,15 @@ async def test_postgresql_stopped_and_started_one_process(own_cluster):
         before_fault = clients.run.last_id
         lines.records.clear()
 
-        stop_postgres(own_cluster)
-        answers, doctor, socket = await _every_door(server.url, db_token, page_id)
-        swept = await _every_route(server.url)
-        await asyncio.sleep(OUTAGE_SECONDS)
-        start_postgres(own_cluster)
-        recovery = await _writes_succeed_again(clients)
+        async with mcp_session(server.url, "bob") as mcp:  # an MCP session open across the outage
+            stop_postgres(own_cluster)
+            answers, doctor, socket = await _every_door(server.url, db_token, page_id)
+            swept = await _every_route(server.url)
+            tool = await mcp.call_tool("list_inbox", {})
+            await asyncio.sleep(OUTAGE_SECONDS)
+            start_postgres(own_cluster)
+            recovery = await _writes_succeed_again(clients)
+            tool_after = await mcp.call_tool("list_inbox", {})
         run = await clients.finish()
 
         assert_refusals(answers, UNAVAILABLE, 503)
@@ -339,11 +343,13 @@ async def test_postgresql_stopped_and_started_one_process(own_cluster):
                         UNAVAILABLE, 503)
         assert sum(r.status_code == 503 for r in swept) > len(swept) / 2
         assert socket == (1013, UNAVAILABLE["error"], {"type": "error", "message": UNAVAILABLE["error"]})
+        assert tool.is_error and tool.structured_content == UNAVAILABLE  # the tool's route answered 503
+        assert not tool_after.is_error and tool_after.structured_content["total"] >= 20
         assert len(run.refused) > 10, "the writers met the outage"
         assert_refusals(run.refused, UNAVAILABLE, 503)
         assert recovery < 10
         await assert_nothing_lost(server.url, run, before_fault)
-        refused = len(run.refused) + len(answers) + 1 + sum(r.status_code == 503 for r in swept)
+        refused = len(run.refused) + len(answers) + 2 + sum(r.status_code == 503 for r in swept)
         assert_one_line_per_outage(lines.text(), "database unavailable", "database available", 1, refused)
         assert lines.tracebacks() == []
         assert len(lines.records) < 8, lines.text()  # the outage's two lines and the bus's, not one per request
