@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from quart import g, request
 
-from .errors import Forbidden, Unauthorized
+from .errors import DatabaseFault, Forbidden, Unauthorized
 from .principal import Principal, hash_token
 from .timeutil import from_db
 
@@ -75,17 +75,29 @@ class TokenResolver:
 
     async def _lookup(self, digest: str) -> tuple[Principal | None, object]:
         from .domain import identities
-        row = await self.coord.store.read(identities.token_by_hash, digest)
+        try:
+            row = await self.coord.store.read(identities.token_by_hash, digest)
+        except DatabaseFault:
+            # An environment token does not need the database: its holder (an operator's readiness
+            # check, GET /api/doctor/admin) still gets in and is told the database is unavailable.
+            principal = self._env_principal(digest)
+            if principal is None:
+                raise
+            return principal, None
         now = self.coord.now()
         if row is not None and row.revoked_at is None and (row.expires_at is None or from_db(row.expires_at) > now):
             self._last_used[row.id] = from_db(row.last_used_at)
             return Principal(row.identity, row.is_admin, row.id, "db", from_db(row.expires_at)), row.expires_at
+        principal = self._env_principal(digest)
+        if principal is not None and await self.coord.store.read(identities.is_archived, principal.identity):
+            return None, None  # refused until an admin unarchives it (API.md §18)
+        return principal, None
+
+    def _env_principal(self, digest: str) -> Principal | None:
         for known_digest, spec in self._env.items():
             if hmac.compare_digest(known_digest, digest):
-                if await self.coord.store.read(identities.is_archived, spec.identity):
-                    return None, None  # refused until an admin unarchives it (API.md §18)
-                return Principal(spec.identity, spec.is_admin, None, "env"), None
-        return None, None
+                return Principal(spec.identity, spec.is_admin, None, "env")
+        return None
 
     def _maybe_touch(self, principal: Principal | None) -> None:
         """Record last use at most once a minute per token, without making the caller wait."""

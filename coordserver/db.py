@@ -6,14 +6,20 @@ transaction; writes queued together share one commit (each in its own savepoint,
 never touches the others). `Store.read` runs on a small reader pool. Work done inside a unit may call
 `after_commit` (and events.log.append does so for you); those effects are published on the event loop
 only once the transaction has committed.
+
+Errors leave the store in one place per kind of unit (`_account`, after a read or a batch of writes): a
+database that cannot be reached or used, or whose storage is full, becomes a DatabaseFault (503 or 507
+with Retry-After, dbfaults.py) and is logged once per outage, not once per unit.
 """
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import logging
 import os
 import queue
+import select
 import threading
 import time
 from datetime import datetime
@@ -23,7 +29,7 @@ from typing import Any, Callable
 import peewee as pw
 
 from .database import PostgresDatabase, is_sqlite, open_database
-from .errors import Unavailable
+from .dbfaults import DOWN, Outage
 from .migrations import migrate
 from .models import database_proxy
 from .timeutil import Clock, utcnow
@@ -233,10 +239,18 @@ def _is_conflict(exc: BaseException) -> bool:
     return getattr(getattr(exc, "orig", exc), "pgcode", None) in _CONFLICT_CODES
 
 
-def _is_busy(exc: BaseException) -> bool:
-    """SQLite gave up waiting (busy_timeout) for a lock another connection holds: another process
-    writing at length, a backup, an open sqlite3 shell."""
-    return isinstance(exc, pw.OperationalError) and "database is locked" in str(exc)
+def _server_spoke(conn) -> bool:
+    """Whether an idle PostgreSQL connection has something to read: a store connection never LISTENs,
+    so between units that is the server saying goodbye (or, rarely, a parameter report: reconnecting
+    then costs a connection, nothing else)."""
+    try:
+        return bool(select.select([conn], [], [], 0)[0])
+    except Exception:  # its socket is gone (closed, or not a connection any more)
+        return True
+
+
+class _TransactionLost(Exception):
+    """A batch's transaction ended under it (see Store._still_in_transaction)."""
 
 
 def _settle(job: _Job) -> None:
@@ -284,6 +298,7 @@ class Store:
         # anew per unit (measured: bench/RESULTS.md, "Figures from code comments").
         self._unit_savepoint = _FixedSavepoint(self.database, "coord_unit")
         self.write_latency_ms = 0.0
+        self.outage = Outage()
 
     # lifecycle (called from the event loop via asyncio.to_thread, or directly by the CLI)
     def open(self) -> tuple[int | None, int]:
@@ -373,12 +388,14 @@ class Store:
             job = self._reads.get()
             if job is None:
                 break
+            self._forget_stale_connection()
             self._read_once(job)
+            lost = False
             if job.error is not None and self._drop_lost_connection():
                 job.error = None  # a read is safe to repeat: once more on a fresh connection
                 self._read_once(job)
-                if job.error is not None and self._drop_lost_connection():
-                    job.error = Unavailable()
+                lost = job.error is not None and self._drop_lost_connection()
+            self._account([job], write=False, lost=lost)
             try:
                 job.loop.call_soon_threadsafe(self._finish_read, job)
             except RuntimeError:  # that loop has closed: nobody waits; keep serving the others
@@ -392,6 +409,7 @@ class Store:
             job = self._queue.get()
             if job is None:
                 break
+            self._forget_stale_connection()
             batch = [job]
             while not job.alone and len(batch) < _MAX_BATCH:
                 try:
@@ -422,6 +440,7 @@ class Store:
                     break
                 log.info("a unit lost a lock race (%s); running it again on its own", job.error)
                 self._commit([job])
+        self._account(batch, write=True)
         self.write_latency_ms = (time.perf_counter() - started) * 1000
         # One wake-up of each waiting event loop per batch, not one per unit.
         by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
@@ -440,6 +459,7 @@ class Store:
 
     def _read_once(self, job: _Job) -> None:
         _unit.effects = []
+        job.error = None
         try:
             if self.sqlite:
                 with self.database.atomic():
@@ -463,11 +483,42 @@ class Store:
         conn = self.database._state.conn  # peewee's per-thread state: connection() would open a new one
         if conn is None or not getattr(conn, "closed", 0):
             return False
+        self._close_connection()
+        return True
+
+    def _close_connection(self) -> None:
         try:
             self.database.close()
         except Exception:
             self.database._state.reset()
-        return True
+
+    def _forget_stale_connection(self) -> None:
+        """PostgreSQL, before a unit: drop this thread's connection if it is known or seen to be dead,
+        so the unit runs on a fresh one instead of failing. Known: an outage has begun since the thread
+        last looked (every thread then reconnects once). Seen: the server spoke on the idle connection
+        (it sends its FATAL, and closes, when it shuts down or the backend is terminated), which one
+        select() call tells without a round trip. A restart or a killed backend between units then
+        costs no request a 503."""
+        if self.sqlite:
+            return
+        generation = self.outage.generation
+        stale = getattr(_unit, "generation", 0) != generation
+        _unit.generation = generation
+        conn = self.database._state.conn
+        if conn is not None and (stale or conn.closed or _server_spoke(conn)):
+            self._close_connection()
+
+    def _account(self, jobs: list[_Job], write: bool, lost: bool = False) -> None:
+        """Where errors leave the store: a unit that met a database fault answers 503 or 507 (logged once
+        per outage by `self.outage`, not per unit); a unit that succeeded may end an outage."""
+        succeeded = False
+        for job in jobs:
+            if job.error is None:
+                succeeded = True
+            else:
+                job.error = self.outage.refuse(job.error, DOWN if lost else None) or job.error
+        if succeeded:
+            self.outage.succeeded(write)
 
     def _commit(self, jobs: list[_Job]) -> None:
         """Run the units in one transaction, each in its own savepoint."""
@@ -481,19 +532,37 @@ class Store:
                         self._run_merged(group)
                     else:
                         self._run_job(group[0])
+                    self._still_in_transaction(group)
         except Exception as exc:  # the commit itself failed: every unit in it failed
-            if self._drop_lost_connection():
-                # Whether the server saw the COMMIT is unknown, so the units are not retried here;
-                # callers get 503 and the next unit opens a fresh connection.
-                log.warning("database connection lost during a write; reconnecting")
-                exc = Unavailable()
-            elif self.sqlite and _is_busy(exc):
-                log.warning("the database stayed locked by another connection; answering 503")
-                exc = Unavailable("Database busy; retry shortly")
-            elif not _is_conflict(exc):
+            # PostgreSQL, connection lost: whether the server saw the COMMIT is unknown, so the units are
+            # not retried here; callers get 503 and the next unit opens a fresh connection.
+            lost = self._drop_lost_connection()
+            self._end_broken_transaction()
+            fault = self.outage.refuse(exc, DOWN if lost else None)
+            if fault is None and not _is_conflict(exc):
                 log.exception("database commit failed")
             for job in jobs:
-                job.error, job.effects, job.max_event, job.event_types = exc, [], None, []
+                job.error = copy.copy(fault) if fault is not None else exc
+                job.effects, job.max_event, job.event_types = [], None, []
+
+    def _still_in_transaction(self, group: list[_Job]) -> None:
+        """SQLite may roll the whole transaction back by itself when a statement fails (a full disk, an
+        I/O error): the batch's earlier units are undone and later ones would run outside any
+        transaction, each committing alone. Then the whole batch fails, with that unit's error."""
+        if self.sqlite and not self.database.connection().in_transaction:
+            cause = next((job.error for job in group if job.error is not None), None)
+            raise _TransactionLost("SQLite rolled the transaction back after a failed statement") from cause
+
+    def _end_broken_transaction(self) -> None:
+        """SQLite: after a failed commit or rollback (a full disk), leave no transaction open on the
+        writer's connection, or the next batch's BEGIN would fail."""
+        conn = self.database._state.conn if self.sqlite else None
+        if conn is not None and conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:
+                log.warning("rolling back a failed SQLite transaction failed; reopening the connection")
+                self._close_connection()
 
     def _conflicted(self, job: _Job) -> bool:
         return not self.sqlite and job.error is not None and _is_conflict(job.error)
@@ -570,6 +639,16 @@ class Store:
         _settle(job)
 
     # facts for doctor
+    def storage_facts(self) -> dict:
+        """Free and total bytes of the filesystem holding the SQLite database (a syscall: call it off the
+        event loop). PostgreSQL's disk is the database server's: None here."""
+        if not self.sqlite:
+            return {"freeBytes": None, "totalBytes": None, "path": None}
+        directory = os.path.dirname(os.path.abspath(self.database.database))
+        stats = os.statvfs(directory)
+        return {"freeBytes": stats.f_bavail * stats.f_frsize, "totalBytes": stats.f_blocks * stats.f_frsize,
+                "path": directory}
+
     def size_bytes(self) -> int | None:
         if self.sqlite:
             path = self.database.database

@@ -60,20 +60,50 @@ class RateLimited(ApiError):
         self.headers["Retry-After"] = str(retry_after)
 
 
-class Unavailable(ApiError):
-    """The database connection was lost (e.g. PostgreSQL restarted); the next attempt reconnects."""
+class DatabaseFault(ApiError):
+    """The database, not the request, failed: it cannot be reached or used (Unavailable) or its storage
+    is full (StorageFull). Raised by the Store (dbfaults.classify); `outage` is the store's Outage, which
+    logs the fault once and counts each request answered with it (render_error)."""
+    status = 503
+
+    def __init__(self, message: str, retry_after: int = 1):
+        super().__init__(message)
+        self.headers["Retry-After"] = str(retry_after)
+        self.outage = None
+
+    def refused(self) -> None:
+        """One request was answered with this fault."""
+        if self.outage is not None:
+            self.outage.count_refusal()
+
+
+class Unavailable(DatabaseFault):
+    """The database cannot be reached or used now (PostgreSQL stopped or restarting, connections lost,
+    too many connections, read-only after a failover, SQLite locked elsewhere); the next attempt reconnects."""
     status = 503
 
     def __init__(self, message: str = "Database unavailable; retry shortly", retry_after: int = 1):
-        super().__init__(message)
-        self.headers["Retry-After"] = str(retry_after)
+        super().__init__(message, retry_after)
+
+
+class StorageFull(DatabaseFault):
+    """The database's storage is full (SQLite `database or disk is full`, PostgreSQL 53100): writes are
+    refused, whole, until an operator frees space."""
+    status = 507
+
+    def __init__(self, message: str = "The server's storage is full; retry later", retry_after: int = 30):
+        super().__init__(message, retry_after)
 
 
 def log_background_failure(logger, message: str, *args) -> None:
-    """For the except block of a background loop that will retry: a database outage is one warning
-    line per attempt; anything else keeps its traceback."""
-    if isinstance(sys.exc_info()[1], Unavailable):
-        logger.warning(message + " (database unavailable)", *args)
+    """For the except block of a background loop that will retry: a database fault the store has already
+    logged (once per outage) adds nothing; another one is a warning line; anything else keeps its traceback."""
+    error = sys.exc_info()[1]
+    if isinstance(error, DatabaseFault):
+        if error.outage is None:
+            logger.warning(message + " (%s)", *args, error.message)
+        else:
+            logger.debug(message + " (%s)", *args, error.message)
     else:
         logger.exception(message, *args)
 
@@ -94,6 +124,8 @@ class ErrorAnswer:
 
 def render_error(error: BaseException, method: str, path: str) -> ErrorAnswer:
     """What a request that raised `error` answers. `path` is logged redacted (tokens travel in paths)."""
+    if isinstance(error, DatabaseFault):
+        error.refused()
     if isinstance(error, ApiError):
         return ErrorAnswer(error.status, error.body(), dict(error.headers))
     if isinstance(error, HTTPException):

@@ -149,6 +149,8 @@ class Settings:
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
     pg_writers: int = 1  # PostgreSQL writer threads per process (db.Store); 1 batches every write, as on SQLite
     event_retention_days: float = 7.0
+    # doctor warns when the SQLite database's filesystem has less free space than this (or under 5 %)
+    disk_free_warn_mb: int = 1024
     sse_heartbeat_seconds: float = 30.0
     sse_max_streams_per_identity: int = 20  # one more closes that identity's oldest stream
     scheduler_interval_seconds: float = 60.0
@@ -195,6 +197,7 @@ class Settings:
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),
             pg_writers=_positive_int(env.get("COORD_PG_WRITERS"), "COORD_PG_WRITERS", 1),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
+            disk_free_warn_mb=_positive_int(env.get("COORD_DISK_FREE_WARN_MB"), "COORD_DISK_FREE_WARN_MB", 1024),
             sse_max_streams_per_identity=max(1, int(env.get("COORD_SSE_MAX_STREAMS_PER_IDENTITY") or 20)),
             log_level=env.get("COORD_LOG_LEVEL", "info"),
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),

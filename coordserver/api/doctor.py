@@ -1,6 +1,7 @@
 """GET /api/doctor (the caller's own setup) and GET /api/doctor/admin (the server's insides)."""
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from datetime import timedelta
@@ -12,12 +13,15 @@ from ..principal import Principal
 from ..context import coord
 from ..domain import doctor, identities, recurring
 from ..domain.doctor import FAIL, PASS, WARN
+from ..errors import StorageFull
 from ..timeutil import iso, parse_iso
 from ..schemas.doctor import DoctorReport
 from .common import accepts
 from .wake import presence_snapshot
 
 bp = Blueprint("doctor", __name__, url_prefix="/api")
+# The report also answers 503 (database unavailable) and 507 (storage full): see _answer.
+REPORT = {200: DoctorReport, 503: DoctorReport, 507: DoctorReport}
 
 
 # --- caller probes ---------------------------------------------------------------------------
@@ -80,11 +84,11 @@ def _open_streams(identity: str | None = None) -> int:
 
 
 @bp.get("/doctor")
-@accepts(returns=DoctorReport)
+@accepts(returns=REPORT)
 async def caller_report():
     """Health of the caller's own setup."""
     principal = require_identity()
-    return await doctor.run_probes(_caller_probes(principal))
+    return await _answer(_caller_probes(principal))
 
 
 # --- admin probes ----------------------------------------------------------------------------
@@ -97,6 +101,13 @@ def _admin_probes() -> list:
         summary = (f"{facts['backend']} schema v{facts['schemaVersion']}, "
                    f"{_size(facts['sizeBytes'])}, query {facts['queryMs']} ms")
         return (WARN if facts["queryMs"] > doctor.SLOW_QUERY_MS else PASS), summary, facts
+
+    async def storage():
+        facts = await asyncio.to_thread(c.store.storage_facts)
+        outage = c.store.outage.facts()
+        status, summary = doctor.storage_verdict(facts, c.settings.disk_free_warn_mb << 20, outage)
+        return status, summary, {**facts, "warnBelowBytes": c.settings.disk_free_warn_mb << 20,
+                                 "warnBelowFraction": doctor.LOW_DISK_FRACTION, "outage": outage}
 
     async def events():
         facts = await c.store.read(doctor.event_facts)
@@ -161,7 +172,7 @@ def _admin_probes() -> list:
         where = f"worker {facts['worker']} of {facts['workers']}, " if facts["worker"] else ""
         return PASS, f"Answered by {where}pid {facts['pid']}", facts
 
-    return [("database", "Database", database), ("events", "Event log", events), ("outbox", "Push outbox", outbox),
+    return [("database", "Database", database), ("storage", "Storage", storage), ("events", "Event log", events), ("outbox", "Push outbox", outbox),
             ("streams", "Streams", streams), ("scheduler", "Scheduler", scheduler), ("loop", "Event loop", loop),
             ("process", "Process", process)]
 
@@ -182,8 +193,19 @@ def _size(size: int | None) -> str:
 
 
 @bp.get("/doctor/admin")
-@accepts(returns=DoctorReport)
+@accepts(returns=REPORT)
 async def admin_report():
     """Health of the server's database, event log, outbox, streams, scheduler and event loop (admin)."""
     require_admin("Admin access required", hint="ordinary tokens can call /api/doctor")
-    return await doctor.run_probes(_admin_probes())
+    return await _answer(_admin_probes())
+
+
+async def _answer(probes: list):
+    """The report; while the database cannot answer (or its storage is full) it is the answer of that
+    fault's status (503 or 507, with Retry-After), so a readiness check fails with the report to read."""
+    report, fault = await doctor.run_probes(probes)
+    if fault is None and coord().store.outage.kind == "full":
+        fault = StorageFull()
+    if fault is None:
+        return report
+    return report, fault.status, fault.headers

@@ -18,10 +18,19 @@ _ERRORS = {400: "Invalid request: the error names the field and why", 401: "No v
            403: "Not allowed for this caller", 404: "No such route or object", 405: "Method not allowed",
            409: "Conflicts with the current state", 413: "Request body too large",
            415: "A request body that is not application/json",
-           429: "Rate limited (Retry-After says when to retry)", 503: "Database unavailable; retry shortly"}
+           429: "Rate limited (Retry-After says when to retry)",
+           503: "Database unavailable (stopped, restarting, unreachable, out of connections, read-only) or busy; "
+                "nothing was changed: retry after Retry-After seconds",
+           507: "The server's storage is full: the write was refused whole, nothing was stored (a route "
+                "that only reads never answers it); retry after Retry-After seconds"}
 _BODY_ERRORS = (413,)
 _JSON_BODY_ERRORS = (415,)  # operations that read a JSON request body
+# Any route may answer 503 and 507: every write, and reads whose work writes (GET /api/wake marks buzz
+# items delivered); doctor answers both with its report (declared by the view).
 _SECURED_ERRORS = (401, 403)
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying", "required": True,
+                                "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
+_RETRIED = (429, 503, 507)
 
 
 def _path_params(rule: str, converters: dict[str, Any]) -> list[dict]:
@@ -57,14 +66,25 @@ def _content(schema: dict | None, media: str | tuple[str, ...] = "application/js
 
 def _responses(declared: dict, has_body: bool, secured: bool, media: str, schemas: dict,
                json_body: bool = False) -> dict:
-    responses = {str(status): {"description": "Success", "content": _content(schemas.get(model), media)}
-                 for status, model in (declared or {200: None}).items()}
+    """Declared answers (2xx, and any error status a view answers with a model of its own: doctor's report
+    on 503/507), then the errors every route may answer with {"error"}."""
+    responses = {}
+    for status, model in (declared or {200: None}).items():
+        text = "Success" if status < 400 else _ERRORS[status] + " (the body is the report)"
+        responses[str(status)] = _response(status, text, _content(schemas.get(model), media))
     for status, text in _ERRORS.items():
-        if ((status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured)
-                or (status in _JSON_BODY_ERRORS and not json_body)):
-            continue
-        responses[str(status)] = {"description": text, "content": _content(schemas[Error])}
+        skip = ((status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured)
+                or (status in _JSON_BODY_ERRORS and not json_body))
+        if not skip and str(status) not in responses:
+            responses[str(status)] = _response(status, text, _content(schemas[Error]))
     return responses
+
+
+def _response(status: int, text: str, content: dict) -> dict:
+    response = {"description": text, "content": content}
+    if status in _RETRIED:
+        response["headers"] = _RETRY_AFTER
+    return response
 
 
 def _models(views: Iterable) -> list:

@@ -39,6 +39,6 @@ async def stream():
         raise Unauthorized("Invalid token" if getattr(g, "token_given", False) else "token required")
     resume_after = _resume_point()
     hub = coord().services.sse
-    response = await make_response(hub.stream(principal, resume_after), 200, STREAM_HEADERS)
+    response = await make_response(await hub.open(principal, resume_after), 200, STREAM_HEADERS)
     response.timeout = None
     return response

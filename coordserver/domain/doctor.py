@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 
 import peewee as pw
 
+from ..errors import DatabaseFault
 from ..models import Event, Message, PushDelivery, SchemaVersion, User
 from ..netcheck import REFUSED_PREFIX
 from ..timeutil import age_text, iso, parse_iso
@@ -24,6 +25,7 @@ SLOW_QUERY_MS = 250
 SLOW_LOOP_MS = 200
 STUCK_LOOP_MS = 2000
 OUTBOX_STALE = timedelta(hours=1)
+LOW_DISK_FRACTION = 0.05  # and Settings.disk_free_warn_mb: storage warns below either (docs/deploy.md)
 
 Probe = Callable[[], Awaitable[tuple[str, str, dict | None]]]
 
@@ -35,13 +37,18 @@ def version() -> str:
         return "0.0.0"
 
 
-async def run_probes(probes: list[tuple[str, str, Probe]]) -> dict:
+async def run_probes(probes: list[tuple[str, str, Probe]]) -> tuple[dict, DatabaseFault | None]:
+    """The report, and the database fault a probe met (the report is then the answer of that fault's status)."""
     started = time.perf_counter()
     results = []
+    fault: DatabaseFault | None = None
     for probe_id, name, probe in probes:
         probe_started = time.perf_counter()
         try:
             status, summary, details = await probe()
+        except DatabaseFault as exc:  # the database cannot answer: every probe that needs it says so
+            fault = fault or exc
+            status, summary, details = FAIL, f"{name}: {exc.message}", {"error": exc.message}
         except Exception as exc:  # a probe that breaks is itself a finding
             status, summary, details = FAIL, f"{name} check failed: {type(exc).__name__}", {"error": str(exc)[:300]}
         results.append({"id": probe_id, "name": name, "status": status, "summary": summary, "details": details,
@@ -50,7 +57,26 @@ async def run_probes(probes: list[tuple[str, str, Probe]]) -> dict:
     return {"version": version(), "ok": worst == PASS, "status": worst,
             "warnings": [r["summary"] for r in results if r["status"] == WARN],
             "errors": [r["summary"] for r in results if r["status"] == FAIL],
-            "probes": results, "totalDurationMs": round((time.perf_counter() - started) * 1000)}
+            "probes": results, "totalDurationMs": round((time.perf_counter() - started) * 1000)}, fault
+
+
+def storage_verdict(facts: dict, warn_bytes: int, outage: dict | None) -> tuple[str, str]:
+    """The storage probe's status and summary from `storage_facts` and the store's current outage:
+    FAIL while writes are refused for a full disk, WARN under the free-space threshold (`warn_bytes`,
+    or 5 % of the filesystem), else PASS."""
+    free, total = facts["freeBytes"], facts["totalBytes"]
+    if outage is not None and outage["kind"] == "full":
+        return FAIL, f"Storage full: writes refused for {outage['seconds']} s ({outage['refused']} requests)"
+    if free is None:
+        return PASS, "Free space is the PostgreSQL server's to watch (not visible from here)"
+    room = f"{_mb(free)} free of {_mb(total)} on the database's filesystem"
+    if free < warn_bytes or free < total * LOW_DISK_FRACTION:
+        return WARN, f"Low disk space: {room}"
+    return PASS, room
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MB" if size < 10 << 30 else f"{size / (1 << 30):.1f} GB"
 
 
 # --- caller facts (read units) ---------------------------------------------------------------

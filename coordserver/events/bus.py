@@ -118,6 +118,24 @@ def _packed(origin: str, messages: list[tuple[str, dict, str]]) -> list[str]:
     return payloads
 
 
+class _FailureRun:
+    """A run of failures of one kind logged as one warning (the rest at debug) until it succeeds again:
+    while PostgreSQL is down the bus retries every few seconds, and each attempt is no news."""
+
+    def __init__(self) -> None:
+        self.failing = False
+
+    def failed(self, message: str, *args) -> None:
+        (log.debug if self.failing else log.warning)(message + ("" if self.failing else " (said once until it recovers)"),
+                                                     *args)
+        self.failing = True
+
+    def recovered(self) -> bool:
+        """True if this ends a run of failures."""
+        was, self.failing = self.failing, False
+        return was
+
+
 class PostgresBus(LocalBus):
     """LISTEN/NOTIFY on one channel; every process hears every other process's publishes.
 
@@ -137,6 +155,8 @@ class PostgresBus(LocalBus):
         self._send_conn = None
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
+        self._publish_failures = _FailureRun()
+        self._listen_failures = _FailureRun()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -207,6 +227,7 @@ class PostgresBus(LocalBus):
                     self._send_conn = self._connect()
                 with self._send_conn.cursor() as cursor:
                     cursor.execute(sql, params)
+                self._publish_failures.recovered()
                 return
             except psycopg2.Error as exc:
                 if self._send_conn is not None and not self._send_conn.closed:
@@ -214,7 +235,8 @@ class PostgresBus(LocalBus):
                     return
                 self._send_conn = None
                 if attempt == 2:
-                    log.warning("bus publish failed (%s); other processes will catch up", exc)
+                    self._publish_failures.failed("bus publish failed (%s); other processes will catch up",
+                                                  " ".join(str(exc).split()))
 
     def _listen(self, ready: threading.Event) -> None:
         """LISTEN, and after losing the connection LISTEN again (with backoff) until stopped. After a
@@ -228,11 +250,13 @@ class PostgresBus(LocalBus):
                 with conn.cursor() as cursor:
                     cursor.execute(f"LISTEN {self.CHANNEL}")
             except psycopg2.Error as exc:
-                log.warning("bus: cannot listen (%s); retrying in %.1f s", exc, delay)
+                self._listen_failures.failed("bus: cannot listen (%s); retrying every %.0f s at most",
+                                             " ".join(str(exc).split()), RECONNECT_MAX_SECONDS)
                 self._stop.wait(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
                 continue
             ready.set()
+            self._listen_failures.recovered()
             if connected_before:
                 log.info("bus: listening again")
                 self._loop.call_soon_threadsafe(self._deliver, "bus", {"kind": "reconnected"})
@@ -240,7 +264,8 @@ class PostgresBus(LocalBus):
             try:
                 self._relay_notifications(conn)
             except psycopg2.Error as exc:
-                log.warning("bus: lost the listening connection (%s); reconnecting", exc)
+                self._listen_failures.failed("bus: lost the listening connection (%s); reconnecting",
+                                             " ".join(str(exc).split()))
             finally:
                 conn.close()
 

@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..domain.doctor import version
 from ..auth import identity_required, parse_bearer
-from ..errors import ApiError
+from ..errors import ApiError, render_error
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
@@ -204,8 +204,9 @@ class McpEndpoint:
             principal = identity_required(admission.principal, admission.token_given)
         except ApiError as error:
             await _drain(receive)
-            extra = {"www-authenticate": "Bearer"} if error.status == 401 else {}
-            await _json(send, error.status, error.body(), {**error.headers, **extra})
+            answer = render_error(error, scope["method"], PATH)  # the one renderer (counts a database outage's refusals)
+            extra = {"www-authenticate": "Bearer"} if answer.status == 401 else {}
+            await _json(send, answer.status, answer.body, {**answer.headers, **extra})
             return
         scope = {**scope, "coord.principal": principal, "user": AuthenticatedUser(AccessToken(
             token="", client_id=principal.identity, subject=f"{principal.source}:{principal.token_id}",

@@ -9,7 +9,7 @@ from quart import websocket
 from .. import jsonstrict
 from ..auth import parse_bearer
 from ..context import coord
-from ..errors import Invalid, RateLimited
+from ..errors import DatabaseFault, Invalid, RateLimited, render_error
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
@@ -48,12 +48,17 @@ async def notebook_socket():
     """See the skill doc: JSON frames carrying Yjs v1 updates as arrays of byte values."""
     c = coord()
     await websocket.accept()
-    admitted = await _admit(c)
-    if isinstance(admitted, tuple):
-        return await _refuse(*admitted)
-    principal = admitted
-    peer = Peer(principal.identity, principal.is_admin, principal.token_id, principal.expires_at)
-    room = await c.services.notebook.join(websocket.args["page"], peer)
+    try:
+        admitted = await _admit(c)
+        if isinstance(admitted, tuple):
+            return await _refuse(*admitted)
+        principal = admitted
+        peer = Peer(principal.identity, principal.is_admin, principal.token_id, principal.expires_at)
+        room = await c.services.notebook.join(websocket.args["page"], peer)
+    except DatabaseFault as fault:
+        # The same answer as every other door (render_error), as a close code the editor retries after.
+        answer = render_error(fault, "GET", websocket.path)
+        return await _refuse(CLOSE_TRY_AGAIN, answer.body["error"])
     if room is None:
         return await _refuse(CLOSE_NOT_FOUND, "Page not found")
     presence, guard = c.services.presence, c.services.tokens_guard

@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import partial
 
 from .. import jsonstrict
-from ..errors import log_background_failure
+from ..errors import DatabaseFault, log_background_failure
 from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
 from ..metrics import process_metrics
@@ -32,6 +32,7 @@ READ_BATCH = 1000
 CONTROL_TYPES = frozenset({REVOCATION_EVENT})  # rows with no audience that this process must act on
 
 HEARTBEAT = b": heartbeat\n\n"
+DATABASE_CLOSING = b": closing: database unavailable; resume with Last-Event-ID\n\n"
 # The comment a stream ends with, by the reason it was closed (shutdown ends it without one).
 CLOSING = {
     "slow": b": closing: slow consumer\n\n",
@@ -366,8 +367,17 @@ class SSEHub:
 
     # --- one stream ------------------------------------------------------------------------
 
-    async def stream(self, principal, resume_after: int | None):
-        """The body of one `GET /api/stream` response (an async generator of frames)."""
+    async def open(self, principal, resume_after: int | None):
+        """The body of one `GET /api/stream` response (an async generator of frames), with its first
+        frame already made: the stream is registered and the log's bounds read before any answer is
+        sent, so a database that cannot answer is the request's 503, not a 200 that ends at once. If the
+        body is then never read, finalising it unregisters the stream (it has started, unlike a fresh
+        generator, whose `finally` would never run)."""
+        frames = self._stream(principal, resume_after)
+        first = await frames.__anext__()
+        return _prepend(first, frames)
+
+    async def _stream(self, principal, resume_after: int | None):
         conn = self.register(principal)
         conn.task = asyncio.current_task()
         try:
@@ -378,8 +388,14 @@ class SSEHub:
                 if resync is not None:
                     yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": oldest})
                 else:
-                    async for frame in self._replay(conn, resume_after):
-                        yield frame
+                    try:
+                        async for frame in self._replay(conn, resume_after):
+                            yield frame
+                    except DatabaseFault:
+                        # The replay met an outage after the answer began: end here; the client resumes
+                        # from the last id it received (Last-Event-ID) once the database answers again.
+                        yield DATABASE_CLOSING
+                        return
             while True:
                 chunk = await conn.next_chunk()
                 if chunk is None:
@@ -406,6 +422,15 @@ class SSEHub:
             if len(wanted) < READ_BATCH:
                 break
         conn.floor = max(upto, resume_point)
+
+
+async def _prepend(first: bytes, frames):
+    try:
+        yield first
+        async for frame in frames:
+            yield frame
+    finally:
+        await frames.aclose()  # at once, as the response closes it (the stream unregisters)
 
 
 def _resync_reason(resume_after: int, latest: int, oldest: int | None) -> str | None:

@@ -20,7 +20,7 @@ PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 
 STATUSES = {"pass", "warn", "fail"}
 CALLER_PROBES = ["auth", "identity", "stream", "webhooks", "pending"]
-ADMIN_PROBES = ["database", "events", "outbox", "streams", "scheduler", "loop", "process"]
+ADMIN_PROBES = ["database", "storage", "events", "outbox", "streams", "scheduler", "loop", "process"]
 
 
 def check_report(report: dict, probe_ids: list[str]) -> dict:
@@ -100,6 +100,11 @@ def test_admin_report(make_server):
     backend = "postgresql" if srv.settings.database_url.startswith("postgresql") else "sqlite"  # COORD_TEST_WORKERS
     assert probes["database"]["details"]["sizeBytes"] > 0 and probes["database"]["details"]["backend"] == backend
     assert probes["events"]["details"]["rows"] == 0
+    if backend == "sqlite":  # the free space of the database's filesystem, against the documented threshold
+        storage = probes["storage"]["details"]
+        assert 0 < storage["freeBytes"] <= storage["totalBytes"] and storage["warnBelowBytes"] == 1024 << 20
+        assert probes["storage"]["status"] == ("pass" if storage["freeBytes"] > max(1 << 30, storage["totalBytes"] / 20)
+                                               else "warn")
     assert probes["outbox"]["status"] == "pass" and probes["outbox"]["details"]["pending"] == 0
     assert probes["streams"]["details"]["open"] == 0
     assert probes["loop"]["details"]["samples"] >= 1 and probes["loop"]["details"]["maxMs"] is not None
@@ -129,4 +134,5 @@ def test_admin_report_on_postgresql(make_server, pg_cluster):
     probes = check_report(client(srv, "admin").get("/api/doctor/admin").json(), ADMIN_PROBES)
     assert probes["database"]["details"]["backend"] == "postgresql"
     assert probes["database"]["details"]["sizeBytes"] > 0
+    assert probes["storage"]["status"] == "pass" and probes["storage"]["details"]["freeBytes"] is None
     check_report(client(srv, "bob").get("/api/doctor").json(), CALLER_PROBES)

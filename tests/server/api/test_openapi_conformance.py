@@ -119,3 +119,19 @@ def test_the_document_is_valid_openapi_3_1_with_every_reference_resolved(app):
         jsonschema.Draft202012Validator.check_schema(schema)
     referenced = set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(document)))
     assert referenced and referenced <= set(components), referenced - set(components)
+
+
+def test_every_operation_declares_the_database_faults(app):
+    """Any route may answer 503 (database unavailable) and 507 (storage full: every write, and GET
+    /api/wake, which marks buzz items delivered), each with Retry-After: the document says so for every
+    operation, the stream and doctor (whose body is then its report) included."""
+    document = openapi_document(app.url_map.iter_rules(), app.view_functions, "1.0.0")
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            for status in ("503", "507"):
+                declared = operation["responses"].get(status)
+                assert declared is not None, f"{method.upper()} {path}: no {status}"
+                assert declared["headers"]["Retry-After"]["required"] is True, f"{method.upper()} {path} {status}"
+                schema = declared["content"]["application/json"]["schema"]
+                model = "DoctorReport" if path.startswith("/api/doctor") else "Error"
+                assert schema == {"$ref": f"#/components/schemas/{model}"}, f"{method.upper()} {path} {status}"
