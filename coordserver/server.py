@@ -14,6 +14,7 @@ from hypercorn.config import Config
 from hypercorn.logging import Logger
 
 from .app import create_app
+from .lifeline import lifeline_fd, watch_lifeline
 from .redaction import redact
 from .settings import MAX_WEBSOCKET_FRAME_BYTES, Settings
 from .timeutil import Clock
@@ -77,6 +78,9 @@ async def serve_until_signal(app, config: Config) -> None:
             signal.signal(signum, lambda *_: loop.call_soon_threadsafe(stop.set))
         else:
             loop.add_signal_handler(signum, stop.set)
+    fd = lifeline_fd()
+    if fd is not None:  # a `--workers` worker: stop when the supervisor is gone (coordserver/lifeline.py)
+        watch_lifeline(fd, lambda: loop.call_soon_threadsafe(stop.set))
     await serve(app, config, shutdown_trigger=announcing_shutdown(app, stop.wait))
 
 
