@@ -12,6 +12,7 @@ import logging
 from collections import deque
 from datetime import timedelta
 from functools import partial
+from typing import NamedTuple
 
 from .. import jsonstrict
 from ..errors import log_background_failure
@@ -43,17 +44,18 @@ CLOSING = {
 }
 
 
-def encode_frame(event_type: str, data: dict, event_id: int | None = None) -> bytes:
-    """One SSE frame; `data` is one line of JSON (json.dumps escapes every newline)."""
+def encode_frame(event_type: str, data: dict, event_id: str | None = None) -> bytes:
+    """One SSE frame; `data` is one line of JSON (json.dumps escapes every newline); `event_id` is the
+    event's stream id (events/log.py tagged_id)."""
     body = jsonstrict.dumps(data)
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event_type}\ndata: {body}\n\n".encode()
 
 
-def logged_frame(event_id: int, event_type: str, data: dict) -> bytes:
+def logged_frame(stream_id: str, event_type: str, data: dict) -> bytes:
     if "type" not in data:
         data = {"type": event_type, **data}
-    return encode_frame(event_type, data, event_id)
+    return encode_frame(event_type, data, stream_id)
 
 
 class Connection:
@@ -321,18 +323,18 @@ class SSEHub:
                 return
             cursor, full = self._cursor, bool(self.connections)
             if full:
-                read_rows = partial(event_log.range_after, cursor, None, READ_BATCH)
+                read_rows = partial(event_log.range_after, cursor, None, READ_BATCH, tagged=True)
             else:  # nobody listening: only move past the rows (and act on control rows), one small query
                 read_rows = partial(event_log.heads_after, cursor, CONTROL_TYPES, READ_BATCH)
             rows, usable = await self.coord.store.read(self._gaps.read, cursor, read_rows)
             if self.connections and not full:
                 continue  # a stream opened during the read: read these rows again, in full
-            for event_id, event_type, data, to_all, audience in rows[:usable]:
+            for event_id, event_type, data, to_all, audience, stream_id in rows[:usable]:
                 if event_type in CONTROL_TYPES:
                     self.coord.services.tokens_guard.on_logged(event_type, data)
                 targets = self._targets(None if to_all else audience)
                 if targets:
-                    self._offer(logged_frame(event_id, event_type, data), event_id, targets)
+                    self._offer(logged_frame(stream_id, event_type, data), event_id, targets)
                 self._cursor = event_id
             self._gaps.forget_below(self._cursor)
             if rows:
@@ -366,17 +368,19 @@ class SSEHub:
 
     # --- one stream ------------------------------------------------------------------------
 
-    async def stream(self, principal, resume_after: int | None):
-        """The body of one `GET /api/stream` response (an async generator of frames)."""
+    async def stream(self, principal, resume_after: int | None, resume_tag: str | None = None):
+        """The body of one `GET /api/stream` response (an async generator of frames). `resume_tag`: the
+        tag of the client's Last-Event-ID, checked against the log's row of that id."""
         conn = self.register(principal)
         conn.task = asyncio.current_task()
         try:
-            latest, oldest = await self.coord.store.read(_log_bounds)
-            yield encode_frame("connected", {"identity": principal.identity, "lastEventId": latest})
+            bounds = await self.coord.store.read(_log_bounds, resume_after if resume_tag else None)
+            yield encode_frame("connected", {"identity": principal.identity, "lastEventId": bounds.latest,
+                                             "resumeFrom": bounds.resume_from})
             if resume_after is not None:
-                resync = _resync_reason(resume_after, latest, oldest)
+                resync = _resync_reason(resume_after, resume_tag, bounds)
                 if resync is not None:
-                    yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": oldest})
+                    yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": bounds.oldest})
                 else:
                     async for frame in self._replay(conn, resume_after):
                         yield frame
@@ -398,25 +402,37 @@ class SSEHub:
         hub's order, which waits out ids still committing; `floor` drops live copies of replayed ones."""
         upto, resume_point = self._cursor, after_id
         while after_id < upto:
-            rows = await self.coord.store.read(event_log.for_identity_after, conn.identity, after_id, READ_BATCH)
+            rows = await self.coord.store.read(event_log.for_identity_after, conn.identity, after_id, READ_BATCH,
+                                               True)
             wanted = [row for row in rows if row[0] <= upto]
-            for event_id, event_type, data in wanted:
-                yield logged_frame(event_id, event_type, data)
+            for event_id, event_type, data, stream_id in wanted:
+                yield logged_frame(stream_id, event_type, data)
                 after_id = event_id
             if len(wanted) < READ_BATCH:
                 break
         conn.floor = max(upto, resume_point)
 
 
-def _resync_reason(resume_after: int, latest: int, oldest: int | None) -> str | None:
-    """Why a resume point cannot be replayed: older than the log keeps ("expired"), or beyond its
-    newest id ("ahead": the database was restored or replaced), else None."""
-    if resume_after > latest:
+class LogBounds(NamedTuple):
+    latest: int
+    oldest: int | None
+    resume_from: str        # the newest event's stream id: a new client's resume point
+    tag: str | None         # the tag of the row a tagged resume point names (None: no such row)
+
+
+def _resync_reason(resume_after: int, resume_tag: str | None, bounds: LogBounds) -> str | None:
+    """Why a resume point cannot be replayed: beyond the log's newest id ("ahead": the database was
+    restored or replaced), older than the log keeps ("expired"), or a tagged id whose row is another
+    event or none ("restored": the log was restored from a backup and reuses ids), else None."""
+    if resume_after > bounds.latest:
         return "ahead"
-    if oldest is not None and resume_after < oldest - 1:
+    if bounds.oldest is not None and resume_after < bounds.oldest - 1:
         return "expired"
+    if resume_tag is not None and bounds.tag != resume_tag:
+        return "expired" if bounds.tag is None and resume_after < (bounds.oldest or 0) else "restored"
     return None
 
 
-def _log_bounds() -> tuple[int, int | None]:
-    return event_log.latest_id(), event_log.oldest_id()
+def _log_bounds(tagged_resume: int | None = None) -> LogBounds:
+    tag = event_log.tag_of(tagged_resume) if tagged_resume is not None else None
+    return LogBounds(event_log.latest_id(), event_log.oldest_id(), event_log.latest_tagged_id(), tag)
