@@ -1,7 +1,8 @@
-"""coordserver: serve, init, migrate, invite, token, mcp-tools."""
+"""coordserver: serve, init, migrate, backup, restore, invite, token, mcp-tools."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -74,6 +75,34 @@ def migrate() -> None:
     store.close()
     before = "new database" if found is None else f"version {found}"
     typer.echo(f"{settings.database_url}: {before} -> schema version {now}")
+
+
+@cli.command()
+def backup(path: Path = typer.Argument(..., help="A new file to write the copy to.")) -> None:
+    """Copy the SQLite database to PATH, safe while the server runs (PostgreSQL: pg_dump)."""
+    from .backup import BackupError, backup as run_backup
+    settings = Settings.from_env()
+    try:
+        written = run_backup(settings.database_url, path)
+    except BackupError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"Backed up {settings.database_url} to {written}")
+
+
+@cli.command()
+def restore(path: Path = typer.Argument(..., help="A file written by coordserver backup.")) -> None:
+    """Replace the SQLite database with the backup at PATH. Stop the server first (PostgreSQL: pg_restore)."""
+    from .backup import BackupError, restore as run_restore
+    settings = Settings.from_env()
+    try:
+        kept = run_restore(settings.database_url, path)
+    except BackupError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"Restored {settings.database_url} from {path}"
+               + (f"; the database it replaced is kept as {kept}" if kept else ""))
+    typer.echo("Start the server again. Clients resuming from before the restore get `resync` and re-read their state.")
 
 
 @cli.command()
