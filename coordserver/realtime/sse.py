@@ -8,11 +8,13 @@ streams. Resume replays from the log itself, so a stream never depends on what t
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 from collections import deque
 from datetime import timedelta
 from functools import partial
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from .. import jsonstrict
 from ..errors import log_background_failure
@@ -151,6 +153,8 @@ class SSEHub:
         self._cursor = 0
         self._announced = 0
         self._new_events = asyncio.Event()
+        self._after: list[tuple[int, int, Callable[[], None]]] = []  # (upto, order, deliver): after_fanout
+        self._after_order = itertools.count()
         self._gaps = GapTracker()
         self._unsubscribe: list = []
         self._open_gauge = process_metrics().sse_streams  # coord_sse_streams, summed over processes
@@ -199,6 +203,29 @@ class SSEHub:
 
     def stream_count(self, identity: str) -> int:
         return len(self.by_identity.get(identity, ()))
+
+    @property
+    def announced(self) -> int:
+        """The highest event id this process has heard of (its own commits and, with PostgreSQL, others')."""
+        return self._announced
+
+    def after_fanout(self, upto: int, deliver: Callable[[], None]) -> None:
+        """Call `deliver` once every logged event up to `upto` has been offered to the streams, so what it
+        sends (a wake pulse) follows those events on every stream. While a lower id is still committing
+        elsewhere the hub holds the events back; a pulse computed meanwhile is held back with them."""
+        if self._cursor >= upto:
+            deliver()
+        else:
+            heapq.heappush(self._after, (upto, next(self._after_order), deliver))
+
+    def _release(self, upto: int | None) -> None:
+        """Run the after_fanout callbacks waiting for ids up to `upto` (None: all of them)."""
+        while self._after and (upto is None or self._after[0][0] <= upto):
+            deliver = heapq.heappop(self._after)[2]
+            try:
+                deliver()
+            except Exception:
+                log.exception("a delivery waiting for the event fan-out failed")
 
     @property
     def lag(self) -> int:
@@ -320,6 +347,7 @@ class SSEHub:
                 # replays it from the log. PostgreSQL writers may still be committing a lower id.
                 self._cursor = self._announced
                 self._gaps = GapTracker()
+                self._release(None)
                 return
             cursor, full = self._cursor, bool(self.connections)
             if full:
@@ -336,6 +364,7 @@ class SSEHub:
                 if targets:
                     self._offer(logged_frame(stream_id, event_type, data), event_id, targets)
                 self._cursor = event_id
+            self._release(self._cursor)
             self._gaps.forget_below(self._cursor)
             if rows:
                 # A full batch may not be the end: keep reading past it.
@@ -344,6 +373,7 @@ class SSEHub:
                 await asyncio.sleep(0.02)  # a lower id is still committing elsewhere
             elif not rows:
                 self._announced = self._cursor
+                self._release(None)  # nothing announced is left to read
                 return
 
     async def _heartbeat(self) -> None:

@@ -5,6 +5,12 @@ Debounce per identity: the first signal after a quiet window pulses at once (lea
 arriving during the window are folded into one trailing pulse at the window's end. A burst of 100
 signals therefore gives two pulses. A pulse is computed only for identities with an open stream in
 this process, once per pulse, and delivers buzz items (mark_delivered=True) like GET /api/wake.
+
+A pulse reaches the streams only after every event this process had heard of when it was computed
+(SSEHub.after_fanout): a change's event frame comes first, then a pulse that shows it. Computed from
+the database at once, a pulse used to overtake a message frame the hub was holding back for a lower
+id still committing elsewhere (two workers under load), and the stream then had the message and no
+pulse after it. A change that lands while a pulse is computed signals again: a trailing pulse follows.
 """
 from __future__ import annotations
 
@@ -108,8 +114,10 @@ class WakePulser:
                 payload = jsonstrict.loads_lenient(await services.wake_cache.payload(
                     identity, False, True, services.presence.snapshot))
                 # Each process pulses the streams it holds, so a pulse never travels to the others (and a
-                # wake of 50 items is larger than a NOTIFY may carry).
-                self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+                # wake of 50 items is larger than a NOTIFY may carry); after the events it may show.
+                pulse = {"type": "wake_pulse", "to": [identity], "data": payload}
+                services.sse.after_fanout(services.sse.announced,
+                                          lambda: self.coord.bus.publish_here("ephemeral", pulse))
             self.coord.services.mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()
