@@ -1,6 +1,7 @@
 """coordserver: serve, init, migrate, backup, restore, invite, token, mcp-tools."""
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 from typing import Optional
@@ -44,7 +45,14 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
         from .supervisor import Supervisor
         raise typer.Exit(Supervisor(settings, host, port, workers, access_log).run())
     from .server import run
-    run(settings, host, port, access_log, reuse_port)
+    try:
+        run(settings, host, port, access_log, reuse_port)
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE or reuse_port:
+            raise
+        from .lifeline import listener_pids, port_holders_message
+        typer.echo(port_holders_message(port, listener_pids(port)), err=True)
+        raise typer.Exit(3)
 
 
 @cli.command("mcp-tools")

@@ -1,6 +1,7 @@
 """Process faults of `coordserver serve --workers N` on PostgreSQL, against the real process tree:
 a SIGKILLed supervisor takes its workers with it (nothing left serving the port), and a supervisor
-refuses to start on a port that stray workers of a dead one still serve, naming them."""
+(and a single-process serve) refuses to start on a port that stray workers of a dead one still serve,
+naming them."""
 from __future__ import annotations
 
 import os
@@ -86,6 +87,9 @@ def test_a_supervisor_refuses_a_port_that_stray_workers_serve(pg_url, tmp_path):
                f"(pids {stray.pid})" in refused.stderr
         assert f"kill {stray.pid}" in refused.stderr
         assert stray.poll() is None and set(listener_pids(port)) == {stray.pid}  # nothing started beside it
+        alone = subprocess.run([sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert alone.returncode == 3 and f"(pids {stray.pid})" in alone.stderr and "Traceback" not in alone.stderr
     finally:
         stray.send_signal(signal.SIGTERM)
         stray.wait(30)
