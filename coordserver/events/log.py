@@ -119,10 +119,10 @@ def tag_of(event_id: int) -> str | None:
     return None if row is None else event_tag(row.id, row.created_at)
 
 
-def latest_tagged_id() -> str:
-    """The newest event's stream id ("0" for an empty log): where a new client resumes from."""
+def head() -> tuple[int, str]:
+    """The newest event's id and stream id ((0, "0") for an empty log): where a new client resumes from."""
     row = Event.select(Event.id, Event.created_at).order_by(Event.id.desc()).first()
-    return "0" if row is None else tagged_id(row.id, row.created_at)
+    return (0, "0") if row is None else (row.id, tagged_id(row.id, row.created_at))
 
 
 def latest_id() -> int:

@@ -465,4 +465,5 @@ def _resync_reason(resume_after: int, resume_tag: str | None, bounds: LogBounds)
 
 def _log_bounds(tagged_resume: int | None = None) -> LogBounds:
     tag = event_log.tag_of(tagged_resume) if tagged_resume is not None else None
-    return LogBounds(event_log.latest_id(), event_log.oldest_id(), event_log.latest_tagged_id(), tag)
+    latest, resume_from = event_log.head()
+    return LogBounds(latest, event_log.oldest_id(), resume_from, tag)
