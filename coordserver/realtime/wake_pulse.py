@@ -11,6 +11,8 @@ A pulse reaches the streams only after every event this process had heard of whe
 the database at once, a pulse used to overtake a message frame the hub was holding back for a lower
 id still committing elsewhere (two workers under load), and the stream then had the message and no
 pulse after it. A change that lands while a pulse is computed signals again: a trailing pulse follows.
+When the bus listens again after losing its connection, the `wake` signals other processes sent
+meanwhile are gone: every identity with a stream or wake listener here gets a pulse then.
 """
 from __future__ import annotations
 
@@ -42,17 +44,20 @@ class WakePulser:
         self.periodic_seconds = periodic_seconds
         self._monotonic = monotonic
         self._states: dict[str, _State] = {}
-        self._unsubscribe = None
+        self._unsubscribe: list = []
         self.pulses_sent = 0
         self._pulse_counter = process_metrics().wake_pulses
 
     async def start(self) -> None:
-        self._unsubscribe = self.coord.bus.subscribe("wake", self._on_signal)
+        bus = self.coord.bus
+        self._unsubscribe = [bus.subscribe("wake", self._on_signal),
+                             bus.subscribe("bus", lambda _payload: self.signal_everyone())]
         self.coord.spawn(self._periodic(), "wake-periodic")
 
     async def stop(self) -> None:
-        if self._unsubscribe:
-            self._unsubscribe()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
         for state in self._states.values():
             if state.timer:
                 state.timer.cancel()
@@ -139,9 +144,13 @@ class WakePulser:
                 self._states.pop(identity, None)
         asyncio.get_running_loop().call_later(self.window_seconds, forget)
 
+    def signal_everyone(self) -> None:
+        """A pulse for every identity with a stream or wake listener in this process."""
+        services = self.coord.services
+        for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
+            self.signal(identity)
+
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            services = self.coord.services
-            for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
-                self.signal(identity)
+            self.signal_everyone()
