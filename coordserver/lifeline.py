@@ -2,8 +2,10 @@
 
 Two ties bind a `serve --workers N` worker to the supervisor that started it:
 
-- the Linux parent-death signal (prctl PR_SET_PDEATHSIG, set between fork and exec): the kernel
-  sends the worker SIGTERM the moment the supervisor dies, even by SIGKILL;
+- the Linux parent-death signal (prctl PR_SET_PDEATHSIG, armed by the worker as it starts, then a
+  check that its parent is still the supervisor named in COORD_SUPERVISOR_PID): the kernel sends the
+  worker SIGTERM the moment the supervisor dies, even by SIGKILL. (Linux sends it when the thread that
+  forked the worker ends: the supervisor starts workers from its main thread only.)
 - a lifeline pipe: the supervisor keeps the write end, the worker watches the read end (its fd is
   named in COORD_LIFELINE_FD). End of file means the supervisor is gone (any platform, and a
   supervisor that re-execs closes it too): the worker stops as on SIGTERM, and exits hard if that
@@ -26,24 +28,13 @@ from pathlib import Path
 log = logging.getLogger("coord.lifeline")
 
 LIFELINE_ENV = "COORD_LIFELINE_FD"
+SUPERVISOR_ENV = "COORD_SUPERVISOR_PID"
 LIFELINE_GRACE_SECONDS = 10.0
 PR_SET_PDEATHSIG = 1
 TCP_LISTEN = "0A"
 
 
 # --- supervisor side ---------------------------------------------------------------------------
-
-def die_with_parent(parent_pid: int):
-    """A Popen preexec_fn: the child gets SIGTERM when `parent_pid` dies (Linux; elsewhere a no-op,
-    the lifeline pipe covers it). If the parent died before the signal was armed, exit at once."""
-    def arm() -> None:
-        if sys.platform.startswith("linux"):
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:
-            os._exit(1)
-    return arm
-
 
 def lifeline_pipe() -> tuple[int, int]:
     """(read end for the workers, write end the supervisor holds until it dies)."""
@@ -53,6 +44,20 @@ def lifeline_pipe() -> tuple[int, int]:
 
 
 # --- worker side -------------------------------------------------------------------------------
+
+def die_with_supervisor() -> None:
+    """In a worker (COORD_SUPERVISOR_PID set): get SIGTERM when the supervisor dies (Linux; elsewhere
+    the lifeline pipe alone). A supervisor that died before this was armed ends the worker at once."""
+    raw = os.environ.get(SUPERVISOR_ENV)
+    if not raw or not raw.isdigit():
+        return
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != int(raw):
+        log.warning("the supervisor (pid %s) is gone: this worker exits", raw)
+        raise SystemExit(1)
+
 
 def lifeline_fd() -> int | None:
     raw = os.environ.get(LIFELINE_ENV)

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from . import metrics
-from .lifeline import LIFELINE_ENV, die_with_parent, lifeline_pipe, listener_pids, port_holders_message
+from .lifeline import LIFELINE_ENV, SUPERVISOR_ENV, lifeline_pipe, listener_pids, port_holders_message
 from .settings import Settings
 
 log = logging.getLogger("coord.supervisor")
@@ -140,6 +140,7 @@ class Supervisor:
         metrics.prepare_dir(self.metrics_dir)  # a previous run's counters are not this run's
         env["COORD_WORKERS"] = str(len(self.slots))
         env[LIFELINE_ENV] = str(self._lifeline)
+        env[SUPERVISOR_ENV] = str(os.getpid())
         return env
 
     # --- workers -------------------------------------------------------------------------------
@@ -151,8 +152,7 @@ class Supervisor:
 
     def _start(self, slot: Slot) -> None:
         env = dict(self._env, COORD_WORKER_INDEX=str(slot.index + 1))
-        slot.process = subprocess.Popen(self._command(), env=env, pass_fds=(self._lifeline,),
-                                        preexec_fn=die_with_parent(os.getpid()))
+        slot.process = subprocess.Popen(self._command(), env=env, pass_fds=(self._lifeline,))
         slot.started_at, slot.restart_at = time.monotonic(), None
         log.info("worker %d started (pid %d)", slot.index + 1, slot.process.pid)
 
