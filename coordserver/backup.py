@@ -1,8 +1,10 @@
 """`coordserver backup PATH` and `coordserver restore PATH` for SQLite (PostgreSQL: pg_dump, docs/deploy.md §6).
 
 Backup uses SQLite's online backup API (sqlite3.Connection.backup): a consistent copy, safe while the
-server runs and writes (it copies in steps and restarts a step that a write overlapped), checked with
-PRAGMA integrity_check before it is kept. Restore refuses while anything else has the database open
+server runs and writes. It copies in one step, inside one read transaction of the WAL database: the
+copy is the snapshot at its start and the server's writer carries on meanwhile (a copy in several steps
+would start over after every write, and under steady writes might never finish). The copy is checked
+with PRAGMA integrity_check before it is kept. Restore refuses while anything else has the database open
 (a running server), checks the backup, keeps the database it replaces beside it, and copies the backup
 in with the same API. The restored log reuses event ids the old one had given out; streams tell the two
 apart by the tag in each event id (events/log.py) and answer `resync`.
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from .database import sqlite_path
 
-PAGES_PER_STEP = 1024
+ALL_PAGES = -1
 
 
 class BackupError(Exception):
@@ -30,7 +32,7 @@ def database_file(url: str) -> Path:
 
 
 def _copy(source: sqlite3.Connection, target: sqlite3.Connection) -> None:
-    source.backup(target, pages=PAGES_PER_STEP)
+    source.backup(target, pages=ALL_PAGES)
 
 
 def _check(connection: sqlite3.Connection, what: str) -> None:

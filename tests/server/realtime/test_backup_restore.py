@@ -13,6 +13,7 @@ import datetime
 import os
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 import httpx
@@ -24,7 +25,8 @@ from tests.sse_helpers import open_stream, spawn_server
 
 DEPLOY_DOC = Path(__file__).resolve().parents[3] / "docs" / "deploy.md"
 DOC_DIR, DOC_DATE = "/var/backups/coord", "2026-11-23"
-BEFORE, BETWEEN, AFTER = 4, 6, 12  # AFTER > BETWEEN: new ids pass the last id read before the restore
+BEFORE, BETWEEN = 4, 6
+PAST = 3  # after the restore, messages are sent until the log's ids pass the last one read before by this many
 
 
 def procedure(backend: str) -> list[str]:
@@ -84,6 +86,43 @@ def send(base: str, titles: list[str]) -> list[int]:
                 for t in titles]
 
 
+class Writer(threading.Thread):
+    """carol writes to alice, one acknowledged message after another, until stopped."""
+
+    def __init__(self, base: str):
+        super().__init__(daemon=True)
+        self.base, self.acked, self.stop = base, [], threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {TOKENS['carol']}"},
+                          timeout=30) as carol:
+            while not self.stop.is_set():
+                self.acked.append(carol.post("/api/mailboxes/alice/messages", json={"title": "busy"})
+                                  .raise_for_status().json()["id"])
+
+    def __enter__(self) -> "Writer":
+        self.start()
+        while not self.acked:
+            threading.Event().wait(0.01)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.join(30)
+
+
+def inbox_ids(base: str, who: str) -> list[int]:
+    """Every message id in `who`'s inbox (all pages)."""
+    ids, cursor = [], None
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKENS[who]}"}, timeout=30) as reader:
+        while True:
+            page = reader.get("/api/mailboxes/me/messages", params={"limit": 100, **({"cursor": cursor} if cursor else {})})
+            ids += [m["id"] for m in page.raise_for_status().json()["messages"]]
+            cursor = page.json().get("nextCursor")
+            if not cursor:
+                return ids
+
+
 async def read_messages(base: str, count: int, last_event_id=None):
     """bob's next `count` message frames (resuming from `last_event_id`), and the stream's resync if any."""
     async with open_stream(base, "bob", last_event_id=last_event_id) as stream:
@@ -115,8 +154,9 @@ async def test_the_documented_procedure_then_resume(deployment):
 
     send(deployment.base, [f"before {i}" for i in range(BEFORE)])
     before, _, _ = await read_messages(deployment.base, BEFORE, 0)
-    for line in lines[:restore_at]:  # the backup, while the server runs
-        deployment.run(line)
+    with Writer(deployment.base) as busy:  # the backup, while the server runs and writes
+        for line in lines[:restore_at]:
+            deployment.run(line)
     send(deployment.base, [f"between {i}" for i in range(BETWEEN)])
     between, _, _ = await read_messages(deployment.base, BETWEEN, before[-1].stream_id)
     last_read = between[-1]
@@ -126,15 +166,18 @@ async def test_the_documented_procedure_then_resume(deployment):
     with httpx.Client(base_url=deployment.base, headers={"Authorization": f"Bearer {TOKENS['bob']}"}) as bob:
         titles = [m["title"] for m in bob.get("/api/mailboxes/me/messages?limit=100").json()["messages"]]
     assert sorted(titles) == sorted(f"before {i}" for i in range(BEFORE))  # what the backup held
+    kept = sorted(inbox_ids(deployment.base, "alice"))
+    assert kept and kept == busy.acked[:len(kept)]  # a consistent snapshot: a prefix of what was acknowledged
 
     connected, frames = await resume(deployment.base, last_read.stream_id)  # nothing new yet: ahead
     assert [f.data["reason"] for f in frames if f.event == "resync"] == ["ahead"]
 
-    new_ids = send(deployment.base, [f"after {i}" for i in range(AFTER)])
+    new_ids = send(deployment.base, [f"after {i}" for i in range(last_read.id - connected["lastEventId"] + PAST)])
     connected, frames = await resume(deployment.base, last_read.stream_id)
     assert connected["lastEventId"] > last_read.id  # the restored log passed the id read before
-    assert [(f.event, f.data.get("reason")) for f in frames if f.id is not None or f.event == "resync"] \
-        == [("resync", "restored")]  # and no logged event: the client re-reads its state instead
+    told = [(f.event, f.data.get("reason")) for f in frames if f.id is not None or f.event == "resync"]
+    assert told[0] == ("resync", "restored")  # before any event: the client re-reads its state instead
+    assert told.count(("resync", "restored")) == 1 and ("resync", "ahead") not in told
 
     _, frames = await resume(deployment.base, before[-1].stream_id)  # in the backup: a plain replay
     assert [f.data["messageId"] for f in frames if f.event == "message"] == new_ids
