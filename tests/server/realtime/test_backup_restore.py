@@ -166,6 +166,8 @@ async def test_the_documented_procedure_then_resume(deployment):
     with httpx.Client(base_url=deployment.base, headers={"Authorization": f"Bearer {TOKENS['bob']}"}) as bob:
         titles = [m["title"] for m in bob.get("/api/mailboxes/me/messages?limit=100").json()["messages"]]
     assert sorted(titles) == sorted(f"before {i}" for i in range(BEFORE))  # what the backup held
+    if deployment.backend == "sqlite":  # the database the restore replaced is kept beside it
+        assert len(list(deployment.scratch.glob("coord.db.replaced-*"))) == 1
     kept = sorted(inbox_ids(deployment.base, "alice"))
     assert kept and kept == busy.acked[:len(kept)]  # a consistent snapshot: a prefix of what was acknowledged
 
