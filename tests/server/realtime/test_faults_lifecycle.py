@@ -1,5 +1,5 @@
 """Process faults of `coordserver serve --workers N` on PostgreSQL, against the real process tree:
-a SIGKILLed supervisor takes its workers with it (nothing left serving the port), and a supervisor
+a SIGKILLed supervisor takes its workers with it (an open stream ends, nothing is left serving the port), and a supervisor
 (and a single-process serve) refuses to start on a port that stray workers of a dead one still serve,
 naming them."""
 from __future__ import annotations
@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from coordserver.lifeline import listener_pids
-from tests.conftest import base_env
+from tests.conftest import TOKENS, base_env
 from tests.workers import ServeProcess, free_port
 
 GONE_WITHIN_SECONDS = 8.0
@@ -58,13 +59,21 @@ def test_sigkill_of_the_supervisor_takes_every_worker_down(pg_url, tmp_path):
     server = ServeProcess(base_env(pg_url, COORD_LOG_LEVEL="info"), 2, tmp_path / "serve.log").wait_ready()
     workers = server.worker_pids()
     assert len(workers) == 2
+    stream = httpx.Client(timeout=httpx.Timeout(10, read=GONE_WITHIN_SECONDS))
     try:
-        os.kill(server.process.pid, signal.SIGKILL)
-        server.process.wait(10)
+        with stream.stream("GET", f"{server.url}/api/stream", headers={"Authorization": f"Bearer {TOKENS['bob']}"}) \
+                as events:
+            lines = events.iter_lines()
+            assert next(lines) == "event: connected"
+            os.kill(server.process.pid, signal.SIGKILL)
+            server.process.wait(10)
+            for _ in lines:  # the worker holding the stream stops: the stream ends (no read timeout)
+                pass
         assert _wait_until(lambda: not any(_alive(pid) for pid in workers), GONE_WITHIN_SECONDS), \
             f"workers outlived their supervisor: {[p for p in workers if _alive(p)]}\n{server.log()}"
         assert _wait_until(lambda: _port_free(server.port), 2), listener_pids(server.port)
     finally:
+        stream.close()
         for pid in workers:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
