@@ -1,7 +1,9 @@
-"""coordserver: serve, init, migrate, invite, token, mcp-tools."""
+"""coordserver: serve, init, migrate, backup, restore, invite, token, mcp-tools."""
 from __future__ import annotations
 
+import errno
 import logging
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -43,7 +45,14 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
         from .supervisor import Supervisor
         raise typer.Exit(Supervisor(settings, host, port, workers, access_log).run())
     from .server import run
-    run(settings, host, port, access_log, reuse_port)
+    try:
+        run(settings, host, port, access_log, reuse_port)
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE or reuse_port:
+            raise
+        from .lifeline import listener_pids, port_holders_message
+        typer.echo(port_holders_message(port, listener_pids(port)), err=True)
+        raise typer.Exit(3)
 
 
 @cli.command("mcp-tools")
@@ -74,6 +83,34 @@ def migrate() -> None:
     store.close()
     before = "new database" if found is None else f"version {found}"
     typer.echo(f"{settings.database_url}: {before} -> schema version {now}")
+
+
+@cli.command()
+def backup(path: Path = typer.Argument(..., help="A new file to write the copy to.")) -> None:
+    """Copy the SQLite database to PATH, safe while the server runs (PostgreSQL: pg_dump)."""
+    from .backup import BackupError, backup as run_backup
+    settings = Settings.from_env()
+    try:
+        written = run_backup(settings.database_url, path)
+    except BackupError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"Backed up {settings.database_url} to {written}")
+
+
+@cli.command()
+def restore(path: Path = typer.Argument(..., help="A file written by coordserver backup.")) -> None:
+    """Replace the SQLite database with the backup at PATH. Stop the server first (PostgreSQL: pg_restore)."""
+    from .backup import BackupError, restore as run_restore
+    settings = Settings.from_env()
+    try:
+        kept = run_restore(settings.database_url, path)
+    except BackupError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"Restored {settings.database_url} from {path}"
+               + (f"; the database it replaced is kept as {kept}" if kept else ""))
+    typer.echo("Start the server again. Clients resuming from before the restore get `resync` and re-read their state.")
 
 
 @cli.command()

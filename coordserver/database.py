@@ -9,16 +9,22 @@ import peewee as pw
 from playhouse.db_url import parse as parse_url
 
 
+def sqlite_path(url: str) -> Path:
+    """The file of a `sqlite:///` URL (ValueError for `:memory:`, which is one database per connection)."""
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else urlparse(url).path
+    if not path or path == ":memory:":
+        raise ValueError("an in-memory SQLite database is one per connection: use a file")
+    return Path(path).expanduser()
+
+
 def open_database(url: str) -> pw.Database:
     """`sqlite:///relative.db`, `sqlite:////absolute.db` or `postgresql://user:pw@host:port/name`."""
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
-        if not path or path == ":memory:":
-            raise ValueError("an in-memory SQLite database is one per connection: use a file")
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_path(url)
+        path.parent.mkdir(parents=True, exist_ok=True)
         return pw.SqliteDatabase(
-            str(Path(path).expanduser()),
+            str(path),
             pragmas={"journal_mode": "wal", "synchronous": "normal", "busy_timeout": 5000,
                      "foreign_keys": 1, "cache_size": -16000},
             check_same_thread=False,

@@ -14,6 +14,7 @@ from hypercorn.config import Config
 from hypercorn.logging import Logger
 
 from .app import create_app
+from .lifeline import die_with_supervisor, lifeline_fd, watch_lifeline
 from .redaction import redact
 from .settings import MAX_WEBSOCKET_FRAME_BYTES, Settings
 from .timeutil import Clock
@@ -77,6 +78,9 @@ async def serve_until_signal(app, config: Config) -> None:
             signal.signal(signum, lambda *_: loop.call_soon_threadsafe(stop.set))
         else:
             loop.add_signal_handler(signum, stop.set)
+    fd = lifeline_fd()
+    if fd is not None:  # a `--workers` worker: stop when the supervisor is gone (coordserver/lifeline.py)
+        watch_lifeline(fd, lambda: loop.call_soon_threadsafe(stop.set))
     await serve(app, config, shutdown_trigger=announcing_shutdown(app, stop.wait))
 
 
@@ -92,6 +96,7 @@ async def _freeze_startup_heap() -> None:
 def run(settings: Settings, host: str, port: int, access_log: bool = False, reuse_port: bool = False) -> None:
     """Blocking: serve until SIGINT/SIGTERM. With reuse_port this process is one of several
     `--workers` sharing the port (coordserver/supervisor.py)."""
+    die_with_supervisor()
     app = create_app(settings)
     app.before_serving(_freeze_startup_heap)  # registered last: runs once the services have started
     sock = listening_socket(host, port, reuse_port)

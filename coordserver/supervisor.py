@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from . import metrics
+from .lifeline import LIFELINE_ENV, SUPERVISOR_ENV, lifeline_pipe, listener_pids, port_holders_message
 from .settings import Settings
 
 log = logging.getLogger("coord.supervisor")
@@ -63,9 +64,17 @@ def migrate_once(database_url: str) -> tuple[int | None, int]:
         store.close()
 
 
+class PortTaken(RuntimeError):
+    """Something already listens on the port: stray workers of a dead supervisor, or another program."""
+
+
 def reserve_port(host: str, port: int) -> socket.socket:
     """Bind (without listening) a SO_REUSEPORT socket: a port held by another program fails here,
-    once, instead of in every worker; port 0 picks a free port for all workers."""
+    once, instead of in every worker; port 0 picks a free port for all workers. Listeners with
+    SO_REUSEPORT of our own user (stray workers) would let the bind succeed: they are looked for first."""
+    holders = listener_pids(port) if port else {}
+    if holders:
+        raise PortTaken(port_holders_message(port, holders))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -89,7 +98,12 @@ class Supervisor:
     def run(self) -> int:
         found, now = migrate_once(self.settings.database_url)
         log.info("database schema: %s -> version %d", "new" if found is None else f"version {found}", now)
-        reservation = reserve_port(self.host, self.port)
+        try:
+            reservation = reserve_port(self.host, self.port)
+        except PortTaken as refusal:
+            log.error("%s", refusal)
+            return 3
+        self._lifeline, self._lifeline_keep = lifeline_pipe()
         self.port = reservation.getsockname()[1]
         self._env = self._worker_env()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -105,6 +119,8 @@ class Supervisor:
             self._stop_all()
         finally:
             reservation.close()
+            os.close(self._lifeline)
+            os.close(self._lifeline_keep)
             if self._metrics_dir_created:
                 shutil.rmtree(self._metrics_dir_created, ignore_errors=True)
         log.info("all workers stopped")
@@ -123,6 +139,8 @@ class Supervisor:
         self.metrics_dir = env["COORD_METRICS_DIR"]
         metrics.prepare_dir(self.metrics_dir)  # a previous run's counters are not this run's
         env["COORD_WORKERS"] = str(len(self.slots))
+        env[LIFELINE_ENV] = str(self._lifeline)
+        env[SUPERVISOR_ENV] = str(os.getpid())
         return env
 
     # --- workers -------------------------------------------------------------------------------
@@ -134,7 +152,7 @@ class Supervisor:
 
     def _start(self, slot: Slot) -> None:
         env = dict(self._env, COORD_WORKER_INDEX=str(slot.index + 1))
-        slot.process = subprocess.Popen(self._command(), env=env)
+        slot.process = subprocess.Popen(self._command(), env=env, pass_fds=(self._lifeline,))
         slot.started_at, slot.restart_at = time.monotonic(), None
         log.info("worker %d started (pid %d)", slot.index + 1, slot.process.pid)
 

@@ -39,7 +39,8 @@ def message_event(recipient: str, n: int, sender: str = "alice") -> tuple[str, d
 
 @dataclass
 class Frame:
-    id: int | None = None
+    id: int | None = None          # the event's number
+    stream_id: str | None = None   # the id as the stream gave it (`1532.kqzvbf`): a resume point
     event: str | None = None
     data: dict | None = None
     comment: str | None = None
@@ -69,7 +70,7 @@ class FrameReader:
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
             if field == "id":
-                frame.id = int(value)
+                frame.id, frame.stream_id = event_log.parse_event_id(value)[0], value
             elif field == "event":
                 frame.event = value
             elif field == "data":
@@ -89,7 +90,7 @@ class FrameReader:
 
 
 @asynccontextmanager
-async def open_stream(server, who: str | None, last_event_id: int | None = None, query: bool = False,
+async def open_stream(server, who: str | None, last_event_id: int | str | None = None, query: bool = False,
                       client: httpx.AsyncClient | None = None, token: str | None = None):
     """A live stream (as `who`, or with `token`); the `connected` frame has been read and is available
     as reader.connected."""

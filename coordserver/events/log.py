@@ -2,10 +2,16 @@
 
 Call these from inside a Store unit of work. Events addressed to everyone have no target rows; the
 others have one EventTarget row per identity, so "what did bob miss since id N" is one indexed query.
+
+Each event has a short tag derived from its id and the instant it was logged (`event_tag`). A stream
+names an event `<id>.<tag>` (`tagged_id`); a resume from such an id checks the tag against the row, so
+a log that was restored from a backup (and reuses ids for different events) is told apart from the one
+the client read (realtime/sse.py answers `resync`). Integer ids are accepted unchecked, as in v1.
 """
 from __future__ import annotations
 
-from datetime import timedelta
+import hashlib
+from datetime import datetime, timedelta
 from typing import Iterable
 
 import peewee as pw
@@ -83,6 +89,42 @@ def insert_and_append(insert_sql: str, params: tuple | list, type_: str, data: d
     return row_id
 
 
+TAG_LETTERS = 6
+
+
+def event_tag(event_id: int, created_at: datetime | str) -> str:
+    """Six lowercase letters from the event's id and logging instant: a restored log's new event with a
+    reused id gets another tag. Letters only, so `<id>.<tag>` never reads as a decimal number."""
+    stamp = created_at.isoformat() if isinstance(created_at, datetime) else str(created_at)
+    digest = hashlib.blake2b(f"{event_id}|{stamp}".encode(), digest_size=TAG_LETTERS).digest()
+    return "".join(chr(97 + byte % 26) for byte in digest)
+
+
+def tagged_id(event_id: int, created_at: datetime | str) -> str:
+    """The id a stream gives an event (`8536.kqzvbf`)."""
+    return f"{event_id}.{event_tag(event_id, created_at)}"
+
+
+def parse_event_id(raw: str) -> tuple[int, str | None]:
+    """A Last-Event-ID: `8536` (v1: unchecked) or `8536.kqzvbf` -> (8536, tag or None). ValueError if neither."""
+    number, dot, tag = raw.strip().partition(".")
+    if not number.isdigit() or (dot and not (len(tag) == TAG_LETTERS and tag.isalpha() and tag.islower())):
+        raise ValueError(raw)
+    return int(number), tag or None
+
+
+def tag_of(event_id: int) -> str | None:
+    """The tag of logged event `event_id`, None if there is no such row (pruned, or never logged)."""
+    row = Event.select(Event.id, Event.created_at).where(Event.id == event_id).first()
+    return None if row is None else event_tag(row.id, row.created_at)
+
+
+def head() -> tuple[int, str]:
+    """The newest event's id and stream id ((0, "0") for an empty log): where a new client resumes from."""
+    row = Event.select(Event.id, Event.created_at).order_by(Event.id.desc()).first()
+    return (0, "0") if row is None else (row.id, tagged_id(row.id, row.created_at))
+
+
 def latest_id() -> int:
     return Event.select(pw.fn.MAX(Event.id)).scalar() or 0
 
@@ -91,8 +133,10 @@ def oldest_id() -> int | None:
     return Event.select(pw.fn.MIN(Event.id)).scalar()
 
 
-def range_after(after_id: int, upto_id: int | None = None, limit: int = 1000) -> list[tuple[int, str, dict, bool, list[str]]]:
-    """Events with after_id < id <= upto_id, oldest first, each with its audience."""
+def range_after(after_id: int, upto_id: int | None = None, limit: int = 1000,
+                tagged: bool = False) -> list[tuple]:
+    """Events with after_id < id <= upto_id, oldest first, each (id, type, data, to_all, audience);
+    `tagged`: each with its stream id (tagged_id) last."""
     query = Event.select().where(Event.id > after_id)
     if upto_id is not None:
         query = query.where(Event.id <= upto_id)
@@ -102,24 +146,31 @@ def range_after(after_id: int, upto_id: int | None = None, limit: int = 1000) ->
     if addressed:
         for target in EventTarget.select().where(EventTarget.event.in_(addressed)):
             targets.setdefault(target.event, []).append(target.identity)
+    if tagged:
+        return [(row.id, row.type, row.data, row.to_all, targets.get(row.id, []), tagged_id(row.id, row.created_at))
+                for row in rows]
     return [(row.id, row.type, row.data, row.to_all, targets.get(row.id, [])) for row in rows]
 
 
-def heads_after(after_id: int, load: frozenset[str], limit: int = 1000) -> list[tuple[int, str, dict | None, bool, list[str]]]:
-    """range_after's rows without audiences, and with data only for the types in `load`: for a
-    reader that only needs to move past rows (an SSE hub with no stream open), one small query."""
+def heads_after(after_id: int, load: frozenset[str], limit: int = 1000) -> list[tuple]:
+    """range_after's tagged rows without audiences or stream ids, and with data only for the types in
+    `load`: for a reader that only needs to move past rows (an SSE hub with no stream open), one small query."""
     rows = db.sql_rows("SELECT id, type, CASE WHEN type IN (" + ", ".join("?" * len(load)) + ") THEN data END, "
                        "to_all FROM event WHERE id > ? ORDER BY id LIMIT ?", [*sorted(load), after_id, limit])
-    return [(event_id, type_, Event.data.python_value(data), to_all, []) for event_id, type_, data, to_all in rows]
+    return [(event_id, type_, Event.data.python_value(data), to_all, [], None)
+            for event_id, type_, data, to_all in rows]
 
 
-def for_identity_after(identity: str, after_id: int, limit: int = 1000) -> list[tuple[int, str, dict]]:
-    """What `identity` is entitled to with id > after_id, oldest first (SSE resume)."""
+def for_identity_after(identity: str, after_id: int, limit: int = 1000, tagged: bool = False) -> list[tuple]:
+    """What `identity` is entitled to with id > after_id, oldest first (SSE resume): (id, type, data),
+    `tagged`: with the stream id (tagged_id) last."""
     mine = EventTarget.select(EventTarget.event).where(
         (EventTarget.identity == identity) & (EventTarget.event > after_id))
-    query = (Event.select(Event.id, Event.type, Event.data)
+    query = (Event.select(Event.id, Event.type, Event.data, Event.created_at)
              .where((Event.id > after_id) & (Event.to_all | Event.id.in_(mine)))
              .order_by(Event.id).limit(limit))
+    if tagged:
+        return [(row.id, row.type, row.data, tagged_id(row.id, row.created_at)) for row in query]
     return [(row.id, row.type, row.data) for row in query]
 
 

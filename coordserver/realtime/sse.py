@@ -8,10 +8,13 @@ streams. Resume replays from the log itself, so a stream never depends on what t
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 from collections import deque
 from datetime import timedelta
 from functools import partial
+from typing import Callable, NamedTuple
 
 from .. import jsonstrict
 from ..errors import DatabaseFault, log_background_failure
@@ -44,17 +47,18 @@ CLOSING = {
 }
 
 
-def encode_frame(event_type: str, data: dict, event_id: int | None = None) -> bytes:
-    """One SSE frame; `data` is one line of JSON (json.dumps escapes every newline)."""
+def encode_frame(event_type: str, data: dict, event_id: str | None = None) -> bytes:
+    """One SSE frame; `data` is one line of JSON (json.dumps escapes every newline); `event_id` is the
+    event's stream id (events/log.py tagged_id)."""
     body = jsonstrict.dumps(data)
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event_type}\ndata: {body}\n\n".encode()
 
 
-def logged_frame(event_id: int, event_type: str, data: dict) -> bytes:
+def logged_frame(stream_id: str, event_type: str, data: dict) -> bytes:
     if "type" not in data:
         data = {"type": event_type, **data}
-    return encode_frame(event_type, data, event_id)
+    return encode_frame(event_type, data, stream_id)
 
 
 class Connection:
@@ -150,6 +154,8 @@ class SSEHub:
         self._cursor = 0
         self._announced = 0
         self._new_events = asyncio.Event()
+        self._after: list[tuple[int, int, Callable[[], None]]] = []  # (upto, order, deliver): after_fanout
+        self._after_order = itertools.count()
         self._gaps = GapTracker()
         self._unsubscribe: list = []
         self._open_gauge = process_metrics().sse_streams  # coord_sse_streams, summed over processes
@@ -198,6 +204,29 @@ class SSEHub:
 
     def stream_count(self, identity: str) -> int:
         return len(self.by_identity.get(identity, ()))
+
+    @property
+    def announced(self) -> int:
+        """The highest event id this process has heard of (its own commits and, with PostgreSQL, others')."""
+        return self._announced
+
+    def after_fanout(self, upto: int, deliver: Callable[[], None]) -> None:
+        """Call `deliver` once every logged event up to `upto` has been offered to the streams, so what it
+        sends (a wake pulse) follows those events on every stream. While a lower id is still committing
+        elsewhere the hub holds the events back; a pulse computed meanwhile is held back with them."""
+        if self._cursor >= upto:
+            deliver()
+        else:
+            heapq.heappush(self._after, (upto, next(self._after_order), deliver))
+
+    def _release(self, upto: int | None) -> None:
+        """Run the after_fanout callbacks waiting for ids up to `upto` (None: all of them)."""
+        while self._after and (upto is None or self._after[0][0] <= upto):
+            deliver = heapq.heappop(self._after)[2]
+            try:
+                deliver()
+            except Exception:
+                log.exception("a delivery waiting for the event fan-out failed")
 
     @property
     def lag(self) -> int:
@@ -319,22 +348,24 @@ class SSEHub:
                 # replays it from the log. PostgreSQL writers may still be committing a lower id.
                 self._cursor = self._announced
                 self._gaps = GapTracker()
+                self._release(None)
                 return
             cursor, full = self._cursor, bool(self.connections)
             if full:
-                read_rows = partial(event_log.range_after, cursor, None, READ_BATCH)
+                read_rows = partial(event_log.range_after, cursor, None, READ_BATCH, tagged=True)
             else:  # nobody listening: only move past the rows (and act on control rows), one small query
                 read_rows = partial(event_log.heads_after, cursor, CONTROL_TYPES, READ_BATCH)
             rows, usable = await self.coord.store.read(self._gaps.read, cursor, read_rows)
             if self.connections and not full:
                 continue  # a stream opened during the read: read these rows again, in full
-            for event_id, event_type, data, to_all, audience in rows[:usable]:
+            for event_id, event_type, data, to_all, audience, stream_id in rows[:usable]:
                 if event_type in CONTROL_TYPES:
                     self.coord.services.tokens_guard.on_logged(event_type, data)
                 targets = self._targets(None if to_all else audience)
                 if targets:
-                    self._offer(logged_frame(event_id, event_type, data), event_id, targets)
+                    self._offer(logged_frame(stream_id, event_type, data), event_id, targets)
                 self._cursor = event_id
+            self._release(self._cursor)
             self._gaps.forget_below(self._cursor)
             if rows:
                 # A full batch may not be the end: keep reading past it.
@@ -343,6 +374,7 @@ class SSEHub:
                 await asyncio.sleep(0.02)  # a lower id is still committing elsewhere
             elif not rows:
                 self._announced = self._cursor
+                self._release(None)  # nothing announced is left to read
                 return
 
     async def _heartbeat(self) -> None:
@@ -367,26 +399,28 @@ class SSEHub:
 
     # --- one stream ------------------------------------------------------------------------
 
-    async def open(self, principal, resume_after: int | None):
+    async def open(self, principal, resume_after: int | None, resume_tag: str | None = None):
         """The body of one `GET /api/stream` response (an async generator of frames), with its first
         frame already made: the stream is registered and the log's bounds read before any answer is
         sent, so a database that cannot answer is the request's 503, not a 200 that ends at once. If the
         body is then never read, finalising it unregisters the stream (it has started, unlike a fresh
-        generator, whose `finally` would never run)."""
-        frames = self._stream(principal, resume_after)
+        generator, whose `finally` would never run). `resume_tag`: the tag of the client's Last-Event-ID,
+        checked against the log's row of that id."""
+        frames = self._stream(principal, resume_after, resume_tag)
         first = await frames.__anext__()
         return _prepend(first, frames)
 
-    async def _stream(self, principal, resume_after: int | None):
+    async def _stream(self, principal, resume_after: int | None, resume_tag: str | None):
         conn = self.register(principal)
         conn.task = asyncio.current_task()
         try:
-            latest, oldest = await self.coord.store.read(_log_bounds)
-            yield encode_frame("connected", {"identity": principal.identity, "lastEventId": latest})
+            bounds = await self.coord.store.read(_log_bounds, resume_after if resume_tag else None)
+            yield encode_frame("connected", {"identity": principal.identity, "lastEventId": bounds.latest,
+                                             "resumeFrom": bounds.resume_from})
             if resume_after is not None:
-                resync = _resync_reason(resume_after, latest, oldest)
+                resync = _resync_reason(resume_after, resume_tag, bounds)
                 if resync is not None:
-                    yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": oldest})
+                    yield encode_frame("resync", {"type": "resync", "reason": resync, "oldestEventId": bounds.oldest})
                 else:
                     try:
                         async for frame in self._replay(conn, resume_after):
@@ -414,10 +448,11 @@ class SSEHub:
         hub's order, which waits out ids still committing; `floor` drops live copies of replayed ones."""
         upto, resume_point = self._cursor, after_id
         while after_id < upto:
-            rows = await self.coord.store.read(event_log.for_identity_after, conn.identity, after_id, READ_BATCH)
+            rows = await self.coord.store.read(event_log.for_identity_after, conn.identity, after_id, READ_BATCH,
+                                               True)
             wanted = [row for row in rows if row[0] <= upto]
-            for event_id, event_type, data in wanted:
-                yield logged_frame(event_id, event_type, data)
+            for event_id, event_type, data, stream_id in wanted:
+                yield logged_frame(stream_id, event_type, data)
                 after_id = event_id
             if len(wanted) < READ_BATCH:
                 break
@@ -433,15 +468,27 @@ async def _prepend(first: bytes, frames):
         await frames.aclose()  # at once, as the response closes it (the stream unregisters)
 
 
-def _resync_reason(resume_after: int, latest: int, oldest: int | None) -> str | None:
-    """Why a resume point cannot be replayed: older than the log keeps ("expired"), or beyond its
-    newest id ("ahead": the database was restored or replaced), else None."""
-    if resume_after > latest:
+class LogBounds(NamedTuple):
+    latest: int
+    oldest: int | None
+    resume_from: str        # the newest event's stream id: a new client's resume point
+    tag: str | None         # the tag of the row a tagged resume point names (None: no such row)
+
+
+def _resync_reason(resume_after: int, resume_tag: str | None, bounds: LogBounds) -> str | None:
+    """Why a resume point cannot be replayed: beyond the log's newest id ("ahead": the database was
+    restored or replaced), older than the log keeps ("expired"), or a tagged id whose row is another
+    event or none ("restored": the log was restored from a backup and reuses ids), else None."""
+    if resume_after > bounds.latest:
         return "ahead"
-    if oldest is not None and resume_after < oldest - 1:
+    if bounds.oldest is not None and resume_after < bounds.oldest - 1:
         return "expired"
+    if resume_tag is not None and bounds.tag != resume_tag:
+        return "expired" if bounds.tag is None and resume_after < (bounds.oldest or 0) else "restored"
     return None
 
 
-def _log_bounds() -> tuple[int, int | None]:
-    return event_log.latest_id(), event_log.oldest_id()
+def _log_bounds(tagged_resume: int | None = None) -> LogBounds:
+    tag = event_log.tag_of(tagged_resume) if tagged_resume is not None else None
+    latest, resume_from = event_log.head()
+    return LogBounds(latest, event_log.oldest_id(), resume_from, tag)

@@ -5,6 +5,14 @@ Debounce per identity: the first signal after a quiet window pulses at once (lea
 arriving during the window are folded into one trailing pulse at the window's end. A burst of 100
 signals therefore gives two pulses. A pulse is computed only for identities with an open stream in
 this process, once per pulse, and delivers buzz items (mark_delivered=True) like GET /api/wake.
+
+A pulse reaches the streams only after every event this process had heard of when it was computed
+(SSEHub.after_fanout): a change's event frame comes first, then a pulse that shows it. Computed from
+the database at once, a pulse used to overtake a message frame the hub was holding back for a lower
+id still committing elsewhere (two workers under load), and the stream then had the message and no
+pulse after it. A change that lands while a pulse is computed signals again: a trailing pulse follows.
+When the bus listens again after losing its connection, the `wake` signals other processes sent
+meanwhile are gone: every identity with a stream or wake listener here gets a pulse then.
 """
 from __future__ import annotations
 
@@ -36,17 +44,20 @@ class WakePulser:
         self.periodic_seconds = periodic_seconds
         self._monotonic = monotonic
         self._states: dict[str, _State] = {}
-        self._unsubscribe = None
+        self._unsubscribe: list = []
         self.pulses_sent = 0
         self._pulse_counter = process_metrics().wake_pulses
 
     async def start(self) -> None:
-        self._unsubscribe = self.coord.bus.subscribe("wake", self._on_signal)
+        bus = self.coord.bus
+        self._unsubscribe = [bus.subscribe("wake", self._on_signal),
+                             bus.subscribe("bus", lambda _payload: self.signal_everyone())]
         self.coord.spawn(self._periodic(), "wake-periodic")
 
     async def stop(self) -> None:
-        if self._unsubscribe:
-            self._unsubscribe()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
         for state in self._states.values():
             if state.timer:
                 state.timer.cancel()
@@ -108,8 +119,10 @@ class WakePulser:
                 payload = jsonstrict.loads_lenient(await services.wake_cache.payload(
                     identity, False, True, services.presence.snapshot))
                 # Each process pulses the streams it holds, so a pulse never travels to the others (and a
-                # wake of 50 items is larger than a NOTIFY may carry).
-                self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+                # wake of 50 items is larger than a NOTIFY may carry); after the events it may show.
+                pulse = {"type": "wake_pulse", "to": [identity], "data": payload}
+                services.sse.after_fanout(services.sse.announced,
+                                          lambda: self.coord.bus.publish_here("ephemeral", pulse))
             self.coord.services.mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()
@@ -131,9 +144,13 @@ class WakePulser:
                 self._states.pop(identity, None)
         asyncio.get_running_loop().call_later(self.window_seconds, forget)
 
+    def signal_everyone(self) -> None:
+        """A pulse for every identity with a stream or wake listener in this process."""
+        services = self.coord.services
+        for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
+            self.signal(identity)
+
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            services = self.coord.services
-            for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
-                self.signal(identity)
+            self.signal_everyone()

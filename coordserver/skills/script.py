@@ -5,10 +5,12 @@ Standard library only. Usage:
 
     COORD_URL=https://coord.example.net COORD_TOKEN=<token> python3 monitor.py
 
-Each event is printed as one JSON line: {"id": 1532, "event": "message", "data": {...}}.
+Each event is printed as one JSON line: {"id": "1532.kqzvbf", "event": "message", "data": {...}}.
 On a dropped connection it reconnects with exponential backoff (1 s doubling to 60 s, with jitter)
-and sends Last-Event-ID, so the server replays everything logged since the last event it printed.
-A `resync` event means the gap was older than the server keeps: refetch your inbox and wake list.
+and sends Last-Event-ID (the id exactly as received), so the server replays everything logged since
+the last event it printed. A `resync` event means that cannot be done (the gap was older than the
+server keeps, or its database was restored from a backup): refetch your inbox and wake list; the
+monitor carries on from the server's newest event (`resumeFrom` of `connected`).
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ def main() -> int:
         print("set COORD_TOKEN (and COORD_URL)", file=sys.stderr)
         return 2
     last_event_id = os.environ.get("COORD_LAST_EVENT_ID") or None
+    resume_from = None  # the server's newest event id, as the last `connected` said
     delay = 1.0
     while True:
         try:
@@ -69,6 +72,10 @@ def main() -> int:
                     payload = json.loads(data)
                 except ValueError:
                     payload = data
+                if event_type == "connected" and isinstance(payload, dict):
+                    resume_from = payload.get("resumeFrom") or resume_from
+                elif event_type == "resync" and resume_from:
+                    last_event_id = resume_from  # the old id names nothing here: go on from the server's head
                 print(json.dumps({"id": int(event_id) if event_id and event_id.isdigit() else event_id,
                                   "event": event_type, "data": payload}), flush=True)
             reason = "stream ended"

@@ -28,6 +28,10 @@ class EventStream:
 
     Handlers are called on the caller's event loop. A replayed event is never handed out twice: logged events
     carry increasing ids and anything at or below the last seen id is dropped.
+
+    Ids come as the server gave them (`1532.kqzvbf`: a number and a tag of that event; other v1 servers
+    send plain numbers) and go back unchanged as Last-Event-ID, so coordserver can tell a log restored
+    from a backup from the one we read (it answers `resync`, reason `restored`). The number orders them.
     """
 
     def __init__(self, base_url: str, token: str, on_event: EventHandler, on_state: StateHandler,
@@ -43,8 +47,9 @@ class EventStream:
         self.max_backoff = max_backoff
         self.read_timeout = read_timeout
         self.transport = transport
-        self.last_event_id: int | None = None
-        self._server_last_id: int | None = None  # the newest logged id, as the last `connected` said
+        self.last_event_id: int | None = None   # the number of the last event handled
+        self.resume_id: str | None = None       # its id as the server gave it: sent back as Last-Event-ID
+        self._server_last: tuple[int, str] | None = None  # the newest logged event, as the last `connected` said
         self.state = CONNECTING
         self.connections = 0
         self.query_token = False
@@ -94,8 +99,8 @@ class EventStream:
 
     async def _stream_once(self, http: httpx.AsyncClient) -> bool:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
-        if self.last_event_id is not None:
-            headers["Last-Event-ID"] = str(self.last_event_id)
+        if self.resume_id is not None:
+            headers["Last-Event-ID"] = self.resume_id
         params = {"token": self.token} if self.query_token else None
         got_events = False
         async with aconnect_sse(http, "GET", "/api/stream", headers=headers, params=params) as source:
@@ -122,26 +127,45 @@ class EventStream:
             data = {"value": data}
         event_type = event_type if event_type != "message" or "type" not in data else data.get("type") or event_type
         # httpx-sse repeats the last id on frames without one (as the SSE spec says): only logged types own theirs
-        event_id = int(raw_id) if event_type in LOGGED_TYPES and raw_id and raw_id.isdigit() else None
+        event_id = event_number(raw_id) if event_type in LOGGED_TYPES else None
         if event_id is not None:
             if self.last_event_id is not None and event_id <= self.last_event_id:
                 return  # a replay of something already handled
-            self.last_event_id = event_id
+            self._resume_at(event_id, raw_id)
         if event_type == "connected":
-            self._server_last_id = data.get("lastEventId") if isinstance(data.get("lastEventId"), int) else None
-            if self.last_event_id is None:
-                self.last_event_id = self._server_last_id
+            self._server_last = _server_position(data)
+            if self.last_event_id is None and self._server_last is not None:
+                self._resume_at(*self._server_last)
             self._set_state(CONNECTED, str(data.get("identity") or ""))
         elif event_type == "resync":
-            if data.get("reason") == "ahead":  # the server's log restarted below our id: take its position
-                self.last_event_id = self._server_last_id
+            if data.get("reason") in ("ahead", "restored"):  # not the log we read: take the server's position
+                self.last_event_id, self.resume_id = self._server_last or (None, None)
             elif isinstance(data.get("oldestEventId"), int):
-                self.last_event_id = max(self.last_event_id or 0, data["oldestEventId"] - 1)
+                self._resume_at(max(self.last_event_id or 0, data["oldestEventId"] - 1))
             if self.on_resync is not None:
                 result = self.on_resync()
                 if asyncio.iscoroutine(result):
                     asyncio.ensure_future(result)
         self.on_event(ServerEvent(event_type, data, event_id))
+
+
+    def _resume_at(self, number: int, stream_id: str | None = None) -> None:
+        self.last_event_id, self.resume_id = number, stream_id or str(number)
+
+
+def event_number(raw_id: str | None) -> int | None:
+    """The number of an event id (`1532.kqzvbf` or a plain `1532`), None if it has none."""
+    number = (raw_id or "").partition(".")[0]
+    return int(number) if number.isdigit() else None
+
+
+def _server_position(connected: dict) -> tuple[int, str] | None:
+    """The newest logged event named by `connected`: (number, id to resume from)."""
+    latest = connected.get("lastEventId")
+    if not isinstance(latest, int):
+        return None
+    resume_from = connected.get("resumeFrom")
+    return latest, resume_from if isinstance(resume_from, str) and event_number(resume_from) == latest else str(latest)
 
 
 class _Refused(Exception):
