@@ -44,6 +44,7 @@ from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
 from .screens.task_detail import TaskDetailScreen
+from .typeahead import KeysInOrder
 
 # One name per pane, short enough for nine tabs with badges in 80 columns: the tab, help and README use it.
 PANES: list[tuple[str, str, type[Pane]]] = [
@@ -55,7 +56,7 @@ STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connectin
               REFUSED: ("✕ token refused", "red")}
 
 
-class CoordApp(OpsActions, LiveMixin, App):
+class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
     COMMANDS = App.COMMANDS | {OpsCommands}
