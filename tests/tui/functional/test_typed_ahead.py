@@ -18,7 +18,7 @@ from textual.widgets import Input, TextArea
 
 import coordtui
 from coordtui.app import CoordApp
-from coordtui.config import load_profile
+from coordtui.config import Profile, load_profile
 from coordtui.screens.confirm import ConfirmScreen
 from coordtui.screens.connect import ConnectScreen
 from coordtui.screens.form import FormScreen
@@ -656,6 +656,25 @@ async def connect(server, pilot, app):
     assert (profile.url, profile.token) == (server.url, TOKENS["alice"])
 
 
+@scenario("alice", "coordtui.app:CoordApp.action_connect")
+async def connect_while_running(server, pilot, app):
+    await until(pilot, lambda: app.identity == "alice", "connected as alice")
+    app.action_connect()  # the palette's "Connect…"
+    await until(pilot, lambda: isinstance(app.screen, ConnectScreen) and app.focused is not None, "connect screen")
+    # the URL and token open as they are, selected when tabbed into: typing replaces them
+    await pilot.press("tab", *typed(TOKENS["bob"]), "tab", *typed("as-bob"), "enter")
+    await until(pilot, lambda: app.identity == "bob" and app.conn_state == "connected", "connected as bob")
+    assert load_profile("as-bob").token == TOKENS["bob"]
+
+
+@scenario("wrong", "coordtui.app:CoordApp.start_session")
+async def refused_token(server, pilot, app):
+    await until(pilot, lambda: isinstance(app.screen, ConnectScreen) and app.focused is not None, "connect screen")
+    await pilot.press(*typed(TOKENS["carol"]), "tab", *typed("as-carol"), "enter")
+    await until(pilot, lambda: app.identity == "carol" and app.conn_state == "connected", "connected as carol")
+    assert load_profile("as-carol").token == TOKENS["carol"]
+
+
 @scenario("alice", "coordtui.app:CoordApp.action_quit")
 async def quit_question(server, pilot, app):
     await on_pane(pilot, app, "2", "inbox")
@@ -679,7 +698,10 @@ def test_every_form_has_a_typed_ahead_test():
 @pytest.mark.parametrize("name", list(SCENARIOS))
 async def test_a_form_typed_in_one_burst_is_sent_whole(server, built, name):
     who, sites, run = SCENARIOS[name]
-    app = make_app(server, who) if who else CoordApp(None, backoff=(0.1, 0.5))
+    if who == "wrong":
+        app = CoordApp(Profile("command line", server.url, "wrong-token"), backoff=(0.1, 0.5))
+    else:
+        app = make_app(server, who) if who else CoordApp(None, backoff=(0.1, 0.5))
     async with app.run_test(size=(120, 35)) as pilot:
         await run(server, pilot, app)
         if not app._exit:  # the form hears the server's answer before the app ends
