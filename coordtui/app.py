@@ -256,7 +256,7 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         self._pending.append(event)
 
     def flush_events(self) -> None:
-        if not self._pending:
+        if not self._pending or not self._running:  # shutting down: the panes' widgets may be gone already
             return
         batch, self._pending = self._pending, []
         self.batches += 1
