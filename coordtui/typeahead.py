@@ -12,8 +12,10 @@ leaving.
 dispatches it the ordinary way. Settled means: a marker message, posted to the widget the input went to right after
 it, has bubbled back to the App. Queues are first in, first out, so the marker arrives only after the input went as
 far up as it goes and its bindings ran. When it arrives while a queue on that path still holds something (the
-`Input.Submitted` an enter posted, which moves to the next field), or while focus or the screen changed (a key that
-opened a form), another marker goes round, through what has focus now, a few times at most. A marker lost on the
+`Input.Submitted` an enter posted, which moves to the next field), while focus or the screen changed (a key that
+opened a form), or when a worker was started meanwhile (a key whose action opens its form from a worker: its first
+step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
+most. A marker lost on the
 way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
 """
 from __future__ import annotations
@@ -48,6 +50,7 @@ class _Flight:
     path: list[MessagePump]
     focused: object
     screen: object
+    workers: frozenset[int]  # ids of the workers there were: one started since may open a form at its first step
     rounds: int
     started: float
 
@@ -89,7 +92,8 @@ class KeysInOrder(App):
         except Exception:
             screen = None
         flight = _Flight(self._serial, target.ancestors_with_self if target is not self else [self],
-                         self.focused if screen is not None else None, screen, rounds, time.monotonic())
+                         self.focused if screen is not None else None, screen, self._worker_ids(), rounds,
+                         time.monotonic())
         if target is self or not target.post_message(InputSettled(flight.serial)):
             return  # nothing on the way to wait for (the target is gone or is the App itself)
         self._flight = flight
@@ -104,7 +108,8 @@ class KeysInOrder(App):
         if flight is None or marker.serial != flight.serial:
             return  # late: the watchdog already let the next input go
         target = self._input_target()
-        if flight.rounds < MAX_ROUNDS and (self._moved(flight) or self._busy(flight.path + self._path(target))):
+        if flight.rounds < MAX_ROUNDS and (self._moved(flight) or self._busy(flight.path + self._path(target))
+                                           or not self._worker_ids() <= flight.workers):
             self._flight = None
             self._send_marker(target, flight.rounds + 1)
             if self._flight is not None:
@@ -117,6 +122,9 @@ class KeysInOrder(App):
             return self.screen is not flight.screen or self.focused is not flight.focused
         except Exception:
             return False
+
+    def _worker_ids(self) -> frozenset[int]:
+        return frozenset(id(worker) for worker in self.workers)
 
     def _path(self, target: MessagePump) -> list[MessagePump]:
         return target.ancestors_with_self if target is not self else []
