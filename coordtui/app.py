@@ -44,6 +44,7 @@ from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
 from .screens.task_detail import TaskDetailScreen
+from .typeahead import KeysInOrder
 
 # One name per pane, short enough for nine tabs with badges in 80 columns: the tab, help and README use it.
 PANES: list[tuple[str, str, type[Pane]]] = [
@@ -55,7 +56,7 @@ STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connectin
               REFUSED: ("✕ token refused", "red")}
 
 
-class CoordApp(OpsActions, LiveMixin, App):
+class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
     COMMANDS = App.COMMANDS | {OpsCommands}
@@ -143,13 +144,39 @@ class CoordApp(OpsActions, LiveMixin, App):
         self.client = CoordClient(profile.url, profile.token)
         self.start_session()
 
+    def action_connect(self) -> None:
+        """The palette's "Connect…": another URL, token or profile while running (escape keeps this one)."""
+        self.push_screen(ConnectScreen(self.profile, cancel=True), self.switch_to)
+
+    def switch_to(self, profile: Profile | None) -> None:
+        if profile is not None:
+            self.leave_session(profile)
+
+    @work(exclusive=True, group="switch-session", exit_on_error=False)
+    async def leave_session(self, profile: Profile) -> None:
+        """Ends this connection (its stream and client), forgets who we were and what the panes showed, then
+        connects with `profile`."""
+        self.workers.cancel_group(self, "sse")
+        self.stream = None
+        if self.client is not None:
+            await self.client.aclose()
+        self.identity, self.is_admin, self._ever_connected = None, False, False
+        self.conn_state, self.conn_detail = CONNECTING, ""
+        for pane in self.panes():
+            pane.stale = True
+        self.connect_to(profile)
+
     @work(exclusive=True, group="session", exit_on_error=False)
     async def start_session(self) -> None:
         try:
             who = await self.client.verify()
         except ApiError as exc:
             self.conn_state, self.conn_detail = REFUSED, exc.message
-            self.notify(f"{exc.message}: check the token", title="Refused", severity="error", timeout=10)
+            if exc.status in (401, 403):  # a wrong token: ask for another, saying why, the fields as they were
+                self.push_screen(ConnectScreen(self.profile, f"Refused by the server: {exc.message}"),
+                                 self.switch_to)
+            else:
+                self.notify(f"{exc.message}: check the token", title="Refused", severity="error", timeout=10)
             return
         except ConnectionFailed as exc:
             who = None
@@ -236,7 +263,7 @@ class CoordApp(OpsActions, LiveMixin, App):
         self._pending.append(event)
 
     def flush_events(self) -> None:
-        if not self._pending:
+        if not self._pending or not self._running:  # shutting down: the panes' widgets may be gone already
             return
         batch, self._pending = self._pending, []
         self.batches += 1
@@ -377,6 +404,7 @@ class CoordApp(OpsActions, LiveMixin, App):
                                 lambda pane_id=pane_id: self.action_pane(pane_id))
         yield SystemCommand("Refresh pane", "Reload the active pane from the server (ctrl+r)", self.action_reload)
         yield SystemCommand("Keys", "List the keys (?)", self.action_help)
+        yield SystemCommand("Connect…", "Another server URL, token or profile (this one ends)", self.action_connect)
 
     # cross-pane actions
     def open_wake_item(self, item: WakeItem) -> None:

@@ -35,7 +35,8 @@ async def update_user(id: str):  # noqa: A002 (the path parameter is named as in
     """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
     require_admin()
     fields: UserFields = await body()
-    return await coord().store.write(users.admin_update, id, fields.changes())
+    c = coord()
+    return await c.store.write(users.admin_update, id, fields.changes(), c.env_identities)
 
 
 @bp.get("/admin/user-stats")

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import peewee as pw
 
 from .. import db
-from ..errors import Invalid, NotFound
+from ..errors import Conflict, Invalid, NotFound
 from ..models import Message, Task, Token, User, WebhookConfig
 from ..timeutil import iso, parse_iso, to_db
 from . import identities
@@ -64,11 +64,14 @@ def _columns(body: dict) -> dict[str, Any]:
     return columns
 
 
-def admin_update(user_id: str, body: dict) -> dict:
+def admin_update(user_id: str, body: dict, env_identities: frozenset[str] = frozenset()) -> dict:
     columns = _columns(body)  # validate before looking anything up: a refused request writes nothing
     user = db.locked(User.select().where(User.id == user_id)).first()
     if user is None:
         raise NotFound("User not found")
+    if _removes_admin(user, columns) and not _other_active_admins(user_id, env_identities):
+        verb = "archived" if columns.get("archived_at") is not None else "demoted"
+        raise Conflict(f"{user_id} is the only active admin and cannot be {verb}: make another admin first")
     if columns:
         User.update(updated_at=to_db(db.now()), **columns).where(User.id == user_id).execute()
     if "is_admin" in columns:  # the flag is the identity's: its live tokens follow it
@@ -80,6 +83,22 @@ def admin_update(user_id: str, body: dict) -> dict:
     elif "archived_at" in columns and user.archived_at is not None:  # unarchived: an environment token
         identities.tokens_changed([], user_id)  # serves again at once, not after the cache's refusal
     return {"user": identities.user_json(User.get_by_id(user_id))}
+
+
+def _removes_admin(user: User, columns: dict[str, Any]) -> bool:
+    """Whether the change takes an active admin away: archives it or clears its admin flag."""
+    if not user.is_admin or user.archived_at is not None:
+        return False
+    return columns.get("archived_at") is not None or columns.get("is_admin") is False
+
+
+def _other_active_admins(user_id: str, env_identities: frozenset[str]) -> list[str]:
+    """Unarchived admins other than `user_id` that can act (a live token, or an environment identity). Their
+    rows are locked, so two admins demoting each other at once cannot leave none."""
+    others = db.locked(User.select(User.id).where((User.is_admin == True) & User.archived_at.is_null()  # noqa: E712
+                                                  & (User.id != user_id)))
+    can_act = identities.actors(env_identities)
+    return [u.id for u in others if u.id in can_act]
 
 
 def _inbox_counts() -> dict[str, dict[str, int]]:

@@ -122,13 +122,18 @@ class InboxPane(Pane):
         if target is not None and target == self.to_select:
             table.focus()
             self.to_select = None
+            self.open_selected()  # opened from Wake: as if enter were pressed on it
 
     def selected(self) -> Message | None:
         key = cursor_key(self.query_one("#inbox-table", DataTable))
         return self.messages.get(int(key)) if key and key.isdigit() else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        """Enter opens the message: the thread shows, and (unless keys.toml says otherwise) it is marked read."""
+        self.open_selected()
+
+    def open_selected(self) -> None:
+        """Opening a message (enter, or from Wake): the thread shows, and (unless keys.toml says otherwise) it is
+        marked read."""
         message = self.selected()
         if message is None:
             return

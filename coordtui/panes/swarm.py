@@ -1,6 +1,8 @@
 """Swarm board: one column per status, a project filter, moves by key, task detail with history."""
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -20,14 +22,19 @@ BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progres
 DONE = ("complete", "closed")  # hidden until `d` shows them
 
 
+def project_choices(projects: list[Project]) -> tuple[str, ...]:
+    return ("",) + tuple(p.title for p in projects)
+
+
 def task_form(title: str, task: Task | None, projects: list[Project], project_id: str | None,
-              me: str | None, with_status: bool, submit: Submit) -> FormScreen:
-    choices = ("",) + tuple(p.title for p in projects)
+              me: str | None, with_status: bool, submit: Submit,
+              load_projects: Callable[[], Awaitable[tuple]] | None = None) -> FormScreen:
     current = next((p.title for p in projects if p.id == (task.project_id if task else project_id)), "")
     fields = [Field("title", "Title", task.title if task else "", required=True, max_len=limits.TASK_TITLE),
               Field("detail", "Detail", (task.detail or "") if task else "", kind="text", max_len=limits.TASK_DETAIL),
               Field("assignee", "Assignee", (task.assignee or "") if task else (me or "")),
-              Field("project", "Project", current, kind="select", options=choices)]
+              Field("project", "Project", current, kind="select", options=project_choices(projects),
+                    load=load_projects)]
     if with_status:
         fields.append(Field("status", "Status", "ready", kind="select", options=BOARD))
     return FormScreen(title, fields, "Save" if task else "Create", submit=submit, focus="title")
@@ -227,6 +234,11 @@ class SwarmPane(Pane):
     def project_id_for(self, title: str) -> str | None:
         return next((p.id for p in self.projects if p.title == title), None)
 
+    async def current_projects(self) -> tuple[str, ...]:
+        """For a task form as it opens: the projects as the server has them now (they also name the choice)."""
+        self.projects = await self.client.projects()
+        return project_choices(self.projects)
+
     @work(group="swarm-action", exit_on_error=False)
     async def action_new(self) -> None:
         def create(values: dict):
@@ -234,7 +246,7 @@ class SwarmPane(Pane):
                 values["title"], detail=values["detail"] or None, assigneeUserId=values["assignee"] or None,
                 projectId=self.project_id_for(values["project"]), status=values["status"])
         if await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
-                                                     self.coord.identity, True, create)):
+                                                     self.coord.identity, True, create, self.current_projects)):
             self.notify("Task created", timeout=3)
             self.request_reload()
 
@@ -248,6 +260,6 @@ class SwarmPane(Pane):
                 task.id, title=values["title"], detail=values["detail"] or None,
                 assigneeUserId=values["assignee"] or None, projectId=self.project_id_for(values["project"]))
         if await self.app.push_screen_wait(task_form("Edit task", task, self.projects, self.project_id,
-                                                     self.coord.identity, False, save)):
+                                                     self.coord.identity, False, save, self.current_projects)):
             self.notify("Task saved", timeout=3)
             self.request_reload()

@@ -1,4 +1,5 @@
-"""Shown when nothing is configured: URL + token, test the connection (POST /api/auth/verify), save a profile."""
+"""URL + token, test the connection (POST /api/auth/verify), save a profile. Shown when nothing is configured,
+when the server refuses the token (with its error, the fields as they were), and from the palette ("Connect…")."""
 from __future__ import annotations
 
 from rich.markup import escape
@@ -6,6 +7,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label
 
@@ -14,18 +16,29 @@ from ..config import Profile, save_profile
 
 
 class ConnectScreen(Screen[Profile | None]):
+    """`profile` fills the fields; `error` says why the screen is shown; `cancel` lets escape go back to the app
+    (else escape quits: there is nothing to go back to)."""
+
     BINDINGS = [Binding("escape", "quit", "Quit")]
 
+    def __init__(self, profile: Profile | None = None, error: str = "", cancel: bool = False):
+        super().__init__()
+        self.profile = profile
+        self.error = error
+        self.cancel = cancel
+
     def compose(self) -> ComposeResult:
+        start = self.profile
         with Vertical(id="connect"):
             yield Label("[b]Connect to a coord server[/b]")
             yield Label("Server URL")
-            yield Input(placeholder="https://coord.example.net", id="url", compact=True)
+            yield Input(start.url if start else "", placeholder="https://coord.example.net", id="url", compact=True)
             yield Label("Token")
-            yield Input(placeholder="64 hex chars", password=True, id="token", compact=True)
+            yield Input(start.token if start else "", placeholder="64 hex chars", password=True, id="token",
+                        compact=True)
             yield Label("Save as profile")
-            yield Input("default", id="name", compact=True)
-            yield Label("", id="connect-status")
+            yield Input(profile_name(start), id="name", compact=True)
+            yield Label(Content.styled(self.error, "red") if self.error else "", id="connect-status")
             with Horizontal(id="connect-buttons"):
                 yield Button("Test", id="test", compact=True)
                 yield Button("Save & connect", id="save", variant="primary", compact=True)
@@ -34,7 +47,7 @@ class ConnectScreen(Screen[Profile | None]):
     def on_mount(self) -> None:
         for widget in self.query(Input):
             widget.cursor_blink = False
-        self.query_one("#url", Input).focus()
+        self.query_one("#token" if self.error else "#url", Input).focus()  # refused: the token is what to fix
 
     def _profile(self) -> Profile:
         url = self.query_one("#url", Input).value.strip().rstrip("/")
@@ -75,4 +88,14 @@ class ConnectScreen(Screen[Profile | None]):
             self.dismiss(profile)
 
     def action_quit(self) -> None:
-        self.app.exit()
+        if self.cancel:
+            self.dismiss(None)
+        else:
+            self.app.exit()
+
+
+def profile_name(profile: Profile | None) -> str:
+    """The name to save under: the profile's own, "default" for a connection given on the command line."""
+    if profile is None or profile.name in ("command line", "environment"):
+        return "default"
+    return profile.name

@@ -14,7 +14,7 @@ import os
 import shlex
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -44,6 +44,8 @@ class Field:
     required: bool = False
     max_len: int | None = None  # the server's limit, counted as it counts (characters)
     wire: str = ""  # the API's name for it: a refusal naming it is shown under this field too
+    # a select's choices as the server has them now: asked when the form opens (the options above show meanwhile)
+    load: Callable[[], Awaitable[tuple]] | None = dataclass_field(default=None, compare=False)
 
 
 class FormCheckbox(Checkbox):
@@ -118,6 +120,9 @@ class FormScreen(ModalScreen[Any]):
 
     def on_mount(self) -> None:
         """Focus starts on the field named by `focus`, else in the first field still to fill in (the body of a reply)."""
+        for field in self.fields:
+            if field.kind == "select" and field.load is not None:
+                self.load_options(field)
         if self.focus_field:
             self.query_one(f"#field-{self.focus_field}").focus()
             return
@@ -129,6 +134,20 @@ class FormScreen(ModalScreen[Any]):
             target.focus()
         else:  # a confirmation: enter answers it
             self.query_one("#submit", Button).focus()
+
+    @work(group="form-options", exit_on_error=False)
+    async def load_options(self, field: Field) -> None:
+        """A list the form offers is current when it opens (a project created a moment ago is there); what is
+        chosen meanwhile stays chosen. Unreachable: the options it opened with stay."""
+        try:
+            options = await field.load()
+        except (ApiError, ConnectionFailed):
+            return
+        select = self.query_one(f"#field-{field.name}", Select)
+        chosen = select.value
+        select.set_options([(str(o), o) for o in options])
+        if chosen in options:
+            select.value = chosen
 
     @staticmethod
     def _count_text(field: Field, value: str) -> str:

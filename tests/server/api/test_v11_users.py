@@ -232,3 +232,23 @@ def test_superuser_settings():
                                                                                                  "SUPERUSER_TOKEN")
     # an older variable naming the same token keeps its meaning
     assert parse_env_tokens({"SUPERUSER_TOKEN": "t", "SERVICE_TOKEN_BOB": "t"})["t"].identity == "bob"
+
+
+def test_the_last_active_admin_is_neither_archived_nor_demoted(make_server, database_url):
+    """409 with a clear error, and nothing written; with another admin that can act, the same change is allowed."""
+    server = make_server(database_url=database_url)
+    admin = client(server, "admin")
+    for body, verb in (({"archivedAt": utcnow().isoformat()}, "archived"), ({"isAdmin": False}, "demoted")):
+        response = admin.patch("/api/admin/users/admin", json=body)
+        assert response.status_code == 409, response.text
+        assert response.json() == {"error": f"admin is the only active admin and cannot be {verb}: "
+                                            "make another admin first"}
+    users = {u["id"]: (u["isAdmin"], u["archivedAt"]) for u in ok(admin.get("/api/admin/users"))["users"]}
+    assert users["admin"] == (True, None), "refused: nothing written"
+
+    name, token = register(server, "boss")
+    ok(admin.patch(f"/api/admin/users/{name}", json={"isAdmin": True}))
+    assert ok(admin.patch("/api/admin/users/admin", json={"isAdmin": False}))["user"]["isAdmin"] is False
+    boss = client(server, token=token)
+    response = boss.patch(f"/api/admin/users/{name}", json={"archivedAt": utcnow().isoformat()})
+    assert response.status_code == 409 and "only active admin" in response.json()["error"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coordserver.domain import identities, users
-from coordserver.errors import Invalid, NotFound
+from coordserver.errors import Conflict, Invalid, NotFound
 from coordserver.models import Token, User
 from tests.server.domain.conftest import KNOWN
 
@@ -20,6 +20,8 @@ async def test_the_admin_flag_and_archiving_reach_the_live_tokens(rules_store):
     made_admin = await rules_store.write(users.admin_update, "dave", {"isAdmin": True, "displayName": " Dave "})
     assert (made_admin["user"]["isAdmin"], made_admin["user"]["displayName"]) == (True, "Dave")
     assert (await rules_store.read(Token.get_by_id, token_id)).is_admin is True
+    await rules_store.write(issue, "root")
+    await rules_store.write(users.admin_update, "root", {"isAdmin": True})  # dave is not the last admin
     await rules_store.write(users.admin_update, "dave", {"archivedAt": "2026-03-01T00:00:00Z"})
     assert (await rules_store.read(Token.get_by_id, token_id)).revoked_at is not None
 
@@ -61,3 +63,36 @@ async def test_token_settings_change_and_an_unknown_token_is_not_found(rules_sto
     assert (record["backupAgent"], record["staleTriggerHours"], record["label"]) == ("bob", 6, None)
     with pytest.raises(NotFound, match="Token not found"):
         await rules_store.write(identities.update_token, 987654, {"label": "x"}, KNOWN)
+
+
+async def test_the_last_active_admin_is_neither_archived_nor_demoted(rules_store):
+    """Archiving or demoting the only admin that can act would leave nobody to administer the server."""
+    await rules_store.write(issue, "ida")
+    await rules_store.write(users.admin_update, "ida", {"isAdmin": True})
+    for body, verb in (({"archivedAt": "2026-03-01T00:00:00Z"}, "archived"), ({"isAdmin": False}, "demoted")):
+        with pytest.raises(Conflict) as refused:
+            await rules_store.write(users.admin_update, "ida", body)
+        assert refused.value.message == f"ida is the only active admin and cannot be {verb}: make another admin first"
+    kept = await rules_store.read(User.get_by_id, "ida")
+    assert (kept.is_admin, kept.archived_at) == (True, None)
+
+    # an archived admin, or one without a live token, does not count as another admin
+    await rules_store.write(issue, "jon")
+    await rules_store.write(users.admin_update, "jon", {"isAdmin": True})
+    await rules_store.write(users.admin_update, "jon", {"archivedAt": "2026-03-01T00:00:00Z"})
+    with pytest.raises(Conflict):
+        await rules_store.write(users.admin_update, "ida", {"isAdmin": False})
+
+    # with another admin that can act, both changes are allowed; then that one is the last
+    await rules_store.write(issue, "lea")
+    await rules_store.write(users.admin_update, "lea", {"isAdmin": True})
+    assert (await rules_store.write(users.admin_update, "ida", {"isAdmin": False}))["user"]["isAdmin"] is False
+    with pytest.raises(Conflict):
+        await rules_store.write(users.admin_update, "lea", {"archivedAt": "2026-03-01T00:00:00Z"})
+    # an environment identity can act without a database token
+    await rules_store.write(users.admin_update, "ida", {"isAdmin": True})
+    await rules_store.write(identities.revoke_identity_tokens, "ida")
+    with pytest.raises(Conflict):
+        await rules_store.write(users.admin_update, "lea", {"isAdmin": False})
+    demoted = await rules_store.write(users.admin_update, "lea", {"isAdmin": False}, frozenset({"ida"}))
+    assert demoted["user"]["isAdmin"] is False

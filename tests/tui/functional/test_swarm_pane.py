@@ -1,10 +1,13 @@
 """Swarm board against the real server: columns, live updates, moves by key (refusals explained), detail, create/edit."""
 from __future__ import annotations
 
+from coordtui.ops.base import OpsScreen
+from coordtui.ops.projects import ProjectsScreen
 from coordtui.screens.form import FormScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, wait_for, wait_idle
+from tests.tui.ops_helpers import accepted, fill_form_keep, open_ops, press_for_form
 
 
 def task_of(server, task_id):
@@ -118,3 +121,29 @@ async def test_board_creates_edits_and_filters(server):
         await wait_for(pilot, lambda: b["id"] not in row_keys(app, "#col-ready") and
                        a["id"] in row_keys(app, "#col-ready"), what="filtered to Alpha")
         assert "Alpha" in str(app.query_one("#swarm-summary").render())
+
+
+async def test_a_project_created_with_P_is_offered_by_the_task_form_at_once(make_server):
+    """Issue 24: forms built from lists are current when they open (no ctrl+r): the New task form asks for the
+    projects as it opens, and a task created with the new project lands in it."""
+    server = make_server()
+    app = make_app(server, "alice")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await open_ops(pilot, app, "4", "P", ProjectsScreen)
+        await press_for_form(pilot, app, "n")
+        await fill_form_keep(pilot, title="Website relaunch")
+        await accepted(pilot, app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.active_pane is app.pane("swarm") and not isinstance(app.screen, OpsScreen),
+                       what="back on the board")
+        form = await press_for_form(pilot, app, "n")
+        select = form.query_one("#field-project")
+        await wait_for(pilot, lambda: "Website relaunch" in [value for _, value in select._options],
+                       what="the new project offered")
+        select.value = "Website relaunch"
+        await fill_form_keep(pilot, title="Draft the launch checklist")
+        await accepted(pilot, app)
+    with client(server, "alice") as api:
+        project = next(p for p in api.get("/api/swarm/projects").json()["projects"] if p["title"] == "Website relaunch")
+        task = next(t for t in api.get("/api/swarm/tasks").json()["tasks"] if t["title"] == "Draft the launch checklist")
+    assert task["projectId"] == project["id"]

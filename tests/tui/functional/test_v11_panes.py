@@ -251,6 +251,29 @@ async def test_user_admin_archives_and_names(server):
         assert form.values()["name"] == "Dave Bowman"
 
 
+async def test_the_only_admin_is_told_why_they_cannot_archive_or_demote_themselves(make_server):
+    """Issue 24: the server refuses (409) and the confirmation shows its reason; nothing changes."""
+    server = make_server()
+    app = make_app(server, "admin")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await wait_for(pilot, lambda: app.is_admin, what="admin")
+        await open_ops(pilot, app, "6", "U", UsersScreen)
+        users = app.screen
+        for key, verb in (("a", "archived"), ("A", "demoted")):
+            select_row(users, "#ops-table", "admin")
+            form = await press_for_form(pilot, app, key)
+            await pilot.press("enter")
+            reason = f"admin is the only active admin and cannot be {verb}: make another admin first"
+            await wait_for(pilot, lambda: reason in str(form.query_one("#form-error").render()),
+                           what=f"refusal ({verb})")
+            assert app.screen is form, "the question stays open, saying why"
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is users, what="back to users")
+        me = next(u for u in api(server, "admin", "GET", "/api/admin/users")["users"] if u["id"] == "admin")
+        assert (me["isAdmin"], me["archivedAt"]) == (True, None)
+        assert app.is_admin and app.conn_state == "connected"
+
+
 async def test_metrics_404_hides_the_strip(make_server, monkeypatch):
     """A server without metrics (an older one, or COORD_METRICS=off) answers 404: the strip hides itself."""
     monkeypatch.setattr(MetricsStrip, "scrape_seconds", 0.2)

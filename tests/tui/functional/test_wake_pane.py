@@ -20,6 +20,35 @@ def message(server, who, message_id):
     return next(m for m in rows if m["id"] == message_id)
 
 
+async def test_mail_opened_from_wake_is_read_and_leaves_wake_unless_configured(make_server, isolated_config):
+    """Issue 24: opening mail from Wake marks it read (as enter in Inbox does) and Wake updates at once;
+    keys.toml `open_marks_read = false` keeps it unread."""
+    server = make_server()
+    first = send(server, "bob", "carol", "Opened from wake")
+    app = make_app(server, "carol")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await wait_for(pilot, lambda: f"message:{first['id']}" in row_keys(app, "#wake-table"), what="in wake")
+        select_row(app, "#wake-table", f"message:{first['id']}")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="read")
+        assert app.active_pane.id == "inbox" and app.pane("inbox").selected().id == first["id"]
+        await pilot.press("1")
+        await wait_for(pilot, lambda: f"message:{first['id']}" not in row_keys(app, "#wake-table"), what="gone")
+
+    isolated_config.mkdir(parents=True, exist_ok=True)
+    (isolated_config / "keys.toml").write_text("[options]\nopen_marks_read = false\n", encoding="utf-8")
+    second = send(server, "bob", "carol", "Opened, kept unread")
+    app = make_app(server, "carol")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await wait_for(pilot, lambda: f"message:{second['id']}" in row_keys(app, "#wake-table"), what="in wake")
+        select_row(app, "#wake-table", f"message:{second['id']}")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.pane("inbox").selected() is not None
+                       and app.pane("inbox").selected().id == second["id"], what="opened")
+        await wait_idle(pilot, app)
+        assert message(server, "carol", second["id"])["status"] == "unread"
+
+
 async def test_wake_shows_items_updates_live_and_acks(server):
     first = send(server, "alice", "carol", "Deploy window", urgent=True)
     app = make_app(server, "carol")
@@ -36,12 +65,18 @@ async def test_wake_shows_items_updates_live_and_acks(server):
         await pilot.press("enter")  # opens the message in the inbox
         await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.pane("inbox").selected() is not None
                        and app.pane("inbox").selected().id == first["id"], what="opened in inbox")
+        # opening it marked it read (keys.toml open_marks_read), and Wake no longer lists it
+        await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="read on open")
         await pilot.press("1")
+        await wait_for(pilot, lambda: f"message:{first['id']}" not in row_keys(app, "#wake-table"), what="opened: gone")
         await wait_idle(pilot, app)
-        select_row(app, "#wake-table", f"message:{first['id']}")
+
+        third = send(server, "bob", "carol", "Ack me")
+        await wait_for(pilot, lambda: f"message:{third['id']}" in row_keys(app, "#wake-table"), what="third item")
+        select_row(app, "#wake-table", f"message:{third['id']}")
         await pilot.press("a")
-        await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="ack")
-        await wait_for(pilot, lambda: f"message:{first['id']}" not in row_keys(app, "#wake-table"), what="gone")
+        await wait_for(pilot, lambda: message(server, "carol", third["id"])["status"] == "read", what="ack")
+        await wait_for(pilot, lambda: f"message:{third['id']}" not in row_keys(app, "#wake-table"), what="gone")
 
         select_row(app, "#wake-table", f"message:{second['id']}")
         await pilot.press("p")

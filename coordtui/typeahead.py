@@ -1,0 +1,145 @@
+"""Keys typed ahead are applied in order, each to the widget that has focus once the keys before it have taken effect.
+
+Why Textual (8.2.8) needs help: the App takes every key from the terminal off its own queue in `App.on_event`, runs
+a priority binding there at once, and otherwise posts the key to the queue of the widget focused *at that moment*.
+The key then bubbles up widget by widget (one queue each), and ordinary bindings (tab's `focus_next`, a form's enter)
+run only when it reaches `App._on_key` at the top. With keys queued up (a fast typist, a paste without bracketed
+paste, a loaded machine) the App therefore hands out later keys before earlier ones took effect: a priority ctrl+s
+submits before the text still queued for the field, and the characters after a tab land in the field the tab was
+leaving.
+
+`KeysInOrder` (mixed into the App) holds each key, paste and mouse press until the one before it has settled, then
+dispatches it the ordinary way. Settled means: a marker message, posted to the widget the input went to right after
+it, has bubbled back to the App. Queues are first in, first out, so the marker arrives only after the input went as
+far up as it goes and its bindings ran. When it arrives while a queue on that path still holds something (the
+`Input.Submitted` an enter posted, which moves to the next field), while focus or the screen changed (a key that
+opened a form), or when a worker was started meanwhile (a key whose action opens its form from a worker: its first
+step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
+most. A marker lost on the
+way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from textual import events
+from textual.app import App
+from textual.message import Message
+from textual.message_pump import MessagePump
+from textual.timer import Timer
+
+HELD = (events.Key, events.Paste, events.MouseDown, events.MouseUp)
+MAX_ROUNDS = 8  # markers per input: enough for a key that opens a form (screen, compose, mount, focus)
+GIVE_UP_AFTER = 5.0  # seconds: a path that never answers must not hold the keyboard
+WATCH_EVERY = 0.1
+
+
+class InputSettled(Message):
+    """The marker: bubbles from the widget an input went to up to the App, behind that input."""
+
+    def __init__(self, serial: int) -> None:
+        super().__init__()
+        self.serial = serial
+
+
+@dataclass
+class _Flight:
+    serial: int
+    path: list[MessagePump]
+    focused: object
+    screen: object
+    workers: frozenset[int]  # ids of the workers there were: one started since may open a form at its first step
+    rounds: int
+    started: float
+
+
+class KeysInOrder(App):
+    """Mixin for the App: keys, pastes and mouse presses take effect one after another, in the order typed."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._held_input: deque[events.Event] = deque()
+        self._flight: _Flight | None = None
+        self._serial = 0
+        self._watchdog: Timer | None = None
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, HELD) and not event.is_forwarded:
+            self._held_input.append(event)
+            await self._dispatch_held()
+            return
+        await super().on_event(event)
+
+    async def _dispatch_held(self) -> None:
+        while self._flight is None and self._held_input:
+            event = self._held_input.popleft()
+            target = self._input_target()
+            await super().on_event(event)  # Textual's own dispatch: priority bindings, else to the focused widget
+            self._send_marker(target, rounds=1)
+
+    def _input_target(self) -> MessagePump:
+        try:
+            return self.focused or self.screen
+        except Exception:  # no screen yet (starting) or any more (exiting)
+            return self
+
+    def _send_marker(self, target: MessagePump, rounds: int) -> None:
+        self._serial += 1
+        try:
+            screen = self.screen
+        except Exception:
+            screen = None
+        flight = _Flight(self._serial, target.ancestors_with_self if target is not self else [self],
+                         self.focused if screen is not None else None, screen, self._worker_ids(), rounds,
+                         time.monotonic())
+        if target is self or not target.post_message(InputSettled(flight.serial)):
+            return  # nothing on the way to wait for (the target is gone or is the App itself)
+        self._flight = flight
+        if self._watchdog is None:
+            self._watchdog = self.set_interval(WATCH_EVERY, self._check_flight, name="keys-in-order")
+        else:
+            self._watchdog.resume()
+
+    async def on_input_settled(self, marker: InputSettled) -> None:
+        marker.stop()
+        flight = self._flight
+        if flight is None or marker.serial != flight.serial:
+            return  # late: the watchdog already let the next input go
+        target = self._input_target()
+        if flight.rounds < MAX_ROUNDS and (self._moved(flight) or self._busy(flight.path + self._path(target))
+                                           or not self._worker_ids() <= flight.workers):
+            self._flight = None
+            self._send_marker(target, flight.rounds + 1)
+            if self._flight is not None:
+                return
+        self._flight = None
+        await self._dispatch_held()
+
+    def _moved(self, flight: _Flight) -> bool:
+        try:
+            return self.screen is not flight.screen or self.focused is not flight.focused
+        except Exception:
+            return False
+
+    def _worker_ids(self) -> frozenset[int]:
+        return frozenset(id(worker) for worker in self.workers)
+
+    def _path(self, target: MessagePump) -> list[MessagePump]:
+        return target.ancestors_with_self if target is not self else []
+
+    def _busy(self, path: list[MessagePump]) -> bool:
+        """Whether a queue on the path still holds messages (the App's own queue holds the next inputs)."""
+        return any(not node._message_queue.empty() for node in path if node is not self)
+
+    async def _check_flight(self) -> None:
+        flight = self._flight
+        if flight is None:
+            if self._watchdog is not None:
+                self._watchdog.pause()
+            return
+        lost = any(node._closing or node._closed or not node.is_attached for node in flight.path if node is not self)
+        if lost or time.monotonic() - flight.started > GIVE_UP_AFTER:
+            self._flight = None
+            await self._dispatch_held()
