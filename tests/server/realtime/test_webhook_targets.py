@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from coordserver.netcheck import pin
+from coordserver.netcheck import Refused, pin
 from coordserver.timeutil import FrozenClock
 from tests.conftest import client
 from tests.sse_helpers import emit, message_event
@@ -68,6 +68,38 @@ def test_a_hostname_is_checked_by_what_it_resolves_to(make_server):
         assert "hooks.example.net resolves to 10.0.0.7, which is a private address" in response.json()["error"]
         srv.coord.resolver = Resolver("93.184.216.34")
         assert bob.post("/api/auth/webhook", json={"url": "https://hooks.example.net/agent"}).status_code == 200
+
+
+# A hostname answering with several addresses, one of them not public, in every position: each must pass.
+MIXED = [("93.184.216.34", "10.0.0.7"), ("10.0.0.7", "93.184.216.34"),
+         ("2606:4700::6810:1", "93.184.216.34", "::1"), ("93.184.216.34", "169.254.169.254", "2606:4700::6810:1")]
+MIXED_PROBLEM = {"10.0.0.7": "a private address", "::1": "a loopback address",
+                 "169.254.169.254": "a link-local address"}
+
+
+@pytest.mark.single_process  # the resolver is replaced in this process
+def test_every_address_a_hostname_resolves_to_must_pass_registration(make_server):
+    srv = make_server()
+    with client(srv, "bob") as bob:
+        for answer in MIXED:
+            srv.coord.resolver = lambda host, port, answer=answer: list(answer)
+            response = bob.post("/api/auth/webhook", json={"url": "https://hooks.example.net/agent"})
+            assert response.status_code == 400, answer
+            bad = next(a for a in answer if a in MIXED_PROBLEM)
+            assert (f"hooks.example.net resolves to {bad}, which is {MIXED_PROBLEM[bad]}"
+                    in response.json()["error"]), answer
+            assert bob.get("/api/auth/webhook").json()["configured"] is False
+        srv.coord.resolver = lambda host, port: ["93.184.216.34", "2606:4700::6810:1"]  # all public: accepted
+        assert bob.post("/api/auth/webhook", json={"url": "https://hooks.example.net/agent"}).status_code == 200
+
+
+@pytest.mark.parametrize("answer", MIXED)
+def test_every_address_must_pass_at_delivery_too(answer):
+    """pin() connects to the first address, but refuses the target when any address is not public."""
+    with pytest.raises(Refused) as refused:
+        pin("https://hooks.example.net/agent", frozenset(), lambda host, port: list(answer))
+    bad = next(a for a in answer if a in MIXED_PROBLEM)
+    assert str(refused.value) == f"hooks.example.net resolves to {bad}, which is {MIXED_PROBLEM[bad]}"
 
 
 def test_the_allow_list_accepts_a_host_by_name_or_by_normalised_address(make_server):
