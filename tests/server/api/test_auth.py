@@ -162,6 +162,8 @@ def test_token_patch_backup_agent(server):
     assert admin.patch(f"/api/auth/tokens/{record['id']}", json={"staleTriggerHours": 0}).status_code == 400
     assert admin.patch("/api/auth/tokens/424242", json={"label": "x"}).status_code == 404
     assert client(server, "bob").patch(f"/api/auth/tokens/{record['id']}", json={"label": "x"}).status_code == 403
+    stored = next(t for t in admin.get("/api/auth/tokens").json()["tokens"] if t["id"] == record["id"])
+    assert stored == patched.json()  # the refused PATCHes changed nothing
 
 
 def test_webhook_config(make_server):
