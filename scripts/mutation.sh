@@ -2,7 +2,7 @@
 # Mutation testing of one module against the fast tests that hold its rules (issue 35).
 #
 #   pip install -e '.[mutation]'
-#   scripts/mutation.sh coordserver/netcheck.py        # or: ratelimit, events/log, domain/task_rules, ...
+#   scripts/mutation.sh coordserver/netcheck.py   # or ratelimit, domain/task_rules, domain/visibility, events/log
 #
 # mutmut 3 runs in a scratch copy of the working tree (the tracked and new files, not .venv or data),
 # so the checkout is never touched and any module can be run without editing pyproject.toml. It prints
@@ -23,6 +23,7 @@ declare -A TESTS=(
   [netcheck]="tests/server/test_netcheck.py tests/server/realtime/test_webhook_targets.py"
   [ratelimit]="tests/server/test_ratelimit.py"
   [domain/task_rules]="tests/server/api/test_swarm.py tests/server/api/test_task_rules.py"
+  [domain/visibility]="tests/server/api/test_v11_visibility.py"
   [events/log]="tests/server/realtime/test_resume_audiences.py tests/server/realtime/test_stream.py"
 )
 tests="${MUTATION_TESTS:-${TESTS[$module]:-}}"
