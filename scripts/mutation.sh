@@ -23,7 +23,7 @@ declare -A TESTS=(
   [netcheck]="tests/server/test_netcheck.py tests/server/realtime/test_webhook_targets.py"
   [ratelimit]="tests/server/test_ratelimit.py"
   [domain/task_rules]="tests/server/api/test_swarm.py tests/server/api/test_task_rules.py"
-  [domain/visibility]="tests/server/api/test_v11_visibility.py"
+  [domain/visibility]="tests/server/api/test_directory.py tests/server/api/test_v11_workflows.py"
   [events/log]="tests/server/realtime/test_resume_audiences.py tests/server/realtime/test_stream.py"
 )
 tests="${MUTATION_TESTS:-${TESTS[$module]:-}}"
