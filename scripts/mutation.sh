@@ -15,7 +15,7 @@ set -euo pipefail
 module="${1:?usage: scripts/mutation.sh coordserver/<module>.py}"
 module="${module%.py}"; module="${module#coordserver/}"; path="coordserver/$module.py"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-command -v mutmut >/dev/null || { echo "mutmut not found: activate the venv, pip install -e '.[mutation]'" >&2; exit 2; }
+command -v mutmut >/dev/null || { echo "no mutmut: activate the venv; pip install -e '.[mutation]'" >&2; exit 2; }
 [[ -f "$root/$path" ]] || { echo "no such module: $path" >&2; exit 2; }
 
 # The tests that hold each module's rules: the fastest selection that exercises them.
