@@ -125,7 +125,9 @@ def test_the_reported_walk_around_is_closed(http, project):
     dave = http["dave"]
     assert dave.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"}).status_code == 403
     taken = dave.patch(f"/api/swarm/tasks/{task['id']}", json={"assigneeUserId": "dave"})
-    assert taken.status_code == 403 and "held by bob" in taken.json()["error"]
+    assert taken.status_code == 403 and taken.json()["error"] == (
+        "Task is held by bob (ready); only its creator (alice), bob, the leads of its project or an admin "
+        "may reassign it")
     assert dave.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"}).status_code == 403
     # Nor via hold, reassign, resume on a task bob has started.
     ok = http["bob"].patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"})
@@ -152,5 +154,8 @@ def test_leads_cannot_be_borrowed(http, project):
     assert dave.patch(f"/api/swarm/projects/{project}", json={"description": "x"}).status_code == 200
     assert http["carol"].patch(f"/api/swarm/projects/{project}",
                                json={"developerLeadUserId": "erin"}).json()["developerLeadUserId"] == "erin"
+    refused = dave.patch(f"/api/swarm/projects/{project}", json={"projectLeadUserId": "dave"})
+    assert (refused.status_code, refused.json()) == (
+        403, {"error": "Only the project's leads (carol, erin) or an admin may change its leads"})
     assert http["admin"].patch(f"/api/swarm/projects/{project}",
                                json={"developerLeadUserId": "carol"}).status_code == 200

@@ -6,6 +6,7 @@ import uuid
 import httpx
 import pytest
 
+from coordserver.events import log as event_log
 from tests.conftest import async_client, backend_server, client, ok
 from tests.sse_helpers import open_stream
 
@@ -151,3 +152,23 @@ async def test_events_reach_those_who_can_see(srv):
         # carol's first workflow event is the open one: none of the tagged workflow's reached her
         frame = await carol.until(lambda f: f.event == "workflow_updated")
         assert frame.data == {"type": "workflow_updated", "workflowId": opened["id"], "action": "created"}
+
+
+def test_a_tagged_change_is_logged_for_the_tagged_the_creator_and_every_admin(srv):
+    """visibility.audience: tagged identities, the creator and the admins of the moment (environment
+    admins, unarchived admin users, holders of live admin tokens), and no one else."""
+    tag = uuid.uuid4().hex[:6]
+    names = {role: f"{role}{tag}" for role in ("dbadmin", "plain", "archived", "demoted", "revoked")}
+    with client(srv, "admin") as admin:
+        for role, name in names.items():
+            code = ok(admin.post("/api/auth/invites", json={"isAdmin": role != "plain"}))["invite"]["code"]
+            ok(admin.post("/api/auth/register", json={"code": code, "identity": name}))
+        ok(admin.patch(f"/api/admin/users/{names['archived']}", json={"archivedAt": "2026-01-01T00:00:00Z"}))
+        ok(admin.patch(f"/api/admin/users/{names['demoted']}", json={"isAdmin": False}))  # its token follows
+        tokens = {t["identity"]: t["id"] for t in ok(admin.get("/api/auth/tokens"))["tokens"]}
+        ok(admin.post(f"/api/auth/tokens/{tokens[names['revoked']]}/revoke"))  # still an admin user
+    made = ok(client(srv, "alice").post("/api/swarm/workflows", json={"title": "Tagged", "taggedUsers": ["bob"]}))
+    rows = srv.call(lambda: srv.coord.store.read(event_log.range_after, 0, None, 100_000))
+    audiences = [sorted(audience) for _, type_, data, to_all, audience in rows
+                 if data.get("workflowId") == made["id"] and not to_all]
+    assert audiences == [sorted(["alice", "bob", "admin", names["dbadmin"], names["revoked"]])]

@@ -216,11 +216,15 @@ def test_delivery_survives_a_restart_and_arrives_once(make_server, receiver, dat
     calls = target.wait_calls(3)
     wait_until(lambda: all(d.status == "delivered" for d in deliveries(again)))
     kick(again)
-    time.sleep(0.3)
-    calls = target.calls
+    # A marker after the kick: the feeder writes rows in log order and the sender claims due rows
+    # oldest first, so once the marker is delivered, nothing earlier is still waiting to go out again.
+    emit(again, *message_event("bob", 3))
+    wait_until(lambda: len(deliveries(again)) == 3 and all(d.status == "delivered" for d in deliveries(again)))
+    calls = target.wait_calls(4)
     delivered = [c["headers"]["X-Coord-Delivery"] for c in calls if c["status"] == 200]
-    assert len(delivered) == 2 and len(set(delivered)) == 2  # each delivery exactly once
-    assert len(calls) == 3 and len(deliveries(again)) == 2  # the restart re-fed nothing
+    assert len(delivered) == 3 and len(set(delivered)) == 3  # each delivery exactly once
+    assert len(calls) == 4 and json.loads(calls[-1]["body"])["event"]["messageId"] == 3
+    assert len({d.event_id for d in deliveries(again)}) == 3  # the restart re-fed nothing
 
 
 def _add_chat_members(channel, members):
@@ -249,9 +253,16 @@ def test_chat_and_broadcast_pushes_go_to_the_right_people(make_server, receiver)
          ["bob", "alice", "carol"])
     assert json.loads(bob_hook.wait_calls(2)[1]["body"])["event"]["eventId"] == buzz
     assert json.loads(alice_hook.wait_calls(1)[0]["body"])["event"]["type"] == "broadcast"
-    time.sleep(0.3)
-    assert len(alice_hook.calls) == 1  # the sender of the chat message got no push for it
-    assert len(carol_hook.calls) == 1  # carol is targeted on SSE but is neither wake nor notify agent
+    # A marker after both: the feeder writes deliveries in log order, so once the marker's rows exist
+    # every decision about the events before it is made; then its pushes arrive after the others.
+    marker = emit(srv, *message_event("alice", 77))
+    emit(srv, *message_event("carol", 78))
+    wait_until(lambda: {d.identity for d in deliveries(srv) if d.event_id >= marker} == {"alice", "carol"})
+    assert sorted(d.identity for d in deliveries(srv)) == ["alice", "alice", "bob", "bob", "carol", "carol"]
+    assert [json.loads(c["body"])["event"]["type"] for c in alice_hook.wait_calls(2)] == ["broadcast", "message"]
+    assert [json.loads(c["body"])["event"]["type"] for c in carol_hook.wait_calls(2)] == ["chat_message", "message"]
+    # the sender of the chat message got no push for it; carol is targeted on SSE but is neither wake nor
+    # notify agent of the broadcast
 
 
 def test_private_webhook_urls_are_refused_unless_allow_listed(server):

@@ -4,11 +4,10 @@ address it checked (no second DNS lookup), with an injected resolver so each cas
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
-from coordserver.netcheck import pin
+from coordserver.netcheck import Refused, pin
 from coordserver.timeutil import FrozenClock
 from tests.conftest import client
 from tests.sse_helpers import emit, message_event
@@ -70,6 +69,38 @@ def test_a_hostname_is_checked_by_what_it_resolves_to(make_server):
         assert bob.post("/api/auth/webhook", json={"url": "https://hooks.example.net/agent"}).status_code == 200
 
 
+# A hostname answering with several addresses, one of them not public, in every position: each must pass.
+MIXED = [("93.184.216.34", "10.0.0.7"), ("10.0.0.7", "93.184.216.34"),
+         ("2606:4700::6810:1", "93.184.216.34", "::1"), ("93.184.216.34", "169.254.169.254", "2606:4700::6810:1")]
+MIXED_PROBLEM = {"10.0.0.7": "a private address", "::1": "a loopback address",
+                 "169.254.169.254": "a link-local address"}
+
+
+@pytest.mark.single_process  # the resolver is replaced in this process
+def test_every_address_a_hostname_resolves_to_must_pass_registration(make_server):
+    srv = make_server()
+    with client(srv, "bob") as bob:
+        for answer in MIXED:
+            srv.coord.resolver = lambda host, port, answer=answer: list(answer)
+            response = bob.post("/api/auth/webhook", json={"url": "https://hooks.example.net/agent"})
+            assert response.status_code == 400, answer
+            bad = next(a for a in answer if a in MIXED_PROBLEM)
+            assert (f"hooks.example.net resolves to {bad}, which is {MIXED_PROBLEM[bad]}"
+                    in response.json()["error"]), answer
+            assert bob.get("/api/auth/webhook").json()["configured"] is False
+        srv.coord.resolver = lambda host, port: ["93.184.216.34", "2606:4700::6810:1"]  # all public: accepted
+        assert bob.post("/api/auth/webhook", json={"url": "https://hooks.example.net/agent"}).status_code == 200
+
+
+@pytest.mark.parametrize("answer", MIXED)
+def test_every_address_must_pass_at_delivery_too(answer):
+    """pin() connects to the first address, but refuses the target when any address is not public."""
+    with pytest.raises(Refused) as refused:
+        pin("https://hooks.example.net/agent", frozenset(), lambda host, port: list(answer))
+    bad = next(a for a in answer if a in MIXED_PROBLEM)
+    assert str(refused.value) == f"hooks.example.net resolves to {bad}, which is {MIXED_PROBLEM[bad]}"
+
+
 def test_the_allow_list_accepts_a_host_by_name_or_by_normalised_address(make_server):
     srv = make_server(env={"SERVICE_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1,hooks.lan"})
     srv.coord.resolver = Resolver("192.168.1.9")
@@ -92,16 +123,18 @@ def test_rebinding_after_the_check_never_reaches_loopback(make_server, receiver)
     assert row.attempts == 1 and row.last_error == (
         "refused: hook.example.net resolves to 127.0.0.1, which is a loopback address")
     kick(srv)
-    time.sleep(0.3)
-    assert [d.attempts for d in deliveries(srv)] == [1] and trap.calls == []
+    # A marker after the kick: once the sender has tried (and failed) it, it has passed the failed row.
+    emit(srv, *message_event("bob", 2))
+    wait_until(lambda: [d.status for d in deliveries(srv)] == ["failed", "failed"])
+    assert [d.attempts for d in deliveries(srv)] == [1, 1] and trap.calls == []
 
     caller = {p["id"]: p for p in client(srv, "bob").get("/api/doctor").json()["probes"]}
     assert caller["webhooks"]["status"] == "fail"
     assert "refused by the address check" in caller["webhooks"]["summary"]
     assert "hook.example.net resolves to 127.0.0.1" in caller["webhooks"]["summary"]
     admin = {p["id"]: p for p in client(srv, "admin").get("/api/doctor/admin").json()["probes"]}
-    assert admin["outbox"]["status"] == "warn" and admin["outbox"]["details"]["refused"] == 1
-    assert "1 refused by the address check, last for bob" in admin["outbox"]["summary"]
+    assert admin["outbox"]["status"] == "warn" and admin["outbox"]["details"]["refused"] == 2  # and the marker
+    assert "2 refused by the address check, last for bob" in admin["outbox"]["summary"]
 
 
 def test_delivery_connects_to_the_address_it_checked(make_server, receiver):

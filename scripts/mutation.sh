@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Mutation testing of one module against the fast tests that hold its rules (issue 35).
+#
+#   pip install -e '.[mutation]'
+#   scripts/mutation.sh coordserver/netcheck.py   # or ratelimit, domain/task_rules, domain/visibility, events/log
+#
+# mutmut 3 runs in a scratch copy of the working tree (the tracked and new files, not .venv or data),
+# so the checkout is never touched and any module can be run without editing pyproject.toml. It prints
+# the score and every surviving mutant with its diff; `cd $MUTATION_DIR && mutmut browse` explores them
+# (MUTATION_DIR defaults to /tmp/coord-mutation-<module>).
+# Not part of the normal pytest run. MUTATION_JOBS (default 1) caps mutmut's parallel children: the
+# server tests start real servers. A module not in TESTS below needs MUTATION_TESTS="tests/... ...".
+set -euo pipefail
+
+module="${1:?usage: scripts/mutation.sh coordserver/<module>.py}"
+module="${module%.py}"; module="${module#coordserver/}"; path="coordserver/$module.py"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+command -v mutmut >/dev/null || { echo "no mutmut: activate the venv; pip install -e '.[mutation]'" >&2; exit 2; }
+[[ -f "$root/$path" ]] || { echo "no such module: $path" >&2; exit 2; }
+
+# The tests that hold each module's rules: the fastest selection that exercises them.
+declare -A TESTS=(
+  [netcheck]="tests/server/test_netcheck.py tests/server/realtime/test_webhook_targets.py"
+  [ratelimit]="tests/server/test_ratelimit.py"
+  [domain/task_rules]="tests/server/api/test_swarm.py tests/server/api/test_task_rules.py"
+  [domain/visibility]="tests/server/api/test_directory.py tests/server/api/test_v11_workflows.py"
+  [events/log]="tests/server/realtime/test_resume_audiences.py tests/server/realtime/test_stream.py"
+)
+tests="${MUTATION_TESTS:-${TESTS[$module]:-}}"
+[[ -n "$tests" ]] || { echo "no test selection for $module: set MUTATION_TESTS" >&2; exit 2; }
+
+work="${MUTATION_DIR:-${TMPDIR:-/tmp}/coord-mutation-${module//\//-}}"
+mkdir -p "$work"
+(cd "$root" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$work"
+cd "$work"
+rm -rf setup.cfg mutants  # a fresh run: results cached from other tests or code would mislead
+{
+  echo "[mutmut]"
+  echo "source_paths=coordserver"
+  echo "only_mutate=$path"
+  echo "also_copy="
+  for extra in tests pyproject.toml; do echo "    $extra"; done
+  echo "pytest_add_cli_args=-p no:randomly -p no:cacheprovider -q"
+  echo "pytest_add_cli_args_test_selection="
+  for t in $tests; do echo "    $t"; done
+} > setup.cfg
+# pyproject.toml's [tool.mutmut] would win over setup.cfg: keep the project's file free of one.
+python - <<'EOF'
+import tomllib, pathlib
+assert "mutmut" not in tomllib.loads(pathlib.Path("pyproject.toml").read_text()).get("tool", {})
+EOF
+
+mutmut run --max-children "${MUTATION_JOBS:-1}" >mutmut-run.log 2>&1 || { tail -40 mutmut-run.log; exit 1; }
+mutmut export-cicd-stats >/dev/null
+python - "$path" <<'EOF'
+import json, pathlib, sys
+stats = json.loads(pathlib.Path("mutants/mutmut-cicd-stats.json").read_text())
+killed, survived = stats["killed"], stats["survived"]
+other = {k: v for k, v in stats.items() if k not in ("killed", "survived", "total") and v}
+tested = killed + survived
+print(f"{sys.argv[1]}: {killed} killed, {survived} survived of {tested} tested mutants"
+      f" ({100 * killed / max(tested, 1):.1f} %){'; ' + str(other) if other else ''}")
+EOF
+for name in $(mutmut results 2>/dev/null | awk -F: '/: survived/{gsub(/ /, "", $1); print $1}'); do
+  echo "--- survived: $name"; mutmut show "$name" | sed -n '/^@@/,$p'
+done
