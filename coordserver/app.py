@@ -22,6 +22,7 @@ from .mcp.endpoint import McpMount
 from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
+from .events.channels import EVENTS
 
 log = logging.getLogger("coord")
 
@@ -138,7 +139,7 @@ def _publisher(coord: Coord):
     """After a commit: announce new log rows, then the unit's other effects."""
     def publish(max_event: int | None, effects: list) -> None:
         if max_event is not None:
-            coord.bus.publish("events", {"maxId": max_event})
+            coord.bus.publish(EVENTS, {"maxId": max_event})
         for channel, payload in effects:
             coord.bus.publish(channel, payload)
     return publish

@@ -24,17 +24,19 @@ import threading
 import time
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import peewee as pw
 
 from .database import PostgresDatabase, is_sqlite, open_database
 from .dbfaults import DOWN, Outage
+from .events.channels import Channel
 from .migrations import migrate
 from .models import database_proxy
 from .timeutil import Clock, utcnow
 
 log = logging.getLogger("coord.db")
+P = TypeVar("P")
 
 _MAX_BATCH = 64
 
@@ -152,7 +154,7 @@ def now() -> datetime:
     return clock.now() if clock else utcnow()
 
 
-def after_commit(channel: str, payload: dict) -> None:
+def after_commit(channel: Channel[P], payload: P) -> None:
     """Publish `payload` on the bus once (and only if) the current unit succeeds: a write unit's
     transaction commits, a read unit returns. Its caller hears back only after the publish."""
     effects = getattr(_unit, "effects", None)

@@ -20,6 +20,7 @@ from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
+from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -97,7 +98,7 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
         "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
-    db.after_commit("wake", {"identity": recipient})
+    db.after_commit(WAKE, {"identity": recipient})
     return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                              dedupe_key, stored_metadata)
 
@@ -169,7 +170,7 @@ def _finisher(values: tuple, created: datetime, metadata, ids: tuple | None):
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        db.after_commit("wake", {"identity": recipient})
+        db.after_commit(WAKE, {"identity": recipient})
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                                  None, metadata)
     return finish
@@ -222,7 +223,7 @@ def reply(identity: str, message_id: int, body: str) -> dict:
 # --- acknowledging and pending ---------------------------------------------------------------
 
 def _inbox_check(identity: str, action: str) -> None:
-    db.after_commit("ephemeral", inbox_check_payload(identity, action))
+    db.after_commit(EPHEMERAL, inbox_check_payload(identity, action))
 
 
 def inbox_check_payload(identity: str, action: str) -> dict:
@@ -263,7 +264,7 @@ def set_pending(identity: str, message_id: int, waiting: bool) -> dict:
     else:
         Message.update(response_waiting=False, waiting_responder=None, waiting_since=None).where(
             Message.id == message_id).execute()
-    db.after_commit("wake_changed", {"identity": identity})  # pending replies are a wake source
+    db.after_commit(WAKE_CHANGED, {"identity": identity})  # pending replies are a wake source
     return message_json(_own(message_id, identity))
 
 

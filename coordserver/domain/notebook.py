@@ -16,6 +16,7 @@ from .. import db
 from ..principal import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
+from ..events.channels import NOTEBOOK
 from ..models import NotebookPage, NotebookReadBase, NotebookRelay
 from ..timeutil import iso, to_db
 from .identities import valid_identity
@@ -136,11 +137,7 @@ def _emit(page: NotebookPage, actor: str, change: str, env_admins: frozenset[str
 
 
 def _announce_to_rooms(page: NotebookPage) -> None:
-    db.after_commit(channel(page.id), {"kind": "meta", "origin": None, **room_meta(page)})
-
-
-def channel(page_id: str) -> str:
-    return f"notebook:{page_id}"
+    db.after_commit(NOTEBOOK.of(page.id), {"kind": "meta", "origin": None, **room_meta(page)})
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -267,7 +264,7 @@ def update_page(page_id: str, principal: Principal, changes: dict, env_admins: f
         update = _merge_into_stored(page, content, base)
         if update is not None:
             kinds.add("content")
-            db.after_commit(channel(page.id), bus_update(page.id, update, origin=None))
+            db.after_commit(NOTEBOOK.of(page.id), bus_update(page.id, update, origin=None))
         content = None
     elif content is not None and content != page.content:
         kinds.add("content")

@@ -31,6 +31,7 @@ from pycrdt import Doc, Text
 from ..domain import notebook as pages
 from ..domain.visibility import can_see, is_owner
 from ..errors import log_background_failure
+from ..events.channels import NOTEBOOK
 from .notebook_peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TOO_BIG, TOO_BIG_MESSAGE, ContentCap, Peer,
                             frame, update_frame)
 
@@ -59,7 +60,7 @@ class Room:
         self._save_lock = asyncio.Lock()
         self._save_timer: asyncio.TimerHandle | None = None
         self._unload_timer: asyncio.TimerHandle | None = None
-        self.unsubscribe: Callable[[], None] = manager.bus.subscribe(pages.channel(page_id), self.on_bus)
+        self.unsubscribe: Callable[[], None] = manager.bus.subscribe(NOTEBOOK.of(page_id), self.on_bus)
 
     # --- who may do what ---------------------------------------------------------------------
     def may_see(self, peer: Peer) -> bool:
@@ -108,7 +109,7 @@ class Room:
 
     def announce_viewers(self) -> None:
         """Tell the page's rooms in other processes who is here."""
-        self.manager.bus.publish(pages.channel(self.page_id), {
+        self.manager.bus.publish(NOTEBOOK.of(self.page_id), {
             "kind": "viewers", "origin": self.origin, "viewers": sorted({p.identity for p in self.peers})})
 
     def expire_remote_viewers(self, now: datetime, ttl: timedelta) -> None:

@@ -20,6 +20,7 @@ from ..domain.identities import REVOCATION_EVENT
 from ..metrics import process_metrics
 from .logreader import GapTracker
 from .streams_elsewhere import StreamsElsewhere
+from ..events.channels import BUS, CONTROL, EPHEMERAL, EVENTS, WAKE
 
 log = logging.getLogger("coord.sse")
 
@@ -160,10 +161,10 @@ class SSEHub:
     async def start(self) -> None:
         self._cursor = self._announced = await self.coord.store.read(event_log.latest_id)
         bus = self.coord.bus
-        self._unsubscribe = [bus.subscribe("events", self._on_events),
-                             bus.subscribe("ephemeral", self._on_ephemeral),
-                             bus.subscribe("control", self._on_control),
-                             bus.subscribe("bus", self._on_bus_reconnected)]
+        self._unsubscribe = [bus.subscribe(EVENTS, self._on_events),
+                             bus.subscribe(EPHEMERAL, self._on_ephemeral),
+                             bus.subscribe(CONTROL, self._on_control),
+                             bus.subscribe(BUS, self._on_bus_reconnected)]
         self.elsewhere.start()
         self.coord.spawn(self._pump(), "sse-pump")
         self.coord.spawn(self._heartbeat(), "sse-heartbeat")
@@ -219,7 +220,7 @@ class SSEHub:
         self._enforce_cap(identity)
         self.coord.services.tokens_guard.admit(conn)
         self.coord.services.presence.connection_opened(identity, "sse")
-        self.coord.bus.publish("wake", {"identity": identity, "reason": "connect"})
+        self.coord.bus.publish(WAKE, {"identity": identity, "reason": "connect"})
         return conn
 
     def _enforce_cap(self, identity: str) -> None:

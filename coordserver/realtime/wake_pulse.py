@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .. import jsonstrict
 from ..errors import log_background_failure
 from ..metrics import process_metrics
+from ..events.channels import EPHEMERAL, WAKE
 
 log = logging.getLogger("coord.wake")
 
@@ -41,7 +42,7 @@ class WakePulser:
         self._pulse_counter = process_metrics().wake_pulses
 
     async def start(self) -> None:
-        self._unsubscribe = self.coord.bus.subscribe("wake", self._on_signal)
+        self._unsubscribe = self.coord.bus.subscribe(WAKE, self._on_signal)
         self.coord.spawn(self._periodic(), "wake-periodic")
 
     async def stop(self) -> None:
@@ -109,7 +110,7 @@ class WakePulser:
                     identity, False, True, services.presence.snapshot))
                 # Each process pulses the streams it holds, so a pulse never travels to the others (and a
                 # wake of 50 items is larger than a NOTIFY may carry).
-                self.coord.bus.publish_here("ephemeral", {"type": "wake_pulse", "to": [identity], "data": payload})
+                self.coord.bus.publish_here(EPHEMERAL, {"type": "wake_pulse", "to": [identity], "data": payload})
             self.coord.services.mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import RecurringTemplate
 from coordserver.timeutil import FrozenClock, iso
@@ -224,7 +225,7 @@ def test_created_task_carries_template_fields_and_is_announced(make_server):
 
 
 async def _subscribe(srv, pulses):
-    srv.coord.bus.subscribe("wake", lambda payload: pulses.append(payload["identity"]))
+    srv.coord.bus.subscribe(channels.WAKE, lambda payload: pulses.append(payload["identity"]))
 
 
 # --- several processes, restarts and the background service -----------------------------------

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from coordserver.domain.swarm import STATUSES, TRANSITIONS
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
@@ -69,7 +70,7 @@ class WakeRecorder:
 
     def _subscribe_on(self, srv):
         async def subscribe():
-            return srv.coord.bus.subscribe("wake", self._record)
+            return srv.coord.bus.subscribe(channels.WAKE, self._record)
         return subscribe
 
     def _record(self, payload: dict) -> None:

@@ -15,6 +15,7 @@ import websockets
 from pycrdt import Doc, Text
 
 from coordserver.domain import notebook as pages
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import NotebookPage
 from coordserver.realtime import notebook_rooms
@@ -416,7 +417,7 @@ async def test_viewers_of_a_process_that_went_silent_expire(make_server):
     await alice.wait_for(lambda s: s.viewers == ["alice"])
 
     async def announce_ghost():
-        server.coord.bus.publish(pages.channel(page_id),
+        server.coord.bus.publish(channels.NOTEBOOK.of(page_id),
                                  {"kind": "viewers", "origin": "process-that-died", "viewers": ["zed"]})
     server.call(announce_ghost)
     await alice.wait_for(lambda s: s.viewers == ["alice", "zed"])
