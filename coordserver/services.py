@@ -15,7 +15,7 @@ from .mcp.push import WakeListeners
 from .metrics import AppMetrics
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
-from .realtime.notebook_manager import NotebookRooms
+from .realtime.notebook.rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
 from .realtime.push import PushService
 from .realtime.revocation import TokenGuard

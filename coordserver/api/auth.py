@@ -8,7 +8,6 @@ from quart import Blueprint
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain import identities
-from ..errors import Invalid
 from ..netcheck import validate_webhook_url
 from ..timeutil import iso
 from ..schemas.auth import (CreateInvite, InviteCreated, Invites, Register, Registered, Rotated, SetWebhook,
@@ -60,17 +59,8 @@ async def delete_invite(invite_id: str):
 async def register():
     """Redeem an invite code: creates the identity and returns its token (shown once)."""
     data: Register = await body()
-    return await register_identity(data.code, data.identity, data.label, data.display_name)
-
-
-async def register_identity(code, identity, label, display_name) -> dict:
-    """Shared by the JSON endpoint and the /onboard form."""
-    if not isinstance(code, str) or not code.strip():
-        raise Invalid("code is required")
-    if identity is None or (isinstance(identity, str) and not identity.strip()):
-        raise Invalid("identity is required")
     c = coord()
-    return await c.store.write(identities.register, code, identity, label or None, display_name or None,
+    return await c.store.write(identities.register, data.code, data.identity, data.label, data.display_name,
                                c.env_identities)
 
 

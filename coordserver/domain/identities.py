@@ -319,8 +319,12 @@ def _claimable(identity: str, named_by_invite: bool, env_identities: frozenset[s
 
 def register(code: object, identity: object, label: object, display_name: object,
              env_identities: frozenset[str]) -> dict:
+    """Redeem an invite code (POST /api/auth/register and the /onboard form): the identity and its token."""
     if not isinstance(code, str) or not code.strip():
         raise Invalid("code is required")
+    if identity is None or (isinstance(identity, str) and not identity.strip()):
+        raise Invalid("identity is required")
+    label, display_name = label or None, display_name or None
     identity = valid_identity(identity)
     optional_label(label)
     if display_name is not None and (not isinstance(display_name, str) or len(display_name) > 100):

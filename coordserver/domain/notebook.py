@@ -1,7 +1,7 @@
 """Notebook pages: rules, persistence of the CRDT document, and the page-changed events.
 
 Plain functions run inside Store units. The live document of an open page is held by the rooms
-(realtime/notebook_rooms.py); what is stored here is its last saved state (`ydoc`, a Yjs v1 update)
+(realtime/notebook/room.py); what is stored here is its last saved state (`ydoc`, a Yjs v1 update)
 plus the plain text (`content`) used by lists, search and readers without a CRDT.
 """
 from __future__ import annotations

@@ -29,6 +29,7 @@ from ..metrics import process_metrics
 from ..principal import Principal
 from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
+from ..skills.index import page_names
 from . import prompts, tools
 from .push import WAKE_URI, WakeListeners
 from .rpc_errors import plain_validation_errors
@@ -56,7 +57,6 @@ def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog
         return await tools.call(catalog, caller, ctx.request.scope, params.name, params.arguments)
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
-        from ..api.skills import page_names
         skills = [types.Resource(name=f"skill:{name}", uri=f"{_SKILL}/{name}", mime_type="text/markdown",
                                  description=f"Skill doc: {name}") for name in page_names()]
         return types.ListResourcesResult(resources=[

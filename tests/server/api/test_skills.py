@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from coordserver.api import skills
+from coordserver.skills import index as skills
 from tests.conftest import TOKENS, client
 
 _DOC_ROUTE = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+(/api(?:/[^\s`'\"()\[\]?,;#]*)?)")

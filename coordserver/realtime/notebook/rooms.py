@@ -1,5 +1,5 @@
 """The live notebook rooms of this process (coord.services.notebook) and the REST helpers around
-them: live text, PATCH merges with their read bases, and viewers' heartbeats. See notebook_rooms.py."""
+them: live text, PATCH merges with their read bases, and viewers' heartbeats. See room.py."""
 from __future__ import annotations
 
 import asyncio
@@ -8,10 +8,10 @@ import logging
 from datetime import timedelta
 from typing import Callable
 
-from ..domain import notebook as pages
-from .notebook_peer import CLOSE_GOING_AWAY, Peer
-from .notebook_rooms import Room
-from ..events.channels import BUS, NOTEBOOK, NOTEBOOK_HEARTBEAT
+from ...domain import notebook as pages
+from .peer import CLOSE_GOING_AWAY, Peer
+from .room import Room
+from ...events.channels import BUS, NOTEBOOK, NOTEBOOK_HEARTBEAT
 
 log = logging.getLogger("coord.notebook")
 
