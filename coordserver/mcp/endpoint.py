@@ -27,6 +27,8 @@ from ..errors import ApiError, render_error
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
+from ..realtime.presence import PresenceTracker
+from ..realtime.revocation import TokenGuard
 from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
 from ..skills.index import page_names
@@ -134,10 +136,10 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
 class McpEndpoint:
     """The ASGI app at /mcp, and coord.services.mcp's lifecycle (start/stop)."""
 
-    def __init__(self, coord, gate, application):
+    def __init__(self, coord, gate, application, presence: PresenceTracker, tokens_guard: TokenGuard):
         self.coord = coord
         self.gate = gate
-        self.hub = WakeListeners(coord)
+        self.hub = WakeListeners(coord, presence, tokens_guard)
         # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
         # Plain JSON answers: nothing of ours streams while a request runs (push rides the session's GET
         # stream, or the listen request, which is always a stream), and an SSE answer costs far more.

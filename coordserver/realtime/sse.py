@@ -19,6 +19,8 @@ from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
 from ..metrics import process_metrics
 from .logreader import GapTracker
+from .presence import PresenceTracker
+from .revocation import TokenGuard
 from .streams_elsewhere import StreamsElsewhere
 from ..events.channels import BUS, CONTROL, EPHEMERAL, EVENTS, WAKE
 
@@ -140,8 +142,10 @@ class Connection:
 
 
 class SSEHub:
-    def __init__(self, coord):
+    def __init__(self, coord, tokens_guard: TokenGuard, presence: PresenceTracker):
         self.coord = coord
+        self.tokens_guard = tokens_guard
+        self.presence = presence
         self.queue_size = QUEUE_SIZE
         self.queue_bytes = QUEUE_BYTES
         self.connections: set[Connection] = set()
@@ -218,8 +222,8 @@ class SSEHub:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             conn.close("shutdown")
         self._enforce_cap(identity)
-        self.coord.services.tokens_guard.admit(conn)
-        self.coord.services.presence.connection_opened(identity, "sse")
+        self.tokens_guard.admit(conn)
+        self.presence.connection_opened(identity, "sse")
         self.coord.bus.publish(WAKE, {"identity": identity, "reason": "connect"})
         return conn
 
@@ -241,8 +245,8 @@ class SSEHub:
             if not peers:
                 del self.by_identity[conn.identity]
                 self.elsewhere.closed(conn.identity)
-        self.coord.services.tokens_guard.release(conn)
-        self.coord.services.presence.connection_closed(conn.identity, "sse")
+        self.tokens_guard.release(conn)
+        self.presence.connection_closed(conn.identity, "sse")
 
     def _overflowed(self, conn: Connection) -> None:
         self.slow_closed += 1
@@ -331,7 +335,7 @@ class SSEHub:
                 continue  # a stream opened during the read: read these rows again, in full
             for event_id, event_type, data, to_all, audience in rows[:usable]:
                 if event_type in CONTROL_TYPES:
-                    self.coord.services.tokens_guard.on_logged(event_type, data)
+                    self.tokens_guard.on_logged(event_type, data)
                 targets = self._targets(None if to_all else audience)
                 if targets:
                     self._offer(logged_frame(event_id, event_type, data), event_id, targets)
@@ -347,7 +351,7 @@ class SSEHub:
                 return
 
     async def _heartbeat(self) -> None:
-        presence = self.coord.services.presence
+        presence = self.presence
         while True:
             await asyncio.sleep(self.coord.settings.sse_heartbeat_seconds)
             for identity in list(self.by_identity):

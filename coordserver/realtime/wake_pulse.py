@@ -17,6 +17,10 @@ from .. import jsonstrict
 from ..errors import log_background_failure
 from ..metrics import process_metrics
 from ..events.channels import EPHEMERAL, WAKE
+from ..mcp.push import WakeListeners
+from .presence import PresenceTracker
+from .sse import SSEHub
+from .wake_cache import WakeCache
 
 log = logging.getLogger("coord.wake")
 
@@ -30,9 +34,11 @@ class _State:
 
 
 class WakePulser:
-    def __init__(self, coord, window_seconds: float = 1.5, periodic_seconds: float = 1800.0,
+    def __init__(self, coord, sse: SSEHub, listeners: WakeListeners, wake_cache: WakeCache,
+                 presence: PresenceTracker, window_seconds: float = 1.5, periodic_seconds: float = 1800.0,
                  monotonic=time.monotonic):
         self.coord = coord
+        self.sse, self.listeners, self.wake_cache, self.presence = sse, listeners, wake_cache, presence
         self.window_seconds = window_seconds
         self.periodic_seconds = periodic_seconds
         self._monotonic = monotonic
@@ -61,8 +67,7 @@ class WakePulser:
 
     def wants_pulse(self, identity: str) -> bool:
         """An open SSE stream, or an MCP client subscribed to coord://wake (told only that it changed)."""
-        services = self.coord.services
-        return services.sse.has_stream(identity) or services.mcp.has_listener(identity)
+        return self.sse.has_stream(identity) or self.listeners.has_listener(identity)
 
     def signal(self, identity: str) -> None:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
@@ -104,14 +109,13 @@ class WakePulser:
             # Only an SSE stream receives the payload (and so may mark buzz items delivered). It comes
             # from the wake cache, as GET /api/wake's does: read on the reader pool (the writer only
             # when buzz items are delivered) and kept for the GET that usually follows a pulse.
-            services = self.coord.services
-            if services.sse.has_stream(identity):
-                payload = jsonstrict.loads_lenient(await services.wake_cache.payload(
-                    identity, False, True, services.presence.snapshot))
+            if self.sse.has_stream(identity):
+                payload = jsonstrict.loads_lenient(await self.wake_cache.payload(
+                    identity, False, True, self.presence.snapshot))
                 # Each process pulses the streams it holds, so a pulse never travels to the others (and a
                 # wake of 50 items is larger than a NOTIFY may carry).
                 self.coord.bus.publish_here(EPHEMERAL, {"type": "wake_pulse", "to": [identity], "data": payload})
-            self.coord.services.mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
+            self.listeners.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()
         except Exception:
@@ -135,6 +139,5 @@ class WakePulser:
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(self.periodic_seconds)
-            services = self.coord.services
-            for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
+            for identity in {*self.sse.streaming_identities(), *self.listeners.identities()}:
                 self.signal(identity)
