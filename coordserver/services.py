@@ -11,13 +11,13 @@ from dataclasses import dataclass, fields
 from .auth import TokenResolver
 from .gate import Gate
 from .mcp.endpoint import McpEndpoint
-from .mcp.push import WakeListeners
+from .mcp.wake_listeners import WakeListeners
 from .metrics import AppMetrics
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
 from .realtime.notebook.rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
-from .realtime.push import PushService
+from .realtime.webhook_delivery import PushService
 from .realtime.revocation import TokenGuard
 from .realtime.sse import SSEHub
 from .realtime.wake_cache import WakeCache

@@ -3,7 +3,7 @@
 Every request passes the same Gate as REST (bearer token, presence; 401 without a valid token) before
 the SDK sees it. Tools and resources are answered by the REST routes themselves (routes.py). Both eras
 of the protocol are served: stateful sessions after `initialize` (2025 revisions) and single-exchange
-requests (2026-07-28). Limits: push.SESSIONS_PER_IDENTITY sessions per identity (the oldest closed),
+requests (2026-07-28). Limits: wake_listeners.SESSIONS_PER_IDENTITY sessions per identity (the oldest closed),
 SESSION_IDLE_SECONDS idle, MAX_SESSIONS in all; the Gate rate-limits /mcp like REST (ratelimit.py).
 A body the SDK cannot validate gets a plain JSON-RPC error (rpc_errors.py), never its validation report.
 """
@@ -33,7 +33,7 @@ from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
 from ..skills.index import page_names
 from . import prompts, tools
-from .push import WAKE_URI, WakeListeners
+from .wake_listeners import WAKE_URI, WakeListeners
 from .rpc_errors import plain_validation_errors
 from .routes import RouteCaller
 from .terminal_text import terminal_safe
@@ -42,7 +42,7 @@ log = logging.getLogger("coord.mcp")
 
 PATH = "/mcp"
 SESSION_IDLE_SECONDS = 10 * 60  # a session with no request in flight and no open GET stream for this long ends
-MAX_SESSIONS = 1000  # per process, all identities (each identity at most push.SESSIONS_PER_IDENTITY)
+MAX_SESSIONS = 1000  # per process, all identities (each identity at most wake_listeners.SESSIONS_PER_IDENTITY)
 _SESSION_HEADER = b"mcp-session-id"
 _SKILL = "coord://skill"
 

@@ -17,7 +17,7 @@ from .. import jsonstrict
 from ..errors import log_background_failure
 from ..metrics import process_metrics
 from ..events.channels import EPHEMERAL, WAKE
-from ..mcp.push import WakeListeners
+from ..mcp.wake_listeners import WakeListeners
 from .presence import PresenceTracker
 from .sse import SSEHub
 from .wake_cache import WakeCache

@@ -124,7 +124,7 @@ class Room:
         return sorted(names)
 
     def _viewers_changed(self) -> None:
-        self.broadcast(frame("viewers", viewers=self.viewers()))
+        self.send_to_peers(frame("viewers", viewers=self.viewers()))
         self.announce_viewers()
 
     def announce_viewers(self) -> None:
@@ -144,9 +144,9 @@ class Room:
     def _tell_viewers_if_changed(self, before: list[str]) -> None:
         viewers = self.viewers()
         if viewers != before:
-            self.broadcast(frame("viewers", viewers=viewers))
+            self.send_to_peers(frame("viewers", viewers=viewers))
 
-    def broadcast(self, text: str, exclude: Peer | None = None) -> None:
+    def send_to_peers(self, text: str, exclude: Peer | None = None) -> None:
         for peer in list(self.peers):
             if peer is not exclude:
                 peer.send(text)
@@ -170,7 +170,7 @@ class Room:
             peer.close(CLOSE_INVALID_DATA, "Invalid Yjs update")
             return
         self._changed(peer.identity)
-        self.broadcast(update_frame(update), exclude=peer)
+        self.send_to_peers(update_frame(update), exclude=peer)
         self.manager.publish_update(self, update)
 
     def merge_content(self, content: str, base: bytes | None) -> None:
@@ -181,7 +181,7 @@ class Room:
         self.cap.grew(update)
         self.version += 1  # the PATCH logged its own event, so this edit names no editor
         self.schedule_save()
-        self.broadcast(update_frame(update))
+        self.send_to_peers(update_frame(update))
         self.manager.publish_update(self, update)
 
     def apply_remote(self, update: bytes, bump: bool = True) -> None:
@@ -197,7 +197,7 @@ class Room:
         if bump:
             self.version += 1
             self.schedule_save()
-        self.broadcast(update_frame(update))
+        self.send_to_peers(update_frame(update))
 
     def _changed(self, identity: str) -> None:
         self.version += 1

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from coordserver.mcp.endpoint import MAX_SESSIONS, SESSION_IDLE_SECONDS
-from coordserver.mcp.push import SESSIONS_PER_IDENTITY
+from coordserver.mcp.wake_listeners import SESSIONS_PER_IDENTITY
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from tests.conftest import TOKENS, backend_url, base_env, client, eventually, ok

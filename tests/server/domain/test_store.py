@@ -98,7 +98,7 @@ async def test_pruning_goes_in_short_units_until_done(store):
 
 async def test_finished_push_deliveries_are_pruned_in_chunks(store):
     from coordserver.models import PushDelivery, new_uuid
-    from coordserver.realtime import push
+    from coordserver.realtime import webhook_delivery as push
     from coordserver.timeutil import to_db
 
     def deliveries(status: str, count: int) -> None:
