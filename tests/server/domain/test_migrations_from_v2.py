@@ -1,0 +1,60 @@
+"""Schema 2 -> 3 (API.md §18) -> 4 (the wake index) -> 5 (notebook read bases): a version-2 database with projects and tasks opens, is upgraded, and its
+projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from coordserver.database import open_database
+from coordserver.db import Store
+from coordserver.migrations import SCHEMA_VERSION
+from tests.helpers import client
+
+
+def create_v2_database(url: str) -> tuple[str, str]:
+    """A version-2 database: today's schema without what version 3 added, holding a project and a task.
+    Returns (project id, task id)."""
+    store = Store(url)
+    store.open()
+    store.close()
+    database = open_database(url)
+    with database.atomic():
+        for table in ("project_tag", "workflow", "task_workflow"):
+            database.execute_sql(f"DROP TABLE {table}")
+        for column in ("created_by", "tagged_users"):
+            database.execute_sql(f"ALTER TABLE project DROP COLUMN {column}")
+        database.execute_sql("DROP INDEX event_to_all")  # version 4
+        database.execute_sql("DROP TABLE notebook_read_base")  # version 5
+        database.execute_sql("UPDATE schema_version SET version = 2")
+        now = datetime(2026, 1, 5, 12, 0, 0)
+        database.execute_sql(
+            "INSERT INTO project (id, title, color, project_lead_user_id, developer_lead_user_id, work_hours_timezone,"
+            " blocking_mode, created_at, updated_at) VALUES ('p-old', 'Old project', '#123456', 'bob', 'bob',"
+            f" 'America/Chicago', {database.param}, {database.param}, {database.param})", (False, now, now))
+        database.execute_sql(
+            "INSERT INTO task (id, project_id, title, creator_user_id, assignee_user_id, status, created_at, updated_at)"
+            f" VALUES ('t-old', 'p-old', 'Old task', 'bob', 'carol', 'ready', {database.param}, {database.param})",
+            (now, now))
+    database.close()
+    return "p-old", "t-old"
+
+
+def test_v2_database_is_upgraded_through_3_4_and_5(make_server, database_url):
+    project_id, task_id = create_v2_database(database_url)
+    srv = make_server(database_url=database_url)
+    alice, bob, carol = client(srv, "alice"), client(srv, "bob"), client(srv, "carol")
+    old = next(p for p in alice.get("/api/swarm/projects").json()["projects"] if p["id"] == project_id)
+    assert (old["createdBy"], old["taggedUsers"], old["title"]) == (None, None, "Old project")
+    assert [t["id"] for t in carol.get(f"/api/swarm/tasks?projectId={project_id}").json()["tasks"]] == [task_id]
+    # a lead restricts it: the tagged assignee keeps it, an outsider loses it
+    assert bob.patch(f"/api/swarm/projects/{project_id}", json={"taggedUsers": ["carol"]}).status_code == 200
+    assert alice.get(f"/api/swarm/tasks?projectId={project_id}").json()["tasks"] == []
+    assert carol.get(f"/api/swarm/tasks?projectId={project_id}").json()["tasks"][0]["id"] == task_id
+    # without a creator, only leads and admins may change who is tagged
+    assert carol.patch(f"/api/swarm/projects/{project_id}", json={"taggedUsers": None}).status_code == 403
+    workflow = alice.post("/api/swarm/workflows", json={"title": "after the upgrade"})
+    assert workflow.status_code == 200
+    srv.stop()
+    store = Store(database_url)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (5, 5)
+    assert store.database.table_exists("notebook_read_base")
+    store.close()
