@@ -202,7 +202,7 @@ def result_of(tool: Tool, reply: Reply, arguments: dict) -> types.CallToolResult
 
 
 def markdown_table() -> str:
-    """The tool list as README shows it (generated: tests/server/api/test_mcp.py compares the two)."""
+    """The tool list as README shows it (generated: tests/server/mcp/test_mcp.py compares the two)."""
     lines = ["| Tool | What it does | REST equivalent |", "|---|---|---|"]
     for t in TOOLS:
         route = f"`{t.method} {t.path}`" + (f" `{json.dumps(t.fixed)}`" if t.fixed else "")

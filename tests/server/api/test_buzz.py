@@ -9,7 +9,7 @@ import pytest
 from coordserver.events import channels
 from coordserver.models import BuzzEvent, Event
 from coordserver.timeutil import FrozenClock
-from tests.conftest import async_client, client
+from tests.helpers import async_client, client
 
 ALERTMANAGER = {
     "version": "4", "groupKey": "{}:{alertname=\"HighLatency\"}", "status": "firing", "receiver": "coord",

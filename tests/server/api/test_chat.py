@@ -8,7 +8,7 @@ import pytest
 
 from coordserver.events import channels
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client
+from tests.helpers import client
 from tests.server.api.test_messages import BusRecorder, events_for
 
 T0 = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)

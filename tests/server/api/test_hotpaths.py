@@ -17,7 +17,7 @@ from coordserver.hotpaths import HotPaths
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, base_env, client
+from tests.helpers import TOKENS, base_env, client
 
 _VOLATILE = {"date"}  # the rate-limit windows follow the frozen clocks too
 

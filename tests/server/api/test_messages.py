@@ -8,7 +8,7 @@ import pytest
 from coordserver.events import channels
 from coordserver.events import log
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client, eventually
+from tests.helpers import client, eventually
 
 
 def events_for(server, identity: str, type_: str | None = None) -> list[dict]:

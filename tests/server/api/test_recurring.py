@@ -15,7 +15,7 @@ from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import RecurringTemplate
 from coordserver.timeutil import FrozenClock, iso
-from tests.conftest import client, ok
+from tests.helpers import client, ok
 
 UTC = timezone.utc
 SLOW_SCHEDULER = {"scheduler_interval_seconds": 3600}

@@ -15,7 +15,7 @@ from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import to_db, utcnow
-from tests.conftest import backend_url, base_env, client, eventually, ok, start_server
+from tests.helpers import backend_url, base_env, client, eventually, ok, start_server
 
 CLAIMERS = [f"u{i}" for i in range(1, 21)]
 CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}

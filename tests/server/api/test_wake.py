@@ -12,7 +12,7 @@ from coordserver.principal import Principal
 from coordserver.domain.wake import in_work_hours
 from coordserver.models import BuzzEvent, Message, Project, Task
 from coordserver.timeutil import FrozenClock, to_db
-from tests.conftest import TOKENS, client, eventually
+from tests.helpers import TOKENS, client, eventually
 
 NOON_UTC = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)  # 06:00 in Chicago (CST)
 

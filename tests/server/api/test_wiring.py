@@ -11,7 +11,7 @@ from coordserver.context import Coord
 from coordserver.events.bus import Bus, LocalBus, PostgresBus
 from coordserver.services import Services, build
 from coordserver.settings import Settings
-from tests.conftest import base_env
+from tests.helpers import base_env
 
 
 @pytest.fixture

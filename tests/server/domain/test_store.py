@@ -15,7 +15,7 @@ from coordserver.models import User
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock, to_db
-from tests.conftest import base_env, client
+from tests.helpers import base_env, client
 
 EFFECTS = Channel("effects")  # this test's own channel
 

@@ -22,7 +22,7 @@ from coordserver.realtime.notebook import room as notebook_room
 from coordserver.timeutil import FrozenClock
 from coordtui.client import notebook as notebook_client
 from coordtui.client.notebook import LOCAL_ORIGIN, NotebookSession, ReadOnlyError, byte_offset, socket_url
-from tests.conftest import TOKENS
+from tests.helpers import TOKENS
 
 FAST = {"notebook_save_seconds": 0.1, "notebook_unload_seconds": 0.3}
 

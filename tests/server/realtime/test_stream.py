@@ -14,7 +14,7 @@ import pytest
 from coordserver.events import channels
 from coordserver.events import log as event_log
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, client
+from tests.helpers import TOKENS, client
 from tests.sse_helpers import emit, emit_many, message_event, open_stream, run_unit, server_process, wait_for
 
 
