@@ -1,4 +1,4 @@
-"""Auth, onboarding, tokens, webhook config, users and health."""
+"""Auth, onboarding, tokens and webhook config (the user list: users.py; health: meta.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,12 +9,9 @@ from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain import identities
 from ..netcheck import validate_webhook_url
-from ..timeutil import iso
 from ..schemas.auth import (CreateInvite, InviteCreated, Invites, Register, Registered, Rotated, SetWebhook,
                             TokenFields, TokenRecord, Tokens, Verified, WebhookSet, WebhookState)
 from ..schemas.common import Ok
-from ..schemas.doctor import Health
-from ..schemas.users import Users
 from .common import accepts, body, path_int
 
 bp = Blueprint("auth", __name__, url_prefix="/api")
@@ -117,22 +114,3 @@ async def set_webhook():
         url = await asyncio.to_thread(validate_webhook_url, url, c.settings.webhook_allowed_hosts, c.resolver)
     return await coord().store.write(identities.set_webhook, principal.identity, url, data.token)
 
-
-@bp.get("/users")
-@accepts(returns=Users)
-async def list_users():
-    require_identity()
-    c = coord()
-    users = await c.store.read(identities.list_users, c.env_identities)
-    presence = c.services.presence
-    for user in users:
-        seen = presence.last_seen(user["id"])
-        if seen is not None:
-            user["lastSeenAt"] = iso(seen[0])
-    return {"users": users}
-
-
-@bp.get("/health")
-@accepts(returns=Health)
-async def health():
-    return {"status": "ok", "timestamp": iso(coord().now())}
