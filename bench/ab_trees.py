@@ -86,7 +86,8 @@ def main() -> None:
                 procs[tree] = start(tree, tmp, i, cluster, args.workers)
             servers = {("bare" if tree == "BARE" else tree): (base, proc.pid) for tree, (proc, base) in procs.items()}
             db_cpu = (lambda: tree_cpu(int((cluster.data / "postmaster.pid").read_text().split()[0]))) if cluster else None
-            samples = bench.run_rounds(servers, {"send": bench.TOKENS["bench"], "inbox": bench.TOKENS["reader"]},
+            samples = bench.run_rounds(servers, {"send": bench.TOKENS["bench"], "inbox": bench.TOKENS["reader"],
+                                                 "wake": bench.TOKENS["reader"]},
                                        "sink", args, args.cases.split(","), cpu=tree_cpu, db_cpu=db_cpu)
         finally:
             for proc, _ in procs.values():

@@ -101,7 +101,8 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 
 CASES = {"send": ("/api/mailboxes/{recipient}/messages", "send.lua"),
-         "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua")}
+         "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua"),
+         "wake": ("/api/wake", "get.lua")}
 
 
 def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str], recipient: str, args,

@@ -22,6 +22,7 @@ from .mcp.endpoint import McpMount
 from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
+from .events.channels import EVENTS
 
 log = logging.getLogger("coord")
 
@@ -32,11 +33,11 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 def _blueprints():
     from .api import (admin, auth, buzz, chat, directory, doctor, messages, meta, metrics, notebook, presence,
-                      recurring, skills, stream, swarm, wake, workflows)
+                      recurring, skills, stream, swarm, users, wake, workflows)
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
-            stream.bp, presence.bp, admin.bp, metrics.bp]
+            stream.bp, presence.bp, admin.bp, users.bp, metrics.bp]
 
 
 class StandardJSONProvider(DefaultJSONProvider):
@@ -138,7 +139,7 @@ def _publisher(coord: Coord):
     """After a commit: announce new log rows, then the unit's other effects."""
     def publish(max_event: int | None, effects: list) -> None:
         if max_event is not None:
-            coord.bus.publish("events", {"maxId": max_event})
+            coord.bus.publish(EVENTS, {"maxId": max_event})
         for channel, payload in effects:
             coord.bus.publish(channel, payload)
     return publish

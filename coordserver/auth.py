@@ -10,6 +10,7 @@ from quart import g, request
 from .errors import DatabaseFault, Forbidden, Unauthorized
 from .principal import Principal, hash_token
 from .timeutil import from_db
+from .events.channels import TOKENS
 
 _CACHE_SECONDS = 5.0
 _LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -31,7 +32,7 @@ class TokenResolver:
         self._unsubscribe = None
 
     async def start(self) -> None:
-        self._unsubscribe = self.coord.bus.subscribe("tokens", self._on_changed)
+        self._unsubscribe = self.coord.bus.subscribe(TOKENS, self._on_changed)
 
     async def stop(self) -> None:
         if self._unsubscribe:

@@ -1,5 +1,5 @@
 """Storage: the runner that keeps database work off the event loop (connecting is in database.py,
-schema migrations in migrations/).
+schema migrations in migrations/, fixed SQL helpers in sql.py, the running unit's state in unit.py).
 
 Every unit of work is a plain synchronous function. `Store.write` runs it on a writer thread inside a
 transaction; writes queued together share one commit (each in its own savepoint, so one failing unit
@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
 import logging
 import os
 import queue
 import select
 import threading
 import time
-from datetime import datetime
-from functools import lru_cache
 from typing import Any, Callable
 
 import peewee as pw
@@ -32,153 +29,15 @@ from .database import PostgresDatabase, is_sqlite, open_database
 from .dbfaults import DOWN, Outage
 from .migrations import migrate
 from .models import database_proxy
-from .timeutil import Clock, utcnow
+# The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
+from .sql import (PreparedStatements, current_database, locked, sql_execute, sql_insert,  # noqa: F401
+                  sql_rows)
+from .timeutil import Clock
+from .unit import _unit, after_commit, merges, note_event, now  # noqa: F401
 
 log = logging.getLogger("coord.db")
 
 _MAX_BATCH = 64
-
-
-# --- fixed SQL for hot paths ----------------------------------------------------------------
-
-def current_database() -> pw.Database:
-    """The database bound to this thread (inside a unit of work)."""
-    return database_proxy.obj
-
-
-def locked(query: pw.ModelSelect) -> pw.ModelSelect:
-    """`query` locking the rows it reads until the unit commits, for read-modify-write units. On
-    PostgreSQL several writer threads (and processes) run units at once, and without the lock two of
-    them could read the same row and the later write would undo the earlier. SQLite's single writer
-    already runs units one at a time."""
-    return query if is_sqlite(current_database()) else query.for_update()
-
-
-@lru_cache(maxsize=128)
-def _placeholders(sql: str, param: str) -> str:
-    return sql if param == "?" else sql.replace("?", param)
-
-
-def sql_execute(sql: str, params: tuple | list = ()):
-    """Runs fixed SQL written with '?' placeholders on either backend; returns the cursor.
-    For hot paths where building the query with Peewee costs more than running it. On PostgreSQL the
-    statement is prepared once per connection (see PreparedStatements)."""
-    database = current_database()
-    if is_sqlite(database):
-        return database.execute_sql(sql, params)
-    return database.prepared.execute(database, sql, params)
-
-
-class PreparedStatements:
-    """Fixed SQL on PostgreSQL as server-side prepared statements, one set per connection.
-
-    psycopg2 sends every statement as text, so PostgreSQL parses, analyses and plans the send's CTE on
-    every call: about a third of the database's CPU per send (pg_stat_statements, bench/RESULTS.md).
-    `PREPARE` once per connection and `EXECUTE` after; prepared statements belong to the session, not
-    to a transaction, so a unit that rolls back keeps them. A pooler in transaction mode would hand the
-    session to other clients between transactions: `COORD_PG_PREPARE=off` (docs/deploy.md)."""
-
-    LIMIT = 256  # distinct statements per connection (IN-lists of many lengths make more)
-
-    def __init__(self, enabled: bool = True):
-        self.enabled = enabled
-        self._local = threading.local()
-
-    def execute(self, database: pw.Database, sql: str, params: tuple | list):
-        if not self.enabled:
-            return database.execute_sql(_placeholders(sql, database.param), params)
-        names = self._names(database.connection())
-        name = names.get(sql)
-        if name is None:
-            name = self._prepare(database, names, sql)
-        return database.execute_sql(_execute_sql(name, len(params)), params)
-
-    def _names(self, connection) -> dict[str, str]:
-        held = getattr(self._local, "held", None)
-        if held is None or held[0] is not connection:  # a new connection (reconnected) starts empty
-            held = self._local.held = (connection, {})
-        return held[1]
-
-    def _prepare(self, database: pw.Database, names: dict[str, str], sql: str) -> str:
-        if len(names) >= self.LIMIT:
-            oldest_sql = next(iter(names))
-            database.execute_sql(f"DEALLOCATE {names.pop(oldest_sql)}")
-        name = f"coord_{next(_statement_numbers)}"
-        database.execute_sql(f"PREPARE {name} AS {_numbered(sql)}")
-        names[sql] = name
-        return name
-
-
-_statement_numbers = itertools.count(1)
-
-
-@lru_cache(maxsize=512)
-def _numbered(sql: str) -> str:
-    """'?' placeholders as $1, $2, ... (fixed SQL never has a '?' inside a literal)."""
-    parts = sql.split("?")
-    return "".join(part + (f"${i}" if i < len(parts) else "") for i, part in enumerate(parts, 1))
-
-
-@lru_cache(maxsize=64)
-def _execute_sql(name: str, count: int) -> str:
-    return f"EXECUTE {name}" + (f"({', '.join(['%s'] * count)})" if count else "")
-
-
-def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
-    return sql_execute(sql, params).fetchall()
-
-
-def sql_insert(sql: str, params: tuple | list = ()) -> int | None:
-    """Runs one fixed INSERT of one row (without RETURNING) and returns the new row's id, or None when a
-    guarded INSERT ... SELECT ... WHERE inserted nothing. SQLite: lastrowid, so the insert is one step
-    of the statement instead of two: each step releases and retakes the GIL (measured:
-    bench/RESULTS.md, "Figures from code comments")."""
-    database = current_database()
-    if is_sqlite(database):
-        cursor = database.execute_sql(sql, params)
-        return cursor.lastrowid if cursor.rowcount else None
-    row = database.execute_sql(_placeholders(sql + " RETURNING id", database.param), params).fetchone()
-    return row[0] if row else None
-
-
-# --- unit-of-work context --------------------------------------------------------------------
-
-_unit = threading.local()
-
-
-def now() -> datetime:
-    """'Now' for the running unit of work: the store's clock, so tests can inject time."""
-    clock = getattr(_unit, "clock", None)
-    return clock.now() if clock else utcnow()
-
-
-def after_commit(channel: str, payload: dict) -> None:
-    """Publish `payload` on the bus once (and only if) the current unit succeeds: a write unit's
-    transaction commits, a read unit returns. Its caller hears back only after the publish."""
-    effects = getattr(_unit, "effects", None)
-    if effects is None:
-        raise RuntimeError("after_commit called outside a Store unit")
-    effects.append((channel, payload))
-
-
-def note_event(event_id: int, event_type: str) -> None:
-    current = getattr(_unit, "max_event", None)
-    if getattr(_unit, "effects", None) is None or getattr(_unit, "read_only", False):
-        raise RuntimeError("events must be appended inside a Store.write unit")
-    _unit.max_event = event_id if current is None else max(current, event_id)
-    _unit.event_types.append(event_type)
-
-
-def merges(many: Callable[[list[tuple]], list[Callable[[], Any]]], when: Callable[..., bool]):
-    """Marks a unit function whose queued calls the PostgreSQL writer may run as one: `many(calls)` (each
-    call is its positional arguments) does the database work of all of them, typically one statement
-    for the lot instead of a round trip each, and returns per call a function that finishes it without
-    SQL: logs its events (note_event), queues its effects and returns its result or raises its refusal.
-    Only calls for which `when(*args)` holds are merged. If `many` fails, each call runs on its own."""
-    def mark(fn: Callable) -> Callable:
-        fn.merge = (many, when)
-        return fn
-    return mark
 
 
 def _merge_of(job: "_Job"):

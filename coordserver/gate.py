@@ -14,6 +14,7 @@ from .auth import TokenResolver
 from .principal import Principal
 from .errors import Invalid
 from .ratelimit import RateLimiter, route_class
+from .realtime.presence import PresenceTracker
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,9 @@ class Admission:
 
 
 class Gate:
-    def __init__(self, coord, resolver: TokenResolver, limiter: RateLimiter):
+    def __init__(self, coord, resolver: TokenResolver, limiter: RateLimiter, presence: PresenceTracker):
         self._coord = coord
+        self._presence = presence
         self._resolver = resolver
         self._limiter = limiter
         self._rate_limits = coord.settings.rate_limits
@@ -42,7 +44,7 @@ class Gate:
         if self._rate_limits and token and principal is None:
             self._limiter.check("refused", client(), "requests with an invalid token")
         if principal is not None:
-            self._coord.services.presence.touch(principal.identity, "api")
+            self._presence.touch(principal.identity, "api")
         no_nul(path, query)
         return Admission(principal, token is not None, rate_headers)
 

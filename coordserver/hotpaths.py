@@ -29,14 +29,13 @@ from .metrics import process_metrics
 from .schemas import from_body, from_query
 from .schemas.messages import InboxQuery, SendMessage
 from .schemas.wake import WakeQuery
+from .sendroute import SEND_ROUTE, send_recipient
 from .settings import MAX_BODY_BYTES
 
-_MAILBOXES = "/api/mailboxes/"
 _INBOX = "/api/mailboxes/me/messages"
 _WAKE = "/api/wake"
 _JSON = b"application/json"
-# Their route labels (coord_http_requests_total), as API.md writes them.
-SEND_ROUTE = "/api/mailboxes/{recipient}/messages"
+# Their route labels (coord_http_requests_total), as API.md writes them (SEND_ROUTE: sendroute.py).
 INBOX_ROUTE = _INBOX
 WAKE_ROUTE = _WAKE
 
@@ -78,10 +77,9 @@ class HotPaths:
             except UnicodeDecodeError:
                 return None
             return (self._inbox, INBOX_ROUTE) if path == _INBOX else (self._wake, WAKE_ROUTE)
-        if method == "POST" and path.startswith(_MAILBOXES) and path.endswith("/messages"):
-            recipient = path[len(_MAILBOXES):-len("/messages")]
-            # "me" is no recipient (POST .../me/messages is a 405, from Quart)
-            if recipient and "/" not in recipient and recipient != "me" and _declared_length(scope) is not None:
+        if method == "POST":
+            # "me" is no recipient (POST .../me/messages is a 405, from Quart); nor is an empty segment
+            if send_recipient(path) and _declared_length(scope) is not None:
                 return self._send, SEND_ROUTE
         return None
 
@@ -110,7 +108,7 @@ class HotPaths:
 
     async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        recipient = scope["path"][len(_MAILBOXES):-len("/messages")]
+        recipient = send_recipient(scope["path"])
         data = from_body(SendMessage, body, content_type=_headers(scope).get(b"content-type"))
         return 200, self._json(await post_message(self._coord, principal, recipient, data))
 

@@ -243,8 +243,9 @@ class _AppFigures:
 class AppMetrics:
     """coord.services.metrics: one app's scrape."""
 
-    def __init__(self, coord):
+    def __init__(self, coord, scheduler: Scheduler, loopmon: LoopMonitor):
         self.coord = coord
+        self.scheduler, self.loopmon = scheduler, loopmon  # their lags are gauges of the scrape
         self.process = process_metrics()
         self._counts: dict | None = None
         self._counted_at = None
@@ -301,9 +302,9 @@ class AppMetrics:
             self.row_queries += 1
 
     def _scheduler_lag(self) -> float:
-        lag = self.coord.services.scheduler.lag_seconds(self.coord.now())
+        lag = self.scheduler.lag_seconds(self.coord.now())
         return max(0.0, lag) if lag is not None else float("nan")
 
     def _loop_lag(self) -> float:
-        most = self.coord.services.loopmon.stats()["maxMs"]
+        most = self.loopmon.stats()["maxMs"]
         return most / 1000 if most is not None else float("nan")

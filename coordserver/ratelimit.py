@@ -8,6 +8,7 @@ import math
 import time
 
 from .errors import RateLimited
+from .sendroute import send_recipient
 
 WINDOW_SECONDS = 60
 LIMITS = {"register": 5, "verify": 20, "invites": 10, "send": 30, "wake": 20, "presence": 30,
@@ -34,8 +35,7 @@ def route_class(method: str, path: str) -> str | None:
         return "verify"
     if path.startswith("/api/auth/invites"):
         return "invites"
-    if method == "POST" and path.startswith("/api/mailboxes/") and path.endswith("/messages") \
-            and path.count("/") == 4 and not path.startswith("/api/mailboxes/me/"):
+    if method == "POST" and send_recipient(path) is not None:
         return "send"
     if path == "/api/wake" or path.startswith("/api/wake/"):
         return "wake"

@@ -11,13 +11,13 @@ from dataclasses import dataclass, fields
 from .auth import TokenResolver
 from .gate import Gate
 from .mcp.endpoint import McpEndpoint
-from .mcp.push import WakeListeners
+from .mcp.wake_listeners import WakeListeners
 from .metrics import AppMetrics
 from .ratelimit import RateLimiter
 from .realtime.loopmon import LoopMonitor
-from .realtime.notebook_manager import NotebookRooms
+from .realtime.notebook.rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
-from .realtime.push import PushService
+from .realtime.webhook_delivery import PushService
 from .realtime.revocation import TokenGuard
 from .realtime.sse import SSEHub
 from .realtime.wake_cache import WakeCache
@@ -57,15 +57,23 @@ class Services:
 
 
 def build(coord, app) -> Services:
-    """`app` has its routes registered: the MCP endpoint calls them and shapes its tools from them."""
+    """`app` has its routes registered: the MCP endpoint calls them and shapes its tools from them.
+
+    Each part is handed the parts it uses when it is made, so this function is the one place that says
+    who depends on whom (parts reach no other part through `coord.services`)."""
     settings, clock = coord.settings, coord.clock
     tokens = TokenResolver(coord)
     limiter = RateLimiter({**settings.rate_limit_overrides, "webhook": settings.ingest_per_webhook},
                           clock=lambda: clock.now().timestamp())
-    gate = Gate(coord, tokens, limiter)
-    endpoint = McpEndpoint(coord, gate, app)
-    return Services(tokens=tokens, tokens_guard=TokenGuard(coord), presence=PresenceTracker(coord),
-                    loopmon=LoopMonitor(coord), wake=WakePulser(coord), wake_cache=WakeCache(coord),
-                    notebook=NotebookRooms(coord), scheduler=Scheduler(coord), sse=SSEHub(coord),
-                    push=PushService(coord), metrics=AppMetrics(coord), ratelimit=limiter,
+    presence = PresenceTracker(coord)
+    tokens_guard = TokenGuard(coord, tokens)
+    gate = Gate(coord, tokens, limiter, presence)
+    sse = SSEHub(coord, tokens_guard, presence)
+    wake_cache = WakeCache(coord)
+    endpoint = McpEndpoint(coord, gate, app, presence, tokens_guard)
+    loopmon, scheduler = LoopMonitor(coord), Scheduler(coord)
+    return Services(tokens=tokens, tokens_guard=tokens_guard, presence=presence,
+                    loopmon=loopmon, wake=WakePulser(coord, sse, endpoint.hub, wake_cache, presence),
+                    wake_cache=wake_cache, notebook=NotebookRooms(coord), scheduler=scheduler, sse=sse,
+                    push=PushService(coord), metrics=AppMetrics(coord, scheduler, loopmon), ratelimit=limiter,
                     gate=gate, mcp=endpoint.hub, mcp_endpoint=endpoint)

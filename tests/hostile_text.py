@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.conftest import client, ok
+from tests.helpers import client, ok
 
 # The message, then a bare alternate-screen exit, C1 CSI, BEL, a right-to-left override, an OSC 8
 # hyperlink, and Rich markup for a link (a widget reading it as markup would emit OSC 8 itself).

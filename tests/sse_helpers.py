@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from coordserver.events import log as event_log
-from tests.conftest import TOKENS, base_env
+from tests.helpers import TOKENS, base_env
 
 
 def emit(server, event_type: str, data: dict, to: list[str] | None) -> int:

@@ -1,24 +1,16 @@
-"""Profiles and user admin (API.md §18): setup-profile, the admin user list, user PATCH and user stats."""
+"""User admin (API.md §18): the admin user list, user PATCH and user stats (the caller's own profile: users.py)."""
 from __future__ import annotations
 
 from quart import Blueprint
 
-from ..auth import require_admin, require_identity
+from ..auth import require_admin
 from ..context import coord
 from ..domain import users
-from ..schemas.auth import SetupProfile, UserFields
-from ..schemas.users import AllUserStats, Profile, UserAnswer, Users
+from ..schemas.auth import UserFields
+from ..schemas.users import AllUserStats, UserAnswer, Users
 from .common import accepts, body
 
 bp = Blueprint("admin", __name__, url_prefix="/api")
-
-
-@bp.post("/auth/setup-profile")
-@accepts(SetupProfile, returns=Profile)
-async def setup_profile():
-    """Set the caller's display name (1–100 characters, trimmed)."""
-    principal = require_identity()
-    return await coord().store.write(users.setup_profile, principal.identity, (await body()).display_name)
 
 
 @bp.get("/admin/users")

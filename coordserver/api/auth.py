@@ -1,4 +1,4 @@
-"""Auth, onboarding, tokens, webhook config, users and health."""
+"""Auth, onboarding, tokens and webhook config (the user list: users.py; health: meta.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,14 +8,10 @@ from quart import Blueprint
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain import identities
-from ..errors import Invalid
 from ..netcheck import validate_webhook_url
-from ..timeutil import iso
 from ..schemas.auth import (CreateInvite, InviteCreated, Invites, Register, Registered, Rotated, SetWebhook,
                             TokenFields, TokenRecord, Tokens, Verified, WebhookSet, WebhookState)
 from ..schemas.common import Ok
-from ..schemas.doctor import Health
-from ..schemas.users import Users
 from .common import accepts, body, path_int
 
 bp = Blueprint("auth", __name__, url_prefix="/api")
@@ -60,17 +56,8 @@ async def delete_invite(invite_id: str):
 async def register():
     """Redeem an invite code: creates the identity and returns its token (shown once)."""
     data: Register = await body()
-    return await register_identity(data.code, data.identity, data.label, data.display_name)
-
-
-async def register_identity(code, identity, label, display_name) -> dict:
-    """Shared by the JSON endpoint and the /onboard form."""
-    if not isinstance(code, str) or not code.strip():
-        raise Invalid("code is required")
-    if identity is None or (isinstance(identity, str) and not identity.strip()):
-        raise Invalid("identity is required")
     c = coord()
-    return await c.store.write(identities.register, code, identity, label or None, display_name or None,
+    return await c.store.write(identities.register, data.code, data.identity, data.label, data.display_name,
                                c.env_identities)
 
 
@@ -127,22 +114,3 @@ async def set_webhook():
         url = await asyncio.to_thread(validate_webhook_url, url, c.settings.webhook_allowed_hosts, c.resolver)
     return await coord().store.write(identities.set_webhook, principal.identity, url, data.token)
 
-
-@bp.get("/users")
-@accepts(returns=Users)
-async def list_users():
-    require_identity()
-    c = coord()
-    users = await c.store.read(identities.list_users, c.env_identities)
-    presence = c.services.presence
-    for user in users:
-        seen = presence.last_seen(user["id"])
-        if seen is not None:
-            user["lastSeenAt"] = iso(seen[0])
-    return {"users": users}
-
-
-@bp.get("/health")
-@accepts(returns=Health)
-async def health():
-    return {"status": "ok", "timestamp": iso(coord().now())}

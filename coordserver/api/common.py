@@ -15,13 +15,17 @@ from ..schemas.base import QUERY_INT_MAX
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
             returns: type | dict[int, type | None] | None = None, body_required: bool = True,
-            media: str | tuple[str, ...] = "application/json"):
+            media: str | tuple[str, ...] = "application/json", operation_id: str | None = None):
     """Declares a view's request body, query and 2xx response models (read by /api/openapi.json and the MCP
     tools' output schemas; a response is a Model, or a bare map or array of them). The view
-    parses them with `await body()` and `query()` once it has checked who is asking (a 401 comes before a 400)."""
+    parses them with `await body()` and `query()` once it has checked who is asking (a 401 comes before a 400).
+    `operation_id`: the OpenAPI operationId's stem where it is not the endpoint (a route moved to another
+    blueprint keeps its v1 id)."""
     def decorator(view):
         view.__schema__ = {"body": body, "query": query, "body_required": body_required, "media": media,
                            "returns": returns if isinstance(returns, dict) or returns is None else {200: returns}}
+        if operation_id is not None:
+            view.__schema__["operation_id"] = operation_id
         return view
     return decorator
 

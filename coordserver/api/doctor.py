@@ -12,9 +12,9 @@ from ..auth import require_admin, require_identity
 from ..principal import Principal
 from ..context import coord
 from ..domain import doctor, identities, recurring
-from ..domain.doctor import FAIL, PASS, WARN
+from ..domain.doctor import PASS
 from ..errors import StorageFull
-from ..timeutil import iso, parse_iso
+from ..timeutil import iso
 from ..schemas.doctor import DoctorReport
 from .common import accepts
 from .wake import presence_snapshot
@@ -37,11 +37,7 @@ def _caller_probes(principal: Principal) -> list:
 
     async def who():
         facts = await c.store.read(doctor.identity_facts, identity, c.env_identities)
-        if facts["archived"]:
-            return WARN, f"Identity {identity} is archived", facts
-        if not facts["known"]:
-            return WARN, f"Identity {identity} is not a known identity", facts
-        return PASS, f"Signed in as {identity}", facts
+        return (*doctor.identity_verdict(identity, facts), facts)
 
     async def stream():
         open_streams = _open_streams(identity)
@@ -55,16 +51,7 @@ def _caller_probes(principal: Principal) -> list:
         state = await c.store.read(identities.webhook_state, identity, override)
         deliveries = state["deliveries"]
         details = {"webhookUrl": state["webhookUrl"], **deliveries}
-        if not state["configured"]:
-            return WARN, "No webhook URL registered", details
-        if doctor.refused_delivery(deliveries["lastError"]):
-            return FAIL, ("Webhook deliveries refused by the address check, not retried "
-                          f"({deliveries['lastError'][len(doctor.REFUSED_PREFIX):]}); "
-                          "register a publicly routable URL"), details
-        if deliveries["failed"] or deliveries["lastError"]:
-            return WARN, f"Webhook registered; last delivery problem: {deliveries['lastError'] or 'failed'}", details
-        return PASS, "Webhook registered" + (f"; last delivery at {deliveries['lastSuccessAt']}"
-                                             if deliveries["lastSuccessAt"] else "; nothing delivered yet"), details
+        return (*doctor.webhook_verdict(state["configured"], deliveries), details)
 
     async def pending():
         facts = await c.store.read(doctor.pending_facts, identity, c.settings.base_url, c.env_identities,
@@ -98,9 +85,7 @@ def _admin_probes() -> list:
 
     async def database():
         facts = await c.store.read(doctor.database_facts, c.store)
-        summary = (f"{facts['backend']} schema v{facts['schemaVersion']}, "
-                   f"{_size(facts['sizeBytes'])}, query {facts['queryMs']} ms")
-        return (WARN if facts["queryMs"] > doctor.SLOW_QUERY_MS else PASS), summary, facts
+        return (*doctor.database_verdict(facts), facts)
 
     async def storage():
         facts = await asyncio.to_thread(c.store.storage_facts)
@@ -111,29 +96,14 @@ def _admin_probes() -> list:
 
     async def events():
         facts = await c.store.read(doctor.event_facts)
-        retention = timedelta(days=c.settings.event_retention_days)
-        oldest = parse_iso(facts["oldestAt"]) if facts["oldestAt"] else None
         facts["oldestAge"] = doctor.age(facts["oldestAt"], c.now())
         facts["retentionDays"] = c.settings.event_retention_days
-        if oldest and c.now() - oldest > retention + timedelta(days=1):
-            return WARN, f"{facts['rows']} events; oldest {facts['oldestAge']} old, past retention (pruning?)", facts
-        return PASS, f"{facts['rows']} events in the log" + (
-            f", oldest {facts['oldestAge']} old" if facts["oldestAge"] else ""), facts
+        return (*doctor.events_verdict(facts, c.now(), timedelta(days=c.settings.event_retention_days)), facts)
 
     async def outbox():
         facts = await c.store.read(doctor.outbox_facts)
         facts["oldestPendingAge"] = doctor.age(facts["oldestPendingAt"], c.now())
-        summary = f"{facts['pending']} pending, {facts['failed']} failed pushes"
-        stale = facts["oldestPendingAt"] and c.now() - parse_iso(facts["oldestPendingAt"]) > doctor.OUTBOX_STALE
-        if stale:
-            return WARN, summary + f"; oldest pending {facts['oldestPendingAge']} old", facts
-        if facts["refused"]:
-            last = facts["lastRefused"]
-            return WARN, summary + (f"; {facts['refused']} refused by the address check, last for "
-                                    f"{last['identity']}: {last['error'][len(doctor.REFUSED_PREFIX):]}"), facts
-        if facts["failed"]:
-            return WARN, summary + (f"; last failure: {facts['lastFailure']}" if facts["lastFailure"] else ""), facts
-        return PASS, summary, facts
+        return (*doctor.outbox_verdict(facts, c.now()), facts)
 
     async def streams():
         total = _open_streams()
@@ -149,20 +119,11 @@ def _admin_probes() -> list:
         details["lastTickAt"] = iso(last_tick)
         lag = service.lag_seconds(c.now())
         details["lagSeconds"] = round(lag, 1) if lag is not None else None
-        if lag is not None and lag > 2 * interval:
-            return WARN, f"Scheduler last ran {doctor.age(iso(last_tick), c.now())} ago", details
-        if overdue["overdue"]:
-            return WARN, f"{overdue['overdue']} recurring template(s) overdue", details
-        return PASS, "Scheduler running" + ("" if last_tick else "; no tick yet"), details
+        return (*doctor.scheduler_verdict(lag, interval, iso(last_tick), overdue["overdue"], c.now()), details)
 
     async def loop():
         stats = c.services.loopmon.stats()
-        if not stats["samples"]:
-            return PASS, "Event loop: no lag samples yet", stats
-        summary = f"Event-loop lag over the last minute: max {stats['maxMs']} ms, avg {stats['avgMs']} ms"
-        if stats["maxMs"] > doctor.STUCK_LOOP_MS:
-            return FAIL, summary, stats
-        return (WARN if stats["maxMs"] > doctor.SLOW_LOOP_MS else PASS), summary, stats
+        return (*doctor.loop_verdict(stats), stats)
 
     async def process():
         # The streams, scheduler and loop probes describe the process that answered; with
@@ -180,16 +141,6 @@ def _admin_probes() -> list:
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name, "")
     return int(value) if value.isdigit() else None
-
-
-def _size(size: int | None) -> str:
-    if size is None:
-        return "size unknown"
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size} B"
 
 
 @bp.get("/doctor/admin")

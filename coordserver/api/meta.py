@@ -9,12 +9,21 @@ from pathlib import Path
 
 from quart import Blueprint, Response, current_app
 
+from ..context import coord
+from ..schemas.doctor import Health
 from ..schemas.meta import ApiDocument
+from ..timeutil import iso
 from ..web.headers import page_headers, script_hashes
 from .common import accepts
 from .openapi import openapi_document
 
 bp = Blueprint("meta", __name__, url_prefix="/api")
+
+
+@bp.get("/health")
+@accepts(returns=Health, operation_id="auth.health")  # its v1 operationId, from when auth.py served it
+async def health():
+    return {"status": "ok", "timestamp": iso(coord().now())}
 
 _PARAM = re.compile(r"<(?:[a-z_]+(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <int:id>, <other_than(x):id>
 _DOCS_PAGE = Path(__file__).resolve().parent.parent / "web" / "api_docs.html"

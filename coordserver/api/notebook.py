@@ -7,7 +7,7 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import notebook as pages
 from ..domain.swarm import optional_timestamp
-from ..realtime.notebook_socket import notebook_socket
+from .notebook_socket import notebook_socket
 from ..schemas.common import Success
 from ..schemas.notebook import CreatePage, PageAnswer, Pages, PagesQuery, UpdatePage, Viewers
 from .common import accepts, body, query

@@ -114,7 +114,7 @@ def openapi_document(rules, view_functions, version: str) -> dict:
         doc = (view.__doc__ or "").strip().splitlines()
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             operation: dict[str, Any] = {
-                "operationId": f"{rule.endpoint}.{method.lower()}",
+                "operationId": f"{schema.get('operation_id') or rule.endpoint}.{method.lower()}",
                 "summary": doc[0] if doc else rule.endpoint.split(".")[-1].replace("_", " "),
                 "responses": _responses(schema.get("returns"), method in ("POST", "PUT", "PATCH", "DELETE"),
                                         secured, schema.get("media", "application/json"), schemas,

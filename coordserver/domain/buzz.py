@@ -24,6 +24,7 @@ from ..models import BuzzEvent, BuzzWebhook
 from ..timeutil import from_db, iso, to_db
 from .fields import flag
 from .identities import is_known, valid_identity
+from ..events.channels import WAKE
 
 logger = logging.getLogger("coord")
 
@@ -435,5 +436,5 @@ def ingest(app_name: str, token: str, parsed: dict, limit: int | None = None) ->
     log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id},
                to=_audience(webhook))
     for agent in {webhook.wake_agent, webhook.notify_agent} - {None}:
-        db.after_commit("wake", {"identity": agent})
+        db.after_commit(WAKE, {"identity": agent})
     return {"ok": True, "eventId": event.id}

@@ -16,6 +16,7 @@ from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import archived_among, is_known, valid_identity
+from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
 
 NAME_MAX = 100
 BODY_MAX = 10_000
@@ -57,7 +58,7 @@ def typing(channel_id: str, identity: str) -> None:
     _membership(channel_id, identity)
     others = [m for m in members_of(channel_id) if m != identity]
     if others:
-        db.after_commit("ephemeral", {"type": "chat_typing", "to": others, "data": {
+        db.after_commit(EPHEMERAL, {"type": "chat_typing", "to": others, "data": {
             "type": "chat_typing", "channelId": channel_id, "identity": identity}})
 
 
@@ -177,7 +178,7 @@ def post(identity: str, channel_id: str, body: str) -> dict:
                to=members)
     for member in members:  # the message enters the others' wake (chat source)
         if member != identity:
-            db.after_commit("wake", {"identity": member})
+            db.after_commit(WAKE, {"identity": member})
     return message_json(message)
 
 
@@ -185,7 +186,7 @@ def mark_read(identity: str, channel_id: str) -> dict:
     _membership(channel_id, identity)
     ChatMember.update(last_read_at=to_db(db.now())).where(
         (ChatMember.channel == channel_id) & (ChatMember.identity == identity)).execute()
-    db.after_commit("wake_changed", {"identity": identity})  # its chat item leaves wake, in every process
+    db.after_commit(WAKE_CHANGED, {"identity": identity})  # its chat item leaves wake, in every process
     return {"ok": True}
 
 
@@ -193,7 +194,7 @@ def set_archived(identity: str, channel_id: str, archived: bool) -> dict:
     _membership(channel_id, identity)
     ChatMember.update(archived_at=to_db(db.now()) if archived else None).where(
         (ChatMember.channel == channel_id) & (ChatMember.identity == identity)).execute()
-    db.after_commit("wake_changed", {"identity": identity})  # archived channels are not in wake
+    db.after_commit(WAKE_CHANGED, {"identity": identity})  # archived channels are not in wake
     return {"ok": True}
 
 

@@ -142,3 +142,89 @@ def refused_delivery(last_error: str | None) -> bool:
 def age(value: str | None, now: datetime) -> str | None:
     """Age of a wire timestamp, e.g. '2h 15m'."""
     return age_text(parse_iso(value), now) if value else None
+
+
+# --- verdicts: a probe's status and summary from its facts -----------------------------------
+# The rules that pass or warn live here, beside the facts they judge; api/doctor.py gathers the facts
+# and reports what these say.
+
+def identity_verdict(identity: str, facts: dict) -> tuple[str, str]:
+    if facts["archived"]:
+        return WARN, f"Identity {identity} is archived"
+    if not facts["known"]:
+        return WARN, f"Identity {identity} is not a known identity"
+    return PASS, f"Signed in as {identity}"
+
+
+def webhook_verdict(configured: bool, deliveries: dict) -> tuple[str, str]:
+    if not configured:
+        return WARN, "No webhook URL registered"
+    if refused_delivery(deliveries["lastError"]):
+        return FAIL, ("Webhook deliveries refused by the address check, not retried "
+                      f"({deliveries['lastError'][len(REFUSED_PREFIX):]}); "
+                      "register a publicly routable URL")
+    if deliveries["failed"] or deliveries["lastError"]:
+        return WARN, f"Webhook registered; last delivery problem: {deliveries['lastError'] or 'failed'}"
+    return PASS, "Webhook registered" + (f"; last delivery at {deliveries['lastSuccessAt']}"
+                                         if deliveries["lastSuccessAt"] else "; nothing delivered yet")
+
+
+def database_verdict(facts: dict) -> tuple[str, str]:
+    """WARN when a trivial query takes longer than SLOW_QUERY_MS."""
+    summary = (f"{facts['backend']} schema v{facts['schemaVersion']}, "
+               f"{_size(facts['sizeBytes'])}, query {facts['queryMs']} ms")
+    return (WARN if facts["queryMs"] > SLOW_QUERY_MS else PASS), summary
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "size unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"
+
+
+def events_verdict(facts: dict, now: datetime, retention: timedelta) -> tuple[str, str]:
+    """WARN when the oldest event is a day past retention (is pruning running?)."""
+    oldest = parse_iso(facts["oldestAt"]) if facts["oldestAt"] else None
+    if oldest and now - oldest > retention + timedelta(days=1):
+        return WARN, f"{facts['rows']} events; oldest {facts['oldestAge']} old, past retention (pruning?)"
+    return PASS, f"{facts['rows']} events in the log" + (
+        f", oldest {facts['oldestAge']} old" if facts["oldestAge"] else "")
+
+
+def outbox_verdict(facts: dict, now: datetime) -> tuple[str, str]:
+    """WARN on a pending push older than OUTBOX_STALE, on refused or on failed deliveries."""
+    summary = f"{facts['pending']} pending, {facts['failed']} failed pushes"
+    stale = facts["oldestPendingAt"] and now - parse_iso(facts["oldestPendingAt"]) > OUTBOX_STALE
+    if stale:
+        return WARN, summary + f"; oldest pending {facts['oldestPendingAge']} old"
+    if facts["refused"]:
+        last = facts["lastRefused"]
+        return WARN, summary + (f"; {facts['refused']} refused by the address check, last for "
+                                f"{last['identity']}: {last['error'][len(REFUSED_PREFIX):]}")
+    if facts["failed"]:
+        return WARN, summary + (f"; last failure: {facts['lastFailure']}" if facts["lastFailure"] else "")
+    return PASS, summary
+
+
+def scheduler_verdict(lag: float | None, interval: float, last_tick: str | None, overdue: int,
+                      now: datetime) -> tuple[str, str]:
+    """WARN when the scheduler has not run for two intervals, or templates are overdue."""
+    if lag is not None and lag > 2 * interval:
+        return WARN, f"Scheduler last ran {age(last_tick, now)} ago"
+    if overdue:
+        return WARN, f"{overdue} recurring template(s) overdue"
+    return PASS, "Scheduler running" + ("" if last_tick else "; no tick yet")
+
+
+def loop_verdict(stats: dict) -> tuple[str, str]:
+    """FAIL past STUCK_LOOP_MS of event-loop lag, WARN past SLOW_LOOP_MS."""
+    if not stats["samples"]:
+        return PASS, "Event loop: no lag samples yet"
+    summary = f"Event-loop lag over the last minute: max {stats['maxMs']} ms, avg {stats['avgMs']} ms"
+    if stats["maxMs"] > STUCK_LOOP_MS:
+        return FAIL, summary
+    return (WARN if stats["maxMs"] > SLOW_LOOP_MS else PASS), summary

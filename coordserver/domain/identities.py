@@ -13,6 +13,7 @@ from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..models import Invite, Message, PushDelivery, Token, User, WebhookConfig
 from ..settings import IDENTITY_RE
 from ..timeutil import from_db, iso, to_db
+from ..events.channels import CONTROL, TOKENS, WAKE_CHANGED
 
 REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be recovered. "
                    "Send it as 'Authorization: Bearer <token>'. Start with GET /api/skill.")
@@ -179,7 +180,7 @@ def tokens_changed(token_ids, identity: str | None = None) -> None:
     """Once this unit commits, every process drops these tokens (with `identity`: all of that
     identity's) from its token cache (auth.TokenResolver): this one before the unit's caller hears
     back, the others when the bus's NOTIFY reaches them."""
-    db.after_commit("tokens", {"tokenIds": sorted(set(token_ids)), "identity": identity})
+    db.after_commit(TOKENS, {"tokenIds": sorted(set(token_ids)), "identity": identity})
 
 
 def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool = False) -> int:
@@ -191,7 +192,7 @@ def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool =
     data = {"tokenIds": sorted(set(token_ids)), "identity": identity, "reason": reason,
             "wholeIdentity": whole_identity}
     event_id = event_log.append(REVOCATION_EVENT, data, to=())
-    db.after_commit("control", {"eventId": event_id})  # SQLite's hub skips reads with no stream open
+    db.after_commit(CONTROL, {"eventId": event_id})  # SQLite's hub skips reads with no stream open
     tokens_changed(token_ids, identity if whole_identity else None)
     return event_id
 
@@ -245,7 +246,7 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
             if agent == token.identity:
                 raise Invalid("An agent cannot be its own backup")
         for backup in {token.backup_agent, agent} - {None}:  # backup alerts join or leave their wakes
-            db.after_commit("wake_changed", {"identity": backup})
+            db.after_commit(WAKE_CHANGED, {"identity": backup})
         token.backup_agent = agent
     if "staleTriggerHours" in changes:
         hours = changes["staleTriggerHours"]
@@ -318,8 +319,12 @@ def _claimable(identity: str, named_by_invite: bool, env_identities: frozenset[s
 
 def register(code: object, identity: object, label: object, display_name: object,
              env_identities: frozenset[str]) -> dict:
+    """Redeem an invite code (POST /api/auth/register and the /onboard form): the identity and its token."""
     if not isinstance(code, str) or not code.strip():
         raise Invalid("code is required")
+    if identity is None or (isinstance(identity, str) and not identity.strip()):
+        raise Invalid("identity is required")
+    label, display_name = label or None, display_name or None
     identity = valid_identity(identity)
     optional_label(label)
     if display_name is not None and (not isinstance(display_name, str) or len(display_name) > 100):

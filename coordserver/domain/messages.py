@@ -20,6 +20,7 @@ from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
+from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -30,8 +31,16 @@ BATCH_ACK_MAX = 1000
 # The hot paths (send, inbox, sent) use fixed SQL text with cached placeholders and build the wire
 # JSON from row tuples: Peewee's per-call SQL generation and model instantiation cost more than the
 # queries themselves (see bench/messages.py). Everything else uses Peewee with `.tuples()`.
-_FIELDS = ("id", "recipient", "sender", "title", "body", "status", "urgent", "created_at", "viewed_at", "thread_id",
-           "reply_to_message_id", "dedupe_key", "metadata", "response_waiting", "waiting_responder", "waiting_since")
+#
+# The wire Message, written once: its columns in wire order, each with how a stored value becomes the
+# wire's. message_json, search_row and the database-encoded inbox row (_message_json_sql) are made from
+# it; schemas/messages.py declares the same fields (tests/server/api/test_messages.py holds them equal).
+PLAIN, BOOL, TIME, JSON = "plain", "bool", "time", "json"
+MESSAGE_WIRE = (("id", PLAIN), ("recipient", PLAIN), ("sender", PLAIN), ("title", PLAIN), ("body", PLAIN),
+                ("status", PLAIN), ("urgent", BOOL), ("created_at", TIME), ("viewed_at", TIME), ("thread_id", PLAIN),
+                ("reply_to_message_id", PLAIN), ("dedupe_key", PLAIN), ("metadata", JSON),
+                ("response_waiting", BOOL), ("waiting_responder", PLAIN), ("waiting_since", TIME))
+_FIELDS = tuple(column for column, _kind in MESSAGE_WIRE)
 _COLUMNS = tuple(getattr(Message, name) for name in _FIELDS)
 _SELECT = "SELECT " + ", ".join(_FIELDS) + " FROM message"
 _INSERT_COLUMNS = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
@@ -62,20 +71,28 @@ def _metadata(value):
     return jsonstrict.loads_lenient(value) if isinstance(value, str) else value
 
 
-def message_json(r: tuple) -> dict:
-    """A row in _FIELDS order as the wire Message."""
-    return {"id": r[0], "recipient": r[1], "sender": r[2], "title": r[3], "body": r[4], "status": r[5],
-            "urgent": bool(r[6]), "createdAt": _wire_time(r[7]), "viewedAt": _wire_time(r[8]), "threadId": r[9],
-            "replyToMessageId": r[10], "dedupeKey": r[11], "metadata": _metadata(r[12]),
-            "responseWaiting": bool(r[13]), "waitingResponder": r[14], "waitingSince": _wire_time(r[15])}
+def camel(column: str) -> str:
+    head, *rest = column.split("_")
+    return head + "".join(word.title() for word in rest)
 
 
-def search_row(r: tuple) -> dict:
-    """The v1 snake_case row returned by search."""
-    return {"id": r[0], "recipient": r[1], "sender": r[2], "title": r[3], "body": r[4], "status": r[5],
-            "urgent": bool(r[6]), "created_at": _wire_time(r[7]), "viewed_at": _wire_time(r[8]), "thread_id": r[9],
-            "reply_to_message_id": r[10], "dedupe_key": r[11], "metadata": _metadata(r[12]),
-            "response_waiting": bool(r[13]), "waiting_responder": r[14], "waiting_since": _wire_time(r[15])}
+def _row_builder(name: str, keys: list[str], doc: str):
+    """A function of one row tuple (in _FIELDS order) returning the dict of `keys`, generated once from
+    MESSAGE_WIRE as the literal it would be written as by hand: the send and inbox paths are hot, and a
+    loop over the table per row would cost them."""
+    read = {PLAIN: "r[{i}]", BOOL: "bool(r[{i}])", TIME: "_wire_time(r[{i}])", JSON: "_metadata(r[{i}])"}
+    items = ", ".join(f"{key!r}: {read[kind].format(i=i)}" for i, (key, (_column, kind)) in
+                      enumerate(zip(keys, MESSAGE_WIRE)))
+    namespace = {"_wire_time": _wire_time, "_metadata": _metadata}
+    exec(f"def {name}(r):\n    return {{{items}}}\n", namespace)  # noqa: S102 (source built above, no input)
+    built = namespace[name]
+    built.__doc__, built.__module__ = doc, __name__
+    return built
+
+
+message_json = _row_builder("message_json", [camel(column) for column in _FIELDS],
+                            "A row in _FIELDS order as the wire Message.")
+search_row = _row_builder("search_row", list(_FIELDS), "The v1 snake_case row returned by search.")
 
 
 # --- sending ---------------------------------------------------------------------------------
@@ -97,7 +114,7 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
         "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
-    db.after_commit("wake", {"identity": recipient})
+    db.after_commit(WAKE, {"identity": recipient})
     return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                              dedupe_key, stored_metadata)
 
@@ -169,7 +186,7 @@ def _finisher(values: tuple, created: datetime, metadata, ids: tuple | None):
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        db.after_commit("wake", {"identity": recipient})
+        db.after_commit(WAKE, {"identity": recipient})
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                                  None, metadata)
     return finish
@@ -222,7 +239,7 @@ def reply(identity: str, message_id: int, body: str) -> dict:
 # --- acknowledging and pending ---------------------------------------------------------------
 
 def _inbox_check(identity: str, action: str) -> None:
-    db.after_commit("ephemeral", inbox_check_payload(identity, action))
+    db.after_commit(EPHEMERAL, inbox_check_payload(identity, action))
 
 
 def inbox_check_payload(identity: str, action: str) -> dict:
@@ -263,7 +280,7 @@ def set_pending(identity: str, message_id: int, waiting: bool) -> dict:
     else:
         Message.update(response_waiting=False, waiting_responder=None, waiting_since=None).where(
             Message.id == message_id).execute()
-    db.after_commit("wake_changed", {"identity": identity})  # pending replies are a wake source
+    db.after_commit(WAKE_CHANGED, {"identity": identity})  # pending replies are a wake source
     return message_json(_own(message_id, identity))
 
 
@@ -332,13 +349,9 @@ def _message_json_sql(sqlite: bool) -> str:
     dicts per request in Python (see bench/messages.py for the figures)."""
     def boolean(column: str) -> str:
         return f"json(CASE WHEN {column} THEN 'true' ELSE 'false' END)" if sqlite else column
-    pairs = [("id", "id"), ("recipient", "recipient"), ("sender", "sender"), ("title", "title"), ("body", "body"),
-             ("status", "status"), ("urgent", boolean("urgent")), ("createdAt", _wire_time_sql("created_at", sqlite)),
-             ("viewedAt", _wire_time_sql("viewed_at", sqlite)), ("threadId", "thread_id"),
-             ("replyToMessageId", "reply_to_message_id"), ("dedupeKey", "dedupe_key"),
-             ("metadata", _METADATA_SQL[sqlite]),
-             ("responseWaiting", boolean("response_waiting")), ("waitingResponder", "waiting_responder"),
-             ("waitingSince", _wire_time_sql("waiting_since", sqlite))]
+    read = {PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
+            JSON: lambda _column: _METADATA_SQL[sqlite]}
+    pairs = [(camel(column), read[kind](column)) for column, kind in MESSAGE_WIRE]
     body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
     return f"json_object({body})" if sqlite else f"json_build_object({body})::text"
 

@@ -1,7 +1,7 @@
 """Notebook pages: rules, persistence of the CRDT document, and the page-changed events.
 
 Plain functions run inside Store units. The live document of an open page is held by the rooms
-(realtime/notebook_rooms.py); what is stored here is its last saved state (`ydoc`, a Yjs v1 update)
+(realtime/notebook/room.py); what is stored here is its last saved state (`ydoc`, a Yjs v1 update)
 plus the plain text (`content`) used by lists, search and readers without a CRDT.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .. import db
 from ..principal import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
+from ..events.channels import NOTEBOOK
 from ..models import NotebookPage, NotebookReadBase, NotebookRelay
 from ..timeutil import iso, to_db
 from .identities import valid_identity
@@ -136,11 +137,7 @@ def _emit(page: NotebookPage, actor: str, change: str, env_admins: frozenset[str
 
 
 def _announce_to_rooms(page: NotebookPage) -> None:
-    db.after_commit(channel(page.id), {"kind": "meta", "origin": None, **room_meta(page)})
-
-
-def channel(page_id: str) -> str:
-    return f"notebook:{page_id}"
+    db.after_commit(NOTEBOOK.of(page.id), {"kind": "meta", "origin": None, **room_meta(page)})
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -267,7 +264,7 @@ def update_page(page_id: str, principal: Principal, changes: dict, env_admins: f
         update = _merge_into_stored(page, content, base)
         if update is not None:
             kinds.add("content")
-            db.after_commit(channel(page.id), bus_update(page.id, update, origin=None))
+            db.after_commit(NOTEBOOK.of(page.id), bus_update(page.id, update, origin=None))
         content = None
     elif content is not None and content != page.content:
         kinds.add("content")

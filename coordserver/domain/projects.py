@@ -17,6 +17,7 @@ from .fields import flag
 from .swarm import COLOR_RE, DEFAULT_TIMEZONE, TEXT_MAX, URL_MAX, known_identity, optional_text, required_title, \
     valid_timezone
 from .task_rules import require_lead_change
+from ..events.channels import WAKE_CHANGED
 
 
 def project_json(p: Project) -> dict:
@@ -116,7 +117,7 @@ def update_project(viewer: Principal, project_id: str, body: dict, env_identitie
     if columns:
         columns["updated_at"] = to_db(db.now())
         Project.update(**columns).where(Project.id == project_id).execute()
-        db.after_commit("wake_changed", {"identity": None})  # work hours and visibility decide which tasks wake
+        db.after_commit(WAKE_CHANGED, {"identity": None})  # work hours and visibility decide which tasks wake
     if tags_change:
         project_access.store_tags(project_id, columns["tagged_users"])
     return project_json(Project.get_by_id(project_id))
@@ -127,5 +128,5 @@ def archive_project(viewer: Principal, project_id: str) -> dict:
     now = to_db(db.now())
     Project.update(archived_at=now, updated_at=now).where(
         (Project.id == project_id) & Project.archived_at.is_null()).execute()
-    db.after_commit("wake_changed", {"identity": None})
+    db.after_commit(WAKE_CHANGED, {"identity": None})
     return project_json(Project.get_by_id(project_id))

@@ -26,6 +26,7 @@ from .identities import is_known, valid_identity
 from .task_rules import FINISHED, LIST_RANK, REASSIGNING_MOVES, STATUSES, TRANSITIONS, WAKEABLE, allowed_from, \
     require_reassign
 from .visibility import can_see
+from ..events.channels import WAKE
 
 DEFAULT_TIMEZONE = "America/Chicago"
 COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -186,7 +187,7 @@ def announce_change(task: Task, actor: str) -> None:
 
 def _pulse_if_wakeable(task: Task) -> None:
     if task.assignee_user_id and task.status in WAKEABLE:
-        db.after_commit("wake", {"identity": task.assignee_user_id})
+        db.after_commit(WAKE, {"identity": task.assignee_user_id})
 
 
 # --- tasks: create and field PATCH -----------------------------------------------------------

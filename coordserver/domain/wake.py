@@ -19,6 +19,7 @@ from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
 from .project_access import task_visible_fast
 from .wake_chat import chat_items
+from ..events.channels import WAKE_CHANGED
 
 MAX_ITEMS_PER_SOURCE = 50
 WAKEABLE_STATUSES = ("ready", "in_progress", "review")
@@ -267,7 +268,7 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
         alert_total -= len(alerts) - len(delivered_alerts)
         note_total -= len(notes) - len(delivered_notes)
         if delivered_alerts or delivered_notes:
-            db.after_commit("wake_changed", {"identity": identity})
+            db.after_commit(WAKE_CHANGED, {"identity": identity})
         alerts, notes = delivered_alerts, delivered_notes
     chats = chat_items(identity)
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,

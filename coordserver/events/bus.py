@@ -1,17 +1,7 @@
 """The bus announces what happened; it carries no durable state.
 
-Channels used by the server:
-- "events":   {"maxId": N}  new rows up to N are in the event log (readers fetch them from the log)
-- "ephemeral": {"type": ..., "data": {...}, "to": [identities] | None}  unlogged events (typing, presence, ...)
-- "wake":     {"identity": ...}  something entered this identity's wake
-- "wake_changed": {"identity": ... | None}  an unlogged change to what this identity's (None: everyone's)
-              wake shows (pending replies, work hours, delivered buzz): the wake cache drops its entry
-- "tokens":   {"tokenIds": [...], "identity": ... | None}  drop these tokens (and all of this identity's)
-              from the token cache (domain.identities.tokens_changed)
-- "notebook:<pageId>": CRDT updates and room control for one page
-- "notebook_heartbeat": {"page": ..., "identity": ...}  a REST viewer's heartbeat (POST .../presence)
-- "bus":      {"kind": "reconnected"}  local only: this process listens again after losing its
-              connection, and may have missed announcements meanwhile
+Its channels, each with the shape of its payloads, are declared in events/channels.py; publishers
+and subscribers pass those values, never strings.
 
 LocalBus serves one process. PostgresBus (LISTEN/NOTIFY) lets several processes share one database;
 callers cannot tell which one runs.
@@ -25,11 +15,14 @@ import queue
 import threading
 import uuid
 from collections import defaultdict
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, Protocol, TypeVar, runtime_checkable
+
+from .channels import BUS, EVENTS, Channel
 
 log = logging.getLogger("coord.bus")
 
 Callback = Callable[[dict], None]
+P = TypeVar("P")
 
 
 @runtime_checkable
@@ -40,15 +33,15 @@ class Bus(Protocol):
 
     async def stop(self) -> None: ...
 
-    def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
+    def subscribe(self, channel: Channel[P], callback: Callable[[P], None]) -> Callable[[], None]:
         """Callbacks run on the event loop and must not block; the result unsubscribes."""
         ...
 
-    def publish(self, channel: str, payload: dict) -> None:
+    def publish(self, channel: Channel[P], payload: P) -> None:
         """To every process's subscribers (this one's at once)."""
         ...
 
-    def publish_here(self, channel: str, payload: dict) -> None:
+    def publish_here(self, channel: Channel[P], payload: P) -> None:
         """To this process's subscribers only."""
         ...
 
@@ -63,25 +56,26 @@ class LocalBus:
     async def stop(self) -> None:
         self._subscribers.clear()
 
-    def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
+    def subscribe(self, channel: Channel[P], callback: Callable[[P], None]) -> Callable[[], None]:
         """Callbacks run on the event loop and must not block."""
-        self._subscribers[channel].append(callback)
+        name = channel.name
+        self._subscribers[name].append(callback)  # type: ignore[arg-type]
 
         def unsubscribe() -> None:
             try:
-                self._subscribers[channel].remove(callback)
+                self._subscribers[name].remove(callback)  # type: ignore[arg-type]
             except ValueError:
                 pass
-            if not self._subscribers.get(channel):
-                self._subscribers.pop(channel, None)
+            if not self._subscribers.get(name):
+                self._subscribers.pop(name, None)
         return unsubscribe
 
-    def publish(self, channel: str, payload: dict) -> None:
-        self._deliver(channel, payload)
+    def publish(self, channel: Channel[P], payload: P) -> None:
+        self._deliver(channel.name, payload)  # type: ignore[arg-type]
 
-    def publish_here(self, channel: str, payload: dict) -> None:
+    def publish_here(self, channel: Channel[P], payload: P) -> None:
         """For this process's subscribers only (never NOTIFYed): what every process computes for itself."""
-        self._deliver(channel, payload)
+        self._deliver(channel.name, payload)  # type: ignore[arg-type]
 
     def _deliver(self, channel: str, payload: dict) -> None:
         for callback in list(self._subscribers.get(channel, ())):
@@ -100,10 +94,10 @@ def _packed(origin: str, messages: list[tuple[str, dict, str]]) -> list[str]:
     """NOTIFY payloads {"o": origin, "m": [[channel, payload], ...]}, each under NOTIFY_BYTES, in order.
     `messages` are (channel, payload, its encoded [channel, payload]). Repeated `events`
     announcements fold into one carrying the highest maxId: readers only need the highest."""
-    events = [m for m in messages if m[0] == "events"]
+    events = [m for m in messages if m[0] == EVENTS.name]
     if len(events) > 1:
         top = max(events, key=lambda m: m[1].get("maxId") or 0)
-        messages = [m for m in messages if m[0] != "events" or m is top]
+        messages = [m for m in messages if m[0] != EVENTS.name or m is top]
     payloads, current, size = [], [], 0
     head = '{"o":"' + origin + '","m":['
     for _channel, _payload, text in messages:
@@ -185,14 +179,15 @@ class PostgresBus(LocalBus):
         conn.autocommit = True
         return conn
 
-    def publish(self, channel: str, payload: dict) -> None:
-        self._deliver(channel, payload)
-        message = json.dumps([channel, payload], separators=(",", ":"))
+    def publish(self, channel: Channel[P], payload: P) -> None:
+        name = channel.name
+        self._deliver(name, payload)  # type: ignore[arg-type]
+        message = json.dumps([name, payload], separators=(",", ":"))
         if len(message.encode()) > NOTIFY_BYTES:
             log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
-                        channel, len(message))
+                        name, len(message))
             return
-        self._outbox.put((channel, payload, message))
+        self._outbox.put((name, payload, message))
 
     def _send_loop(self) -> None:
         """The one thread that NOTIFYs. Whatever was published while it was sending goes out together:
@@ -259,7 +254,7 @@ class PostgresBus(LocalBus):
             self._listen_failures.recovered()
             if connected_before:
                 log.info("bus: listening again")
-                self._loop.call_soon_threadsafe(self._deliver, "bus", {"kind": "reconnected"})
+                self._loop.call_soon_threadsafe(self._deliver, BUS.name, {"kind": "reconnected"})
             connected_before, delay = True, RECONNECT_MIN_SECONDS
             try:
                 self._relay_notifications(conn)

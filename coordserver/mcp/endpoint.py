@@ -3,7 +3,7 @@
 Every request passes the same Gate as REST (bearer token, presence; 401 without a valid token) before
 the SDK sees it. Tools and resources are answered by the REST routes themselves (routes.py). Both eras
 of the protocol are served: stateful sessions after `initialize` (2025 revisions) and single-exchange
-requests (2026-07-28). Limits: push.SESSIONS_PER_IDENTITY sessions per identity (the oldest closed),
+requests (2026-07-28). Limits: wake_listeners.SESSIONS_PER_IDENTITY sessions per identity (the oldest closed),
 SESSION_IDLE_SECONDS idle, MAX_SESSIONS in all; the Gate rate-limits /mcp like REST (ratelimit.py).
 A body the SDK cannot validate gets a plain JSON-RPC error (rpc_errors.py), never its validation report.
 """
@@ -27,10 +27,13 @@ from ..errors import ApiError, render_error
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
+from ..realtime.presence import PresenceTracker
+from ..realtime.revocation import TokenGuard
 from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
+from ..skills.index import page_names
 from . import prompts, tools
-from .push import WAKE_URI, WakeListeners
+from .wake_listeners import WAKE_URI, WakeListeners
 from .rpc_errors import plain_validation_errors
 from .routes import RouteCaller
 from .terminal_text import terminal_safe
@@ -39,7 +42,7 @@ log = logging.getLogger("coord.mcp")
 
 PATH = "/mcp"
 SESSION_IDLE_SECONDS = 10 * 60  # a session with no request in flight and no open GET stream for this long ends
-MAX_SESSIONS = 1000  # per process, all identities (each identity at most push.SESSIONS_PER_IDENTITY)
+MAX_SESSIONS = 1000  # per process, all identities (each identity at most wake_listeners.SESSIONS_PER_IDENTITY)
 _SESSION_HEADER = b"mcp-session-id"
 _SKILL = "coord://skill"
 
@@ -56,7 +59,6 @@ def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog
         return await tools.call(catalog, caller, ctx.request.scope, params.name, params.arguments)
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
-        from ..api.skills import page_names
         skills = [types.Resource(name=f"skill:{name}", uri=f"{_SKILL}/{name}", mime_type="text/markdown",
                                  description=f"Skill doc: {name}") for name in page_names()]
         return types.ListResourcesResult(resources=[
@@ -134,10 +136,10 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
 class McpEndpoint:
     """The ASGI app at /mcp, and coord.services.mcp's lifecycle (start/stop)."""
 
-    def __init__(self, coord, gate, application):
+    def __init__(self, coord, gate, application, presence: PresenceTracker, tokens_guard: TokenGuard):
         self.coord = coord
         self.gate = gate
-        self.hub = WakeListeners(coord)
+        self.hub = WakeListeners(coord, presence, tokens_guard)
         # Tool arguments become a request body of at most MAX_BODY_BYTES; twice that leaves room for the envelope.
         # Plain JSON answers: nothing of ours streams while a request runs (push rides the session's GET
         # stream, or the listen request, which is always a stream), and an SSE answer costs far more.

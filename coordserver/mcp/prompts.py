@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from .push import WAKE_URI
+from .wake_listeners import WAKE_URI
 
 TRIAGE = types.Prompt(name="triage", title="Triage the wake list",
                       description="Work through what is waiting for you (the wake list), in order.")

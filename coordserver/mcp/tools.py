@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import mcp_types as types
 
+from ..sendroute import SEND_ROUTE
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape, object_schema
 from .terminal_text import terminal_safe
@@ -105,7 +106,7 @@ TOOLS: list[Tool] = [
     Tool("wake", "What is waiting for you, most urgent first (the wake list). Buzz items returned are "
          "marked delivered.", "GET", "/api/wake", _wake),
     Tool("send_message", "Send a mailbox message to an identity.", "POST",
-         "/api/mailboxes/{recipient}/messages", lambda m, _: f"Sent message {m['id']} to {m['recipient']}."),
+         SEND_ROUTE, lambda m, _: f"Sent message {m['id']} to {m['recipient']}."),
     Tool("list_inbox", "Your received messages: unread ones urgent first, then oldest first.",
          "GET", "/api/mailboxes/me/messages", _inbox),
     Tool("search_messages", "Full-text search over your received messages, newest first.",
@@ -201,7 +202,7 @@ def result_of(tool: Tool, reply: Reply, arguments: dict) -> types.CallToolResult
 
 
 def markdown_table() -> str:
-    """The tool list as README shows it (generated: tests/server/api/test_mcp.py compares the two)."""
+    """The tool list as README shows it (generated: tests/server/mcp/test_mcp.py compares the two)."""
     lines = ["| Tool | What it does | REST equivalent |", "|---|---|---|"]
     for t in TOOLS:
         route = f"`{t.method} {t.path}`" + (f" `{json.dumps(t.fixed)}`" if t.fixed else "")

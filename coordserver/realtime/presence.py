@@ -17,6 +17,7 @@ import peewee as pw
 from ..errors import log_background_failure
 from ..models import Message, Task, User
 from ..timeutil import from_db, iso, parse_iso, to_db
+from ..events.channels import EPHEMERAL, PRESENCE_SEEN
 
 log = logging.getLogger("coord.presence")
 
@@ -66,7 +67,7 @@ class PresenceTracker:
         self.seen = await self.coord.store.read(_load)
         now = self.coord.now()
         self._online = {i for i, (when, _) in self.seen.items() if now - when < ONLINE_WINDOW}
-        self._unsubscribe = self.coord.bus.subscribe("presence_seen", self._on_seen_elsewhere)
+        self._unsubscribe = self.coord.bus.subscribe(PRESENCE_SEEN, self._on_seen_elsewhere)
         self.coord.spawn(self._run(), "presence")
 
     async def stop(self) -> None:
@@ -124,7 +125,7 @@ class PresenceTracker:
 
     def _announce(self, identity: str, online: bool) -> None:
         seen = self.seen.get(identity)
-        self.coord.bus.publish("ephemeral", {"type": "presence", "to": None, "data": {
+        self.coord.bus.publish(EPHEMERAL, {"type": "presence", "to": None, "data": {
             "type": "presence", "identity": identity, "online": online,
             "lastSeen": iso(seen[0]) if seen else None, "source": seen[1] if seen else None}})
 
@@ -151,7 +152,7 @@ class PresenceTracker:
     def _publish(self, batch: dict[str, tuple[datetime, str]]) -> None:
         entries = [[identity, iso(when), source] for identity, (when, source) in sorted(batch.items())]
         for start in range(0, len(entries), SEEN_PER_NOTICE):
-            self.coord.bus.publish("presence_seen", {"seen": entries[start:start + SEEN_PER_NOTICE]})
+            self.coord.bus.publish(PRESENCE_SEEN, {"seen": entries[start:start + SEEN_PER_NOTICE]})
 
     async def _run(self) -> None:
         while True:

@@ -24,6 +24,12 @@ log = logging.getLogger("coord.revocation")
 EXPIRY_CHECK_SECONDS = 0.5
 
 
+class TokenCache(Protocol):
+    """What the guard needs of the token cache (auth.TokenResolver): to forget tokens now revoked."""
+
+    def forget(self, token_ids, identity: str | None = None) -> None: ...
+
+
 class Guarded(Protocol):
     identity: str
     token_id: int | None
@@ -35,8 +41,9 @@ class Guarded(Protocol):
 class TokenGuard:
     """coord.services.tokens_guard: every open stream and socket, by token and by identity."""
 
-    def __init__(self, coord):
+    def __init__(self, coord, tokens: TokenCache):
         self.coord = coord
+        self.tokens = tokens  # the token cache it empties of what is revoked
         self.by_token: dict[int, set[Guarded]] = {}
         self.by_identity: dict[str, set[Guarded]] = {}
         self.expiring: set[Guarded] = set()
@@ -78,7 +85,7 @@ class TokenGuard:
         identity, reason = data.get("identity"), data.get("reason") or "revoked"
         whole = bool(data.get("wholeIdentity")) and isinstance(identity, str)
         self.revoked.update(token_ids)
-        self.coord.services.tokens.forget(token_ids, identity if whole else None)
+        self.tokens.forget(token_ids, identity if whole else None)
         targets = {c for t in token_ids for c in self.by_token.get(t, ())}
         if whole:
             targets.update(self.by_identity.get(identity, ()))

@@ -22,7 +22,10 @@ from ..events import log as event_log
 from ..domain.identities import REVOCATION_EVENT
 from ..metrics import process_metrics
 from .logreader import GapTracker
+from .presence import PresenceTracker
+from .revocation import TokenGuard
 from .streams_elsewhere import StreamsElsewhere
+from ..events.channels import BUS, CONTROL, EPHEMERAL, EVENTS, WAKE
 
 log = logging.getLogger("coord.sse")
 
@@ -143,8 +146,10 @@ class Connection:
 
 
 class SSEHub:
-    def __init__(self, coord):
+    def __init__(self, coord, tokens_guard: TokenGuard, presence: PresenceTracker):
         self.coord = coord
+        self.tokens_guard = tokens_guard
+        self.presence = presence
         self.queue_size = QUEUE_SIZE
         self.queue_bytes = QUEUE_BYTES
         self.connections: set[Connection] = set()
@@ -166,10 +171,10 @@ class SSEHub:
     async def start(self) -> None:
         self._cursor = self._announced = await self.coord.store.read(event_log.latest_id)
         bus = self.coord.bus
-        self._unsubscribe = [bus.subscribe("events", self._on_events),
-                             bus.subscribe("ephemeral", self._on_ephemeral),
-                             bus.subscribe("control", self._on_control),
-                             bus.subscribe("bus", self._on_bus_reconnected)]
+        self._unsubscribe = [bus.subscribe(EVENTS, self._on_events),
+                             bus.subscribe(EPHEMERAL, self._on_ephemeral),
+                             bus.subscribe(CONTROL, self._on_control),
+                             bus.subscribe(BUS, self._on_bus_reconnected)]
         self.elsewhere.start()
         self.coord.spawn(self._pump(), "sse-pump")
         self.coord.spawn(self._heartbeat(), "sse-heartbeat")
@@ -246,9 +251,9 @@ class SSEHub:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
             conn.close("shutdown")
         self._enforce_cap(identity)
-        self.coord.services.tokens_guard.admit(conn)
-        self.coord.services.presence.connection_opened(identity, "sse")
-        self.coord.bus.publish("wake", {"identity": identity, "reason": "connect"})
+        self.tokens_guard.admit(conn)
+        self.presence.connection_opened(identity, "sse")
+        self.coord.bus.publish(WAKE, {"identity": identity, "reason": "connect"})
         return conn
 
     def _enforce_cap(self, identity: str) -> None:
@@ -269,8 +274,8 @@ class SSEHub:
             if not peers:
                 del self.by_identity[conn.identity]
                 self.elsewhere.closed(conn.identity)
-        self.coord.services.tokens_guard.release(conn)
-        self.coord.services.presence.connection_closed(conn.identity, "sse")
+        self.tokens_guard.release(conn)
+        self.presence.connection_closed(conn.identity, "sse")
 
     def _overflowed(self, conn: Connection) -> None:
         self.slow_closed += 1
@@ -360,7 +365,7 @@ class SSEHub:
                 continue  # a stream opened during the read: read these rows again, in full
             for event_id, event_type, data, to_all, audience, stream_id in rows[:usable]:
                 if event_type in CONTROL_TYPES:
-                    self.coord.services.tokens_guard.on_logged(event_type, data)
+                    self.tokens_guard.on_logged(event_type, data)
                 targets = self._targets(None if to_all else audience)
                 if targets:
                     self._offer(logged_frame(stream_id, event_type, data), event_id, targets)
@@ -378,7 +383,7 @@ class SSEHub:
                 return
 
     async def _heartbeat(self) -> None:
-        presence = self.coord.services.presence
+        presence = self.presence
         while True:
             await asyncio.sleep(self.coord.settings.sse_heartbeat_seconds)
             for identity in list(self.by_identity):

@@ -13,7 +13,8 @@ import socket
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
-CHANNEL = "streams"
+from ..events.channels import STREAMS
+
 PER_NOTICE = 200  # identities per publish: one NOTIFY stays well under its 8,000 bytes
 EXPIRY_HEARTBEATS = 3
 
@@ -28,21 +29,21 @@ class StreamsElsewhere:
         self._unsubscribe: Callable[[], None] = lambda: None
 
     def start(self) -> None:
-        self._unsubscribe = self.bus.subscribe(CHANNEL, self._on_notice)
+        self._unsubscribe = self.bus.subscribe(STREAMS, self._on_notice)
 
     def stop(self) -> None:
         self._unsubscribe()
 
     def opened(self, identity: str) -> None:
-        self.bus.publish(CHANNEL, {"worker": self.worker, "open": [identity]})
+        self.bus.publish(STREAMS, {"worker": self.worker, "open": [identity]})
 
     def closed(self, identity: str) -> None:
-        self.bus.publish(CHANNEL, {"worker": self.worker, "closed": [identity]})
+        self.bus.publish(STREAMS, {"worker": self.worker, "closed": [identity]})
 
     def refresh(self, identities: Iterable[str]) -> None:
         ordered = sorted(identities)
         for start in range(0, len(ordered), PER_NOTICE):
-            self.bus.publish(CHANNEL, {"worker": self.worker, "open": ordered[start:start + PER_NOTICE]})
+            self.bus.publish(STREAMS, {"worker": self.worker, "open": ordered[start:start + PER_NOTICE]})
 
     def identities(self) -> frozenset[str]:
         """Identities with a stream on another worker, as last heard and not yet expired."""

@@ -39,6 +39,7 @@ from typing import Callable, Mapping
 from .. import db, jsonstrict
 from ..domain import wake
 from ..timeutil import iso
+from ..events.channels import BUS, EPHEMERAL, EVENTS, WAKE, WAKE_CHANGED
 
 # An entry holds up to 250 items (with their encoded text): ~100 KB at most. The least recently used
 # go first; 1,000 identities asking in turn is far more than one coordserver serves.
@@ -74,10 +75,10 @@ class WakeCache:
 
     async def start(self) -> None:
         bus = self.coord.bus
-        self._unsubscribe = [bus.subscribe("ephemeral", self._on_ephemeral), bus.subscribe("wake", self._on_named),
-                             bus.subscribe("events", self._on_events),
-                             bus.subscribe("wake_changed", self._on_named),
-                             bus.subscribe("bus", lambda _payload: self.forget_all())]
+        self._unsubscribe = [bus.subscribe(EPHEMERAL, self._on_ephemeral), bus.subscribe(WAKE, self._on_named),
+                             bus.subscribe(EVENTS, self._on_events),
+                             bus.subscribe(WAKE_CHANGED, self._on_named),
+                             bus.subscribe(BUS, lambda _payload: self.forget_all())]
         self.coord.store.on_write.append(self._on_write)
 
     async def stop(self) -> None:
@@ -193,7 +194,7 @@ def _neutral_units() -> frozenset[Callable]:
     """Background units that write often and never change what any wake shows."""
     from ..domain import identities
     from ..events import log as event_log
-    from ..realtime import presence, push
+    from ..realtime import presence, webhook_delivery as push
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
                       identities.touch_token, presence._persist, event_log.prune,
                       # marks buzz delivered; announces wake_changed itself when it marked any

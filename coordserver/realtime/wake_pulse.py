@@ -24,6 +24,11 @@ from dataclasses import dataclass, field
 from .. import jsonstrict
 from ..errors import log_background_failure
 from ..metrics import process_metrics
+from ..events.channels import BUS, EPHEMERAL, WAKE
+from ..mcp.wake_listeners import WakeListeners
+from .presence import PresenceTracker
+from .sse import SSEHub
+from .wake_cache import WakeCache
 
 log = logging.getLogger("coord.wake")
 
@@ -37,9 +42,11 @@ class _State:
 
 
 class WakePulser:
-    def __init__(self, coord, window_seconds: float = 1.5, periodic_seconds: float = 1800.0,
+    def __init__(self, coord, sse: SSEHub, listeners: WakeListeners, wake_cache: WakeCache,
+                 presence: PresenceTracker, window_seconds: float = 1.5, periodic_seconds: float = 1800.0,
                  monotonic=time.monotonic):
         self.coord = coord
+        self.sse, self.listeners, self.wake_cache, self.presence = sse, listeners, wake_cache, presence
         self.window_seconds = window_seconds
         self.periodic_seconds = periodic_seconds
         self._monotonic = monotonic
@@ -50,8 +57,8 @@ class WakePulser:
 
     async def start(self) -> None:
         bus = self.coord.bus
-        self._unsubscribe = [bus.subscribe("wake", self._on_signal),
-                             bus.subscribe("bus", lambda _payload: self.signal_everyone())]
+        self._unsubscribe = [bus.subscribe(WAKE, self._on_signal),
+                             bus.subscribe(BUS, lambda _payload: self.signal_everyone())]
         self.coord.spawn(self._periodic(), "wake-periodic")
 
     async def stop(self) -> None:
@@ -71,8 +78,7 @@ class WakePulser:
 
     def wants_pulse(self, identity: str) -> bool:
         """An open SSE stream, or an MCP client subscribed to coord://wake (told only that it changed)."""
-        services = self.coord.services
-        return services.sse.has_stream(identity) or services.mcp.has_listener(identity)
+        return self.sse.has_stream(identity) or self.listeners.has_listener(identity)
 
     def signal(self, identity: str) -> None:
         if self.coord.shutting_down is not None and self.coord.shutting_down.is_set():
@@ -114,16 +120,14 @@ class WakePulser:
             # Only an SSE stream receives the payload (and so may mark buzz items delivered). It comes
             # from the wake cache, as GET /api/wake's does: read on the reader pool (the writer only
             # when buzz items are delivered) and kept for the GET that usually follows a pulse.
-            services = self.coord.services
-            if services.sse.has_stream(identity):
-                payload = jsonstrict.loads_lenient(await services.wake_cache.payload(
-                    identity, False, True, services.presence.snapshot))
+            if self.sse.has_stream(identity):
+                payload = jsonstrict.loads_lenient(await self.wake_cache.payload(
+                    identity, False, True, self.presence.snapshot))
                 # Each process pulses the streams it holds, so a pulse never travels to the others (and a
                 # wake of 50 items is larger than a NOTIFY may carry); after the events it may show.
                 pulse = {"type": "wake_pulse", "to": [identity], "data": payload}
-                services.sse.after_fanout(services.sse.announced,
-                                          lambda: self.coord.bus.publish_here("ephemeral", pulse))
-            self.coord.services.mcp.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
+                self.sse.after_fanout(self.sse.announced, lambda: self.coord.bus.publish_here(EPHEMERAL, pulse))
+            self.listeners.pulse(identity)  # MCP subscribers read coord://wake themselves (which delivers buzz items)
             self.pulses_sent += 1
             self._pulse_counter.inc()
         except Exception:
@@ -146,8 +150,7 @@ class WakePulser:
 
     def signal_everyone(self) -> None:
         """A pulse for every identity with a stream or wake listener in this process."""
-        services = self.coord.services
-        for identity in {*services.sse.streaming_identities(), *services.mcp.identities()}:
+        for identity in {*self.sse.streaming_identities(), *self.listeners.identities()}:
             self.signal(identity)
 
     async def _periodic(self) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..realtime.notebook_peer import MAX_PAGE_CHARS
+from ..realtime.notebook.peer import MAX_PAGE_CHARS
 from .base import Model
 from .common import TextSearchQuery, Time
 

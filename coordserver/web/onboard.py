@@ -9,6 +9,7 @@ from html import escape
 from quart import Blueprint, request
 
 from ..context import coord
+from ..domain import identities
 from ..errors import ApiError
 from .headers import origin_of, page_headers, same_origin
 
@@ -56,14 +57,14 @@ async def onboard_form():
 
 @bp.post("/onboard")
 async def onboard_submit():
-    from ..api.auth import register_identity
     if not same_origin(request.headers.get("Origin"), request.headers.get("Sec-Fetch-Site"), _own_origins()):
         return _html(_form({}, "This form can only be sent from this server's own page"), 403)
     form = await request.form
     values = {k: (form.get(k) or "").strip() for k in ("code", "identity", "displayName", "label")}
     try:
-        result = await register_identity(values["code"], values["identity"], values["label"] or None,
-                                         values["displayName"] or None)
+        c = coord()
+        result = await c.store.write(identities.register, values["code"], values["identity"], values["label"],
+                                     values["displayName"], c.env_identities)
     except ApiError as error:
         return _html(_form(values, error.message), error.status)
     body = (f"<p>You are registered as <strong>{escape(result['identity'])}</strong>"

@@ -8,7 +8,7 @@ import pytest
 
 from coordserver.domain import identities
 from coordserver.timeutil import FrozenClock
-from tests.conftest import async_client, client, eventually
+from tests.helpers import async_client, client, eventually
 
 
 def bearer(token: str) -> dict:

@@ -6,9 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from coordserver.events import channels
 from coordserver.models import BuzzEvent, Event
 from coordserver.timeutil import FrozenClock
-from tests.conftest import async_client, client
+from tests.helpers import async_client, client
 
 ALERTMANAGER = {
     "version": "4", "groupKey": "{}:{alertname=\"HighLatency\"}", "status": "firing", "receiver": "coord",
@@ -232,7 +233,7 @@ def test_ingest_pulses_the_agents(server):
     heard: list = []
 
     async def listen():
-        server.coord.bus.subscribe("wake", heard.append)
+        server.coord.bus.subscribe(channels.WAKE, heard.append)
     server.call(listen)
     client(server).post(f"/api/ingest/pulse/{hook['token']}", json={"title": "hi"})
 

@@ -6,8 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from coordserver.events import channels
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client
+from tests.helpers import client
 from tests.server.api.test_messages import BusRecorder, events_for
 
 T0 = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)
@@ -170,7 +171,7 @@ def test_events_chat_message_logged_to_all_members_and_typing_to_others(chat):
         assert events_for(srv, who, "chat_message") == [expected]
     assert events_for(srv, "carol", "chat_message") == []
 
-    recorder = BusRecorder(srv, "ephemeral")
+    recorder = BusRecorder(srv, channels.EPHEMERAL)
     assert api["bob"].post(f"/api/chat/channels/{channel}/typing").json() == {"ok": True}
     typing = [p for p in recorder.items if p["type"] == "chat_typing"]
     assert typing == [{"type": "chat_typing", "to": ["alice"],

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from coordserver.cli import cli
 from coordserver.migrations import SCHEMA_VERSION
-from tests.conftest import client
+from tests.helpers import client
 
 
 def run(args, url):

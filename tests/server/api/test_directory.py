@@ -1,7 +1,7 @@
 """Directory over real HTTP: list (bare array, q, paging, visibility), create, delete."""
 from __future__ import annotations
 
-from tests.conftest import client
+from tests.helpers import client
 
 
 def create(api, **fields):

@@ -14,7 +14,7 @@ from coordserver.migrations import SCHEMA_VERSION
 from coordserver.models import PushDelivery, RecurringTemplate
 from coordserver.realtime.sse import Connection
 from coordserver.timeutil import FrozenClock, to_db
-from tests.conftest import client
+from tests.helpers import client
 
 PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 

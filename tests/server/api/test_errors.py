@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from tests.conftest import client
+from tests.helpers import client
 
 
 def test_unknown_api_path_and_method(server):

@@ -11,7 +11,7 @@ import pytest
 
 from coordserver.realtime.sse import encode_frame
 from coordserver.redaction import redact
-from tests.conftest import client
+from tests.helpers import client
 
 _JSON = {"Content-Type": "application/json"}
 

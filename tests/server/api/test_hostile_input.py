@@ -22,7 +22,7 @@ import coordserver.schemas
 from coordserver.schemas.base import Model, Query, wire_names
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import backend_url, base_env, client, eventually, start_server
+from tests.helpers import backend_url, base_env, client, eventually, start_server
 
 _JSON = {"Content-Type": "application/json"}
 # Valid JSON to Python, not to RFC 8259, or what no stored text may hold.

@@ -18,7 +18,7 @@ from coordserver.hotpaths import HotPaths
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, base_env, client
+from tests.helpers import TOKENS, base_env, client
 
 _VOLATILE = {"date"}  # the rate-limit windows follow the frozen clocks too
 
@@ -282,3 +282,14 @@ def test_hot_paths_render_every_error_as_quart_does(pair, monkeypatch, caplog):
         else:
             assert logged == [], sample
     assert len(pair[0].served) - served_before == len(samples)
+
+
+def test_the_send_route_is_matched_in_one_place():
+    """The hot paths and the rate limiter recognise a send by sendroute.send_recipient, and agree."""
+    from coordserver.ratelimit import route_class
+    from coordserver.sendroute import send_recipient
+    cases = {"/api/mailboxes/bob/messages": "bob", "/api/mailboxes//messages": "", "/api/mailboxes/me/messages": None,
+             "/api/mailboxes/messages": None, "/api/mailboxes/a/b/messages": None, "/api/mailboxes/bob/sent": None}
+    for path, recipient in cases.items():
+        assert send_recipient(path) == recipient, path
+        assert (route_class("POST", path) == "send") == (recipient is not None), path

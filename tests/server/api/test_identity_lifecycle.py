@@ -14,7 +14,7 @@ import pytest
 
 from coordserver.domain import identities
 from coordserver.timeutil import utcnow
-from tests.conftest import backend_server, client, eventually, ok
+from tests.helpers import backend_server, client, eventually, ok
 from tests.sse_helpers import open_stream, run_unit
 
 DAVE = "dave-token-0000000000000000"  # an environment identity these tests may archive

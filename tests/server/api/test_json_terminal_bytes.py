@@ -9,7 +9,7 @@ import re
 import httpx
 import pytest
 
-from tests.conftest import TOKENS, backend_server, client
+from tests.helpers import TOKENS, backend_server, client
 from tests.hostile_text import PAYLOAD, seed
 
 # DEL, C1 (U+0080-U+009F) and bidi controls as they would appear in UTF-8 if written raw.

@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from tests.conftest import TOKENS, base_env
+from tests.helpers import TOKENS, base_env
 from tests.ports import free_port
 
 

@@ -5,9 +5,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client, eventually
+from tests.helpers import client, eventually
 
 
 def events_for(server, identity: str, type_: str | None = None) -> list[dict]:
@@ -18,7 +19,7 @@ def events_for(server, identity: str, type_: str | None = None) -> list[dict]:
 class BusRecorder:
     """Records what is published on a bus channel of the running server."""
 
-    def __init__(self, server, channel: str):
+    def __init__(self, server, channel: channels.Channel):
         self.items: list[dict] = []
 
         async def subscribe():
@@ -45,7 +46,7 @@ def fresh(make_server):
 
 def test_message_flow_between_two_identities(fresh):
     alice, bob = client(fresh, "alice"), client(fresh, "bob")
-    wake = BusRecorder(fresh, "wake")
+    wake = BusRecorder(fresh, channels.WAKE)
     message = send(alice, "bob", title="Deploy window", body="Ship at 15:00?", threadId="t-1",
                    metadata={"any": ["json", 1]})
     assert message["recipient"] == "bob" and message["sender"] == "alice"
@@ -70,7 +71,7 @@ def test_message_flow_between_two_identities(fresh):
 def test_reply_threads_and_lands_in_the_senders_inbox(fresh):
     alice, bob, carol = client(fresh, "alice"), client(fresh, "bob"), client(fresh, "carol")
     original = send(alice, "bob", title="Deploy window")
-    wake = BusRecorder(fresh, "wake")
+    wake = BusRecorder(fresh, channels.WAKE)
     reply = bob.post(f"/api/mailboxes/me/messages/{original['id']}/reply", json={"body": "Yes, 15:00"})
     assert reply.status_code == 200
     reply = reply.json()
@@ -124,7 +125,7 @@ def test_ack_single_and_batch(fresh):
     alice, bob, carol = client(fresh, "alice"), client(fresh, "bob"), client(fresh, "carol")
     first, second, third = send(alice, "bob", title="1"), send(alice, "bob", title="2"), send(alice, "bob", title="3")
     carols = send(alice, "carol")
-    checks = BusRecorder(fresh, "ephemeral")
+    checks = BusRecorder(fresh, channels.EPHEMERAL)
 
     acked = bob.post(f"/api/mailboxes/me/messages/{first['id']}/ack")
     assert acked.status_code == 200
@@ -264,7 +265,7 @@ def test_search_finds_a_message_by_a_body_word(make_server, database_url):
     send(alice, "bob", title="Other", body="nothing to see")
     send(alice, "carol", title="Also canary", body="not bob's")
     later = send(alice, "bob", title="Canary again", body="second")
-    checks = BusRecorder(srv, "ephemeral")
+    checks = BusRecorder(srv, channels.EPHEMERAL)
 
     found = bob.get("/api/mailboxes/me/messages/search", params={"q": "canary"})
     assert found.status_code == 200
@@ -294,7 +295,7 @@ def test_search_finds_a_message_by_a_body_word(make_server, database_url):
 
 
 def test_inbox_list_emits_inbox_check_to_the_caller(fresh):
-    checks = BusRecorder(fresh, "ephemeral")
+    checks = BusRecorder(fresh, channels.EPHEMERAL)
     client(fresh, "carol").get("/api/mailboxes/me/messages")
     wanted = {"type": "inbox_check", "to": ["carol"], "data": {"type": "inbox_check", "mailbox": "carol", "action": "list"}}
     assert wanted in eventually(lambda: checks.items, lambda items: wanted in items)  # maybe from another worker

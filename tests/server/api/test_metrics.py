@@ -17,7 +17,7 @@ from coordserver.models import ChatMessage, Message, Project, Task, User
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
 from coordtui.client.notebook import socket_url
-from tests.conftest import TOKENS, backend_server, client
+from tests.helpers import TOKENS, backend_server, client
 from tests.sse_helpers import open_stream, spawn_server
 from tests.server.realtime.test_push import Receiver, kick, register
 

@@ -8,7 +8,7 @@ import pytest
 from coordserver.domain import notebook as pages
 from coordserver.events import log
 from coordserver.models import NotebookPage
-from tests.conftest import client, eventually
+from tests.helpers import client, eventually
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import client
+from tests.helpers import client
 
 
 def test_form_registers_and_shows_token_once(server):

@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, respons
 from coordserver.api.openapi import openapi_document
 from coordserver.app import create_app
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, base_env, default_url, start_server
+from tests.helpers import TOKENS, base_env, default_url, start_server
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           response_headers_conformance]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from coordserver import db
 from coordserver.models import Message, Task
 from coordserver.timeutil import FrozenClock, iso, to_db
-from tests.conftest import client, eventually
+from tests.helpers import client, eventually
 from tests.sse_helpers import open_stream, run_unit, wait_for
 
 

@@ -11,10 +11,11 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import RecurringTemplate
 from coordserver.timeutil import FrozenClock, iso
-from tests.conftest import client, ok
+from tests.helpers import client, ok
 
 UTC = timezone.utc
 SLOW_SCHEDULER = {"scheduler_interval_seconds": 3600}
@@ -224,7 +225,7 @@ def test_created_task_carries_template_fields_and_is_announced(make_server):
 
 
 async def _subscribe(srv, pulses):
-    srv.coord.bus.subscribe("wake", lambda payload: pulses.append(payload["identity"]))
+    srv.coord.bus.subscribe(channels.WAKE, lambda payload: pulses.append(payload["identity"]))
 
 
 # --- several processes, restarts and the background service -----------------------------------

@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from coordserver.mcp import tools
-from tests.conftest import backend_server, client, ok
-from tests.server.api.test_mcp import connect, succeeded
+from tests.helpers import backend_server, client, ok
+from tests.server.mcp.test_mcp import connect, succeeded
 
 ROUTES = ("list", "patch", "delete")
 VIEWERS = ("alice", "bob", "carol", "admin")

@@ -16,7 +16,7 @@ import pytest
 
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, backend_url, base_env, start_server
+from tests.helpers import TOKENS, backend_url, base_env, start_server
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

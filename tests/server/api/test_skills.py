@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from coordserver.api import skills
-from tests.conftest import TOKENS, client
+from coordserver.skills import index as skills
+from tests.helpers import TOKENS, client
 
 _DOC_ROUTE = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE)\s+(/api(?:/[^\s`'\"()\[\]?,;#]*)?)")
 _RULE_PARAM = re.compile(r"<[^>]+>")

@@ -8,12 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import NotebookPage
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import to_db, utcnow
-from tests.conftest import backend_url, base_env, client, eventually, ok, start_server
+from tests.helpers import backend_url, base_env, client, eventually, ok, start_server
 
 CLAIMERS = [f"u{i}" for i in range(1, 21)]
 CLAIMER_TOKENS = {name: f"{name}-token-claim-race-000000" for name in CLAIMERS}
@@ -68,7 +69,7 @@ class WakeRecorder:
 
     def _subscribe_on(self, srv):
         async def subscribe():
-            return srv.coord.bus.subscribe("wake", self._record)
+            return srv.coord.bus.subscribe(channels.WAKE, self._record)
         return subscribe
 
     def _record(self, payload: dict) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from coordserver.domain.swarm import STATUSES
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, backend_url, base_env, start_server
+from tests.helpers import TOKENS, backend_url, base_env, start_server
 
 EXTRA = {"dave": "dave-token-0000000000000000", "erin": "erin-token-0000000000000000"}
 ALL_TOKENS = {**TOKENS, **EXTRA}

@@ -7,11 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from coordserver.events import channels
 from coordserver.principal import Principal
 from coordserver.domain.wake import in_work_hours
 from coordserver.models import BuzzEvent, Message, Project, Task
 from coordserver.timeutil import FrozenClock, to_db
-from tests.conftest import TOKENS, client, eventually
+from tests.helpers import TOKENS, client, eventually
 
 NOON_UTC = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)  # 06:00 in Chicago (CST)
 
@@ -238,7 +239,7 @@ def _listen_pulses(srv) -> list:
     pulses: list = []
 
     async def subscribe():
-        srv.coord.bus.subscribe("ephemeral", lambda p: pulses.append(p) if p.get("type") == "wake_pulse" else None)
+        srv.coord.bus.subscribe(channels.EPHEMERAL, lambda p: pulses.append(p) if p.get("type") == "wake_pulse" else None)
     srv.call(subscribe)
     return pulses
 
@@ -265,7 +266,7 @@ def test_pulser_debounces_a_burst(make_server):
     assert pulses == []  # bob has no open stream: nothing computed, nothing delivered
 
     stream = _on_loop(srv, lambda: srv.coord.services.sse.register(Principal("bob", False)))
-    _on_loop(srv, lambda: [srv.coord.bus.publish("wake", {"identity": "bob"}) for _ in range(100)])
+    _on_loop(srv, lambda: [srv.coord.bus.publish(channels.WAKE, {"identity": "bob"}) for _ in range(100)])
     _sleep(srv, 1.5)
     assert 2 <= len(pulses) <= 3, len(pulses)
     first = pulses[0]
@@ -275,14 +276,14 @@ def test_pulser_debounces_a_burst(make_server):
     assert not [i for i in wake_of(srv, "bob")["items"] if i["source"] == "buzz"]
 
     count = len(pulses)
-    _on_loop(srv, lambda: srv.coord.bus.publish("wake", {"identity": "bob", "reason": "connect"}))
+    _on_loop(srv, lambda: srv.coord.bus.publish(channels.WAKE, {"identity": "bob", "reason": "connect"}))
     _sleep(srv, 0.5)
     assert len(pulses) == count + 1  # leading edge: a connect after a quiet window pulses at once
 
     _on_loop(srv, lambda: srv.coord.services.sse.unregister(stream))
     _sleep(srv, 0.4)
     count = len(pulses)
-    _on_loop(srv, lambda: srv.coord.bus.publish("wake", {"identity": "bob"}))
+    _on_loop(srv, lambda: srv.coord.bus.publish(channels.WAKE, {"identity": "bob"}))
     _sleep(srv, 0.4)
     assert len(pulses) == count
 

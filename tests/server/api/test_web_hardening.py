@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from coordserver.settings import Settings
-from tests.conftest import backend_server, base_env, client, ok, start_server
+from tests.helpers import backend_server, base_env, client, ok, start_server
 
 NOT_JSON = {"error": "Content-Type must be application/json"}
 EVIL = "https://evil.example"

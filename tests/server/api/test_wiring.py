@@ -11,7 +11,7 @@ from coordserver.context import Coord
 from coordserver.events.bus import Bus, LocalBus, PostgresBus
 from coordserver.services import Services, build
 from coordserver.settings import Settings
-from tests.conftest import base_env
+from tests.helpers import base_env
 
 
 @pytest.fixture
@@ -57,3 +57,25 @@ def test_a_coord_needs_a_bus(coord):
     bare = Coord(settings=coord.settings, store=coord.store, bus=LocalBus(), clock=coord.clock)
     with pytest.raises(AttributeError):
         bare.services  # noqa: B018 (not wired yet: an AttributeError, not a silent empty dict)
+
+
+# Where `<coord>.services` may be read: the HTTP layer (its handlers reach the typed container) and the
+# places that build and run the app. Every other part is handed the parts it uses (services.build).
+READ_SERVICES = ("coordserver/api/", "coordserver/app.py", "coordserver/cli.py", "coordserver/services.py")
+
+
+def test_parts_are_handed_their_dependencies_not_looked_up():
+    import ast
+    from pathlib import Path
+
+    import coordserver
+    root = Path(coordserver.__file__).resolve().parent
+    lookups = []
+    for path in sorted(root.rglob("*.py")):
+        name = path.relative_to(root.parent).as_posix()
+        if name.startswith(READ_SERVICES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "services" and isinstance(node.ctx, ast.Load):
+                lookups.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert not lookups, "parts looking up other parts; pass them in services.build instead:\n" + "\n".join(lookups)

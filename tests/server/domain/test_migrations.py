@@ -11,7 +11,7 @@ from coordserver.principal import hash_token
 from coordserver.database import open_database
 from coordserver.db import Store
 from coordserver.migrations import SCHEMA_VERSION, UPGRADES, SchemaTooNew
-from tests.conftest import client
+from tests.helpers import client
 
 OLD_TOKEN = "f" * 64
 

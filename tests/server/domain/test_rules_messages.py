@@ -129,3 +129,20 @@ async def test_a_send_that_breaks_the_merged_statement_fails_alone(pg_cluster):
         assert await store.read(counts) == (11, 11)
     finally:
         store.close()
+
+
+def test_the_wire_message_is_one_shape():
+    """The Message built in Python (message_json, search_row) and by the database (the inbox page) come
+    from messages.MESSAGE_WIRE, and the OpenAPI declaration (schemas.messages.Message) has its fields."""
+    from coordserver.domain import messages as wire
+    from coordserver.schemas.messages import Message, SearchRow
+    columns = [column for column, _kind in wire.MESSAGE_WIRE]
+    assert list(Message.__struct_fields__) == columns
+    assert list(SearchRow.__struct_fields__) == columns
+    row = (None,) * len(columns)
+    assert list(wire.message_json(row)) == [wire.camel(c) for c in columns]
+    assert list(wire.search_row(row)) == columns
+    for sqlite in (True, False):
+        encoded = wire._message_json_sql(sqlite)
+        assert [key for key in encoded.split("'") if key in {wire.camel(c) for c in columns}] == \
+            [wire.camel(c) for c in columns]

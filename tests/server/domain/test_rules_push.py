@@ -8,7 +8,7 @@ import psycopg2
 
 from coordserver.domain import messages
 from coordserver.models import WorkerCursor
-from coordserver.realtime import push
+from coordserver.realtime import webhook_delivery as push
 from coordserver.realtime.logreader import GapTracker
 from tests.server.domain.conftest import KNOWN
 

@@ -10,18 +10,21 @@ from coordserver import db
 from coordserver.db import Store
 from coordserver.errors import Conflict
 from coordserver.events import log
+from coordserver.events.channels import Channel
 from coordserver.models import User
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock, to_db
-from tests.conftest import base_env, client
+from tests.helpers import base_env, client
+
+EFFECTS = Channel("effects")  # this test's own channel
 
 
 def add_user(name: str, fail: bool = False) -> str:
     now = to_db(db.now())
     User.create(id=name, display_name=name, created_at=now, updated_at=now)
     log.append("test", {"name": name}, to=[name])
-    db.after_commit("effects", {"name": name})
+    db.after_commit(EFFECTS, {"name": name})
     if fail:
         raise Conflict(f"{name} refused")
     return name
@@ -95,7 +98,7 @@ async def test_pruning_goes_in_short_units_until_done(store):
 
 async def test_finished_push_deliveries_are_pruned_in_chunks(store):
     from coordserver.models import PushDelivery, new_uuid
-    from coordserver.realtime import push
+    from coordserver.realtime import webhook_delivery as push
     from coordserver.timeutil import to_db
 
     def deliveries(status: str, count: int) -> None:
@@ -115,7 +118,7 @@ async def test_finished_push_deliveries_are_pruned_in_chunks(store):
 
 def test_effects_outside_a_unit_are_refused():
     with pytest.raises(RuntimeError):
-        db.after_commit("x", {})
+        db.after_commit(EFFECTS, {})
 
 
 def test_unexpected_error_is_a_bare_500(tmp_path):

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import websockets
 
-from tests.conftest import TOKENS, base_env
+from tests.helpers import TOKENS, base_env
 from tests.sse_helpers import open_stream
 from tests.workers import ServeProcess, free_port
 

@@ -30,8 +30,8 @@ from coordserver.db import sql_rows
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from tests import pg
-from tests.conftest import TOKENS, base_env
-from tests.server.api.test_mcp import connect as mcp_session
+from tests.helpers import TOKENS, base_env
+from tests.server.mcp.test_mcp import connect as mcp_session
 from tests.sse_helpers import FrameReader
 from tests.workers import ServeProcess
 

@@ -9,7 +9,7 @@ import psycopg2
 
 from coordserver.models import PushDelivery
 from coordserver.realtime.logreader import GapTracker
-from tests.conftest import client
+from tests.helpers import client
 from tests.sse_helpers import open_stream, wait_for
 
 

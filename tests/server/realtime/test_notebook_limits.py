@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 from coordserver.domain import notebook as pages
 from coordserver.models import NotebookReadBase
-from coordserver.realtime import notebook_peer
-from coordserver.realtime.notebook_peer import MAX_PAGE_CHARS, Peer
+from coordserver.realtime.notebook import peer as notebook_peer
+from coordserver.realtime.notebook.peer import MAX_PAGE_CHARS, Peer
 from coordserver.timeutil import FrozenClock
 from tests.server.realtime.test_notebook_ws import FAST, RawClient, api, content_when, new_page, stored_text, until
 

@@ -15,13 +15,14 @@ import websockets
 from pycrdt import Doc, Text
 
 from coordserver.domain import notebook as pages
+from coordserver.events import channels
 from coordserver.events import log
 from coordserver.models import NotebookPage
-from coordserver.realtime import notebook_rooms
+from coordserver.realtime.notebook import room as notebook_room
 from coordserver.timeutil import FrozenClock
 from coordtui.client import notebook as notebook_client
 from coordtui.client.notebook import LOCAL_ORIGIN, NotebookSession, ReadOnlyError, byte_offset, socket_url
-from tests.conftest import TOKENS
+from tests.helpers import TOKENS
 
 FAST = {"notebook_save_seconds": 0.1, "notebook_unload_seconds": 0.3}
 
@@ -395,7 +396,7 @@ async def test_a_failed_save_is_retried_and_nothing_is_lost(make_server, monkeyp
             raise RuntimeError("disk on fire")
         return real_save(*args, **kwargs)
     monkeypatch.setattr(pages, "save_document", flaky_save)
-    monkeypatch.setattr(notebook_rooms, "SAVE_RETRY_SECONDS", 0.1)
+    monkeypatch.setattr(notebook_room, "SAVE_RETRY_SECONDS", 0.1)
 
     alice = await session(server, "alice", page_id)
     alice.insert(0, "précieux 💾")
@@ -416,7 +417,7 @@ async def test_viewers_of_a_process_that_went_silent_expire(make_server):
     await alice.wait_for(lambda s: s.viewers == ["alice"])
 
     async def announce_ghost():
-        server.coord.bus.publish(pages.channel(page_id),
+        server.coord.bus.publish(channels.NOTEBOOK.of(page_id),
                                  {"kind": "viewers", "origin": "process-that-died", "viewers": ["zed"]})
     server.call(announce_ghost)
     await alice.wait_for(lambda s: s.viewers == ["alice", "zed"])

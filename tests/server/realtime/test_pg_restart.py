@@ -10,7 +10,7 @@ import time
 import httpx
 
 from tests import pg
-from tests.conftest import TOKENS, async_client
+from tests.helpers import TOKENS, async_client
 from tests.sse_helpers import open_stream
 
 async def _until_ok(call, timeout: float = 30.0) -> tuple[httpx.Response, list[int]]:

@@ -14,7 +14,7 @@ import pytest
 from coordserver import db
 from coordserver.models import BuzzEvent, ChatMember, PushDelivery, WebhookConfig
 from coordserver.timeutil import FrozenClock, to_db
-from tests.conftest import client
+from tests.helpers import client
 from tests.sse_helpers import emit, message_event, run_unit, server_process
 
 ALLOW_LOOPBACK = {"SERVICE_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}

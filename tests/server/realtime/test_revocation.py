@@ -15,7 +15,7 @@ import httpx
 from coordserver.domain import identities
 from coordserver.models import Event, PushDelivery
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, async_client
+from tests.helpers import TOKENS, async_client
 from tests.sse_helpers import emit, message_event, open_stream, run_unit, server_process, wait_for
 from tests.server.realtime.test_notebook_ws import RawClient
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from tests.conftest import TOKENS
+from tests.helpers import TOKENS
 from tests.sse_helpers import open_stream, spawn_server
 
 CYCLES = 2

@@ -11,9 +11,10 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log as event_log
 from coordserver.timeutil import FrozenClock
-from tests.conftest import TOKENS, client
+from tests.helpers import TOKENS, client
 from tests.sse_helpers import emit, emit_many, message_event, open_stream, run_unit, server_process, wait_for
 
 
@@ -55,9 +56,9 @@ async def test_connected_then_live_events_for_the_identity_only(server):
 
 async def test_unlogged_events_have_no_id(server):
     async with open_stream(server, "bob") as bob:
-        server.call(lambda: _publish(server, "ephemeral", {"type": "chat_typing", "to": ["bob"], "data": {
+        server.call(lambda: _publish(server, channels.EPHEMERAL, {"type": "chat_typing", "to": ["bob"], "data": {
             "type": "chat_typing", "channelId": "c1", "identity": "alice"}}))
-        server.call(lambda: _publish(server, "ephemeral", {"type": "chat_typing", "to": ["carol"], "data": {
+        server.call(lambda: _publish(server, channels.EPHEMERAL, {"type": "chat_typing", "to": ["carol"], "data": {
             "type": "chat_typing", "channelId": "c2", "identity": "alice"}}))
         logged = emit(server, *message_event("bob", 3))
         typing = await bob.until(lambda f: f.event == "chat_typing")
@@ -289,7 +290,7 @@ async def test_shutdown_ends_open_streams_at_once(make_server):
 async def test_stream_open_pulses_wake_and_marks_presence(make_server):
     server = make_server()
     pulses = []
-    server.call(lambda: _subscribe(server, "wake", pulses.append))
+    server.call(lambda: _subscribe(server, channels.WAKE, pulses.append))
     async with open_stream(server, "carol"):
         await wait_for(lambda: {"identity": "carol", "reason": "connect"} in pulses)
         with client(server, "alice") as alice:

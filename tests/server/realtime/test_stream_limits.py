@@ -7,7 +7,7 @@ import pytest
 import asyncio
 
 from coordserver.realtime.sse import CHUNK_BYTES, Connection
-from tests.conftest import client, eventually
+from tests.helpers import client, eventually
 from tests.sse_helpers import emit, emit_many, message_event, open_stream, wait_for
 from tests.server.realtime.test_notebook_ws import RawClient, new_page
 from tests.server.realtime.test_revocation import ended

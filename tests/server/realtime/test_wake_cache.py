@@ -17,7 +17,7 @@ from coordserver.realtime import wake_cache
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock, iso, to_db
-from tests.conftest import backend_url, base_env, client, eventually
+from tests.helpers import backend_url, base_env, client, eventually
 
 START = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)  # 06:00 in Chicago
 

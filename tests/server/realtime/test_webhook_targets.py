@@ -9,7 +9,7 @@ import pytest
 
 from coordserver.netcheck import Refused, pin
 from coordserver.timeutil import FrozenClock
-from tests.conftest import client
+from tests.helpers import client
 from tests.sse_helpers import emit, message_event
 from tests.server.realtime.test_push import deliveries, first, kick, receiver, register, wait_until  # noqa: F401 (fixture)
 

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import TOKENS, base_env
+from tests.helpers import TOKENS, base_env
 from tests.sse_helpers import open_stream
 from tests.workers import ServeProcess
 

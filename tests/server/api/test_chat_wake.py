@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from coordserver.timeutil import FrozenClock
-from tests.conftest import async_client, client, ok
+from tests.helpers import async_client, client, ok
 from tests.sse_helpers import open_stream
 
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from coordserver.events import log as event_log
-from tests.conftest import async_client, backend_server, client, ok
+from tests.helpers import async_client, backend_server, client, ok
 from tests.sse_helpers import open_stream
 
 MISSING = str(uuid.uuid4())

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from coordserver.mcp import tools
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, async_client, backend_url, base_env, client, ok
+from tests.helpers import TOKENS, async_client, backend_url, base_env, client, ok
 from tests.server.realtime.test_revocation import register
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")

@@ -6,7 +6,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import backend_server, client, eventually, ok
+from tests.helpers import backend_server, client, eventually, ok
 
 OPEN = ["queued", "ready", "in_progress", "holding", "review"]
 ALL = ["queued", "ready", "in_progress", "holding", "review", "complete", "closed"]

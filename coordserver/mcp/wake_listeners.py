@@ -23,6 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ResourceUpdated, event_to_notification
 
 from ..principal import Principal
+from ..realtime.presence import PresenceTracker
+from ..realtime.revocation import TokenGuard
 
 log = logging.getLogger("coord.mcp")
 
@@ -83,8 +85,10 @@ class ListenStream:
 class WakeListeners:
     """coord.services.mcp: MCP sessions and wake listeners by identity."""
 
-    def __init__(self, coord):
+    def __init__(self, coord, presence: PresenceTracker, tokens_guard: TokenGuard):
         self.coord = coord
+        self.presence = presence  # a listener keeps its identity online, as a stream does
+        self.tokens_guard = tokens_guard  # closes the listeners of revoked tokens
         self.sessions: dict[str, Session] = {}
         self.by_identity: dict[str, set] = {}
         self.manager = None  # the SDK's StreamableHTTPSessionManager, set by the endpoint
@@ -194,7 +198,7 @@ class WakeListeners:
         listeners = self.by_identity.setdefault(listener.identity, set())
         if listener not in listeners:
             listeners.add(listener)
-            self.coord.services.presence.connection_opened(listener.identity, "sse")
+            self.presence.connection_opened(listener.identity, "sse")
 
     def _unlisten(self, listener) -> None:
         listeners = self.by_identity.get(listener.identity)
@@ -202,10 +206,10 @@ class WakeListeners:
             listeners.discard(listener)
             if not listeners:
                 del self.by_identity[listener.identity]
-            self.coord.services.presence.connection_closed(listener.identity, "sse")
+            self.presence.connection_closed(listener.identity, "sse")
 
     def _guard(self):
-        return self.coord.services.tokens_guard
+        return self.tokens_guard
 
     async def prune_forever(self, every: float = 30.0) -> None:
         while True:

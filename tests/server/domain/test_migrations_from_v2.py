@@ -7,7 +7,7 @@ from datetime import datetime
 from coordserver.database import open_database
 from coordserver.db import Store
 from coordserver.migrations import SCHEMA_VERSION
-from tests.conftest import client
+from tests.helpers import client
 
 
 def create_v2_database(url: str) -> tuple[str, str]:

@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from coordserver.mcp.endpoint import MAX_SESSIONS, SESSION_IDLE_SECONDS
-from coordserver.mcp.push import SESSIONS_PER_IDENTITY
+from coordserver.mcp.wake_listeners import SESSIONS_PER_IDENTITY
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, backend_url, base_env, client, eventually, ok
-from tests.server.api.test_mcp import GRACE, assert_notified, connect, succeeded, wake_watch
+from tests.helpers import TOKENS, backend_url, base_env, client, eventually, ok
+from tests.server.mcp.test_mcp import GRACE, assert_notified, connect, succeeded, wake_watch
 from tests.server.realtime.test_revocation import register
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")

@@ -19,8 +19,8 @@ from coordserver.mcp.rpc_errors import INVALID_REQUEST
 from coordserver.schemas.base import wire_names
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
-from tests.conftest import TOKENS, backend_url, base_env
-from tests.server.api.test_mcp_limits import headers, open_session
+from tests.helpers import TOKENS, backend_url, base_env
+from tests.server.mcp.test_mcp_limits import headers, open_session
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.hostile_text import CONTROLS, PAYLOAD, SHORT, SHOWN, seed
-from tests.server.api.test_mcp import connect
+from tests.server.mcp.test_mcp import connect
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 

@@ -5,23 +5,26 @@ import threading
 
 from coordserver.events import log
 from coordserver.events.bus import LocalBus, PostgresBus
+from coordserver.events.channels import EVENTS, Channel
+
+X, Y = Channel("x"), Channel("y")  # channels of these tests only
 
 
 def test_local_bus_delivers_and_unsubscribes():
     bus, seen = LocalBus(), []
-    unsubscribe = bus.subscribe("x", seen.append)
-    bus.publish("x", {"n": 1})
-    bus.publish("y", {"n": 2})
+    unsubscribe = bus.subscribe(X, seen.append)
+    bus.publish(X, {"n": 1})
+    bus.publish(Y, {"n": 2})
     unsubscribe()
-    bus.publish("x", {"n": 3})
+    bus.publish(X, {"n": 3})
     assert seen == [{"n": 1}]
 
 
 def test_a_broken_subscriber_does_not_stop_others():
     bus, seen = LocalBus(), []
-    bus.subscribe("x", lambda payload: 1 / 0)
-    bus.subscribe("x", seen.append)
-    bus.publish("x", {"ok": True})
+    bus.subscribe(X, lambda payload: 1 / 0)
+    bus.subscribe(X, seen.append)
+    bus.publish(X, {"ok": True})
     assert seen == [{"ok": True}]
 
 
@@ -35,7 +38,7 @@ def test_postgres_bus_reaches_the_other_server(make_server, pg_cluster):
         def on_events(payload):
             heard.append(payload)
             arrived.set()
-        second.coord.bus.subscribe("events", on_events)
+        second.coord.bus.subscribe(EVENTS, on_events)
     second.call(listen)
 
     event_id = first.call(lambda: first.coord.store.write(log.append, "ping", {"from": "first"}, ["bob"]))

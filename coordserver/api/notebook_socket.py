@@ -13,7 +13,7 @@ from ..errors import DatabaseFault, Invalid, RateLimited, render_error
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
-from .notebook_peer import CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, CLOSE_UNKNOWN_TOKEN, Peer, frame
+from ..realtime.notebook.peer import CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, CLOSE_UNKNOWN_TOKEN, Peer, frame
 
 CLOSE_MISSING = 4000
 

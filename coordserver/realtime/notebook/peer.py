@@ -17,8 +17,8 @@ from datetime import datetime
 
 from pycrdt import Doc, Text
 
-from .. import jsonstrict
-from ..domain import notebook as pages
+from ... import jsonstrict
+from ...domain import notebook as pages
 
 MAX_PAGE_CHARS = 1_000_000
 MAX_QUEUED_FRAMES = 5000

@@ -26,6 +26,7 @@ from ..models import BuzzEvent, ChatMember, Event, PushDelivery, WebhookConfig, 
 from ..netcheck import REFUSED_PREFIX, Refused, pin
 from ..timeutil import from_db, to_db
 from .logreader import GapTracker
+from ..events.channels import EVENTS
 
 log = logging.getLogger("coord.push")
 
@@ -281,7 +282,7 @@ class PushService:
         if not self.coord.settings.push_enabled:
             return
         await self.coord.store.write(ensure_cursor)
-        self._unsubscribe = self.coord.bus.subscribe("events", lambda _payload: self._wake_feeder.set())
+        self._unsubscribe = self.coord.bus.subscribe(EVENTS, lambda _payload: self._wake_feeder.set())
         self._wake_feeder.set()
         self._wake_sender.set()
         self.coord.spawn(self._feed_loop(), "push-feeder")

@@ -1,5 +1,5 @@
 """The live notebook rooms of this process (coord.services.notebook) and the REST helpers around
-them: live text, PATCH merges with their read bases, and viewers' heartbeats. See notebook_rooms.py."""
+them: live text, PATCH merges with their read bases, and viewers' heartbeats. See room.py."""
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +8,10 @@ import logging
 from datetime import timedelta
 from typing import Callable
 
-from ..domain import notebook as pages
-from .notebook_peer import CLOSE_GOING_AWAY, Peer
-from .notebook_rooms import Room
+from ...domain import notebook as pages
+from .peer import CLOSE_GOING_AWAY, Peer
+from .room import Room
+from ...events.channels import BUS, NOTEBOOK, NOTEBOOK_HEARTBEAT
 
 log = logging.getLogger("coord.notebook")
 
@@ -40,8 +41,8 @@ class NotebookRooms:
 
     async def start(self) -> None:
         self.coord.spawn(self._refresh_viewers(), "notebook-viewers")
-        self._unsubscribe_bus = self.bus.subscribe("bus", self._on_bus_reconnected)
-        self._unsubscribe_beats = self.bus.subscribe("notebook_heartbeat", self._on_heartbeat)
+        self._unsubscribe_bus = self.bus.subscribe(BUS, self._on_bus_reconnected)
+        self._unsubscribe_beats = self.bus.subscribe(NOTEBOOK_HEARTBEAT, self._on_heartbeat)
 
     def _on_bus_reconnected(self, _payload: dict) -> None:
         for room in list(self.rooms.values()):
@@ -136,12 +137,12 @@ class NotebookRooms:
     def publish_update(self, room: Room, update: bytes) -> None:
         encoded = base64.b64encode(update).decode()
         if len(encoded) <= pages.BUS_INLINE_LIMIT:
-            self.bus.publish(pages.channel(room.page_id), {"kind": "update", "origin": room.origin, "update": encoded})
+            self.bus.publish(NOTEBOOK.of(room.page_id), {"kind": "update", "origin": room.origin, "update": encoded})
             return
 
         async def publish_large() -> None:
             payload = await self.coord.store.write(pages.bus_update, room.page_id, update, room.origin)
-            self.bus.publish(pages.channel(room.page_id), payload)
+            self.bus.publish(NOTEBOOK.of(room.page_id), payload)
         self.coord.spawn(publish_large(), "notebook-relay")
 
     # --- REST helpers --------------------------------------------------------------------------
@@ -173,7 +174,7 @@ class NotebookRooms:
     def heartbeat(self, page_id: str, identity: str) -> list[str]:
         """A REST viewer's heartbeat, told to the other worker processes too (`notebook_heartbeat`)."""
         self._record_beat(page_id, identity)
-        self.bus.publish("notebook_heartbeat", {"page": page_id, "identity": identity})
+        self.bus.publish(NOTEBOOK_HEARTBEAT, {"page": page_id, "identity": identity})
         return self.viewers(page_id)
 
     def _on_heartbeat(self, payload: dict) -> None:

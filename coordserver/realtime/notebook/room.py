@@ -1,5 +1,6 @@
 """Live notebook pages: one room per open page, holding the CRDT document its editors share.
-(The rooms of a process are kept by notebook_manager.NotebookRooms; a socket is a notebook_peer.Peer.)
+(The rooms of a process are kept by rooms.NotebookRooms, which a room knows only as a RoomHost; a socket
+is a peer.Peer.)
 
 - A peer's update is applied to the room's document, relayed to the room's other peers and published
   on the bus (channel `notebook:<pageId>`, tagged with the room's origin id). The room ignores its own
@@ -14,7 +15,7 @@
 - Each room announces its own viewers on the channel when they change and again every
   `notebook_viewers_refresh_seconds`; other processes' announcements expire after three intervals,
   so a process that dies without saying goodbye leaves no ghost viewers behind.
-- A live document stays within MAX_PAGE_CHARS characters (notebook_peer.ContentCap): an update that
+- A live document stays within MAX_PAGE_CHARS characters (peer.ContentCap): an update that
   would pass it is not applied, relayed or saved; its sender gets an `error` frame and close 1009.
 """
 from __future__ import annotations
@@ -24,26 +25,46 @@ import base64
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 from pycrdt import Doc, Text
 
-from ..domain import notebook as pages
-from ..domain.visibility import can_see, is_owner
-from ..errors import log_background_failure
-from .notebook_peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TOO_BIG, TOO_BIG_MESSAGE, ContentCap, Peer,
+from ...domain import notebook as pages
+from ...domain.visibility import can_see, is_owner
+from ...errors import log_background_failure
+from ...events.bus import Bus
+from ...events.channels import NOTEBOOK
+from .peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TOO_BIG, TOO_BIG_MESSAGE, ContentCap, Peer,
                             frame, update_frame)
-
-if TYPE_CHECKING:
-    from .notebook_manager import NotebookRooms
 
 log = logging.getLogger("coord.notebook")
 
 SAVE_RETRY_SECONDS = 2.0
 
 
+class RoomHost(Protocol):
+    """What a room needs of whoever keeps it (rooms.NotebookRooms): the process's services, its timings,
+    and to be told when the room goes idle or has an update for the other processes."""
+
+    coord: Any  # spawn, now, store
+    bus: Bus
+    env_admins: frozenset[str]
+
+    @property
+    def save_seconds(self) -> float: ...
+
+    @property
+    def unload_seconds(self) -> float: ...
+
+    def room_idle(self, room: Room) -> None: ...
+
+    def unload_if_idle(self, room: Room) -> None: ...
+
+    def publish_update(self, room: Room, update: bytes) -> None: ...
+
+
 class Room:
-    def __init__(self, manager: "NotebookRooms", page_id: str, state: bytes, meta: dict):
+    def __init__(self, manager: RoomHost, page_id: str, state: bytes, meta: dict):
         self.manager = manager
         self.page_id = page_id
         self.origin = uuid.uuid4().hex
@@ -59,7 +80,7 @@ class Room:
         self._save_lock = asyncio.Lock()
         self._save_timer: asyncio.TimerHandle | None = None
         self._unload_timer: asyncio.TimerHandle | None = None
-        self.unsubscribe: Callable[[], None] = manager.bus.subscribe(pages.channel(page_id), self.on_bus)
+        self.unsubscribe: Callable[[], None] = manager.bus.subscribe(NOTEBOOK.of(page_id), self.on_bus)
 
     # --- who may do what ---------------------------------------------------------------------
     def may_see(self, peer: Peer) -> bool:
@@ -103,12 +124,12 @@ class Room:
         return sorted(names)
 
     def _viewers_changed(self) -> None:
-        self.broadcast(frame("viewers", viewers=self.viewers()))
+        self.send_to_peers(frame("viewers", viewers=self.viewers()))
         self.announce_viewers()
 
     def announce_viewers(self) -> None:
         """Tell the page's rooms in other processes who is here."""
-        self.manager.bus.publish(pages.channel(self.page_id), {
+        self.manager.bus.publish(NOTEBOOK.of(self.page_id), {
             "kind": "viewers", "origin": self.origin, "viewers": sorted({p.identity for p in self.peers})})
 
     def expire_remote_viewers(self, now: datetime, ttl: timedelta) -> None:
@@ -123,9 +144,9 @@ class Room:
     def _tell_viewers_if_changed(self, before: list[str]) -> None:
         viewers = self.viewers()
         if viewers != before:
-            self.broadcast(frame("viewers", viewers=viewers))
+            self.send_to_peers(frame("viewers", viewers=viewers))
 
-    def broadcast(self, text: str, exclude: Peer | None = None) -> None:
+    def send_to_peers(self, text: str, exclude: Peer | None = None) -> None:
         for peer in list(self.peers):
             if peer is not exclude:
                 peer.send(text)
@@ -149,7 +170,7 @@ class Room:
             peer.close(CLOSE_INVALID_DATA, "Invalid Yjs update")
             return
         self._changed(peer.identity)
-        self.broadcast(update_frame(update), exclude=peer)
+        self.send_to_peers(update_frame(update), exclude=peer)
         self.manager.publish_update(self, update)
 
     def merge_content(self, content: str, base: bytes | None) -> None:
@@ -160,7 +181,7 @@ class Room:
         self.cap.grew(update)
         self.version += 1  # the PATCH logged its own event, so this edit names no editor
         self.schedule_save()
-        self.broadcast(update_frame(update))
+        self.send_to_peers(update_frame(update))
         self.manager.publish_update(self, update)
 
     def apply_remote(self, update: bytes, bump: bool = True) -> None:
@@ -176,7 +197,7 @@ class Room:
         if bump:
             self.version += 1
             self.schedule_save()
-        self.broadcast(update_frame(update))
+        self.send_to_peers(update_frame(update))
 
     def _changed(self, identity: str) -> None:
         self.version += 1

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from coordserver.server import ServerThread
-from tests.conftest import async_client, backend_server, client, eventually, ok
+from tests.helpers import async_client, backend_server, client, eventually, ok
 from tests.sse_helpers import open_stream
 
 

@@ -12,7 +12,7 @@ import pytest
 from coordserver.domain import identities
 from coordserver.settings import EnvToken, parse_env_tokens, parse_superuser
 from coordserver.timeutil import FrozenClock, utcnow
-from tests.conftest import backend_server, client, eventually, ok
+from tests.helpers import backend_server, client, eventually, ok
 from tests.sse_helpers import open_stream, run_unit, server_process, wait_for
 from tests.server.realtime.test_revocation import (GRACE, connected_here_admin_elsewhere, ended, register as register_async,
                                   verify_status)

@@ -1,0 +1,114 @@
+"""Fixed SQL for the hot paths, on either backend: '?' placeholders, prepared once per connection on
+PostgreSQL (PreparedStatements), run on the database bound to the running unit of work (db.Store binds
+it). Split out of db.py; units reach these as `db.sql_rows` and so on, as before.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from functools import lru_cache
+
+import peewee as pw
+
+from .database import is_sqlite
+from .models import database_proxy
+
+
+def current_database() -> pw.Database:
+    """The database bound to this thread (inside a unit of work)."""
+    return database_proxy.obj
+
+
+def locked(query: pw.ModelSelect) -> pw.ModelSelect:
+    """`query` locking the rows it reads until the unit commits, for read-modify-write units. On
+    PostgreSQL several writer threads (and processes) run units at once, and without the lock two of
+    them could read the same row and the later write would undo the earlier. SQLite's single writer
+    already runs units one at a time."""
+    return query if is_sqlite(current_database()) else query.for_update()
+
+
+@lru_cache(maxsize=128)
+def _placeholders(sql: str, param: str) -> str:
+    return sql if param == "?" else sql.replace("?", param)
+
+
+def sql_execute(sql: str, params: tuple | list = ()):
+    """Runs fixed SQL written with '?' placeholders on either backend; returns the cursor.
+    For hot paths where building the query with Peewee costs more than running it. On PostgreSQL the
+    statement is prepared once per connection (see PreparedStatements)."""
+    database = current_database()
+    if is_sqlite(database):
+        return database.execute_sql(sql, params)
+    return database.prepared.execute(database, sql, params)
+
+
+class PreparedStatements:
+    """Fixed SQL on PostgreSQL as server-side prepared statements, one set per connection.
+
+    psycopg2 sends every statement as text, so PostgreSQL parses, analyses and plans the send's CTE on
+    every call: about a third of the database's CPU per send (pg_stat_statements, bench/RESULTS.md).
+    `PREPARE` once per connection and `EXECUTE` after; prepared statements belong to the session, not
+    to a transaction, so a unit that rolls back keeps them. A pooler in transaction mode would hand the
+    session to other clients between transactions: `COORD_PG_PREPARE=off` (docs/deploy.md)."""
+
+    LIMIT = 256  # distinct statements per connection (IN-lists of many lengths make more)
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._local = threading.local()
+
+    def execute(self, database: pw.Database, sql: str, params: tuple | list):
+        if not self.enabled:
+            return database.execute_sql(_placeholders(sql, database.param), params)
+        names = self._names(database.connection())
+        name = names.get(sql)
+        if name is None:
+            name = self._prepare(database, names, sql)
+        return database.execute_sql(_execute_sql(name, len(params)), params)
+
+    def _names(self, connection) -> dict[str, str]:
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] is not connection:  # a new connection (reconnected) starts empty
+            held = self._local.held = (connection, {})
+        return held[1]
+
+    def _prepare(self, database: pw.Database, names: dict[str, str], sql: str) -> str:
+        if len(names) >= self.LIMIT:
+            oldest_sql = next(iter(names))
+            database.execute_sql(f"DEALLOCATE {names.pop(oldest_sql)}")
+        name = f"coord_{next(_statement_numbers)}"
+        database.execute_sql(f"PREPARE {name} AS {_numbered(sql)}")
+        names[sql] = name
+        return name
+
+
+_statement_numbers = itertools.count(1)
+
+
+@lru_cache(maxsize=512)
+def _numbered(sql: str) -> str:
+    """'?' placeholders as $1, $2, ... (fixed SQL never has a '?' inside a literal)."""
+    parts = sql.split("?")
+    return "".join(part + (f"${i}" if i < len(parts) else "") for i, part in enumerate(parts, 1))
+
+
+@lru_cache(maxsize=64)
+def _execute_sql(name: str, count: int) -> str:
+    return f"EXECUTE {name}" + (f"({', '.join(['%s'] * count)})" if count else "")
+
+
+def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
+    return sql_execute(sql, params).fetchall()
+
+
+def sql_insert(sql: str, params: tuple | list = ()) -> int | None:
+    """Runs one fixed INSERT of one row (without RETURNING) and returns the new row's id, or None when a
+    guarded INSERT ... SELECT ... WHERE inserted nothing. SQLite: lastrowid, so the insert is one step
+    of the statement instead of two: each step releases and retakes the GIL (measured:
+    bench/RESULTS.md, "Figures from code comments")."""
+    database = current_database()
+    if is_sqlite(database):
+        cursor = database.execute_sql(sql, params)
+        return cursor.lastrowid if cursor.rowcount else None
+    row = database.execute_sql(_placeholders(sql + " RETURNING id", database.param), params).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,52 @@
+"""The running unit of work's state, per thread: its clock (`now`), the effects it publishes after its
+commit (`after_commit`), the events it logged (`note_event`), and which unit functions the PostgreSQL
+writer may merge (`merges`). db.Store sets and reads this state around every unit; units reach these
+as `db.now` and so on, as before.
+"""
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import Any, Callable, TypeVar
+
+from .events.channels import Channel
+from .timeutil import utcnow
+
+P = TypeVar("P")
+
+_unit = threading.local()
+
+
+def now() -> datetime:
+    """'Now' for the running unit of work: the store's clock, so tests can inject time."""
+    clock = getattr(_unit, "clock", None)
+    return clock.now() if clock else utcnow()
+
+
+def after_commit(channel: Channel[P], payload: P) -> None:
+    """Publish `payload` on the bus once (and only if) the current unit succeeds: a write unit's
+    transaction commits, a read unit returns. Its caller hears back only after the publish."""
+    effects = getattr(_unit, "effects", None)
+    if effects is None:
+        raise RuntimeError("after_commit called outside a Store unit")
+    effects.append((channel, payload))
+
+
+def note_event(event_id: int, event_type: str) -> None:
+    current = getattr(_unit, "max_event", None)
+    if getattr(_unit, "effects", None) is None or getattr(_unit, "read_only", False):
+        raise RuntimeError("events must be appended inside a Store.write unit")
+    _unit.max_event = event_id if current is None else max(current, event_id)
+    _unit.event_types.append(event_type)
+
+
+def merges(many: Callable[[list[tuple]], list[Callable[[], Any]]], when: Callable[..., bool]):
+    """Marks a unit function whose queued calls the PostgreSQL writer may run as one: `many(calls)` (each
+    call is its positional arguments) does the database work of all of them, typically one statement
+    for the lot instead of a round trip each, and returns per call a function that finishes it without
+    SQL: logs its events (note_event), queues its effects and returns its result or raises its refusal.
+    Only calls for which `when(*args)` holds are merged. If `many` fails, each call runs on its own."""
+    def mark(fn: Callable) -> Callable:
+        fn.merge = (many, when)
+        return fn
+    return mark
