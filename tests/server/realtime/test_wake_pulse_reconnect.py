@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from coordserver import db
+from coordserver.events import channels
 from coordserver.models import Message
 from coordserver.timeutil import to_db
 from tests.sse_helpers import open_stream
@@ -33,7 +34,7 @@ async def test_a_bus_reconnect_pulses_every_stream_here(make_server):
             server.call, lambda: server.coord.store.write(_store_unannounced, "sent while the bus was down"))
 
         async def reconnected() -> None:  # on the server's loop, as the bus's listener thread hands it over
-            server.coord.bus.publish_here("bus", {"kind": "reconnected"})
+            server.coord.bus.publish_here(channels.BUS, {"kind": "reconnected"})
         await asyncio.to_thread(server.call, reconnected)
 
         await stream.until(lambda f: _lists(f, message_id), 5)
