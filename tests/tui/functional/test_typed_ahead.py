@@ -679,7 +679,8 @@ async def refused_token(server, pilot, app):
 async def quit_question(server, pilot, app):
     await on_pane(pilot, app, "2", "inbox")
     await pilot.press("c", *typed(body("never sent", 80)), "ctrl+q")
-    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "quit question")
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.query("#confirm-question"),
+                "quit question")  # pushed is not yet composed: wait for its question too
     question = str(app.screen.query_one("#confirm-question").render())
     assert "the text in the open form" in question.lower(), question
     await pilot.press("y")
