@@ -90,7 +90,10 @@ class Target:
     literal: Address | None
 
 
-def parse(url: object, max_length: int = 500) -> Target:
+URL_MAX = 500  # a push webhook URL
+
+
+def parse(url: object, max_length: int = URL_MAX) -> Target:
     if not isinstance(url, str) or not url.strip():
         raise Invalid("url must be a non-empty string")
     url = url.strip()

@@ -13,7 +13,7 @@ from ..netcheck import validate_webhook_url
 from ..timeutil import iso
 from ..schemas.auth import (CreateInvite, InviteCreated, Invites, Register, Registered, Rotated, SetWebhook,
                             TokenFields, TokenRecord, Tokens, Verified, WebhookSet, WebhookState)
-from ..schemas.common import Ok
+from ..schemas.common import Error, Ok
 from ..schemas.doctor import Health
 from ..schemas.users import Users
 from .common import accepts, body, path_int
@@ -56,7 +56,7 @@ async def delete_invite(invite_id: str):
 
 
 @bp.post("/auth/register")
-@accepts(Register, returns=Registered)
+@accepts(Register, returns={200: Registered, 403: Error})  # 403: the invite is unknown, expired or used up
 async def register():
     """Redeem an invite code: creates the identity and returns its token (shown once)."""
     data: Register = await body()

@@ -15,12 +15,13 @@ from ..schemas.base import QUERY_INT_MAX
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
             returns: type | dict[int, type | None] | None = None, body_required: bool = True,
-            media: str | tuple[str, ...] = "application/json"):
+            media: str | tuple[str, ...] = "application/json", path: dict[str, type] | None = None):
     """Declares a view's request body, query and 2xx response models (read by /api/openapi.json and the MCP
-    tools' output schemas; a response is a Model, or a bare map or array of them). The view
+    tools' output schemas; a response is a Model, or a bare map or array of them), and the type of any path
+    parameter that is more than a segment (`path={"identity": Identity}`; the view still checks it). The view
     parses them with `await body()` and `query()` once it has checked who is asking (a 401 comes before a 400)."""
     def decorator(view):
-        view.__schema__ = {"body": body, "query": query, "body_required": body_required, "media": media,
+        view.__schema__ = {"body": body, "query": query, "body_required": body_required, "media": media, "path": path or {},
                            "returns": returns if isinstance(returns, dict) or returns is None else {200: returns}}
         return view
     return decorator

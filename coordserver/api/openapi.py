@@ -8,6 +8,7 @@ from typing import Any, Iterable
 import msgspec
 
 from ..schemas.common import Error
+from ..schemas.base import QUERY_INT_MAX
 from .common import RowIdConverter
 
 _PARAM = re.compile(r"<(?:([a-z_]+)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <rowid:id>, <other_than(x):id>
@@ -33,11 +34,13 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying"
 _RETRIED = (429, 503, 507)
 
 
-def _path_params(rule: str, converters: dict[str, Any]) -> list[dict]:
+def _path_params(rule: str, converters: dict[str, Any], declared: dict[str, type]) -> list[dict]:
     params = []
     for _converter, name in _PARAM.findall(rule):
-        if isinstance(converters.get(name), RowIdConverter):
-            schema = {"type": "integer", "minimum": 0}
+        if name in declared:
+            schema = msgspec.json.schema(declared[name])
+        elif isinstance(converters.get(name), RowIdConverter):
+            schema = {"type": "integer", "minimum": 0, "maximum": QUERY_INT_MAX}  # path_int's range
         else:
             schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
@@ -46,7 +49,8 @@ def _path_params(rule: str, converters: dict[str, Any]) -> list[dict]:
 
 def _query_params(model, components: dict) -> list[dict]:
     schema = components[model.__name__]
-    return [{"name": name, "in": "query", "required": False, "schema": _without_null(prop)}
+    required = set(schema.get("required", ()))
+    return [{"name": name, "in": "query", "required": name in required, "schema": _without_null(prop)}
             for name, prop in schema.get("properties", {}).items()]
 
 
@@ -70,7 +74,7 @@ def _responses(declared: dict, has_body: bool, secured: bool, media: str, schema
     on 503/507), then the errors every route may answer with {"error"}."""
     responses = {}
     for status, model in (declared or {200: None}).items():
-        text = "Success" if status < 400 else _ERRORS[status] + " (the body is the report)"
+        text = "Success" if status < 400 else _ERRORS[status] + ("" if model is Error else " (the body is the report)")
         responses[str(status)] = _response(status, text, _content(schemas.get(model), media))
     for status, text in _ERRORS.items():
         skip = ((status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured)
@@ -101,13 +105,16 @@ def openapi_document(rules, view_functions, version: str) -> dict:
     rules = [r for r in rules if r.rule.startswith("/api") and not getattr(r, "websocket", False)]
     models = _models(view_functions[r.endpoint] for r in rules)
     refs, components = msgspec.json.schema_components(models, ref_template=_REF)
+    for model in models:  # what a model states beyond its fields (which fields one variant needs)
+        if getattr(model, "__schema_extra__", None):
+            components[model.__name__].update(model.__schema_extra__)
     schemas = dict(zip(models, refs))
     paths: dict[str, dict] = {}
     for rule in rules:
         view = view_functions[rule.endpoint]
         schema = getattr(view, "__schema__", {})
         path = _PARAM.sub(r"{\2}", rule.rule)
-        params = _path_params(rule.rule, rule._converters)
+        params = _path_params(rule.rule, rule._converters, schema.get("path") or {})
         if schema.get("query") is not None:
             params += _query_params(schema["query"], components)
         secured = not path.startswith(_PUBLIC)

@@ -1,6 +1,8 @@
 """The directory: shared links, visible under the same tagging rule as notebook pages."""
 from __future__ import annotations
 
+import re
+
 from .. import db
 from ..errors import Forbidden, NotFound
 from ..models import DirectoryEntry
@@ -9,6 +11,8 @@ from .visibility import can_see, is_owner
 
 TITLE_MAX = 255
 URL_MAX = 2000
+# An http(s) URL with a host and no white space inside (around it is trimmed): the model states it, api/directory checks it.
+URL_RE = re.compile(r"^\s*[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#\[\]@]+(?:[/?#]\S*)?\s*$")
 DESCRIPTION_MAX = 10_000
 
 

@@ -3,7 +3,11 @@ webhooks, users, projects). The request models check shapes at the HTTP edge; th
 safe to call without HTTP (CLI, scheduler, tests) and word the refusal the same way."""
 from __future__ import annotations
 
+import re
+
 from ..errors import Invalid
+
+HTTP_URL = re.compile(r"^[Hh][Tt][Tt][Pp][Ss]?://")  # what an http(s) link field starts with (the models say so too)
 
 
 def flag(value: object, field: str) -> bool:
@@ -17,6 +21,6 @@ def optional_http_url(value: object, field: str, max_len: int, nullable_note: st
     """null, or an http(s) URL of at most `max_len` characters. `nullable_note` ends the message (", or null")."""
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > max_len or not value.lower().startswith(("http://", "https://")):
+    if not isinstance(value, str) or len(value) > max_len or not HTTP_URL.match(value):
         raise Invalid(f"{field} must be an http or https URL of at most {max_len} characters{nullable_note}")
     return value

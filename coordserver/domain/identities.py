@@ -1,6 +1,7 @@
 """Users, tokens, invites and webhook configs. Plain functions run inside Store units of work."""
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 
@@ -19,6 +20,8 @@ REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be re
 ROTATE_NOTICE = "The previous token is revoked. Store the new token now: it is shown only once."
 REVOCATION_EVENT = "token_revoked"
 REVOCATION_REASONS = ("revoked", "rotated", "archived")
+IDENTITY_MAX = 50
+IDENTITY_INPUT_RE = re.compile(IDENTITY_RE.pattern.replace("a-z", "A-Za-z"))  # as sent: lowered once it matches
 LABEL_MAX = 100  # a token's label
 STALE_HOURS_MAX = 2**31 - 1  # what the column holds
 
@@ -26,10 +29,10 @@ STALE_HOURS_MAX = 2**31 - 1  # what the column holds
 def valid_identity(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("identity is required")
-    identity = value.strip().lower()
-    if len(identity) > 50 or not IDENTITY_RE.match(identity):
-        raise Invalid("identity must match ^[a-z][a-z0-9_-]*$ and be at most 50 characters")
-    return identity
+    identity = value.strip()
+    if len(identity) > IDENTITY_MAX or not IDENTITY_INPUT_RE.match(identity):
+        raise Invalid(f"identity must match {IDENTITY_RE.pattern} and be at most {IDENTITY_MAX} characters")
+    return identity.lower()
 
 
 def optional_label(value: object) -> str | None:

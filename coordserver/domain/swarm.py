@@ -40,8 +40,16 @@ def valid_status(value: object, field: str = "status") -> str:
     return value
 
 
+_ONE_OF = "(?:" + "|".join(STATUSES) + ")"
+# `statuses=a,b`: comma-separated, each entry trimmed, blank entries skipped (what status_filter reads).
+STATUS_LIST_PATTERN = rf"^\s*{_ONE_OF}?\s*(?:,\s*{_ONE_OF}?\s*)*$"
+
+
 def status_filter(statuses: str | None, status: str | None) -> list[str] | None:
-    """`statuses=a,b` for the task list, or its alias `status=a,b` (statuses wins when both are given)."""
+    """`statuses=a,b` for the task list, or its alias `status=a,b` (statuses wins when both are given; an
+    unknown status in either is refused)."""
+    if statuses is not None and statuses.strip() and status is not None:
+        status_filter(status, None)
     raw = statuses if statuses is not None and statuses.strip() else status
     if raw is None or not raw.strip():
         return None

@@ -25,10 +25,27 @@ RowId = Annotated[int, msgspec.Meta(ge=1, le=QUERY_INT_MAX)]
 
 M = TypeVar("M", bound="Model")
 
+NOT_BLANK = r"\S"  # a character other than white space: what `.strip()` keeps (Python's and the schema's `\s` agree)
+
+
+def trimmed(pattern: str) -> str:
+    """A pattern for a value the domain strips first (`^core$` -> `^\\s*core\\s*$`): what the server accepts as sent."""
+    assert pattern.startswith("^") and pattern.endswith("$"), pattern
+    return r"^\s*(?:" + pattern[1:-1] + r")\s*$"
+
+
+def text(max_length: int | None = None, description: str | None = None, blank: bool = False) -> Any:
+    """A text field whose limits the schema states and the decoder enforces: not blank unless `blank`
+    (missing, null or blank answer `<field> is required`), at most `max_length` characters as sent."""
+    meta = {"pattern": None if blank else NOT_BLANK, "max_length": max_length, "description": description}
+    return Annotated[str, msgspec.Meta(**{k: v for k, v in meta.items() if v is not None})]
+
+
 
 class Model(msgspec.Struct, rename="camel", omit_defaults=True):
     """Base of every request and response model."""
     __messages__: ClassVar[dict[str, str]] = {}
+    __schema_extra__: ClassVar[dict[str, Any]] = {}  # JSON Schema the fields cannot say; the model enforces it
 
     def kwargs(self) -> dict[str, Any]:
         """The fields as keyword arguments for the domain function (snake_case names)."""
@@ -65,6 +82,7 @@ def required_text(model: Model, name: str, wire: str) -> None:
         raise ValueError(model.__messages__.get(wire, f"{wire} is required"))
 
 
+NOT_BLANK_TEXT = "matching regex '" + NOT_BLANK.replace("\\", "\\\\") + "'"  # how msgspec words a blank one
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _HEAD = re.compile(r"^\.([A-Za-z0-9_]+)((?:\[\d+\])*)")
 _BOUND = re.compile(r"Expected `(?P<kind>int|str|array|object)[^`]*`(?: of length)? (?P<op>>=|<=) (?P<n>-?\d+)")
@@ -72,7 +90,7 @@ _KINDS = (("`str", "must be a string"), ("`bool", "must be true or false"), ("`i
           ("`array", "must be an array"), ("`object", "must be an object"), ("`float", "must be a number"))
 
 
-def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
+def error_text(model: type[Model], error: msgspec.ValidationError, data: Any = None) -> str:
     """msgspec's message as ours: `Expected `str | null`, got `int` - at `$.title`` -> `title must be a string`."""
     found = _AT.match(str(error))
     what, path = found["what"], found["path"] or ""
@@ -82,14 +100,24 @@ def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
     if field is None:
         return what  # raised by a model's own check, already in our words
     bound = _BOUND.search(what)
+    blank = head and not head[2] and isinstance(data, dict) and isinstance(data.get(head[1]), str) \
+        and not data[head[1]].strip()
+    if blank and "matching regex" in what:  # blank where a pattern asks for more: as missing
+        what = NOT_BLANK_TEXT
+    reason = "format" if "matching regex" in what and NOT_BLANK_TEXT not in what else "length" if bound else None
+    if reason and f"{field}:{reason}" in model.__messages__:
+        return model.__messages__[f"{field}:{reason}"]  # a model's words for one way a field fails
     if field in model.__messages__ and not (bound and bound["kind"] == "array" and path == f".{field}"):
         return model.__messages__[field]
     if missing and not head:
         return f"{field} is required"
+    if not head[2] and (NOT_BLANK_TEXT in what
+                        or re.match(r"Expected `str[^`]*`, got `null`", what)):
+        return f"{field} is required"  # blank or null where text is required
     field += head[2] if head else ""  # an array entry: `taggedUsers[2] must be a string`
     if bound:
         kind, op, n = bound["kind"], bound["op"], int(bound["n"])
-        if kind == "str":
+        if kind == "str" and "matching regex" not in what:
             if op == "<=":
                 return f"{field} is longer than {n} characters"
             return f"{field} is required" if n == 1 else f"{field} must be at least {n} characters"
@@ -98,6 +126,8 @@ def error_text(model: type[Model], error: msgspec.ValidationError) -> str:
         if abs(n) in (INT_MAX, QUERY_INT_MAX):
             return f"{field} is out of range"
         return f"{field} must be {'at least' if op == '>=' else 'at most'} {n}"
+    if "matching regex" in what:
+        return f"{field} has an invalid format"
     if what.startswith("Invalid enum value"):
         return f"{field} has an unknown value"
     for kind, text in _KINDS:
@@ -110,7 +140,7 @@ def convert(model: type[M], data: Any, strict: bool = True) -> M:
     try:
         return msgspec.convert(data, model, strict=strict)
     except msgspec.ValidationError as error:
-        raise Invalid(error_text(model, error)) from None
+        raise Invalid(error_text(model, error, data)) from None
 
 
 def from_body(model: type[M], raw: bytes, required: bool = True, content_type: str | None = None) -> M:
@@ -152,10 +182,27 @@ def decode_object(raw: bytes, required: bool = True) -> dict:
 
 
 def from_query(model: type[M], args: Mapping[str, str]) -> M:
-    """Query values are text: converted loosely (`5` -> 5); empty values count as absent."""
-    names = wire_names(model)
-    data = {key: value for key, value in args.items() if value != "" and key in names}
+    """Query values are text: converted loosely (`5` -> 5). An empty value of a text parameter counts as
+    absent (v1 clients send `channelId=`); of any other type it is refused, as is a parameter given twice:
+    the schema declares each parameter once, with its type."""
+    names, texts = wire_names(model), text_names(model)
+    data = {}
+    for key in names.intersection(args):
+        values = args.getlist(key) if hasattr(args, "getlist") else [args[key]]
+        if len(values) > 1:
+            raise Invalid(f"{key} must be given once")
+        if values[0] != "" or key not in texts:
+            data[key] = values[0]
     return convert(model, data, strict=False)
+
+
+@lru_cache(maxsize=None)
+def text_names(model: type[Model]) -> frozenset[str]:
+    """The wire names of a query model's text parameters (an empty value of one is absent)."""
+    (ref,), components = msgspec.json.schema_components([model])
+    properties = components[model.__name__]["properties"]
+    return frozenset(name for name, prop in properties.items()
+                     if "string" in {prop.get("type"), *(option.get("type") for option in prop.get("anyOf", ()))})
 
 
 @lru_cache(maxsize=None)

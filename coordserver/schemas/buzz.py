@@ -7,15 +7,15 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.buzz import APP_NAME_MAX, FOR_USERS_MAX, TITLE_MAX
-from .base import Model, Query
+from ..domain.buzz import APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, FOR_USERS_MAX, TITLE_MAX
+from .base import Model, Query, text, trimmed
 from .common import Limit, Ok, Time, clamp_limit
 
 _REQUIRED = "appName and title are required"
 _FOR_USERS = "forUsers must be a comma-separated string or an array of identities"
-AppName = Annotated[str, msgspec.Meta(description=f"letters, digits, '.', '_', '-'; at most {APP_NAME_MAX} "
+AppName = Annotated[str, msgspec.Meta(max_length=APP_NAME_MAX, pattern=trimmed(APP_NAME_RE.pattern), description=f"letters, digits, '.', '_', '-'; at most {APP_NAME_MAX} "
                                                   "characters (part of the ingest URL)")]
-Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters")]
+Title = text(TITLE_MAX)
 ForUsers = Annotated[str | list[str], msgspec.Meta(
     description=f"identities the events are for: \"alice,bob\" or [\"alice\", \"bob\"] (at most {FOR_USERS_MAX} "
                 "characters joined); null for everyone")]
@@ -43,13 +43,16 @@ class _Routing(Model):
 
 class NewWebhook(_Routing, kw_only=True):
     """POST /api/buzz/webhooks and /api/broadcast/webhooks: `appName` and `title` required."""
-    __messages__ = {**_Routing.__messages__, "appName": _REQUIRED, "title": _REQUIRED}
+    __messages__ = {**_Routing.__messages__, "appName": _REQUIRED, "title": _REQUIRED, "appName:format": APP_NAME_RULE,
+                    "appName:length": f"appName is longer than {APP_NAME_MAX} characters",
+                    "title:length": f"title is longer than {TITLE_MAX} characters"}
     app_name: AppName
     title: Title
 
 
 class WebhookFields(_Routing):
     """PATCH /api/buzz/webhooks/{id} and /api/broadcast/webhooks/{id} (owner or admin): at least one field."""
+    __messages__ = NewWebhook.__messages__
     app_name: AppName | UnsetType = UNSET
     title: Title | UnsetType = UNSET
     enabled: bool | UnsetType = UNSET

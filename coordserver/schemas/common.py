@@ -5,11 +5,16 @@ from typing import Annotated
 
 import msgspec
 
-from .base import Model, Query
+from ..domain.identities import IDENTITY_INPUT_RE, IDENTITY_MAX, IDENTITY_RE
+from .base import Model, Query, trimmed
 
 LIMIT_CAP = 100
+SEARCH_MAX = 500  # a search's `q`, in characters
 # limit defaults to 50; values above the cap are lowered, not refused.
 Limit = Annotated[int, msgspec.Meta(ge=1, description=f"at most {LIMIT_CAP}: larger values are lowered to it")]
+Identity = Annotated[str, msgspec.Meta(max_length=IDENTITY_MAX, pattern=trimmed(IDENTITY_INPUT_RE.pattern),
+                                      description="an identity (stored in lower case)")]
+IDENTITY_RULE = f"identity must match {IDENTITY_RE.pattern} and be at most {IDENTITY_MAX} characters"
 Time = Annotated[str, msgspec.Meta(description="ISO-8601 time")]  # answers: UTC with milliseconds and Z
 
 

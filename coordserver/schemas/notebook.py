@@ -7,10 +7,12 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..realtime.notebook_peer import MAX_PAGE_CHARS
-from .base import Model
+from ..domain.notebook import TITLE_MAX
+from .base import NOT_BLANK, Model
 from .common import TextSearchQuery, Time
 
 Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
+PageTitle = Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
 TaggedUsers = Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)]
 Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)]
 
@@ -21,7 +23,7 @@ class PagesQuery(TextSearchQuery):
 
 class CreatePage(Model):
     """POST /api/notebook. `title` is required (longer than 255 characters is cut)."""
-    title: Any = None  # its rule (required, cut) is the domain's: domain/notebook.py require_title
+    title: PageTitle
     content: Content | None = None
     tagged_users: TaggedUsers | None = None
     tags: Tags | None = None
@@ -32,7 +34,7 @@ class CreatePage(Model):
 class UpdatePage(Model):
     """PATCH /api/notebook/{id}: only the fields present change; null clears expiresAt and reviewAt."""
     __messages__ = {"locked": "locked must be true or false", "archived": "archived must be true or false"}
-    title: Any = UNSET
+    title: PageTitle | UnsetType = UNSET
     content: Content | None | UnsetType = UNSET
     tagged_users: TaggedUsers | None | UnsetType = UNSET
     tags: Tags | None | UnsetType = UNSET

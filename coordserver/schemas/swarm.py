@@ -7,13 +7,18 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.swarm import REASON_MAX, STATUSES, TITLE_MAX
-from .base import Model, Query, required_text
+from ..domain.swarm import COLOR_RE, REASON_MAX, STATUS_LIST_PATTERN, STATUSES, TITLE_MAX
+from .base import Model, Query, text
 from .common import Limit, Time, clamp_limit
 
 # Checked by the domain (its refusal names the allowed moves); the enum tells OpenAPI and MCP clients the values.
 Status = Annotated[str, msgspec.Meta(description="one of: " + ", ".join(STATUSES),
                                      extra_json_schema={"enum": list(STATUSES)})]
+
+
+# The pattern is stated here and enforced by domain/swarm.py status_filter, whose refusal names the unknown status and the allowed ones.
+StatusList = Annotated[str, msgspec.Meta(description="comma-separated: " + ",".join(STATUSES),
+                                         extra_json_schema={"pattern": STATUS_LIST_PATTERN})]
 
 
 class ProjectsQuery(Query):
@@ -23,8 +28,8 @@ class ProjectsQuery(Query):
 
 class TasksQuery(Query):
     """GET /api/swarm/tasks: `statuses=a,b` (or its alias `status`), `assignee=me` for the caller."""
-    statuses: Annotated[str, msgspec.Meta(description="comma-separated: " + ",".join(STATUSES))] | None = None
-    status: Annotated[str, msgspec.Meta(description="an alias of statuses")] | None = None
+    statuses: StatusList | None = None
+    status: Annotated[StatusList, msgspec.Meta(description="an alias of statuses (statuses wins)")] | None = None
     assignee: Annotated[str, msgspec.Meta(description='an identity, or "me" for the caller')] | None = None
     project_id: str | None = None
     include_completed: bool = False
@@ -54,10 +59,7 @@ class MoveTask(Model):
 class PageLink(Model):
     """POST and DELETE /api/swarm/tasks/{id}/notebook-pages."""
     __messages__ = {"notebookPageId": "notebookPageId required"}
-    notebook_page_id: str | None = None
-
-    def __post_init__(self) -> None:
-        required_text(self, "notebook_page_id", "notebookPageId")
+    notebook_page_id: text()
 
 
 class DisabledQuery(Query):
@@ -66,7 +68,7 @@ class DisabledQuery(Query):
 
 
 Hour = Annotated[int, msgspec.Meta(ge=0, le=23)]
-Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters, not blank")]
+Title = text(TITLE_MAX)
 
 
 class ProjectFields(Model):
@@ -78,8 +80,8 @@ class ProjectFields(Model):
                     "blockingMode": "blockingMode must be true or false",
                     "taggedUsers": "taggedUsers must be null or an array of at most 100 identities",
                     "title": "title is required", "color": "color must look like #rrggbb"}
-    title: Title | None | UnsetType = UNSET  # required on create: the domain says so with color
-    color: Annotated[str, msgspec.Meta(description="#rrggbb")] | None | UnsetType = UNSET
+    title: Title | UnsetType = UNSET  # required on create: the domain says so with color
+    color: Annotated[str, msgspec.Meta(pattern=COLOR_RE.pattern, description="#rrggbb")] | UnsetType = UNSET
     description: str | None | UnsetType = UNSET
     website_url: str | None | UnsetType = UNSET
     onedev_url: str | None | UnsetType = UNSET
@@ -101,7 +103,7 @@ class TaskFields(Model):
     __messages__ = {"sortKey": "sortKey must be a number", "onOrAfterAt": "onOrAfterAt must be an ISO-8601 timestamp",
                     "linkedNotebookPages": "linkedNotebookPages must be an array of page ids",
                     "title": "title is required"}
-    title: Title | None | UnsetType = UNSET  # blank or too long: the domain's rule (required_title)
+    title: Title | UnsetType = UNSET
     project_id: str | None | UnsetType = UNSET
     detail: str | None | UnsetType = UNSET
     follow_up: str | None | UnsetType = UNSET
