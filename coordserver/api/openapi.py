@@ -2,13 +2,14 @@
 (`accepts` in api/common.py): typed path parameters, query parameters, request bodies, 2xx and error responses."""
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable
 
 import msgspec
 
 from ..schemas.common import Error
-from ..schemas.base import QUERY_INT_MAX
+from ..schemas.base import NO_NUL, QUERY_INT_MAX
 from .common import RowIdConverter
 
 _PARAM = re.compile(r"<(?:([a-z_]+)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <rowid:id>, <other_than(x):id>
@@ -42,9 +43,58 @@ def _path_params(rule: str, converters: dict[str, Any], declared: dict[str, type
         elif isinstance(converters.get(name), RowIdConverter):
             schema = {"type": "integer", "minimum": 0, "maximum": QUERY_INT_MAX}  # path_int's range
         else:
-            schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
+            schema = {"type": "string", "minLength": 1, "pattern": "^[^/\\x00]+$"}  # the Gate refuses NUL
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return params
+
+
+def _state_request_text(models, view_functions, rules, components: dict) -> None:
+    """What jsonstrict and the Gate refuse in every request, said where a request's text is declared: no string
+    holds NUL, and a body's other members (ignored, but parsed) and any-JSON fields are JSON without it."""
+    names = set()
+    for rule in rules:
+        declared = getattr(view_functions[rule.endpoint], "__schema__", {})
+        names.update(m.__name__ for m in (declared.get("body"), declared.get("query")) if m is not None)
+    pending = list(names)
+    while pending:  # the structs a request model holds are request text too
+        for ref in re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(components[pending.pop()])):
+            if ref not in names:
+                names.add(ref)
+                pending.append(ref)
+    for name in names:
+        schema = components[name] = _no_nul(components[name])
+        if schema.get("type") == "object":
+            schema.setdefault("propertyNames", {"pattern": NO_NUL})
+            schema.setdefault("additionalProperties", {"$ref": _REF.format(name=_JSON)})
+    components[_JSON] = {
+        "description": "Any JSON value whose text holds no NUL",
+        "anyOf": [{"type": "string", "pattern": NO_NUL}, {"type": ["number", "boolean", "null"]},
+                  {"type": "array", "items": {"$ref": _REF.format(name=_JSON)}},
+                  {"type": "object", "propertyNames": {"pattern": NO_NUL},
+                   "additionalProperties": {"$ref": _REF.format(name=_JSON)}}]}
+
+
+_JSON = "JsonWithoutNul"
+_NESTED = ("items", "additionalProperties", "not", "propertyNames")
+
+
+def _no_nul(schema: Any) -> Any:
+    if not isinstance(schema, dict) or "$ref" in schema:
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            value = [_no_nul(item) for item in value]
+        elif key in _NESTED:
+            value = _no_nul(value)
+        elif key == "properties":
+            value = {name: _no_nul(item) for name, item in value.items()}
+        out[key] = value
+    if not set(out) - {"description", "title", "default", "examples"}:  # any JSON value
+        return {**out, "$ref": _REF.format(name=_JSON)}
+    if out.get("type") == "string" and not {"pattern", "enum", "const", "format"} & set(out):
+        out["pattern"] = NO_NUL
+    return out
 
 
 def _query_params(model, components: dict) -> list[dict]:
@@ -108,6 +158,7 @@ def openapi_document(rules, view_functions, version: str) -> dict:
     for model in models:  # what a model states beyond its fields (which fields one variant needs)
         if getattr(model, "__schema_extra__", None):
             components[model.__name__].update(model.__schema_extra__)
+    _state_request_text(models, view_functions, rules, components)
     schemas = dict(zip(models, refs))
     paths: dict[str, dict] = {}
     for rule in rules:

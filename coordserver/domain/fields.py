@@ -7,6 +7,11 @@ import re
 
 from ..errors import Invalid
 
+# White space as str.strip() and str.split() see it, spelled out: `\s` differs between Python's re (which agrees
+# with strip) and the ECMA-262 regexes of JSON Schema (no \x1c-\x1f or \x85, but \ufeff), so the patterns a
+# schema states use these instead.
+WS_CHARS = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+WS, NON_WS = f"[{WS_CHARS}]", f"[^{WS_CHARS}\\x00]"  # (no text holds NUL)
 HTTP_URL = re.compile(r"^[Hh][Tt][Tt][Pp][Ss]?://")  # what an http(s) link field starts with (the models say so too)
 
 

@@ -21,7 +21,8 @@ ROTATE_NOTICE = "The previous token is revoked. Store the new token now: it is s
 REVOCATION_EVENT = "token_revoked"
 REVOCATION_REASONS = ("revoked", "rotated", "archived")
 IDENTITY_MAX = 50
-IDENTITY_INPUT_RE = re.compile(IDENTITY_RE.pattern.replace("a-z", "A-Za-z"))  # as sent: lowered once it matches
+# As sent (trimmed): at most IDENTITY_MAX characters of IDENTITY_RE in either case, lowered once it matches.
+IDENTITY_INPUT_RE = re.compile(rf"^[A-Za-z][A-Za-z0-9_-]{{0,{IDENTITY_MAX - 1}}}$")
 LABEL_MAX = 100  # a token's label
 STALE_HOURS_MAX = 2**31 - 1  # what the column holds
 
@@ -30,7 +31,7 @@ def valid_identity(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("identity is required")
     identity = value.strip()
-    if len(identity) > IDENTITY_MAX or not IDENTITY_INPUT_RE.match(identity):
+    if not IDENTITY_INPUT_RE.match(identity):
         raise Invalid(f"identity must match {IDENTITY_RE.pattern} and be at most {IDENTITY_MAX} characters")
     return identity.lower()
 

@@ -7,9 +7,10 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ..domain.fields import HTTP_URL
 from ..domain.identities import LABEL_MAX
 from ..domain.users import AVATAR_URL_MAX, DISPLAY_NAME_MAX
-from ..netcheck import URL_MAX
+from ..netcheck import URL_MAX, URL_PATTERN
 from .base import Model, PositiveInt32, text
 from .common import Identity, Time
 
@@ -41,8 +42,10 @@ class Register(Model):
 
 class SetWebhook(Model):
     """POST /api/auth/webhook: `url` null clears the webhook; `token` signs the deliveries."""
-    __messages__ = {"url": "url is required (null clears the webhook)", "url:length": f"url longer than {URL_MAX} characters"}
-    url: text(URL_MAX, description="http or https; null clears the webhook") | None
+    __messages__ = {"url": "url is required (null clears the webhook)", "url:length": f"url longer than {URL_MAX} characters",
+                    "url:format": "url must be an http:// or https:// URL with a host"}
+    url: Annotated[str, msgspec.Meta(max_length=URL_MAX, pattern=URL_PATTERN,
+                                     description="http or https; null clears the webhook")] | None
     token: Annotated[str, msgspec.Meta(min_length=16, max_length=128)] | None = None
 
 
@@ -62,8 +65,9 @@ class UserFields(Model):
     display_name: text(DISPLAY_NAME_MAX, description="trimmed") | UnsetType = UNSET
     is_admin: bool | UnsetType = UNSET
     is_agent: bool | UnsetType = UNSET
-    avatar_url: Annotated[str, msgspec.Meta(description="http or https")] | None | UnsetType = UNSET
-    archived_at: Annotated[str, msgspec.Meta(description="ISO-8601 time")] | None | UnsetType = UNSET
+    avatar_url: Annotated[str, msgspec.Meta(max_length=AVATAR_URL_MAX, pattern=HTTP_URL.pattern,
+                                            description="http or https")] | None | UnsetType = UNSET
+    archived_at: Time | None | UnsetType = UNSET
 
 
 class TokenFields(Model):
@@ -71,7 +75,7 @@ class TokenFields(Model):
     __messages__ = {"staleTriggerHours": "staleTriggerHours must be an integer of at least 1",
                     "label": f"label must be a string of at most {LABEL_MAX} characters",
                     "backupAgent": "backupAgent must be an identity"}
-    backup_agent: Annotated[str, msgspec.Meta(description="a known identity other than the token's")] \
+    backup_agent: Annotated[Identity, msgspec.Meta(description="a known identity other than the token's")] \
         | None | UnsetType = UNSET
     stale_trigger_hours: PositiveInt32 | UnsetType = UNSET
     label: Annotated[str, msgspec.Meta(max_length=LABEL_MAX)] | None | UnsetType = UNSET

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 import msgspec
 
 from .. import jsonstrict
+from ..domain.fields import WS, WS_CHARS
 from ..errors import Invalid, UnsupportedMediaType
 
 INT_MAX = 2**31 - 1  # what every integer column holds (PostgreSQL `integer` is 32-bit)
@@ -25,13 +26,16 @@ RowId = Annotated[int, msgspec.Meta(ge=1, le=QUERY_INT_MAX)]
 
 M = TypeVar("M", bound="Model")
 
-NOT_BLANK = r"\S"  # a character other than white space: what `.strip()` keeps (Python's and the schema's `\s` agree)
+# Text holds no NUL (jsonstrict refuses it anywhere in a body, the Gate in a path or query) and, where required, a
+# character other than white space: what `.strip()` keeps (Python's and the schema's `\s` agree).
+NO_NUL = "^[^\\x00]*$"
+NOT_BLANK = f"^[^\\x00]*[^{WS_CHARS}\\x00][^\\x00]*$"
 
 
 def trimmed(pattern: str) -> str:
     """A pattern for a value the domain strips first (`^core$` -> `^\\s*core\\s*$`): what the server accepts as sent."""
     assert pattern.startswith("^") and pattern.endswith("$"), pattern
-    return r"^\s*(?:" + pattern[1:-1] + r")\s*$"
+    return f"^{WS}*(?:" + pattern[1:-1] + f"){WS}*$"
 
 
 def text(max_length: int | None = None, description: str | None = None, blank: bool = False) -> Any:
@@ -55,6 +59,12 @@ class Model(msgspec.Struct, rename="camel", omit_defaults=True):
         """For a PATCH model (fields default to msgspec.UNSET): the fields the body held, by wire name."""
         return {field.encode_name: getattr(self, field.name) for field in msgspec.structs.fields(self)
                 if getattr(self, field.name) is not msgspec.UNSET}
+
+
+def at_least_one(model: type[M]) -> type[M]:
+    """A PATCH model that must hold at least one of its fields (the domain answers `No fields to update`)."""
+    model.__schema_extra__ = {"anyOf": [{"required": [f.encode_name]} for f in msgspec.structs.fields(model)]}
+    return model
 
 
 def snake_case(model: type[M], name: str, doc: str) -> type[Model]:
@@ -147,7 +157,18 @@ def from_body(model: type[M], raw: bytes, required: bool = True, content_type: s
     """A raw request body through jsonstrict (hostile JSON gets its own clear 400), then the model.
     A body sent with a Content-Type other than JSON is refused first (require_json)."""
     require_json(content_type, raw)
-    return convert(model, decode_object(raw, required))
+    return convert(model, _integral(decode_object(raw, required)))
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: `3.0` is the integer 3 (as JSON Schema says), so an integer field takes it."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
 
 
 # What a browser may send cross-origin without asking first (a CORS "simple request"): never JSON here.
@@ -191,7 +212,9 @@ def from_query(model: type[M], args: Mapping[str, str]) -> M:
         values = args.getlist(key) if hasattr(args, "getlist") else [args[key]]
         if len(values) > 1:
             raise Invalid(f"{key} must be given once")
-        if values[0] != "" or key not in texts:
+        if key not in texts:  # lax conversion reads "null" as absent: refused as the empty value is
+            data[key] = "" if values[0] == "null" else values[0]
+        elif values[0] != "":
             data[key] = values[0]
     return convert(model, data, strict=False)
 

@@ -8,7 +8,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.buzz import APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, FOR_USERS_MAX, TITLE_MAX
-from .base import Model, Query, text, trimmed
+from .base import Model, Query, at_least_one, text, trimmed
+from .common import IdentityList, IdentityOrBlank
 from .common import Limit, Ok, Time, clamp_limit
 
 _REQUIRED = "appName and title are required"
@@ -16,10 +17,10 @@ _FOR_USERS = "forUsers must be a comma-separated string or an array of identitie
 AppName = Annotated[str, msgspec.Meta(max_length=APP_NAME_MAX, pattern=trimmed(APP_NAME_RE.pattern), description=f"letters, digits, '.', '_', '-'; at most {APP_NAME_MAX} "
                                                   "characters (part of the ingest URL)")]
 Title = text(TITLE_MAX)
-ForUsers = Annotated[str | list[str], msgspec.Meta(
+ForUsers = Annotated[Annotated[IdentityList, msgspec.Meta(max_length=FOR_USERS_MAX)] | list[IdentityOrBlank], msgspec.Meta(
     description=f"identities the events are for: \"alice,bob\" or [\"alice\", \"bob\"] (at most {FOR_USERS_MAX} "
                 "characters joined); null for everyone")]
-Agent = Annotated[str, msgspec.Meta(description="a known identity, or null")]
+Agent = Annotated[IdentityOrBlank, msgspec.Meta(description="a known identity; blank or null for none")]
 
 
 class BuzzEventsQuery(Query):
@@ -50,6 +51,7 @@ class NewWebhook(_Routing, kw_only=True):
     title: Title
 
 
+@at_least_one
 class WebhookFields(_Routing):
     """PATCH /api/buzz/webhooks/{id} and /api/broadcast/webhooks/{id} (owner or admin): at least one field."""
     __messages__ = NewWebhook.__messages__

@@ -65,8 +65,8 @@ class ChatSearchQuery(Query):
     q: text(SEARCH_MAX)
     channel_id: str | None = None
     sender: str | None = None
-    before: str | None = None
-    after: str | None = None
+    before: Time | None = None
+    after: Time | None = None
     limit: Limit = 50
 
     def __post_init__(self) -> None:

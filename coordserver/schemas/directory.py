@@ -7,7 +7,7 @@ import msgspec
 
 from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX, URL_MAX, URL_RE
 from .base import NOT_BLANK, Model, text
-from .common import Success, TextSearchQuery, Time
+from .common import Identity, Success, TextSearchQuery, Time
 
 _REQUIRED = "title and url are required"
 
@@ -23,7 +23,7 @@ class CreateLink(Model):
     title: Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
     url: Annotated[str, msgspec.Meta(max_length=URL_MAX, pattern=URL_RE.pattern, description="http or https")]
     description: Annotated[str, msgspec.Meta(max_length=DESCRIPTION_MAX)] | None = None
-    tagged_users: Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)] | None = None
+    tagged_users: Annotated[list[Identity], msgspec.Meta(max_length=100)] | None = None
 
     def __post_init__(self) -> None:
         self.title = self.title.strip()[:TITLE_MAX]

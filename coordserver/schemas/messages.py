@@ -48,10 +48,11 @@ class AckMany(Model):
 
 class InboxQuery(Query):
     """GET /api/mailboxes/me/messages."""
-    __messages__ = {"status": "status must be unread or read"}
+    __messages__ = {"status": "status must be unread or read", "cursor:format": "Invalid cursor"}
     status: Literal["unread", "read"] | None = None
     limit: Limit = 50
-    cursor: str | None = None
+    cursor: Annotated[str, msgspec.Meta(pattern="^(?:[A-Za-z0-9_-]+={0,2})?$",  # empty: absent
+                                        description="opaque: a nextCursor the server gave")] | None = None
 
     def __post_init__(self) -> None:
         self.limit = clamp_limit(self.limit)

@@ -9,11 +9,11 @@ from msgspec import UNSET, UnsetType
 from ..realtime.notebook_peer import MAX_PAGE_CHARS
 from ..domain.notebook import TITLE_MAX
 from .base import NOT_BLANK, Model
-from .common import TextSearchQuery, Time
+from .common import Identity, TextSearchQuery, Time
 
 Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
 PageTitle = Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
-TaggedUsers = Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)]
+TaggedUsers = Annotated[list[Identity], msgspec.Meta(max_length=100)]
 Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)]
 
 

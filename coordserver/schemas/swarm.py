@@ -7,9 +7,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.swarm import COLOR_RE, REASON_MAX, STATUS_LIST_PATTERN, STATUSES, TITLE_MAX
+from ..domain.projects import TAGGED_MAX
+from ..domain.swarm import COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN, STATUSES, TITLE_MAX
 from .base import Model, Query, text
-from .common import Limit, Time, clamp_limit
+from .common import Identity, Limit, Time, capped, clamp_limit
 
 # Checked by the domain (its refusal names the allowed moves); the enum tells OpenAPI and MCP clients the values.
 Status = Annotated[str, msgspec.Meta(description="one of: " + ", ".join(STATUSES),
@@ -49,7 +50,7 @@ class MoveTask(Model):
                     "status": "status required"}
     status: Status
     reason: Annotated[str, msgspec.Meta(max_length=REASON_MAX)] | None = None
-    assignee_user_id: str | None = None
+    assignee_user_id: Identity | None = None
 
     def __post_init__(self) -> None:
         if self.status == "":
@@ -68,6 +69,10 @@ class DisabledQuery(Query):
 
 
 Hour = Annotated[int, msgspec.Meta(ge=0, le=23)]
+TimeZone = Annotated[str, msgspec.Meta(min_length=1, max_length=TIMEZONE_MAX,
+                                       description=f"IANA time zone (default {DEFAULT_TIMEZONE})")]
+Color = Annotated[str, msgspec.Meta(pattern=COLOR_RE.pattern, description="#rrggbb")]
+TaggedUsers = Annotated[list[Identity], msgspec.Meta(max_length=TAGGED_MAX)]
 Title = text(TITLE_MAX)
 
 
@@ -79,21 +84,30 @@ class ProjectFields(Model):
                     "workHoursEnd": "workHoursEnd must be an hour from 0 to 23 (or null)",
                     "blockingMode": "blockingMode must be true or false",
                     "taggedUsers": "taggedUsers must be null or an array of at most 100 identities",
-                    "title": "title is required", "color": "color must look like #rrggbb"}
+                    "title": "title is required", "color": "color must look like #rrggbb",
+                    "workHoursTimezone": "workHoursTimezone must be an IANA timezone name such as America/Chicago"}
     title: Title | UnsetType = UNSET  # required on create: the domain says so with color
-    color: Annotated[str, msgspec.Meta(pattern=COLOR_RE.pattern, description="#rrggbb")] | UnsetType = UNSET
-    description: str | None | UnsetType = UNSET
-    website_url: str | None | UnsetType = UNSET
-    onedev_url: str | None | UnsetType = UNSET
-    github_url: str | None | UnsetType = UNSET
-    dokploy_deploy_url: str | None | UnsetType = UNSET
-    project_lead_user_id: str | None | UnsetType = UNSET
-    developer_lead_user_id: str | None | UnsetType = UNSET
+    color: Color | UnsetType = UNSET
+    description: capped(TEXT_MAX) | None | UnsetType = UNSET
+    website_url: capped(URL_MAX) | None | UnsetType = UNSET
+    onedev_url: capped(URL_MAX) | None | UnsetType = UNSET
+    github_url: capped(URL_MAX) | None | UnsetType = UNSET
+    dokploy_deploy_url: capped(URL_MAX) | None | UnsetType = UNSET
+    project_lead_user_id: Identity | None | UnsetType = UNSET
+    developer_lead_user_id: Identity | None | UnsetType = UNSET
     work_hours_start: Hour | None | UnsetType = UNSET
     work_hours_end: Hour | None | UnsetType = UNSET
-    work_hours_timezone: Annotated[str, msgspec.Meta(description="IANA time zone")] | None | UnsetType = UNSET
+    work_hours_timezone: TimeZone | None | UnsetType = UNSET
     blocking_mode: bool | UnsetType = UNSET
-    tagged_users: list[str] | None | UnsetType = UNSET
+    tagged_users: TaggedUsers | None | UnsetType = UNSET
+
+
+class NewProject(ProjectFields, kw_only=True):
+    """POST /api/swarm/projects: `title` and `color` required."""
+    __messages__ = {**ProjectFields.__messages__, "title": "title and color are required",
+                    "color": "title and color are required", "color:format": "color must look like #rrggbb"}
+    title: Title
+    color: Color
 
 
 class TaskFields(Model):
@@ -105,16 +119,17 @@ class TaskFields(Model):
                     "title": "title is required"}
     title: Title | UnsetType = UNSET
     project_id: str | None | UnsetType = UNSET
-    detail: str | None | UnsetType = UNSET
-    follow_up: str | None | UnsetType = UNSET
-    issue_url: str | None | UnsetType = UNSET
-    assignee_user_id: str | None | UnsetType = UNSET
-    next_task_assignee_user_id: str | None | UnsetType = UNSET
+    detail: capped(TEXT_MAX) | None | UnsetType = UNSET
+    follow_up: capped(TEXT_MAX) | None | UnsetType = UNSET
+    issue_url: capped(URL_MAX) | None | UnsetType = UNSET
+    assignee_user_id: Identity | None | UnsetType = UNSET
+    next_task_assignee_user_id: Identity | None | UnsetType = UNSET
     must_be_done_after_task_id: str | None | UnsetType = UNSET
     next_task_id: str | None | UnsetType = UNSET
-    on_or_after_at: Annotated[str, msgspec.Meta(description="ISO-8601 time")] | None | UnsetType = UNSET
+    on_or_after_at: Time | None | UnsetType = UNSET
     sort_key: float | None | UnsetType = UNSET
-    linked_notebook_pages: list[str] | None | UnsetType = UNSET
+    linked_notebook_pages: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=36)]],
+                                     msgspec.Meta(max_length=100)] | None | UnsetType = UNSET
 
 
 class NewTask(TaskFields, kw_only=True):

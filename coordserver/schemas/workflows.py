@@ -7,12 +7,14 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.workflows import TITLE_MAX, URL_MAX
+from ..domain.fields import HTTP_URL
+from ..domain.workflows import TEXT_MAX, TITLE_MAX, URL_MAX
 from .base import Model, text
-from .common import Time
+from .common import Time, capped
+from .swarm import TaggedUsers
 
 Title = text(TITLE_MAX)
-Url = Annotated[str, msgspec.Meta(description=f"http or https, at most {URL_MAX} characters")]
+Url = Annotated[str, msgspec.Meta(max_length=URL_MAX, pattern=HTTP_URL.pattern, description="http or https")]
 _URL = f"documentUrl must be an http or https URL of at most {URL_MAX} characters"
 
 
@@ -23,11 +25,11 @@ class WorkflowFields(Model):
                     "reviewAt": "reviewAt must be an ISO-8601 timestamp",
                     "taggedUsers": "taggedUsers must be null or an array of at most 100 identities"}
     title: Title | UnsetType = UNSET
-    description: str | None | UnsetType = UNSET
+    description: capped(TEXT_MAX) | None | UnsetType = UNSET
     document_url: Url | None | UnsetType = UNSET
     document: Any | UnsetType = UNSET  # any JSON, stored as given
     enabled: bool | UnsetType = UNSET
-    tagged_users: list[str] | None | UnsetType = UNSET
+    tagged_users: TaggedUsers | None | UnsetType = UNSET
     expires_at: Time | None | UnsetType = UNSET
     review_at: Time | None | UnsetType = UNSET
 
