@@ -10,7 +10,7 @@ from werkzeug.routing import BaseConverter
 
 from ..errors import Invalid
 from ..schemas import Model, from_body, from_query
-from ..schemas.base import QUERY_INT_MAX
+from ..schemas.base import INT_MAX
 
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
@@ -47,7 +47,7 @@ def path_int(value: str, what: str = "id") -> int:
         number = int(value)
     except (TypeError, ValueError):
         raise Invalid(f"Invalid {what}") from None
-    if number < 0 or number > QUERY_INT_MAX:
+    if number < 0 or number > INT_MAX:  # row ids are PostgreSQL `integer`s: a larger one names no row
         raise Invalid(f"Invalid {what}")
     return number
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import msgspec
 
 from ..schemas.common import Error
-from ..schemas.base import NO_NUL, QUERY_INT_MAX
+from ..schemas.base import INT_MAX, NO_NUL
 from .common import RowIdConverter
 
 _PARAM = re.compile(r"<(?:([a-z_]+)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <rowid:id>, <other_than(x):id>
@@ -41,7 +41,7 @@ def _path_params(rule: str, converters: dict[str, Any], declared: dict[str, type
         if name in declared:
             schema = msgspec.json.schema(declared[name])
         elif isinstance(converters.get(name), RowIdConverter):
-            schema = {"type": "integer", "minimum": 0, "maximum": QUERY_INT_MAX}  # path_int's range
+            schema = {"type": "integer", "minimum": 0, "maximum": INT_MAX}  # path_int's range
         else:
             schema = {"type": "string", "minLength": 1, "pattern": "^[^/\\x00]+$"}  # the Gate refuses NUL
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
@@ -158,6 +158,8 @@ def openapi_document(rules, view_functions, version: str) -> dict:
     for model in models:  # what a model states beyond its fields (which fields one variant needs)
         if getattr(model, "__schema_extra__", None):
             components[model.__name__].update(model.__schema_extra__)
+        for field, stated in getattr(model, "__field_schemas__", {}).items():
+            components[model.__name__]["properties"][field] = stated
     _state_request_text(models, view_functions, rules, components)
     schemas = dict(zip(models, refs))
     paths: dict[str, dict] = {}

@@ -50,6 +50,7 @@ class Model(msgspec.Struct, rename="camel", omit_defaults=True):
     """Base of every request and response model."""
     __messages__: ClassVar[dict[str, str]] = {}
     __schema_extra__: ClassVar[dict[str, Any]] = {}  # JSON Schema the fields cannot say; the model enforces it
+    __field_schemas__: ClassVar[dict[str, Any]] = {}  # a wire field's schema where its msgspec type cannot carry it
 
     def kwargs(self) -> dict[str, Any]:
         """The fields as keyword arguments for the domain function (snake_case names)."""

@@ -9,7 +9,7 @@ from msgspec import UNSET, UnsetType
 
 from ..domain.buzz import APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, FOR_USERS_MAX, TITLE_MAX
 from .base import Model, Query, at_least_one, text, trimmed
-from .common import IdentityList, IdentityOrBlank
+from .common import IDENTITY_LIST_PATTERN, IDENTITY_OR_BLANK_PATTERN, IdentityOrBlank
 from .common import Limit, Ok, Time, clamp_limit
 
 _REQUIRED = "appName and title are required"
@@ -17,9 +17,14 @@ _FOR_USERS = "forUsers must be a comma-separated string or an array of identitie
 AppName = Annotated[str, msgspec.Meta(max_length=APP_NAME_MAX, pattern=trimmed(APP_NAME_RE.pattern), description=f"letters, digits, '.', '_', '-'; at most {APP_NAME_MAX} "
                                                   "characters (part of the ingest URL)")]
 Title = text(TITLE_MAX)
-ForUsers = Annotated[Annotated[IdentityList, msgspec.Meta(max_length=FOR_USERS_MAX)] | list[IdentityOrBlank], msgspec.Meta(
-    description=f"identities the events are for: \"alice,bob\" or [\"alice\", \"bob\"] (at most {FOR_USERS_MAX} "
-                "characters joined); null for everyone")]
+# Typed loosely for msgspec (a pattern on the text beside a list crashes msgspec 0.22 at exit); the schema below
+# states each form, and domain/buzz.py clean_for_users enforces exactly that (the length in _Routing).
+ForUsers = str | list[str]
+_FOR_USERS_SCHEMA = {"description": f"identities the events are for: \"alice,bob\" or [\"alice\", \"bob\"] (at most "
+                                    f"{FOR_USERS_MAX} characters); null for everyone",
+                     "anyOf": [{"type": "string", "maxLength": FOR_USERS_MAX, "pattern": IDENTITY_LIST_PATTERN},
+                               {"type": "array", "items": {"type": "string", "pattern": IDENTITY_OR_BLANK_PATTERN}},
+                               {"type": "null"}]}
 Agent = Annotated[IdentityOrBlank, msgspec.Meta(description="a known identity; blank or null for none")]
 
 
@@ -37,9 +42,14 @@ class _Routing(Model):
     """Who a webhook's events are for, and which agents they wake or notify."""
     __messages__ = {"forUsers": _FOR_USERS, "wakeAgent": "wakeAgent must be an identity",
                     "notifyAgent": "notifyAgent must be an identity"}
+    __field_schemas__ = {"forUsers": _FOR_USERS_SCHEMA}
     for_users: ForUsers | None | UnsetType = UNSET
     wake_agent: Agent | None | UnsetType = UNSET
     notify_agent: Agent | None | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        if isinstance(self.for_users, str) and len(self.for_users) > FOR_USERS_MAX:  # as sent, as the schema says
+            raise ValueError(f"forUsers is longer than {FOR_USERS_MAX} characters")
 
 
 class NewWebhook(_Routing, kw_only=True):

@@ -15,9 +15,10 @@ SEARCH_MAX = 500  # a search's `q`, in characters
 Limit = Annotated[int, msgspec.Meta(ge=1, description=f"at most {LIMIT_CAP}: larger values are lowered to it")]
 _ONE = IDENTITY_INPUT_RE.pattern[1:-1]
 # Blank, or one identity (trimmed): a Buzz agent field, where blank means none.
-IdentityOrBlank = Annotated[str, msgspec.Meta(pattern=rf"^{WS}*(?:{_ONE})?{WS}*$")]
+IDENTITY_OR_BLANK_PATTERN = rf"^{WS}*(?:{_ONE})?{WS}*$"
+IdentityOrBlank = Annotated[str, msgspec.Meta(pattern=IDENTITY_OR_BLANK_PATTERN)]
 # Identities separated by commas, blank entries skipped.
-IdentityList = Annotated[str, msgspec.Meta(pattern=rf"^{WS}*(?:{_ONE})?{WS}*(?:,{WS}*(?:{_ONE})?{WS}*)*$")]
+IDENTITY_LIST_PATTERN = rf"^{WS}*(?:{_ONE})?{WS}*(?:,{WS}*(?:{_ONE})?{WS}*)*$"
 Identity = Annotated[str, msgspec.Meta(pattern=trimmed(IDENTITY_INPUT_RE.pattern),
                                       description="an identity (stored in lower case)")]
 IDENTITY_RULE = f"identity must match {IDENTITY_RE.pattern} and be at most {IDENTITY_MAX} characters"

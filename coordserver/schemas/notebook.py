@@ -7,11 +7,14 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..realtime.notebook_peer import MAX_PAGE_CHARS
+from ..settings import MAX_BODY_BYTES
 from ..domain.notebook import TITLE_MAX
 from .base import NOT_BLANK, Model
 from .common import Identity, TextSearchQuery, Time
 
-Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
+# The live document's cap, and no more than a REST body can carry (API.md: 50,000 bytes, else 413).
+Content = Annotated[str, msgspec.Meta(max_length=min(MAX_PAGE_CHARS, MAX_BODY_BYTES),
+                                      description=f"the whole request body is at most {MAX_BODY_BYTES} bytes")]
 PageTitle = Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
 TaggedUsers = Annotated[list[Identity], msgspec.Meta(max_length=100)]
 Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)]

@@ -194,3 +194,17 @@ def test_every_operation_declares_the_database_faults(app):
                 schema = declared["content"]["application/json"]["schema"]
                 model = "DoctorReport" if path.startswith("/api/doctor") else "Error"
                 assert schema == {"$ref": f"#/components/schemas/{model}"}, f"{method.upper()} {path} {status}"
+
+
+def test_building_the_document_leaves_a_process_that_exits_cleanly(tmp_path):
+    """msgspec 0.22 frees some nested constrained unions twice when the interpreter exits (a str with a pattern
+    beside a list of patterned str aborted every process that built the document): build it in a fresh one."""
+    import subprocess
+    import sys
+    script = ("from coordserver.app import create_app\nfrom coordserver.settings import Settings\n"
+              "from coordserver.api.openapi import openapi_document\nfrom tests.conftest import base_env\n"
+              f"app = create_app(Settings.from_env(base_env('sqlite:///{tmp_path}/coord.db')))\n"
+              "openapi_document(app.url_map.iter_rules(), app.view_functions, '1')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]))
+    assert done.returncode == 0, done.stderr[-2000:]
