@@ -2,7 +2,7 @@
 webhook, profile, token and user PATCH."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from msgspec import UNSET, UnsetType

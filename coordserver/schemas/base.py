@@ -3,7 +3,9 @@
 A model names its fields in snake_case and reads them camelCase on the wire (`reply_to_message_id` <-
 `replyToMessageId`). `Model.kwargs()` gives the keyword arguments the domain functions take. Failures become
 Invalid (a 400 `{"error": ...}`) naming the wire field and why; a model may override a field's message in
-`__messages__`. Shape checks only: the domain keeps its own rules and limits.
+`__messages__` (`"<field>:format"` / `"<field>:length"` for one way a field fails). Every limit the server
+enforces on a field is stated here, from the domain's own constants, so /api/openapi.json says what the
+server takes; the domain still checks its rules (and what no schema can know: whether an identity exists).
 """
 from __future__ import annotations
 
@@ -84,13 +86,6 @@ class Query(Model):
 def cut(value: str | None, limit: int) -> str | None:
     """Text longer than `limit` is cut to it, not refused (message title and body, by design)."""
     return value[:limit] if value is not None and len(value) > limit else value
-
-
-def required_text(model: Model, name: str, wire: str) -> None:
-    """A required text field: missing, null or blank all answer `<wire> is required`."""
-    value = getattr(model, name)
-    if value is None or not value.strip():
-        raise ValueError(model.__messages__.get(wire, f"{wire} is required"))
 
 
 NOT_BLANK_TEXT = "matching regex '" + NOT_BLANK.replace("\\", "\\\\") + "'"  # how msgspec words a blank one

@@ -6,7 +6,7 @@ from typing import Annotated
 import msgspec
 
 from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX, URL_MAX, URL_RE
-from .base import NOT_BLANK, Model, text
+from .base import NOT_BLANK, Model
 from .common import Identity, Success, TextSearchQuery, Time
 
 _REQUIRED = "title and url are required"

@@ -1,7 +1,7 @@
 """Notebook page request and response models (API.md §11)."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from msgspec import UNSET, UnsetType
