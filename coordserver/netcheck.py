@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlsplit
 
+from .domain.fields import WS
 from .errors import Invalid
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -90,7 +91,13 @@ class Target:
     literal: Address | None
 
 
-def parse(url: object, max_length: int = 500) -> Target:
+URL_MAX = 500  # a push webhook URL
+# Its shape, as parse() reads it (trimmed; an http(s) scheme in any case, a host without user info or brackets,
+# an optional numeric port): the request model states it; whether the host may be reached is resolve()'s.
+URL_PATTERN = rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~!$&'()*+,;=%-]*[A-Za-z0-9_~-][A-Za-z0-9._~!$&'()*+,;=%-]*(?::(?:[0-9]{{1,4}}|[1-5][0-9]{{4}}|6[0-4][0-9]{{3}}|65[0-4][0-9]{{2}}|655[0-2][0-9]|6553[0-5]))?(?:[/?#][^\x00]*)?$"
+
+
+def parse(url: object, max_length: int = URL_MAX) -> Target:
     if not isinstance(url, str) or not url.strip():
         raise Invalid("url must be a non-empty string")
     url = url.strip()

@@ -59,7 +59,8 @@ def iso(value) -> str | None:
     value = from_db(value)
     if value is None:
         return None
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    # The year always in four digits (strftime's %Y gives "77" for the year 77, which no RFC 3339 reader takes).
+    return f"{value.year:04d}" + value.strftime("-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 def parse_iso(text: str) -> datetime:

@@ -11,7 +11,7 @@ from ..domain import identities
 from ..netcheck import validate_webhook_url
 from ..schemas.auth import (CreateInvite, InviteCreated, Invites, Register, Registered, Rotated, SetWebhook,
                             TokenFields, TokenRecord, Tokens, Verified, WebhookSet, WebhookState)
-from ..schemas.common import Ok
+from ..schemas.common import Error, Ok
 from .common import accepts, body, path_int
 
 bp = Blueprint("auth", __name__, url_prefix="/api")
@@ -52,7 +52,7 @@ async def delete_invite(invite_id: str):
 
 
 @bp.post("/auth/register")
-@accepts(Register, returns=Registered)
+@accepts(Register, returns={200: Registered, 403: Error})  # 403: the invite is unknown, expired or used up
 async def register():
     """Redeem an invite code: creates the identity and returns its token (shown once)."""
     data: Register = await body()

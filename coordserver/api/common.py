@@ -10,19 +10,21 @@ from werkzeug.routing import BaseConverter
 
 from ..errors import Invalid
 from ..schemas import Model, from_body, from_query
-from ..schemas.base import QUERY_INT_MAX
+from ..schemas.base import INT_MAX
 
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
             returns: type | dict[int, type | None] | None = None, body_required: bool = True,
-            media: str | tuple[str, ...] = "application/json", operation_id: str | None = None):
+            media: str | tuple[str, ...] = "application/json", path: dict[str, type] | None = None,
+            operation_id: str | None = None):
     """Declares a view's request body, query and 2xx response models (read by /api/openapi.json and the MCP
-    tools' output schemas; a response is a Model, or a bare map or array of them). The view
+    tools' output schemas; a response is a Model, or a bare map or array of them), and the type of any path
+    parameter that is more than a segment (`path={"identity": Identity}`; the view still checks it). The view
     parses them with `await body()` and `query()` once it has checked who is asking (a 401 comes before a 400).
     `operation_id`: the OpenAPI operationId's stem where it is not the endpoint (a route moved to another
     blueprint keeps its v1 id)."""
     def decorator(view):
-        view.__schema__ = {"body": body, "query": query, "body_required": body_required, "media": media,
+        view.__schema__ = {"body": body, "query": query, "body_required": body_required, "media": media, "path": path or {},
                            "returns": returns if isinstance(returns, dict) or returns is None else {200: returns}}
         if operation_id is not None:
             view.__schema__["operation_id"] = operation_id
@@ -50,7 +52,7 @@ def path_int(value: str, what: str = "id") -> int:
         number = int(value)
     except (TypeError, ValueError):
         raise Invalid(f"Invalid {what}") from None
-    if number < 0 or number > QUERY_INT_MAX:
+    if number < 0 or number > INT_MAX:  # row ids are PostgreSQL `integer`s: a larger one names no row
         raise Invalid(f"Invalid {what}")
     return number
 

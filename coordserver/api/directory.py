@@ -1,7 +1,6 @@
 """Directory endpoints: parse and authorise here, rules in domain/directory.py."""
 from __future__ import annotations
 
-from urllib.parse import urlparse
 
 from quart import Blueprint
 
@@ -27,13 +26,11 @@ async def list_entries():
 
 
 def _http_url(value: str) -> str:
-    value = value.strip()
     if len(value) > directory.URL_MAX:
         raise Invalid(f"url is longer than {directory.URL_MAX} characters")
-    parsed = urlparse(value)
-    if parsed.scheme.lower() not in ("http", "https") or not parsed.netloc or any(c.isspace() for c in value):
+    if not directory.URL_RE.match(value):
         raise Invalid("url must be an http or https URL")
-    return value
+    return value.strip()
 
 
 @bp.post("/directory")

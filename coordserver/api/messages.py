@@ -7,6 +7,7 @@ from ..auth import require_identity
 from ..principal import Principal
 from ..context import coord
 from ..domain import messages
+from ..schemas.common import Identity
 from ..schemas.messages import (AckMany, AckResult, InboxQuery, Message, MessagePage, Messages, Reply, SearchQuery,
                                 SearchResults, SendMessage, SentQuery)
 from .common import accepts, body, path_int, query
@@ -15,7 +16,7 @@ bp = Blueprint("messages", __name__, url_prefix="/api/mailboxes")
 
 
 @bp.post("/<other_than(me):recipient>/messages")
-@accepts(SendMessage, returns=Message)
+@accepts(SendMessage, returns=Message, path={"recipient": Identity})
 async def send(recipient: str):
     """Send a message to a mailbox."""
     principal = require_identity()

@@ -2,12 +2,14 @@
 (`accepts` in api/common.py): typed path parameters, query parameters, request bodies, 2xx and error responses."""
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable
 
 import msgspec
 
 from ..schemas.common import Error
+from ..schemas.base import INT_MAX, NO_NUL
 from .common import RowIdConverter
 
 _PARAM = re.compile(r"<(?:([a-z_]+)(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <rowid:id>, <other_than(x):id>
@@ -33,20 +35,72 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying"
 _RETRIED = (429, 503, 507)
 
 
-def _path_params(rule: str, converters: dict[str, Any]) -> list[dict]:
+def _path_params(rule: str, converters: dict[str, Any], declared: dict[str, type]) -> list[dict]:
     params = []
     for _converter, name in _PARAM.findall(rule):
-        if isinstance(converters.get(name), RowIdConverter):
-            schema = {"type": "integer", "minimum": 0}
+        if name in declared:
+            schema = msgspec.json.schema(declared[name])
+        elif isinstance(converters.get(name), RowIdConverter):
+            schema = {"type": "integer", "minimum": 0, "maximum": INT_MAX}  # path_int's range
         else:
-            schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
+            schema = {"type": "string", "minLength": 1, "pattern": "^[^/\\x00]+$"}  # the Gate refuses NUL
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return params
 
 
+def _state_request_text(models, view_functions, rules, components: dict) -> None:
+    """What jsonstrict and the Gate refuse in every request, said where a request's text is declared: no string
+    holds NUL, and a body's other members (ignored, but parsed) and any-JSON fields are JSON without it."""
+    names = set()
+    for rule in rules:
+        declared = getattr(view_functions[rule.endpoint], "__schema__", {})
+        names.update(m.__name__ for m in (declared.get("body"), declared.get("query")) if m is not None)
+    pending = list(names)
+    while pending:  # the structs a request model holds are request text too
+        for ref in re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(components[pending.pop()])):
+            if ref not in names:
+                names.add(ref)
+                pending.append(ref)
+    for name in names:
+        schema = components[name] = _no_nul(components[name])
+        if schema.get("type") == "object":
+            schema.setdefault("propertyNames", {"pattern": NO_NUL})
+            schema.setdefault("additionalProperties", {"$ref": _REF.format(name=_JSON)})
+    components[_JSON] = {
+        "description": "Any JSON value whose text holds no NUL",
+        "anyOf": [{"type": "string", "pattern": NO_NUL}, {"type": ["number", "boolean", "null"]},
+                  {"type": "array", "items": {"$ref": _REF.format(name=_JSON)}},
+                  {"type": "object", "propertyNames": {"pattern": NO_NUL},
+                   "additionalProperties": {"$ref": _REF.format(name=_JSON)}}]}
+
+
+_JSON = "JsonWithoutNul"
+_NESTED = ("items", "additionalProperties", "not", "propertyNames")
+
+
+def _no_nul(schema: Any) -> Any:
+    if not isinstance(schema, dict) or "$ref" in schema:
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            value = [_no_nul(item) for item in value]
+        elif key in _NESTED:
+            value = _no_nul(value)
+        elif key == "properties":
+            value = {name: _no_nul(item) for name, item in value.items()}
+        out[key] = value
+    if not set(out) - {"description", "title", "default", "examples"}:  # any JSON value
+        return {**out, "$ref": _REF.format(name=_JSON)}
+    if out.get("type") == "string" and not {"pattern", "enum", "const", "format"} & set(out):
+        out["pattern"] = NO_NUL
+    return out
+
+
 def _query_params(model, components: dict) -> list[dict]:
     schema = components[model.__name__]
-    return [{"name": name, "in": "query", "required": False, "schema": _without_null(prop)}
+    required = set(schema.get("required", ()))
+    return [{"name": name, "in": "query", "required": name in required, "schema": _without_null(prop)}
             for name, prop in schema.get("properties", {}).items()]
 
 
@@ -70,7 +124,7 @@ def _responses(declared: dict, has_body: bool, secured: bool, media: str, schema
     on 503/507), then the errors every route may answer with {"error"}."""
     responses = {}
     for status, model in (declared or {200: None}).items():
-        text = "Success" if status < 400 else _ERRORS[status] + " (the body is the report)"
+        text = "Success" if status < 400 else _ERRORS[status] + ("" if model is Error else " (the body is the report)")
         responses[str(status)] = _response(status, text, _content(schemas.get(model), media))
     for status, text in _ERRORS.items():
         skip = ((status in _BODY_ERRORS and not has_body) or (status in _SECURED_ERRORS and not secured)
@@ -101,13 +155,19 @@ def openapi_document(rules, view_functions, version: str) -> dict:
     rules = [r for r in rules if r.rule.startswith("/api") and not getattr(r, "websocket", False)]
     models = _models(view_functions[r.endpoint] for r in rules)
     refs, components = msgspec.json.schema_components(models, ref_template=_REF)
+    for model in models:  # what a model states beyond its fields (which fields one variant needs)
+        if getattr(model, "__schema_extra__", None):
+            components[model.__name__].update(model.__schema_extra__)
+        for field, stated in getattr(model, "__field_schemas__", {}).items():
+            components[model.__name__]["properties"][field] = stated
+    _state_request_text(models, view_functions, rules, components)
     schemas = dict(zip(models, refs))
     paths: dict[str, dict] = {}
     for rule in rules:
         view = view_functions[rule.endpoint]
         schema = getattr(view, "__schema__", {})
         path = _PARAM.sub(r"{\2}", rule.rule)
-        params = _path_params(rule.rule, rule._converters)
+        params = _path_params(rule.rule, rule._converters, schema.get("path") or {})
         if schema.get("query") is not None:
             params += _query_params(schema["query"], components)
         secured = not path.startswith(_PUBLIC)

@@ -7,7 +7,7 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import projects, swarm
 from ..schemas.common import Ok
-from ..schemas.swarm import (MoveTask, NewTask, PageLink, Project, ProjectFields, Projects, ProjectsQuery, Task,
+from ..schemas.swarm import (MoveTask, NewProject, NewTask, PageLink, Project, ProjectFields, Projects, ProjectsQuery, Task,
                              TaskEvents, TaskEventsQuery, TaskFields, TaskPageLinks, Tasks, TasksQuery)
 from .common import accepts, body, query
 
@@ -25,11 +25,11 @@ async def list_projects():
 
 
 @bp.post("/projects")
-@accepts(ProjectFields, returns=Project)
+@accepts(NewProject, returns=Project)
 async def create_project():
     """Create a project (title and color required; leads default to the caller; taggedUsers restricts it)."""
     principal = require_identity()
-    fields: ProjectFields = await body()
+    fields: NewProject = await body()
     c = coord()
     return await c.store.write(projects.create_project, principal, fields.changes(), c.env_identities)
 

@@ -6,6 +6,7 @@ from quart import Blueprint, Response
 from ..auth import require_admin, require_identity
 from ..context import coord
 from ..domain.identities import valid_identity
+from ..schemas.common import Identity
 from ..schemas.wake import WakePayload, WakeQuery
 from .common import accepts, query
 
@@ -47,7 +48,7 @@ async def wake_for(c, identity: str, include_off_hours: bool) -> str:
 
 
 @bp.get("/wake/<identity>")
-@accepts(query=WakeQuery, returns=WakePayload)
+@accepts(query=WakeQuery, returns=WakePayload, path={"identity": Identity})
 async def wake_of(identity: str):
     """Another identity's wake (admin); marks nothing delivered."""
     require_admin("Admin required")

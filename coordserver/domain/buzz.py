@@ -33,6 +33,7 @@ DEDUP_WINDOW = timedelta(seconds=300)
 INGEST_WINDOW = timedelta(seconds=60)
 APP_NAME_MAX = 50
 TITLE_MAX = 255
+APP_NAME_RULE = "appName may contain only letters, digits, '.', '_' and '-' (it is part of the ingest URL)"
 FOR_USERS_MAX = 255
 
 
@@ -66,7 +67,7 @@ def clean_app_name(value: Any) -> str:
     if len(value) > APP_NAME_MAX:
         raise Invalid(f"appName is longer than {APP_NAME_MAX} characters")
     if not APP_NAME_RE.match(value):
-        raise Invalid("appName may contain only letters, digits, '.', '_' and '-' (it is part of the ingest URL)")
+        raise Invalid(APP_NAME_RULE)
     return value
 
 

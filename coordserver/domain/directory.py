@@ -1,6 +1,10 @@
 """The directory: shared links, visible under the same tagging rule as notebook pages."""
 from __future__ import annotations
 
+import re
+
+from .fields import WS, WS_CHARS
+
 from .. import db
 from ..errors import Forbidden, NotFound
 from ..models import DirectoryEntry
@@ -9,6 +13,8 @@ from .visibility import can_see, is_owner
 
 TITLE_MAX = 255
 URL_MAX = 2000
+# An http(s) URL with a host and no white space inside (around it is trimmed): the model states it, api/directory checks it.
+URL_RE = re.compile(rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://[^{WS_CHARS}\x00/?#\[\]@]+(?:[/?#][^{WS_CHARS}\x00]*)?{WS}*$")
 DESCRIPTION_MAX = 10_000
 
 

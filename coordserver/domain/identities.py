@@ -1,6 +1,7 @@
 """Users, tokens, invites and webhook configs. Plain functions run inside Store units of work."""
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 
@@ -20,6 +21,9 @@ REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be re
 ROTATE_NOTICE = "The previous token is revoked. Store the new token now: it is shown only once."
 REVOCATION_EVENT = "token_revoked"
 REVOCATION_REASONS = ("revoked", "rotated", "archived")
+IDENTITY_MAX = 50
+# As sent (trimmed): at most IDENTITY_MAX characters of IDENTITY_RE in either case, lowered once it matches.
+IDENTITY_INPUT_RE = re.compile(rf"^[A-Za-z][A-Za-z0-9_-]{{0,{IDENTITY_MAX - 1}}}$")
 LABEL_MAX = 100  # a token's label
 STALE_HOURS_MAX = 2**31 - 1  # what the column holds
 
@@ -27,10 +31,10 @@ STALE_HOURS_MAX = 2**31 - 1  # what the column holds
 def valid_identity(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("identity is required")
-    identity = value.strip().lower()
-    if len(identity) > 50 or not IDENTITY_RE.match(identity):
-        raise Invalid("identity must match ^[a-z][a-z0-9_-]*$ and be at most 50 characters")
-    return identity
+    identity = value.strip()
+    if not IDENTITY_INPUT_RE.match(identity):
+        raise Invalid(f"identity must match {IDENTITY_RE.pattern} and be at most {IDENTITY_MAX} characters")
+    return identity.lower()
 
 
 def optional_label(value: object) -> str | None:

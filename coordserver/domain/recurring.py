@@ -32,7 +32,7 @@ from ..errors import Invalid, NotFound
 from ..models import RecurringTemplate, database_proxy
 from ..timeutil import from_db, iso, to_db
 from . import project_access, swarm
-from .fields import flag
+from .fields import NON_WS, WS, flag
 
 log = logging.getLogger("coord.recurring")
 
@@ -104,8 +104,12 @@ def _offset_spread(tz_name: str) -> timedelta:
     return max(offsets) - min(offsets)
 
 
+CRON_MAX = 100
+CRON_PATTERN = rf"^{WS}*{NON_WS}+(?:{WS}+{NON_WS}+){{4}}{WS}*$"  # five fields (the request models state it with CRON_MAX)
+
+
 def parse_schedule(cron_expr: object, tz_name: object) -> Schedule:
-    if not isinstance(cron_expr, str) or len(cron_expr.split()) != 5 or len(cron_expr) > 100:
+    if not isinstance(cron_expr, str) or len(cron_expr.split()) != 5 or len(cron_expr) > CRON_MAX:
         raise Invalid("cronExpr must have 5 fields: minute hour day-of-month month day-of-week")
     if not croniter.is_valid(cron_expr):
         raise Invalid(f"Invalid cronExpr: {cron_expr}")

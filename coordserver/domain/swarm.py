@@ -22,6 +22,7 @@ from ..models import NotebookPage, Task, TaskEvent, TaskPageLink
 from ..principal import Principal
 from ..timeutil import iso, parse_iso, to_db
 from . import project_access
+from .fields import WS
 from .identities import is_known, valid_identity
 from .task_rules import FINISHED, LIST_RANK, REASSIGNING_MOVES, STATUSES, TRANSITIONS, WAKEABLE, allowed_from, \
     require_reassign
@@ -31,6 +32,7 @@ from ..events.channels import WAKE
 DEFAULT_TIMEZONE = "America/Chicago"
 COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
 URL_MAX, TITLE_MAX, TEXT_MAX, REASON_MAX = 500, 255, 20_000, 1000
+TIMEZONE_MAX = 64
 
 
 # --- shared field checks ---------------------------------------------------------------------
@@ -41,8 +43,16 @@ def valid_status(value: object, field: str = "status") -> str:
     return value
 
 
+_ONE_OF = "(?:" + "|".join(STATUSES) + ")"
+# `statuses=a,b`: comma-separated, each entry trimmed, blank entries skipped (what status_filter reads).
+STATUS_LIST_PATTERN = rf"^{WS}*{_ONE_OF}?{WS}*(?:,{WS}*{_ONE_OF}?{WS}*)*$"
+
+
 def status_filter(statuses: str | None, status: str | None) -> list[str] | None:
-    """`statuses=a,b` for the task list, or its alias `status=a,b` (statuses wins when both are given)."""
+    """`statuses=a,b` for the task list, or its alias `status=a,b` (statuses wins when both are given; an
+    unknown status in either is refused)."""
+    if statuses is not None and statuses.strip() and status is not None:
+        status_filter(status, None)
     raw = statuses if statuses is not None and statuses.strip() else status
     if raw is None or not raw.strip():
         return None
@@ -50,7 +60,7 @@ def status_filter(statuses: str | None, status: str | None) -> list[str] | None:
 
 
 def valid_timezone(value: object, field: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 64:
+    if not isinstance(value, str) or not value or len(value) > TIMEZONE_MAX:
         raise Invalid(f"{field} must be an IANA timezone name such as America/Chicago")
     try:
         ZoneInfo(value)

@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 import msgspec
 
 from ..domain.chat import BODY_MAX, MEMBERS_MAX, NAME_MAX
-from .base import Query, Model, RowId, required_text
-from .common import Limit, Time, clamp_limit
+from .base import Query, Model, RowId, text
+from .common import IDENTITY_RULE, SEARCH_MAX, Identity, Limit, Time, clamp_limit
 
 _GROUP = "name and members required for group chat"
 
@@ -20,37 +20,34 @@ class ChannelsQuery(Query):
 class CreateChannel(Model):
     """POST /api/chat/channels: `{"type":"dm","identity":...}` or `{"type":"group","name":...,"members":[...]}`."""
     __messages__ = {"type": 'type must be "dm" or "group"', "identity": "identity required for DM",
-                    "name": _GROUP, "members": _GROUP}
-    type: str | None = None
-    identity: str | None = None
-    name: str | None = None
-    members: list[str] | None = None
+                    "name": _GROUP, "members": _GROUP, "name:length": f"name is longer than {NAME_MAX} characters",
+                    "identity:format": IDENTITY_RULE}
+    # Which fields each type needs: stated here for the schema, enforced by __post_init__.
+    __schema_extra__ = {"oneOf": [
+        {"properties": {"type": {"const": "dm"}, "identity": {"type": "string"}}, "required": ["type", "identity"]},
+        {"properties": {"type": {"const": "group"}, "name": {"type": "string"}, "members": {"type": "array"}},
+         "required": ["type", "name", "members"]}]}
+    type: Literal["dm", "group"]
+    identity: Identity | None = None
+    name: text(NAME_MAX) | None = None
+    members: Annotated[list[Identity], msgspec.Meta(min_length=1, max_length=MEMBERS_MAX)] | None = None
 
     def __post_init__(self) -> None:
-        if self.type == "dm":
-            required_text(self, "identity", "identity")
-        elif self.type == "group":
-            if self.name is None or not self.name.strip() or not self.members:
+        if self.type == "dm" and self.identity is None:
+            raise ValueError(self.__messages__["identity"])
+        if self.type == "group":
+            if self.name is None or self.members is None:
                 raise ValueError(_GROUP)
             self.name = self.name.strip()
-            if len(self.name) > NAME_MAX:
-                raise ValueError(f"name is longer than {NAME_MAX} characters")
-            if len(self.members) > MEMBERS_MAX:
-                raise ValueError(f"members may hold at most {MEMBERS_MAX} identities")
-        else:
-            raise ValueError(self.__messages__["type"])
 
 
 class ChatPost(Model):
     """POST /api/chat/channels/{id}/messages. The body is trimmed; longer than the limit is refused."""
     __messages__ = {"body": "body required"}
-    body: Annotated[str, msgspec.Meta(description=f"not blank, at most {BODY_MAX} characters")]
+    body: text(BODY_MAX)
 
     def __post_init__(self) -> None:
-        required_text(self, "body", "body")
         self.body = self.body.strip()
-        if len(self.body) > BODY_MAX:
-            raise ValueError(f"body is longer than {BODY_MAX} characters")
 
 
 class ChatMessagesQuery(Query):
@@ -65,15 +62,14 @@ class ChatMessagesQuery(Query):
 
 class ChatSearchQuery(Query):
     """GET /api/chat/search. `before`/`after` are ISO-8601 times."""
-    q: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    q: text(SEARCH_MAX)
     channel_id: str | None = None
     sender: str | None = None
-    before: str | None = None
-    after: str | None = None
+    before: Time | None = None
+    after: Time | None = None
     limit: Limit = 50
 
     def __post_init__(self) -> None:
-        required_text(self, "q", "q")
         self.sender = (self.sender or "").strip().lower() or None
         self.limit = clamp_limit(self.limit)
 

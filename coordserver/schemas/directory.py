@@ -5,9 +5,9 @@ from typing import Annotated
 
 import msgspec
 
-from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX
-from .base import Model
-from .common import Success, TextSearchQuery, Time
+from ..domain.directory import DESCRIPTION_MAX, TITLE_MAX, URL_MAX, URL_RE
+from .base import NOT_BLANK, Model
+from .common import Identity, Success, TextSearchQuery, Time
 
 _REQUIRED = "title and url are required"
 
@@ -18,15 +18,14 @@ class DirectoryQuery(TextSearchQuery):
 
 class CreateLink(Model):
     """POST /api/directory. A title longer than its limit is cut; the url must be http(s)."""
-    __messages__ = {"title": _REQUIRED, "url": _REQUIRED}
-    title: str | None = None
-    url: str | None = None
+    __messages__ = {"title": _REQUIRED, "url": _REQUIRED, "url:format": "url must be an http or https URL",
+                    "url:length": f"url is longer than {URL_MAX} characters"}
+    title: Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
+    url: Annotated[str, msgspec.Meta(max_length=URL_MAX, pattern=URL_RE.pattern, description="http or https")]
     description: Annotated[str, msgspec.Meta(max_length=DESCRIPTION_MAX)] | None = None
-    tagged_users: Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)] | None = None
+    tagged_users: Annotated[list[Identity], msgspec.Meta(max_length=100)] | None = None
 
     def __post_init__(self) -> None:
-        if self.title is None or not self.title.strip() or self.url is None or not self.url.strip():
-            raise ValueError(_REQUIRED)
         self.title = self.title.strip()[:TITLE_MAX]
 
 

@@ -7,40 +7,36 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.messages import BATCH_ACK_MAX, BODY_MAX, DEDUPE_MAX, THREAD_MAX, TITLE_MAX
-from .base import Model, PositiveInt32, Query, RowId, cut, required_text, snake_case
-from .common import Limit, Time, clamp_limit
+from .base import NOT_BLANK, Int32, Model, PositiveInt32, Query, RowId, cut, snake_case, text
+from .common import SEARCH_MAX, Limit, Time, clamp_limit
 
 
 class SendMessage(Model):
     """POST /api/mailboxes/{recipient}/messages. Title and body longer than their limits are cut, not refused."""
     __messages__ = {"threadId": "threadId must be a string"}
-    title: str | None = None
-    body: str | None = None
+    title: Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
+    body: Annotated[str, msgspec.Meta(description=f"longer than {BODY_MAX} characters is cut")] | None = None
     urgent: bool | None = None
-    thread_id: str | int | None = None  # an integer is accepted and kept as its text
+    thread_id: Annotated[str, msgspec.Meta(max_length=THREAD_MAX)] | Int32 | None = None  # an integer is kept as its text
     reply_to_message_id: PositiveInt32 | None = None
     dedupe_key: Annotated[str, msgspec.Meta(max_length=DEDUPE_MAX)] | None = None
     metadata: Any = None
 
     def __post_init__(self) -> None:
-        required_text(self, "title", "title")
         self.title = cut(self.title, TITLE_MAX)
         self.body = cut(self.body, BODY_MAX) or ""
         self.urgent = bool(self.urgent)
         if isinstance(self.thread_id, int):
             self.thread_id = str(self.thread_id)
-        if self.thread_id is not None and len(self.thread_id) > THREAD_MAX:
-            raise ValueError(f"threadId is longer than {THREAD_MAX} characters")
         self.thread_id = self.thread_id or None
         self.dedupe_key = self.dedupe_key or None
 
 
 class Reply(Model):
     """POST /api/mailboxes/me/messages/{id}/reply."""
-    body: str | None = None
+    body: Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {BODY_MAX} characters is cut")]
 
     def __post_init__(self) -> None:
-        required_text(self, "body", "body")
         self.body = cut(self.body, BODY_MAX)
 
 
@@ -52,10 +48,11 @@ class AckMany(Model):
 
 class InboxQuery(Query):
     """GET /api/mailboxes/me/messages."""
-    __messages__ = {"status": "status must be unread or read"}
+    __messages__ = {"status": "status must be unread or read", "cursor:format": "Invalid cursor"}
     status: Literal["unread", "read"] | None = None
     limit: Limit = 50
-    cursor: str | None = None
+    cursor: Annotated[str, msgspec.Meta(pattern="^(?:[A-Za-z0-9_-]+={0,2})?$",  # empty: absent
+                                        description="opaque: a nextCursor the server gave")] | None = None
 
     def __post_init__(self) -> None:
         self.limit = clamp_limit(self.limit)
@@ -71,11 +68,10 @@ class SentQuery(Query):
 
 class SearchQuery(Query):
     """GET /api/mailboxes/me/messages/search."""
-    q: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    q: text(SEARCH_MAX)
     limit: Limit = 50
 
     def __post_init__(self) -> None:
-        required_text(self, "q", "q")
         self.limit = clamp_limit(self.limit)
 
 

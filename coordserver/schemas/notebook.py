@@ -1,17 +1,22 @@
 """Notebook page request and response models (API.md §11)."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..realtime.notebook.peer import MAX_PAGE_CHARS
-from .base import Model
-from .common import TextSearchQuery, Time
+from ..settings import MAX_BODY_BYTES
+from ..domain.notebook import TITLE_MAX
+from .base import NOT_BLANK, Model
+from .common import Identity, TextSearchQuery, Time
 
-Content = Annotated[str, msgspec.Meta(max_length=MAX_PAGE_CHARS)]  # REST content and the live document share one cap
-TaggedUsers = Annotated[list[Annotated[str, msgspec.Meta(max_length=50)]], msgspec.Meta(max_length=100)]
+# The live document's cap, and no more than a REST body can carry (API.md: 50,000 bytes, else 413).
+Content = Annotated[str, msgspec.Meta(max_length=min(MAX_PAGE_CHARS, MAX_BODY_BYTES),
+                                      description=f"the whole request body is at most {MAX_BODY_BYTES} bytes")]
+PageTitle = Annotated[str, msgspec.Meta(pattern=NOT_BLANK, description=f"longer than {TITLE_MAX} characters is cut")]
+TaggedUsers = Annotated[list[Identity], msgspec.Meta(max_length=100)]
 Tags = Annotated[list[Annotated[str, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)]
 
 
@@ -21,7 +26,7 @@ class PagesQuery(TextSearchQuery):
 
 class CreatePage(Model):
     """POST /api/notebook. `title` is required (longer than 255 characters is cut)."""
-    title: Any = None  # its rule (required, cut) is the domain's: domain/notebook.py require_title
+    title: PageTitle
     content: Content | None = None
     tagged_users: TaggedUsers | None = None
     tags: Tags | None = None
@@ -32,7 +37,7 @@ class CreatePage(Model):
 class UpdatePage(Model):
     """PATCH /api/notebook/{id}: only the fields present change; null clears expiresAt and reviewAt."""
     __messages__ = {"locked": "locked must be true or false", "archived": "archived must be true or false"}
-    title: Any = UNSET
+    title: PageTitle | UnsetType = UNSET
     content: Content | None | UnsetType = UNSET
     tagged_users: TaggedUsers | None | UnsetType = UNSET
     tags: Tags | None | UnsetType = UNSET

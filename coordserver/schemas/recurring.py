@@ -7,50 +7,50 @@ from typing import Annotated
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.recurring import PREVIEW_MAX
-from ..domain.swarm import DEFAULT_TIMEZONE
-from .base import Model, required_text
-from .common import Time
-from .swarm import Status, Title
+from ..domain.recurring import CRON_MAX, CRON_PATTERN, PREVIEW_MAX
+from .base import Model, text
+from ..domain.swarm import TEXT_MAX
+from .common import Identity, Time, capped
+from .swarm import Status, TimeZone, Title
 
 _REQUIRED = "title and cronExpr are required"
+_CRON = "cronExpr must have 5 fields: minute hour day-of-month month day-of-week"
 _TIMEZONE = "timezone must be an IANA timezone name such as America/Chicago"
-CronExpr = Annotated[str, msgspec.Meta(description="5 fields: minute hour day-of-month month day-of-week")]
-TimeZone = Annotated[str, msgspec.Meta(description=f"IANA time zone (default {DEFAULT_TIMEZONE})")]
+CronExpr = Annotated[str, msgspec.Meta(pattern=CRON_PATTERN, max_length=CRON_MAX,
+                                       description="5 fields: minute hour day-of-month month day-of-week")]
 
 
 class TemplateFields(Model):
     """PATCH /api/swarm/recurring/{id}: only the fields present change; nextRunAt is recomputed when the
     schedule (cronExpr, timezone, enabled) changes. null clears detail, projectId and assigneeUserId."""
     __messages__ = {"timezone": _TIMEZONE}
-    title: Title | None | UnsetType = UNSET
-    detail: str | None | UnsetType = UNSET
+    title: Title | UnsetType = UNSET
+    detail: capped(TEXT_MAX) | None | UnsetType = UNSET
     project_id: str | None | UnsetType = UNSET
-    assignee_user_id: str | None | UnsetType = UNSET
+    assignee_user_id: Identity | None | UnsetType = UNSET
     initial_status: Status | None | UnsetType = UNSET
     timezone: TimeZone | None | UnsetType = UNSET
-    cron_expr: CronExpr | None | UnsetType = UNSET
+    cron_expr: CronExpr | UnsetType = UNSET
     enabled: bool | UnsetType = UNSET
 
 
 class NewTemplate(TemplateFields, kw_only=True):
     """POST /api/swarm/recurring: `title` and `cronExpr` required; timezone defaults to America/Chicago and
     initialStatus to ready."""
-    __messages__ = {"timezone": _TIMEZONE, "title": _REQUIRED, "cronExpr": _REQUIRED}
+    __messages__ = {"timezone": _TIMEZONE, "title": _REQUIRED, "cronExpr": _REQUIRED, "cronExpr:format": _CRON,
+                    "cronExpr:length": _CRON}
     title: Title
     cron_expr: CronExpr
 
 
 class PreviewSchedule(Model):
     """POST /api/swarm/recurring/preview: the next `count` runs of a schedule, nothing saved."""
-    __messages__ = {"timezone": _TIMEZONE, "cronExpr": "cronExpr is required",
+    __messages__ = {"timezone": _TIMEZONE, "cronExpr": "cronExpr is required", "cronExpr:format": _CRON,
+                    "cronExpr:length": _CRON,
                     "count": f"count must be an integer from 1 to {PREVIEW_MAX}"}
-    cron_expr: CronExpr | None = None
+    cron_expr: CronExpr
     timezone: TimeZone | None = None
     count: Annotated[int, msgspec.Meta(ge=1, le=PREVIEW_MAX)] = 3
-
-    def __post_init__(self) -> None:
-        required_text(self, "cron_expr", "cronExpr")
 
 
 

@@ -7,13 +7,19 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.swarm import REASON_MAX, STATUSES, TITLE_MAX
-from .base import Model, Query, required_text
-from .common import Limit, Time, clamp_limit
+from ..domain.projects import TAGGED_MAX
+from ..domain.swarm import COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN, STATUSES, TITLE_MAX
+from .base import Model, Query, text
+from .common import Identity, Limit, Time, capped, clamp_limit
 
 # Checked by the domain (its refusal names the allowed moves); the enum tells OpenAPI and MCP clients the values.
 Status = Annotated[str, msgspec.Meta(description="one of: " + ", ".join(STATUSES),
                                      extra_json_schema={"enum": list(STATUSES)})]
+
+
+# The pattern is stated here and enforced by domain/swarm.py status_filter, whose refusal names the unknown status and the allowed ones.
+StatusList = Annotated[str, msgspec.Meta(description="comma-separated: " + ",".join(STATUSES),
+                                         extra_json_schema={"pattern": STATUS_LIST_PATTERN})]
 
 
 class ProjectsQuery(Query):
@@ -23,8 +29,8 @@ class ProjectsQuery(Query):
 
 class TasksQuery(Query):
     """GET /api/swarm/tasks: `statuses=a,b` (or its alias `status`), `assignee=me` for the caller."""
-    statuses: Annotated[str, msgspec.Meta(description="comma-separated: " + ",".join(STATUSES))] | None = None
-    status: Annotated[str, msgspec.Meta(description="an alias of statuses")] | None = None
+    statuses: StatusList | None = None
+    status: Annotated[StatusList, msgspec.Meta(description="an alias of statuses (statuses wins)")] | None = None
     assignee: Annotated[str, msgspec.Meta(description='an identity, or "me" for the caller')] | None = None
     project_id: str | None = None
     include_completed: bool = False
@@ -44,7 +50,7 @@ class MoveTask(Model):
                     "status": "status required"}
     status: Status
     reason: Annotated[str, msgspec.Meta(max_length=REASON_MAX)] | None = None
-    assignee_user_id: str | None = None
+    assignee_user_id: Identity | None = None
 
     def __post_init__(self) -> None:
         if self.status == "":
@@ -54,10 +60,7 @@ class MoveTask(Model):
 class PageLink(Model):
     """POST and DELETE /api/swarm/tasks/{id}/notebook-pages."""
     __messages__ = {"notebookPageId": "notebookPageId required"}
-    notebook_page_id: str | None = None
-
-    def __post_init__(self) -> None:
-        required_text(self, "notebook_page_id", "notebookPageId")
+    notebook_page_id: text()
 
 
 class DisabledQuery(Query):
@@ -66,7 +69,11 @@ class DisabledQuery(Query):
 
 
 Hour = Annotated[int, msgspec.Meta(ge=0, le=23)]
-Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters, not blank")]
+TimeZone = Annotated[str, msgspec.Meta(min_length=1, max_length=TIMEZONE_MAX,
+                                       description=f"IANA time zone (default {DEFAULT_TIMEZONE})")]
+Color = Annotated[str, msgspec.Meta(pattern=COLOR_RE.pattern, description="#rrggbb")]
+TaggedUsers = Annotated[list[Identity], msgspec.Meta(max_length=TAGGED_MAX)]
+Title = text(TITLE_MAX)
 
 
 class ProjectFields(Model):
@@ -77,21 +84,30 @@ class ProjectFields(Model):
                     "workHoursEnd": "workHoursEnd must be an hour from 0 to 23 (or null)",
                     "blockingMode": "blockingMode must be true or false",
                     "taggedUsers": "taggedUsers must be null or an array of at most 100 identities",
-                    "title": "title is required", "color": "color must look like #rrggbb"}
-    title: Title | None | UnsetType = UNSET  # required on create: the domain says so with color
-    color: Annotated[str, msgspec.Meta(description="#rrggbb")] | None | UnsetType = UNSET
-    description: str | None | UnsetType = UNSET
-    website_url: str | None | UnsetType = UNSET
-    onedev_url: str | None | UnsetType = UNSET
-    github_url: str | None | UnsetType = UNSET
-    dokploy_deploy_url: str | None | UnsetType = UNSET
-    project_lead_user_id: str | None | UnsetType = UNSET
-    developer_lead_user_id: str | None | UnsetType = UNSET
+                    "title": "title is required", "color": "color must look like #rrggbb",
+                    "workHoursTimezone": "workHoursTimezone must be an IANA timezone name such as America/Chicago"}
+    title: Title | UnsetType = UNSET  # required on create: the domain says so with color
+    color: Color | UnsetType = UNSET
+    description: capped(TEXT_MAX) | None | UnsetType = UNSET
+    website_url: capped(URL_MAX) | None | UnsetType = UNSET
+    onedev_url: capped(URL_MAX) | None | UnsetType = UNSET
+    github_url: capped(URL_MAX) | None | UnsetType = UNSET
+    dokploy_deploy_url: capped(URL_MAX) | None | UnsetType = UNSET
+    project_lead_user_id: Identity | None | UnsetType = UNSET
+    developer_lead_user_id: Identity | None | UnsetType = UNSET
     work_hours_start: Hour | None | UnsetType = UNSET
     work_hours_end: Hour | None | UnsetType = UNSET
-    work_hours_timezone: Annotated[str, msgspec.Meta(description="IANA time zone")] | None | UnsetType = UNSET
+    work_hours_timezone: TimeZone | None | UnsetType = UNSET
     blocking_mode: bool | UnsetType = UNSET
-    tagged_users: list[str] | None | UnsetType = UNSET
+    tagged_users: TaggedUsers | None | UnsetType = UNSET
+
+
+class NewProject(ProjectFields, kw_only=True):
+    """POST /api/swarm/projects: `title` and `color` required."""
+    __messages__ = {**ProjectFields.__messages__, "title": "title and color are required",
+                    "color": "title and color are required", "color:format": "color must look like #rrggbb"}
+    title: Title
+    color: Color
 
 
 class TaskFields(Model):
@@ -101,18 +117,19 @@ class TaskFields(Model):
     __messages__ = {"sortKey": "sortKey must be a number", "onOrAfterAt": "onOrAfterAt must be an ISO-8601 timestamp",
                     "linkedNotebookPages": "linkedNotebookPages must be an array of page ids",
                     "title": "title is required"}
-    title: Title | None | UnsetType = UNSET  # blank or too long: the domain's rule (required_title)
+    title: Title | UnsetType = UNSET
     project_id: str | None | UnsetType = UNSET
-    detail: str | None | UnsetType = UNSET
-    follow_up: str | None | UnsetType = UNSET
-    issue_url: str | None | UnsetType = UNSET
-    assignee_user_id: str | None | UnsetType = UNSET
-    next_task_assignee_user_id: str | None | UnsetType = UNSET
+    detail: capped(TEXT_MAX) | None | UnsetType = UNSET
+    follow_up: capped(TEXT_MAX) | None | UnsetType = UNSET
+    issue_url: capped(URL_MAX) | None | UnsetType = UNSET
+    assignee_user_id: Identity | None | UnsetType = UNSET
+    next_task_assignee_user_id: Identity | None | UnsetType = UNSET
     must_be_done_after_task_id: str | None | UnsetType = UNSET
     next_task_id: str | None | UnsetType = UNSET
-    on_or_after_at: Annotated[str, msgspec.Meta(description="ISO-8601 time")] | None | UnsetType = UNSET
+    on_or_after_at: Time | None | UnsetType = UNSET
     sort_key: float | None | UnsetType = UNSET
-    linked_notebook_pages: list[str] | None | UnsetType = UNSET
+    linked_notebook_pages: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=36)]],
+                                     msgspec.Meta(max_length=100)] | None | UnsetType = UNSET
 
 
 class NewTask(TaskFields, kw_only=True):

@@ -7,12 +7,14 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.workflows import TITLE_MAX, URL_MAX
-from .base import Model, required_text
-from .common import Time
+from ..domain.fields import HTTP_URL
+from ..domain.workflows import TEXT_MAX, TITLE_MAX, URL_MAX
+from .base import Model, text
+from .common import Time, capped
+from .swarm import TaggedUsers
 
-Title = Annotated[str, msgspec.Meta(description=f"at most {TITLE_MAX} characters, not blank")]
-Url = Annotated[str, msgspec.Meta(description=f"http or https, at most {URL_MAX} characters")]
+Title = text(TITLE_MAX)
+Url = Annotated[str, msgspec.Meta(max_length=URL_MAX, pattern=HTTP_URL.pattern, description="http or https")]
 _URL = f"documentUrl must be an http or https URL of at most {URL_MAX} characters"
 
 
@@ -22,12 +24,12 @@ class WorkflowFields(Model):
     __messages__ = {"documentUrl": _URL, "expiresAt": "expiresAt must be an ISO-8601 timestamp",
                     "reviewAt": "reviewAt must be an ISO-8601 timestamp",
                     "taggedUsers": "taggedUsers must be null or an array of at most 100 identities"}
-    title: Title | None | UnsetType = UNSET  # blank or too long: the domain's rule
-    description: str | None | UnsetType = UNSET
+    title: Title | UnsetType = UNSET
+    description: capped(TEXT_MAX) | None | UnsetType = UNSET
     document_url: Url | None | UnsetType = UNSET
     document: Any | UnsetType = UNSET  # any JSON, stored as given
     enabled: bool | UnsetType = UNSET
-    tagged_users: list[str] | None | UnsetType = UNSET
+    tagged_users: TaggedUsers | None | UnsetType = UNSET
     expires_at: Time | None | UnsetType = UNSET
     review_at: Time | None | UnsetType = UNSET
 
@@ -41,10 +43,7 @@ class NewWorkflow(WorkflowFields, kw_only=True):
 class AttachWorkflow(Model):
     """POST /api/swarm/tasks/{id}/workflows: attach a workflow the caller can see."""
     __messages__ = {"workflowId": "workflowId required"}
-    workflow_id: str | None = None
-
-    def __post_init__(self) -> None:
-        required_text(self, "workflow_id", "workflowId")
+    workflow_id: text()
 
 
 

@@ -270,3 +270,23 @@ def test_ingest_summarisers_survive_odd_shapes(hostile_server):
 def _event(who: httpx.Client, event_id: int) -> dict:
     response = who.get("/api/broadcast/events", params={"limit": 100})
     return next(e for e in _strict_json(response)["events"] if e["id"] == event_id)
+
+
+def test_integer_path_ids_at_their_declared_maximum_are_absent(hostile_server):
+    """The document bounds every integer path id; the largest it allows is an unknown row (404) on both
+    backends, never a database error (PostgreSQL's integer columns are 32-bit)."""
+    alice = client(hostile_server, "alice")
+    document = alice.get("/api/openapi.json").json()
+    tried = 0
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            ids = [p for p in operation.get("parameters", ()) if p["in"] == "path" and p["schema"].get("type") == "integer"]
+            if not ids or path.startswith("/api/ingest"):
+                continue
+            url = path
+            for param in ids:
+                url = url.replace("{" + param["name"] + "}", str(param["schema"]["maximum"]))
+            response = alice.request(method.upper(), url, json={} if "requestBody" in operation else None)
+            tried += 1
+            assert response.status_code in (400, 403, 404), (method, url, response.status_code, response.text)
+    assert tried >= 5
