@@ -92,9 +92,17 @@ class Target:
 
 
 URL_MAX = 500  # a push webhook URL
-# Its shape, as parse() reads it (trimmed; an http(s) scheme in any case, a host without user info or brackets,
-# an optional numeric port): the request model states it; whether the host may be reached is resolve()'s.
-URL_PATTERN = rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~!$&'()*+,;=%-]*[A-Za-z0-9_~-][A-Za-z0-9._~!$&'()*+,;=%-]*(?::(?:[0-9]{{1,4}}|[1-5][0-9]{{4}}|6[0-4][0-9]{{3}}|65[0-4][0-9]{{2}}|655[0-2][0-9]|6553[0-5]))?(?:[/?#][^\x00]*)?$"
+# RFC 3986's IPv6address, as a bracketed host: a literal address is resolve()'s to judge, like a name.
+_H16, _IPV4 = "[0-9A-Fa-f]{1,4}", r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_LS32 = f"(?:{_H16}:{_H16}|{_IPV4})"
+IPV6 = "(?:" + "|".join([
+    f"(?:{_H16}:){{6}}{_LS32}", f"::(?:{_H16}:){{5}}{_LS32}", f"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}", f"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}", f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+    f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}", f"(?:(?:{_H16}:){{0,6}}{_H16})?::"]) + ")"
+# Its shape, as parse() reads it (trimmed; an http(s) scheme in any case, a host without user info - a name or a
+# bracketed IPv6 address - an optional numeric port): the request model states it; whether the host may be reached is resolve()'s.
+URL_PATTERN = rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://(?:\[{IPV6}\]|[A-Za-z0-9._~!$&'()*+,;=%-]*[A-Za-z0-9_~-][A-Za-z0-9._~!$&'()*+,;=%-]*)(?::(?:[0-9]{{1,4}}|[1-5][0-9]{{4}}|6[0-4][0-9]{{3}}|65[0-4][0-9]{{2}}|655[0-2][0-9]|6553[0-5]))?(?:[/?#][^\x00]*)?$"
 
 
 def parse(url: object, max_length: int = URL_MAX) -> Target:

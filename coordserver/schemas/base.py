@@ -34,6 +34,11 @@ NO_NUL = "^[^\\x00]*$"
 NOT_BLANK = f"^[^\\x00]*[^{WS_CHARS}\\x00][^\\x00]*$"
 
 
+# A shared type's pattern (a part msgspec's message quotes verbatim) -> the rule it states in words (common.py registers the identity's), so every field of
+# that type explains a refusal the same way instead of "has an invalid format".
+PATTERN_RULES: dict[str, str] = {}
+
+
 def trimmed(pattern: str) -> str:
     """A pattern for a value the domain strips first (`^core$` -> `^\\s*core\\s*$`): what the server accepts as sent."""
     assert pattern.startswith("^") and pattern.endswith("$"), pattern
@@ -113,6 +118,10 @@ def error_text(model: type[Model], error: msgspec.ValidationError, data: Any = N
     reason = "format" if "matching regex" in what and NOT_BLANK_TEXT not in what else "length" if bound else None
     if reason and f"{field}:{reason}" in model.__messages__:
         return model.__messages__[f"{field}:{reason}"]  # a model's words for one way a field fails
+    if reason == "format":
+        rule = next((rule for pattern, rule in PATTERN_RULES.items() if pattern in what), None)
+        if rule is not None:
+            return f"{field}: {rule}"  # a shared type's words, wherever it is used
     if field in model.__messages__ and not (bound and bound["kind"] == "array" and path == f".{field}"):
         return model.__messages__[field]
     if missing and not head:

@@ -7,7 +7,7 @@ import msgspec
 
 from ..domain.fields import WS
 from ..domain.identities import IDENTITY_INPUT_RE, IDENTITY_MAX, IDENTITY_RE
-from .base import Model, Query, trimmed
+from .base import PATTERN_RULES, Model, Query, trimmed
 
 LIMIT_CAP = 100
 SEARCH_MAX = 500  # a search's `q`, in characters
@@ -22,6 +22,7 @@ IDENTITY_LIST_PATTERN = rf"^{WS}*(?:{_ONE})?{WS}*(?:,{WS}*(?:{_ONE})?{WS}*)*$"
 Identity = Annotated[str, msgspec.Meta(pattern=trimmed(IDENTITY_INPUT_RE.pattern),
                                       description="an identity (stored in lower case)")]
 IDENTITY_RULE = f"identity must match {IDENTITY_RE.pattern} and be at most {IDENTITY_MAX} characters"
+PATTERN_RULES[f"(?:{IDENTITY_INPUT_RE.pattern[1:-1]})"] = IDENTITY_RULE  # as msgspec quotes it
 Time = Annotated[str, msgspec.Meta(description="ISO-8601 time", extra_json_schema={"format": "date-time"})]  # answers: UTC with milliseconds and Z
 
 

@@ -421,7 +421,9 @@ async def test_connections_killed(pg_cluster):
         # A connection killed between units is replaced before the next one; only a unit running at the
         # moment of the kill is refused. One outage per kill at most, however many requests it refused.
         assert starts <= kills and len(run.refused) <= kills * WRITERS, (text, len(run.refused))
-        assert_one_line_per_outage(text, "database unavailable", "database available", starts, len(run.refused))
+        # Each outage here lasts one unit: a request refused by it may be answered after the next unit has
+        # already ended the outage (and its count), so the counts are not compared (the stopped-server tests do).
+        assert_one_line_per_outage(text, "database unavailable", "database available", starts, 0)
         assert lines.tracebacks() == [] and len(lines.records) <= 3 * kills, text
     finally:
         lines.close()
