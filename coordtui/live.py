@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable
 
@@ -203,7 +204,7 @@ class LiveMixin:
             return wake
         note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
         summary = f"{wake.summary} · {note}" if wake.summary else note
-        return Wake(wake.items + kept, summary, wake.instructions, wake.timestamp)
+        return replace(wake, items=wake.items + kept, summary=summary)
 
     def main_screen(self):
         """The panes' screen, also while a dialog is on top of it."""

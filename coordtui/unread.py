@@ -6,7 +6,7 @@ app then refetches once per burst (`UnreadCounts.due` is a flag, not a queue).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .client.models import BuzzEvent, Channel, Wake, WakeItem
 
@@ -38,7 +38,7 @@ def with_chat(wake: Wake, channels: list[Channel] | None, me: str) -> Wake:
     extra = chat_items(channels, me)
     if not extra:
         return wake
-    return Wake(wake.items + extra, wake.summary, wake.instructions, wake.timestamp)
+    return replace(wake, items=wake.items + extra)
 
 
 def tab_labels(titles: list[str], counts: list[int | None], width: int) -> list[str]:
