@@ -44,6 +44,7 @@ from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
 from .screens.task_detail import TaskDetailScreen
+from .tables import ListTree, PlainTable
 from .typeahead import KeysInOrder
 
 # One name per pane, short enough for nine tabs with badges in 80 columns: the tab, help and README use it.
@@ -479,6 +480,6 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
 
 def binding_ids() -> set[str]:
     """Every binding id keys.toml may name: the app's, the panes' and the form's."""
-    classes = [CoordApp, FormScreen] + [cls for _, _, cls in PANES]
+    classes = [CoordApp, FormScreen, PlainTable, ListTree] + [cls for _, _, cls in PANES]
     return {b.id for cls in classes for base in cls.__mro__ for b in base.__dict__.get("BINDINGS", [])
             if isinstance(b, Binding) and b.id}

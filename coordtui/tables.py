@@ -1,10 +1,13 @@
-"""Small DataTable helpers shared by panes and operator screens, and the table they all use."""
+"""The list widgets every pane and operator screen uses (one list behaviour: j/k and the arrows move, Home/End
+go to the first/last row, PageUp/PageDown a page; `/` filters, bound by the pane or screen), and small
+DataTable helpers."""
 from __future__ import annotations
 
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
+from textual.binding import Binding
+from textual.widgets import DataTable, Tree
 from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
 
 
@@ -14,8 +17,17 @@ def plain(cell: Any) -> Any:
     return Text(cell) if isinstance(cell, str) else cell
 
 
+# the keys every list adds to Textual's (arrows, PageUp/PageDown); ids for keys.toml
+LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False, id="list.down"),
+             Binding("k", "cursor_up", "Up", show=False, id="list.up")]
+
+
 class PlainTable(DataTable):
-    """A DataTable whose str cells are shown as written, never interpreted as markup."""
+    """A DataTable whose str cells are shown as written, never interpreted as markup. Home/End go to the
+    first/last row (DataTable's scroll sideways)."""
+
+    BINDINGS = LIST_KEYS + [Binding("home", "scroll_top", "First", show=False, id="list.first"),
+                            Binding("end", "scroll_bottom", "Last", show=False, id="list.last")]
 
     def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
                 label: Any = None) -> RowKey:
@@ -24,6 +36,20 @@ class PlainTable(DataTable):
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:
         super().update_cell(row_key, column_key, plain(value), update_width=update_width)
+
+
+class ListTree(Tree):
+    """A Tree that moves like every other list."""
+
+    BINDINGS = LIST_KEYS + [Binding("home", "scroll_home", "First", show=False, id="list.first"),
+                            Binding("end", "scroll_end", "Last", show=False, id="list.last"),
+                            Binding("pageup", "page_up", show=False), Binding("pagedown", "page_down", show=False)]
+
+
+def row_matches(filter_text: str, *texts: object) -> bool:
+    """Whether a row passes a `/` filter: every word of it appears somewhere in the row (any case)."""
+    haystack = " ".join(str(getattr(t, "plain", t) or "") for t in texts).casefold()
+    return all(word in haystack for word in filter_text.casefold().split())
 
 
 def cursor_key(table: DataTable) -> str | None:
