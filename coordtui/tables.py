@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable, Tree
 from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
@@ -28,6 +30,32 @@ class PlainTable(DataTable):
 
     BINDINGS = LIST_KEYS + [Binding("home", "scroll_top", "First", show=False, id="list.first"),
                             Binding("end", "scroll_bottom", "Last", show=False, id="list.last")]
+    # column labels, least important first: what gives way when the rows are wider than the table; the
+    # other columns (revoked, expired, archived: what matters) are never cut
+    give_way: tuple[str, ...] = ()
+    natural_widths: dict = {}  # by column key: the content's width, kept for a resize once fitted
+
+    def fit_columns(self) -> None:
+        """Columns as wide as their content when there is room, else the give-way columns narrower."""
+        columns = list(self.columns.values())
+        if not self.give_way or not columns:
+            return
+        labels = [column.label.plain for column in columns]
+        natural = [max(column.content_width if column.auto_width else self.natural_widths.get(column.key, 0),
+                       cell_len(label)) for column, label in zip(columns, labels)]
+        order = [labels.index(label) for label in self.give_way if label in labels]
+        room = self.scrollable_content_region.width - 2 * self.cell_padding * len(columns)
+        widths = fitted_widths(natural, [cell_len(label) for label in labels], order, room)
+        self.natural_widths = {column.key: wide for column, wide in zip(columns, natural)}
+        for column, width in zip(columns, widths):
+            column.auto_width, column.width = False, width
+        # Textual has no public call for "a column's width changed": the same flags add_column sets
+        self._require_update_dimensions = True
+        self._clear_caches()
+        self.refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_columns()
 
     def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
                 label: Any = None) -> RowKey:
@@ -36,6 +64,19 @@ class PlainTable(DataTable):
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:
         super().update_cell(row_key, column_key, plain(value), update_width=update_width)
+
+
+def fitted_widths(natural: list[int], labels: list[int], order: list[int], room: int) -> list[int]:
+    """Column widths within `room`: the columns in `order` give way in turn, first down to their header's
+    width, then down to 3; columns not in `order` keep their natural width."""
+    widths = list(natural)
+    for floor in (labels, [3] * len(natural)):
+        for index in order:
+            excess = sum(widths) - room
+            if excess <= 0:
+                return widths
+            widths[index] -= max(0, min(excess, widths[index] - min(floor[index], natural[index])))
+    return widths
 
 
 class ListTree(Tree):

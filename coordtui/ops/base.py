@@ -129,6 +129,7 @@ class OpsScreen(Screen):
     TITLE_TEXT: ClassVar[str] = ""
     COLUMNS: ClassVar[tuple[str, ...]] = ()
     HINT: ClassVar[str] = ""
+    GIVE_WAY: ClassVar[tuple[str, ...]] = ()  # columns that narrow first when the rows do not fit (tables.py)
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh"),
                 Binding("slash", "filter", "Filter")]
 
@@ -152,6 +153,7 @@ class OpsScreen(Screen):
         box.display, box.cursor_blink = False, False
         yield box
         table = PlainTable(id="ops-table", cursor_type="row")
+        table.give_way = self.GIVE_WAY
         table.add_columns(*self.COLUMNS)
         yield table
         yield Static("", id="ops-detail")
@@ -205,6 +207,7 @@ class OpsScreen(Screen):
                 table.add_row(*cells, key=key)
         if selected is not None and str(selected.id) in table.rows:
             table.move_cursor(row=table.get_row_index(str(selected.id)))
+        self.call_after_refresh(table.fit_columns)  # once the new rows are measured
 
     def action_filter(self) -> None:
         box = self.query_one("#ops-filter", Input)

@@ -88,6 +88,7 @@ def archive_project(app, project: Project) -> None:
 class ProjectsScreen(OpsScreen):
     TITLE_TEXT = "Projects"
     COLUMNS = ("Title", "Colour", "Project lead", "Dev lead", "Work hours", "Visible to", "Archived")
+    GIVE_WAY = ("Visible to", "Dev lead", "Project lead", "Colour", "Work hours", "Title")
     HINT = "n new · e/enter edit · a archive"
     BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("a", "archive", "Archive")]
 

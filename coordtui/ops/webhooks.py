@@ -74,6 +74,7 @@ def delete_webhook(app, hook: Webhook) -> None:
 class WebhooksScreen(OpsScreen):
     TITLE_TEXT = "Buzz webhooks"
     COLUMNS = ("ID", "App", "Title", "For", "Wake", "Notify", "On", "Last hit")
+    GIVE_WAY = ("Last hit", "Notify", "Title", "For", "Wake")
     HINT = "n new · e/enter edit · d delete · u URL · c copy URL"
     BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("d", "delete", "Delete"),
                 Binding("u", "url", "Ingest URL"), Binding("c", "copy", "Copy URL")]
