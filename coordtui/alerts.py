@@ -31,10 +31,10 @@ def state_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_data_dir("coord")) / "client"
 
 
-def store_path(server: str, identity: str) -> Path:
-    """`server`: the deployment's URL, or what else names the server across runs."""
+def store_path(server: str, identity: str, kind: str = "alerts") -> Path:
+    """`server`: the deployment's URL, or what else names the server across runs; `kind`: which store."""
     digest = hashlib.sha256(f"{server.rstrip('/')}\n{identity}".encode()).hexdigest()[:20]
-    return state_dir() / f"alerts-{digest}.json"
+    return state_dir() / f"{kind}-{digest}.json"
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,37 @@ class AlertStore:
         except OSError as exc:  # a full disk must not take the app down; the alerts stay on screen
             log.warning("could not save alerts to %s: %s", self.path, exc)
 
+
+class SeenMark:
+    """The newest Buzz event the person has had in view: later ones are not yet seen (the Buzz tab counts
+    them). Kept across restarts of coordtui, one file per server and identity; `path` None keeps it in memory."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self.newest = 0
+
+    def attach(self, path: Path) -> None:
+        self.path = path
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            saved = 0
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable file %s: %s", path, exc)
+            saved = 0
+        self.newest = max(self.newest, saved if isinstance(saved, int) else 0)
+
+    def advance(self, newest: int) -> None:
+        if newest <= self.newest:
+            return
+        self.newest = newest
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(newest), encoding="utf-8")
+        except OSError as exc:  # the count may come back after a restart; nothing else is lost
+            log.warning("could not save %s: %s", self.path, exc)
 
 
 def _read(path: Path) -> list[KeptAlert]:

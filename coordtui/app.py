@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -44,6 +44,7 @@ from .screens.connect import ConnectScreen
 from .screens.form import Field, FormScreen
 from .screens.help import HelpScreen
 from .screens.task_detail import TaskDetailScreen
+from .tables import ListTree, PlainTable
 from .typeahead import KeysInOrder
 
 # One name per pane, short enough for nine tabs with badges in 80 columns: the tab, help and README use it.
@@ -217,6 +218,7 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
     def set_identity(self, identity: str, is_admin: bool) -> None:
         self.identity, self.is_admin = identity, is_admin
         self.alerts.attach(store_path(self.server_key(), identity))
+        self.buzz_seen.attach(store_path(self.server_key(), identity, "buzz-seen"))
         self.render_connection()
         self.counts.due = True
         self.refresh_counts()
@@ -289,6 +291,10 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
                 if key not in self._seen_urgent and item.source != "message":  # mail toasts on its own event
                     self.alert(item.summary)
         self._seen_urgent = (self._seen_urgent or set()) | set(urgent)
+
+    @on(BuzzPane.Viewed)
+    def on_buzz_viewed(self, message: BuzzPane.Viewed) -> None:
+        self.buzz_viewed(message.newest)
 
     def wake_painted(self) -> None:
         if self.first_wake_painted is None:
@@ -474,6 +480,6 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
 
 def binding_ids() -> set[str]:
     """Every binding id keys.toml may name: the app's, the panes' and the form's."""
-    classes = [CoordApp, FormScreen] + [cls for _, _, cls in PANES]
+    classes = [CoordApp, FormScreen, PlainTable, ListTree] + [cls for _, _, cls in PANES]
     return {b.id for cls in classes for base in cls.__mro__ for b in base.__dict__.get("BINDINGS", [])
             if isinstance(b, Binding) and b.id}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable
 
@@ -14,7 +15,8 @@ from textual.widgets import Static, TabbedContent
 from .client.api import ApiError, ConnectionFailed
 from .client.models import ServerEvent, Wake, WakeItem, age_text
 from .client.safe_text import neutralise
-from .unread import COUNT_EVENTS, UnreadCounts, tab_labels, with_chat
+from .alerts import SeenMark
+from .unread import COUNT_EVENTS, UnreadCounts, tab_labels, unseen_buzz, with_chat
 
 TOAST_SPACING = 2.0  # seconds between two quiet toasts for one pane
 COUNT_SPACING = 0.3  # seconds between two refetches of the counts: a burst of events costs a few, not one each
@@ -48,6 +50,7 @@ class LiveMixin:
     def init_live(self, desktop: bool) -> None:
         self.desktop_notify = desktop
         self.counts = UnreadCounts()
+        self.buzz_seen = SeenMark()
         self._counting = False
         self.undo_slot: tuple[str, Callable[[], Awaitable]] | None = None
         self._toasted: dict[str, tuple[float, int]] = {}  # pane id -> (last toast shown at, held back since)
@@ -119,15 +122,32 @@ class LiveMixin:
                     wake = await self.client.wake()
                     mail = await self.client.unread_mail()
                     channels = await self.client.channels()
+                    buzz = await self.buzz_count()
                 except (ApiError, ConnectionFailed):
                     return  # a reconnect marks the counts due again
                 self.counts.fetches += 1
+                self.counts.buzz = buzz
                 self.channels_changed(channels)
                 self.wake_seen(wake)
                 self.counts_seen(wake=wake, mail=mail)
                 await asyncio.sleep(COUNT_SPACING)  # what arrives meanwhile joins one next round
         finally:
             self._counting = False
+
+    async def buzz_count(self) -> int | None:
+        """Buzz events not yet seen; None from a server without Buzz."""
+        try:
+            return unseen_buzz(await self.client.buzz_events(limit=100), self.buzz_seen.newest)
+        except ApiError as exc:
+            if exc.unsupported:
+                return None
+            raise
+
+    def buzz_viewed(self, newest: int) -> None:
+        """The Buzz pane showed the events up to `newest`: none of them counts as unseen any more."""
+        self.buzz_seen.advance(newest)
+        self.counts.buzz = 0
+        self.render_badges()
 
     def counts_seen(self, *, wake: Wake | None = None, mail: int | None = None, channels=None) -> None:
         """Panes report what they loaded, so a pane in view and its badge never disagree."""
@@ -184,7 +204,7 @@ class LiveMixin:
             return wake
         note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
         summary = f"{wake.summary} · {note}" if wake.summary else note
-        return Wake(wake.items + kept, summary, wake.instructions, wake.timestamp)
+        return replace(wake, items=wake.items + kept, summary=summary)
 
     def main_screen(self):
         """The panes' screen, also while a dialog is on top of it."""

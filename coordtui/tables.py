@@ -1,10 +1,15 @@
-"""Small DataTable helpers shared by panes and operator screens, and the table they all use."""
+"""The list widgets every pane and operator screen uses (one list behaviour: j/k and the arrows move, Home/End
+go to the first/last row, PageUp/PageDown a page; `/` filters, bound by the pane or screen), and small
+DataTable helpers."""
 from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
-from textual.widgets import DataTable
+from textual import events
+from textual.binding import Binding
+from textual.widgets import DataTable, Tree
 from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
 
 
@@ -14,8 +19,43 @@ def plain(cell: Any) -> Any:
     return Text(cell) if isinstance(cell, str) else cell
 
 
+# the keys every list adds to Textual's (arrows, PageUp/PageDown); ids for keys.toml
+LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False, id="list.down"),
+             Binding("k", "cursor_up", "Up", show=False, id="list.up")]
+
+
 class PlainTable(DataTable):
-    """A DataTable whose str cells are shown as written, never interpreted as markup."""
+    """A DataTable whose str cells are shown as written, never interpreted as markup. Home/End go to the
+    first/last row (DataTable's scroll sideways)."""
+
+    BINDINGS = LIST_KEYS + [Binding("home", "scroll_top", "First", show=False, id="list.first"),
+                            Binding("end", "scroll_bottom", "Last", show=False, id="list.last")]
+    # column labels, least important first: what gives way when the rows are wider than the table; the
+    # other columns (revoked, expired, archived: what matters) are never cut
+    give_way: tuple[str, ...] = ()
+    natural_widths: dict = {}  # by column key: the content's width, kept for a resize once fitted
+
+    def fit_columns(self) -> None:
+        """Columns as wide as their content when there is room, else the give-way columns narrower."""
+        columns = list(self.columns.values())
+        if not self.give_way or not columns:
+            return
+        labels = [column.label.plain for column in columns]
+        natural = [max(column.content_width if column.auto_width else self.natural_widths.get(column.key, 0),
+                       cell_len(label)) for column, label in zip(columns, labels)]
+        order = [labels.index(label) for label in self.give_way if label in labels]
+        room = self.scrollable_content_region.width - 2 * self.cell_padding * len(columns)
+        widths = fitted_widths(natural, [cell_len(label) for label in labels], order, room)
+        self.natural_widths = {column.key: wide for column, wide in zip(columns, natural)}
+        for column, width in zip(columns, widths):
+            column.auto_width, column.width = False, width
+        # Textual has no public call for "a column's width changed": the same flags add_column sets
+        self._require_update_dimensions = True
+        self._clear_caches()
+        self.refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_columns()
 
     def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
                 label: Any = None) -> RowKey:
@@ -24,6 +64,33 @@ class PlainTable(DataTable):
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:
         super().update_cell(row_key, column_key, plain(value), update_width=update_width)
+
+
+def fitted_widths(natural: list[int], labels: list[int], order: list[int], room: int) -> list[int]:
+    """Column widths within `room`: the columns in `order` give way in turn, first down to their header's
+    width, then down to 3; columns not in `order` keep their natural width."""
+    widths = list(natural)
+    for floor in (labels, [3] * len(natural)):
+        for index in order:
+            excess = sum(widths) - room
+            if excess <= 0:
+                return widths
+            widths[index] -= max(0, min(excess, widths[index] - min(floor[index], natural[index])))
+    return widths
+
+
+class ListTree(Tree):
+    """A Tree that moves like every other list."""
+
+    BINDINGS = LIST_KEYS + [Binding("home", "scroll_home", "First", show=False, id="list.first"),
+                            Binding("end", "scroll_end", "Last", show=False, id="list.last"),
+                            Binding("pageup", "page_up", show=False), Binding("pagedown", "page_down", show=False)]
+
+
+def row_matches(filter_text: str, *texts: object) -> bool:
+    """Whether a row passes a `/` filter: every word of it appears somewhere in the row (any case)."""
+    haystack = " ".join(str(getattr(t, "plain", t) or "") for t in texts).casefold()
+    return all(word in haystack for word in filter_text.casefold().split())
 
 
 def cursor_key(table: DataTable) -> str | None:

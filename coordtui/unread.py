@@ -6,9 +6,9 @@ app then refetches once per burst (`UnreadCounts.due` is a flag, not a queue).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .client.models import Channel, Wake, WakeItem
+from .client.models import BuzzEvent, Channel, Wake, WakeItem
 
 CHAT_ACTION = "Read the conversation and answer; opening it marks it read."
 # what makes a fresh count worth fetching (inbox_check only when it is an ack: our own list calls echo back)
@@ -38,7 +38,7 @@ def with_chat(wake: Wake, channels: list[Channel] | None, me: str) -> Wake:
     extra = chat_items(channels, me)
     if not extra:
         return wake
-    return Wake(wake.items + extra, wake.summary, wake.instructions, wake.timestamp)
+    return replace(wake, items=wake.items + extra)
 
 
 def tab_labels(titles: list[str], counts: list[int | None], width: int) -> list[str]:
@@ -58,11 +58,17 @@ def tab_labels(titles: list[str], counts: list[int | None], width: int) -> list[
     return labels
 
 
+def unseen_buzz(events: list[BuzzEvent], newest_seen: int) -> int:
+    """Buzz events after the newest one the person has had in view (repeats the server suppressed do not count)."""
+    return sum(1 for event in events if event.id > newest_seen and not event.suppressed)
+
+
 @dataclass
 class UnreadCounts:
     wake: int | None = None
     mail: int | None = None
     chat: int | None = None
+    buzz: int | None = None
     channels: list[Channel] | None = None
     last_wake: Wake | None = None  # the server's, before chat items and kept alerts join it
     due: bool = False  # something changed since the last fetch
@@ -78,4 +84,4 @@ class UnreadCounts:
                 for c in self.channels or []]
 
     def badges(self) -> dict[str, int | None]:
-        return {"wake": self.wake, "inbox": self.mail, "chat": self.chat}
+        return {"wake": self.wake, "inbox": self.mail, "chat": self.chat, "buzz": self.buzz}

@@ -7,7 +7,7 @@ when a source has more, the summary counts them all (one extra indexed count).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from datetime import datetime, timedelta
 from typing import Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -99,8 +99,8 @@ def in_work_hours(start: int | None, end: int | None, timezone: str | None, now:
 
 
 def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
-    return (Task.select(Task.id, Task.title, Task.status, Task.project_id, Task.created_at,
-                        Project.work_hours_start, Project.work_hours_end, Project.work_hours_timezone)
+    return (Task.select(Task.id, Task.title, Task.status, Task.project_id, Task.created_at, Project.title.alias(
+                        "project_title"), Project.work_hours_start, Project.work_hours_end, Project.work_hours_timezone)
             .join(Project, pw.JOIN.LEFT_OUTER, on=(Task.project_id == Project.id))
             .where((Task.assignee_user_id == identity) & (Task.status.in_(WAKEABLE_STATUSES))
                    & (Task.on_or_after_at.is_null() | (Task.on_or_after_at <= to_db(now)))
@@ -108,13 +108,17 @@ def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
             .order_by(Task.created_at, Task.id))
 
 
-def _visible_tasks(identity: str, now: datetime, include_off_hours: bool, limit: int | None) -> tuple[list, int]:
-    """Assigned active tasks, without those outside their project's work hours (unless asked).
-    The rows scanned are this identity's active tasks only (index on assignee, status)."""
+def _visible_tasks(identity: str, now: datetime, include_off_hours: bool, limit: int | None,
+                   hidden: list | None = None) -> tuple[list, int]:
+    """Assigned active tasks, without those outside their project's work hours (unless asked; those
+    join `hidden` when given). The rows scanned are this identity's active tasks only (index on
+    assignee, status)."""
     visible, total = [], 0
     for task in _task_query(identity, now).objects():
         if not include_off_hours and not in_work_hours(task.work_hours_start, task.work_hours_end,
                                                        task.work_hours_timezone, now):
+            if hidden is not None:
+                hidden.append(task)
             continue
         total += 1
         if limit is None or len(visible) < limit:
@@ -122,11 +126,26 @@ def _visible_tasks(identity: str, now: datetime, include_off_hours: bool, limit:
     return visible, total
 
 
-def active_tasks(identity: str, now: datetime, include_off_hours: bool) -> tuple[list[dict], int]:
-    rows, total = _visible_tasks(identity, now, include_off_hours, MAX_ITEMS_PER_SOURCE)
+def off_hours(hidden: list) -> list[dict]:
+    """What work hours hide, one entry per project (in the order of its oldest hidden task): its title,
+    window and how many of the identity's tasks it hides now."""
+    projects: dict[str, dict] = {}
+    for task in hidden:
+        entry = projects.setdefault(task.project_id, {
+            "projectId": task.project_id, "projectTitle": task.project_title, "tasks": 0,
+            "workHoursStart": task.work_hours_start, "workHoursEnd": task.work_hours_end,
+            "workHoursTimezone": task.work_hours_timezone})
+        entry["tasks"] += 1
+    return list(projects.values())
+
+
+def active_tasks(identity: str, now: datetime, include_off_hours: bool) -> tuple[list[dict], int, list[dict]]:
+    """The task items, how many there are, and what work hours hide (`off_hours`)."""
+    hidden: list = []
+    rows, total = _visible_tasks(identity, now, include_off_hours, MAX_ITEMS_PER_SOURCE, hidden)
     return [{"source": "swarm", "id": t.id, "summary": t.title, "status": t.status,
              "action": _TASK_ACTIONS[t.status], "priority": "normal", "projectId": t.project_id,
-             "ephemeral": False, "_at": from_db(t.created_at)} for t in rows], total
+             "ephemeral": False, "_at": from_db(t.created_at)} for t in rows], total, off_hours(hidden)
 
 
 def _buzz_summary(event: BuzzEvent) -> str:
@@ -229,6 +248,7 @@ class Gathered:
     counts: dict[str, int]
     computed_at: datetime
     expires_at: datetime | None = None
+    off_hours: list[dict] = dataclass_field(default_factory=list)  # what work hours hide now, per project
     version: tuple | None = None
     backups_at: int = 0  # where backup alerts join `items` (ties in the sort keep this order)
     _encoded: list | None = None
@@ -260,7 +280,7 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
     items returned are marked delivered in the same unit."""
     messages, unread_total = unread_messages(identity)
     pending, pending_total = pending_messages(identity)
-    tasks, task_total = active_tasks(identity, now, include_off_hours)
+    tasks, task_total, hidden = active_tasks(identity, now, include_off_hours)
     alerts, alert_total = buzz_items(identity, "wake")
     notes, note_total = buzz_items(identity, "notify")
     if mark_delivered and (alerts or notes):
@@ -274,7 +294,7 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
               "message_pending": pending_total, "chat": len(chats), "swarm": task_total}
     return Gathered(alerts + notes + messages + pending + chats + tasks, counts, now, tasks_change_at(identity, now),
-                    backups_at=len(alerts) + len(notes))
+                    off_hours=hidden, backups_at=len(alerts) + len(notes))
 
 
 def tasks_change_at(identity: str, now: datetime) -> datetime | None:
@@ -322,7 +342,7 @@ def render(gathered: Gathered, backups: list[dict], base_url: str, now: datetime
     counts = {**gathered.counts, "backup": len(backups)}
     return {"instructions": INSTRUCTIONS, "skill_url": f"{base_url}/api/skill", "items": items,
             "actions": _actions({item["source"] for item in items}, base_url), "summary": _summary(counts),
-            "timestamp": iso(now)}
+            "offHours": [dict(entry) for entry in gathered.off_hours], "timestamp": iso(now)}
 
 
 def render_json(gathered: Gathered, backups: list[dict], base_url: str, now: datetime) -> str:
@@ -345,7 +365,8 @@ def render_json(gathered: Gathered, backups: list[dict], base_url: str, now: dat
     dumps = jsonstrict.dumps
     return (f'{{"instructions":{dumps(INSTRUCTIONS)},"skill_url":{dumps(base_url + "/api/skill")},'
             f'"items":[{",".join(items)}],"actions":{dumps(_actions(sources, base_url))},'
-            f'"summary":{dumps(_summary(counts))},"timestamp":{dumps(iso(now))}}}')
+            f'"summary":{dumps(_summary(counts))},"offHours":{dumps(gathered.off_hours)},'
+            f'"timestamp":{dumps(iso(now))}}}')
 
 
 def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_delivered: bool,

@@ -73,6 +73,17 @@ class WakeAction(Model, rename=None):
     skill_url: str
 
 
+class OffHours(Model):
+    """A project whose work hours hide some of the identity's tasks now (hours 0-23, start inclusive,
+    end exclusive, in `workHoursTimezone`)."""
+    project_id: str
+    project_title: str
+    tasks: int
+    work_hours_start: int
+    work_hours_end: int
+    work_hours_timezone: str
+
+
 class WakePayload(Model):
     """What is waiting for an identity, most urgent first."""
     instructions: str
@@ -81,3 +92,4 @@ class WakePayload(Model):
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time
+    off_hours: list[OffHours] = msgspec.field(default_factory=list)  # empty with includeOffHours=true

@@ -281,17 +281,44 @@ class WakeItem:
 
 
 @dataclass(frozen=True)
+class OffHours:
+    """A project whose work hours hide some of my tasks now (wake's `offHours`)."""
+    project_title: str
+    tasks: int
+    start: int | None
+    end: int | None
+    timezone: str
+
+    @classmethod
+    def parse(cls, row: dict) -> "OffHours":
+        return cls(project_title=str(row.get("projectTitle") or ""), tasks=int(row.get("tasks") or 0),
+                   start=row.get("workHoursStart"), end=row.get("workHoursEnd"),
+                   timezone=str(row.get("workHoursTimezone") or ""))
+
+    def text(self) -> str:
+        """'2 tasks outside work hours (Website, 9–17 America/Chicago)'."""
+        return f"{counted(self.tasks, 'task')} outside work hours ({self.project_title}, {self.start}–{self.end} " \
+               f"{self.timezone})"
+
+
+@dataclass(frozen=True)
 class Wake:
     items: list[WakeItem]
     summary: str | None
     instructions: str | None
     timestamp: datetime | None
+    off_hours: tuple[OffHours, ...] = ()  # what work hours hide (servers before it say nothing)
 
     @classmethod
     def parse(cls, row: dict) -> "Wake":
         return cls(items=[WakeItem.parse(i) for i in row.get("items") or [] if isinstance(i, dict)],
                    summary=row.get("summary"), instructions=row.get("instructions"),
-                   timestamp=parse_time(row.get("timestamp")))
+                   timestamp=parse_time(row.get("timestamp")),
+                   off_hours=tuple(OffHours.parse(o) for o in row.get("offHours") or [] if isinstance(o, dict)))
+
+    def hidden_text(self) -> str:
+        """What work hours hide, in words ('' when nothing is)."""
+        return "; ".join(entry.text() for entry in self.off_hours)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ def rotate_token(app, token: TokenRecord) -> None:
 class TokensScreen(OpsScreen):
     TITLE_TEXT = "Tokens"
     COLUMNS = ("ID", "Identity", "Admin", "Label", "Created", "Last used", "Revoked")
+    GIVE_WAY = ("Label", "Last used", "Created", "Identity")
     HINT = "n new · r rotate · x revoke"
     BINDINGS = [Binding("n", "new", "New"), Binding("r", "rotate", "Rotate"), Binding("x", "revoke", "Revoke")]
 
@@ -107,6 +108,7 @@ def delete_invite(app, invite: Invite) -> None:
 class InvitesScreen(OpsScreen):
     TITLE_TEXT = "Invites"
     COLUMNS = ("ID", "Identity", "Admin", "Uses", "Expires", "Code")
+    GIVE_WAY = ("Uses", "Identity")
     HINT = "n new · d delete"
     BINDINGS = [Binding("n", "new", "New"), Binding("d", "delete", "Delete")]
 

@@ -16,7 +16,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from ..client.api import ApiError, ConnectionFailed
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
-from ..tables import PlainTable, cursor_key
+from ..tables import PlainTable, cursor_key, row_matches
 
 
 def blank_none(value: Any) -> Any:
@@ -129,12 +129,15 @@ class OpsScreen(Screen):
     TITLE_TEXT: ClassVar[str] = ""
     COLUMNS: ClassVar[tuple[str, ...]] = ()
     HINT: ClassVar[str] = ""
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh")]
+    GIVE_WAY: ClassVar[tuple[str, ...]] = ()  # columns that narrow first when the rows do not fit (tables.py)
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh"),
+                Binding("slash", "filter", "Filter")]
 
     def __init__(self) -> None:
         super().__init__(classes="ops-screen")
         self.items: dict[str, Any] = {}
         self.loads = 0
+        self.filter_text = ""
 
     @property
     def client(self):
@@ -146,7 +149,11 @@ class OpsScreen(Screen):
                          id="ops-title")
             yield Static("", id="ops-conn")
         yield Static("Loading…", id="ops-summary", classes="pane-summary")
+        box = Input(placeholder="filter (escape clears)", id="ops-filter", classes="pane-filter")
+        box.display, box.cursor_blink = False, False
+        yield box
         table = PlainTable(id="ops-table", cursor_type="row")
+        table.give_way = self.GIVE_WAY
         table.add_columns(*self.COLUMNS)
         yield table
         yield Static("", id="ops-detail")
@@ -182,18 +189,49 @@ class OpsScreen(Screen):
                 text = f"This server does not support {self.TITLE_TEXT.lower()} ({exc.message})."
             summary.update(f"[red]{escape(text)}[/red]")
             return
+        self.items = {str(item.id): item for item in items}
+        self.fill()
+        summary.update(Text(self.summary(items)))
+        self.loads += 1
+        self.describe(self.selected())
+
+    def fill(self) -> None:
+        """The rows that pass the `/` filter, the cursor staying on its item when it is still listed."""
         table = self.query_one("#ops-table", DataTable)
         selected = self.selected()
         table.clear(columns=True)  # columns again: their widths follow the new rows (an archived date appears)
         table.add_columns(*self.COLUMNS)
-        self.items = {str(item.id): item for item in items}
         for key, item in self.items.items():
-            table.add_row(*self.row(item), key=key)
-        if selected is not None and str(selected.id) in self.items:
+            cells = self.row(item)
+            if row_matches(self.filter_text, *cells):
+                table.add_row(*cells, key=key)
+        if selected is not None and str(selected.id) in table.rows:
             table.move_cursor(row=table.get_row_index(str(selected.id)))
-        summary.update(Text(self.summary(items)))
-        self.loads += 1
-        self.describe(self.selected())
+        self.call_after_refresh(table.fit_columns)  # once the new rows are measured
+
+    def action_filter(self) -> None:
+        box = self.query_one("#ops-filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "ops-filter":
+            self.filter_text = event.value.strip()
+            self.fill()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "ops-filter":
+            event.input.display = bool(self.filter_text)
+            self.query_one("#ops-table", DataTable).focus()
+
+    def on_key(self, event) -> None:
+        """Escape in the filter (or with one set) clears it; otherwise it goes back."""
+        box = self.query_one("#ops-filter", Input)
+        if event.key == "escape" and (box.has_focus or self.filter_text):
+            box.value, box.display, self.filter_text = "", False, ""
+            self.fill()
+            self.query_one("#ops-table", DataTable).focus()
+            event.stop()
 
     async def fetch(self) -> list:
         raise TypeError(f"{type(self).__name__} must define fetch()")

@@ -6,14 +6,16 @@ from textual.binding import Binding
 
 from ..client import limits
 from ..client.models import Project, counted
+from ..localzone import local_zone
 from ..screens.form import Field
 from .base import OpsScreen, blank_none, confirm, identity_list, number_or_text, run_form, when
 
 DEFAULT_COLOR = "#3b82f6"
-DEFAULT_TIMEZONE = "America/Chicago"
 
 
 def project_fields(project: Project | None, visibility: bool = True) -> list[Field]:
+    """A new project has no work hours (its tasks are in Wake at any hour); hours typed in are in this
+    machine's time zone unless another is named."""
     p = project
     fields = [
         Field("title", "Title", p.title if p else "", required=True, max_len=limits.PROJECT_TITLE, wire="title"),
@@ -24,11 +26,11 @@ def project_fields(project: Project | None, visibility: bool = True) -> list[Fie
               wire="projectLeadUserId"),
         Field("developer_lead", "Developer lead (identity; empty = you)", (p.developer_lead or "") if p else "",
               wire="developerLeadUserId"),
-        Field("hours_start", "Work hours start (0-23; empty = no window)", _hour(p.work_hours_start) if p else "9",
+        Field("hours_start", "Work hours start (0-23; empty = no window)", _hour(p.work_hours_start) if p else "",
               wire="workHoursStart"),
-        Field("hours_end", "Work hours end (0-23, exclusive)", _hour(p.work_hours_end) if p else "17",
+        Field("hours_end", "Work hours end (0-23, exclusive)", _hour(p.work_hours_end) if p else "",
               wire="workHoursEnd"),
-        Field("timezone", "Work hours timezone (IANA)", (p.work_hours_timezone or "") if p else DEFAULT_TIMEZONE,
+        Field("timezone", "Work hours timezone (IANA)", (p.work_hours_timezone or "") if p else local_zone(),
               wire="workHoursTimezone"),
     ]
     if visibility:  # §18: a server without taggedUsers gets no such field
@@ -86,6 +88,7 @@ def archive_project(app, project: Project) -> None:
 class ProjectsScreen(OpsScreen):
     TITLE_TEXT = "Projects"
     COLUMNS = ("Title", "Colour", "Project lead", "Dev lead", "Work hours", "Visible to", "Archived")
+    GIVE_WAY = ("Visible to", "Dev lead", "Project lead", "Colour", "Work hours", "Title")
     HINT = "n new · e/enter edit · a archive"
     BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("a", "archive", "Archive")]
 

@@ -160,6 +160,7 @@ def delete_template(app, t: Template) -> None:
 class TemplatesScreen(OpsScreen):
     TITLE_TEXT = "Recurring templates"
     COLUMNS = ("Title", "Cron", "Timezone", "Assignee", "Status", "On", "Next run (UTC)")
+    GIVE_WAY = ("Timezone", "Assignee", "Next run (UTC)", "Cron", "Title")
     HINT = "n new · e/enter edit · d delete"
     BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("d", "delete", "Delete")]
 

@@ -48,6 +48,7 @@ def toggle_admin(app, user: AdminUser) -> None:
 class UsersScreen(OpsScreen):
     TITLE_TEXT = "Users"
     COLUMNS = ("Identity", "Display name", "Admin", "Agent", "Last seen", "Archived")
+    GIVE_WAY = ("Display name", "Last seen", "Agent")
     HINT = "e/enter display name · a archive/unarchive · A admin flag"
     BINDINGS = [Binding("e", "edit", "Name"), Binding("a", "archive", "Archive/unarchive"),
                 Binding("A", "admin", "Admin flag")]

@@ -10,16 +10,25 @@ from ..screens.form import Field
 from .base import OpsScreen, SecretScreen, blank_none, confirm, run_form, when
 
 
-def webhook_fields(hook: Webhook | None) -> list[Field]:
+FOR_USERS_HINT = "Who sees its events in the Buzz pane; empty: everyone."
+WAKE_AGENT_HINT = "Gets each event in Wake as an alert to act on (toast, badge); empty: no one."
+NOTIFY_AGENT_HINT = "Gets each event in Wake as a low-priority note, nothing to do; empty: no one."
+
+
+def webhook_fields(hook: Webhook | None, creator: str = "") -> list[Field]:
+    """A new webhook wakes its creator unless the form says otherwise: with an empty wake agent an alert
+    would reach the Buzz pane only, never Wake."""
     h = hook
     fields = [
         Field("app_name", "App name (part of the ingest URL)", h.app_name if h else "", required=True,
               max_len=limits.WEBHOOK_APP_NAME, wire="appName"),
         Field("title", "Title", h.title if h else "", required=True, max_len=limits.WEBHOOK_TITLE, wire="title"),
-        Field("for_users", "For users (comma-separated; empty = everyone)", (h.for_users or "") if h else "",
-              max_len=limits.WEBHOOK_FOR_USERS, wire="forUsers"),
-        Field("wake_agent", "Wake agent (identity)", (h.wake_agent or "") if h else "", wire="wakeAgent"),
-        Field("notify_agent", "Notify agent (identity)", (h.notify_agent or "") if h else "", wire="notifyAgent"),
+        Field("for_users", "For users (comma-separated)", (h.for_users or "") if h else "",
+              max_len=limits.WEBHOOK_FOR_USERS, wire="forUsers", hint=FOR_USERS_HINT),
+        Field("wake_agent", "Wake agent (identity)", (h.wake_agent or "") if h else creator, wire="wakeAgent",
+              hint=WAKE_AGENT_HINT),
+        Field("notify_agent", "Notify agent (identity)", (h.notify_agent or "") if h else "", wire="notifyAgent",
+              hint=NOTIFY_AGENT_HINT),
     ]
     if h is not None:
         fields.append(Field("enabled", "Enabled (off: ingest answers 404)", h.enabled, kind="check"))
@@ -45,7 +54,7 @@ def copy_ingest_url(app, hook: Webhook) -> None:
 def new_webhook(app) -> None:
     def submit(values: dict):
         return app.client.create_webhook(values["app_name"], values["title"], **wire_fields(values))
-    run_form(app, "New buzz webhook", webhook_fields(None), "Create", submit, lambda h: f"Webhook {h.app_name} created",
+    run_form(app, "New buzz webhook", webhook_fields(None, app.identity or ""), "Create", submit, lambda h: f"Webhook {h.app_name} created",
              after=lambda hook: show_ingest_url(app, hook, created=True))
 
 
@@ -65,6 +74,7 @@ def delete_webhook(app, hook: Webhook) -> None:
 class WebhooksScreen(OpsScreen):
     TITLE_TEXT = "Buzz webhooks"
     COLUMNS = ("ID", "App", "Title", "For", "Wake", "Notify", "On", "Last hit")
+    GIVE_WAY = ("Last hit", "Notify", "Title", "For", "Wake")
     HINT = "n new · e/enter edit · d delete · u URL · c copy URL"
     BINDINGS = [Binding("n", "new", "New"), Binding("e", "edit", "Edit"), Binding("d", "delete", "Delete"),
                 Binding("u", "url", "Ingest URL"), Binding("c", "copy", "Copy URL")]

@@ -8,10 +8,11 @@ from datetime import datetime
 from rich.markup import escape
 from textual.binding import Binding
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Tree
+from textual.widgets import Input
 
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import ServerEvent
+from ..tables import row_matches
 
 if TYPE_CHECKING:
     from ..app import CoordApp
@@ -31,9 +32,7 @@ class Pane(Widget, can_focus=False):
     POLL_SECONDS: ClassVar[float | None] = None  # for data no event announces: reloaded this often while in view
     FRESH_FOR: ClassVar[float] = 10.0  # a pane returning to view older than this reloads at once
     SERVER_FILTER: ClassVar[bool] = False  # `/` asks the server (on enter) instead of filtering what is shown
-    BINDINGS = [Binding("slash", "filter", "Filter", id="pane.filter"),
-                Binding("j", "cursor(1)", "Down", show=False, id="pane.down"),
-                Binding("k", "cursor(-1)", "Up", show=False, id="pane.up")]
+    BINDINGS = [Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -117,14 +116,11 @@ class Pane(Widget, can_focus=False):
         if self.active and not self.busy and not self.unsupported:
             self.request_reload()
 
-    # --- `/` filter, j/k, focus ------------------------------------------------------------
+    # --- `/` filter, focus ------------------------------------------------------------
 
     def matches(self, *texts: object) -> bool:
         """Whether a row passes the filter: every word of it appears somewhere in the row (any case)."""
-        if not self.filter_text or self.SERVER_FILTER:
-            return True
-        haystack = " ".join(str(getattr(t, "plain", t) or "") for t in texts).casefold()
-        return all(word in haystack for word in self.filter_text.casefold().split())
+        return self.SERVER_FILTER or row_matches(self.filter_text, *texts)
 
     def filter_input(self) -> Input:
         found = self.query(f"#{self.id}-filter")
@@ -183,11 +179,6 @@ class Pane(Widget, can_focus=False):
         lists = [w for w in self.query("DataTable, Tree") if w.display]
         if lists:
             lists[0].focus()
-
-    def action_cursor(self, step: int) -> None:
-        focused = self.app.focused
-        if isinstance(focused, (DataTable, Tree)):
-            (focused.action_cursor_down if step > 0 else focused.action_cursor_up)()
 
     def show_error(self, exc: Exception) -> None:
         """Says why the pane is empty: in its summary line, and once as a toast."""

@@ -1,9 +1,12 @@
 """Buzz events: the alerts and notifications addressed to you, newest first, live."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client.models import BuzzEvent, age_text, counted
@@ -17,6 +20,11 @@ class BuzzPane(Pane):
     EVENT_TYPES = frozenset({"broadcast", "resync", "reconnected"})
     KEYS = [("ctrl+r", "refresh"), ("w", "webhooks: list, create, edit, delete, ingest URLs")]
     BINDINGS = [Binding("w", "app.ops('webhooks')", "Webhooks")]
+
+    @dataclass
+    class Viewed(Message):
+        """The pane showed the events up to `newest` (an id): the tab's count of unseen events is zero."""
+        newest: int
 
     def compose(self) -> ComposeResult:
         yield Static("", id="buzz-summary", classes="pane-summary")
@@ -38,3 +46,5 @@ class BuzzPane(Pane):
             table.add_row(age_text(event.received_at, now), event.app_name, title,
                           (event.body or "").replace("\n", " ")[:120], key=str(event.id))
         self.query_one("#buzz-summary", Static).update(counted(len(events), "event"))
+        if self.active and events:
+            self.post_message(self.Viewed(max(event.id for event in events)))

@@ -12,6 +12,7 @@ from textual.widgets import Static, Tree
 from ..client.models import DoctorReport
 from .base import Pane
 from .metrics_strip import MetricsStrip
+from ..tables import ListTree
 
 STATUS_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 REFRESH_SECONDS = 5.0
@@ -47,7 +48,7 @@ class DoctorPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static("", id="doctor-summary", classes="pane-summary")
         yield MetricsStrip(id="doctor-metrics")
-        tree: Tree[str] = Tree("probes", id="doctor-tree")
+        tree: Tree[str] = ListTree("probes", id="doctor-tree")
         tree.show_root = False
         yield tree
 

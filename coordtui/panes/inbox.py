@@ -64,10 +64,20 @@ class InboxPane(Pane):
         yield Static("", id="inbox-summary", classes="pane-summary")
         with Horizontal(classes="split"):
             table = PlainTable(id="inbox-table", cursor_type="row", classes="list")
-            table.add_columns(" ", "From", "Title", "Age")
+            table.add_columns(*self.columns())
             yield table
             with VerticalScroll(id="inbox-thread", classes="detail"):
                 yield Static("Select a message.", id="inbox-thread-text")
+
+    def columns(self) -> tuple[str, ...]:
+        """Received mail names its sender, sent mail its recipients."""
+        return (" ", "From" if self.view == "received" else "To", "Title", "Age")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """Reply and ack act on mail received: in Sent they are neither offered nor bound."""
+        if action in ("reply", "ack") and self.view == "sent":
+            return False
+        return True
 
     async def load(self):
         if self.query_text:
@@ -91,7 +101,9 @@ class InboxPane(Pane):
             messages = self.sent
         table = self.query_one("#inbox-table", DataTable)
         selected = self.selected()
-        table.clear()
+        table.clear(columns=self.columns() != tuple(str(c.label) for c in table.columns.values()))
+        if not table.columns:
+            table.add_columns(*self.columns())
         self.messages = {}
         now = self.coord.now()
         for message in messages:
@@ -101,7 +113,7 @@ class InboxPane(Pane):
             if message.response_waiting:
                 flag = Text("⏳" if not message.unread else "●⏳", style="yellow")
             style = "bold" if message.unread and self.view == "received" else ""
-            who = message.sender if self.view == "received" else f"→ {message.recipient}"
+            who = message.sender if self.view == "received" else message.recipient
             table.add_row(flag, Text(who, style=style), Text(message.title, style=style),
                           age_text(message.created_at, now), key=str(message.id))
         label = f"search “{self.query_text}”: {len(messages)} found" if self.query_text else \
@@ -157,6 +169,7 @@ class InboxPane(Pane):
 
     def action_toggle_sent(self) -> None:
         self.view = "sent" if self.view == "received" else "received"
+        self.refresh_bindings()
         if self._last_data is not None:
             self.show(self._last_data)
 
@@ -185,6 +198,7 @@ class InboxPane(Pane):
         self.to_select = message_id
         self.to_select_by = self.loads + (2 if self.busy else 1)
         self.view = "received"
+        self.refresh_bindings()
         if self._last_data is not None:
             self.show(self._last_data)
 

@@ -1,6 +1,7 @@
 """Wake: everything waiting for you, grouped by source, high priority first, with ages."""
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import groupby
 
 from rich.text import Text
@@ -67,6 +68,8 @@ class WakePane(Pane):
         wake = self.coord.wake_view(wake)
         self.wake = wake
         summary = wake.summary or "All clear: nothing is waiting for you."
+        if wake.hidden_text():
+            summary = f"{summary} · {wake.hidden_text()}"
         if self.filter_text:
             summary = f"filter “{self.filter_text}” · {summary}"
         self.query_one("#wake-summary", Static).update(Text(summary))
@@ -147,8 +150,7 @@ class WakePane(Pane):
     def dismiss_alert(self, item: WakeItem) -> None:
         self.coord.alerts.dismiss(item.key)
         if self.wake is not None:
-            self.show(Wake([i for i in self.wake.items if i.key != item.key], self.wake.summary,
-                           self.wake.instructions, self.wake.timestamp))
+            self.show(replace(self.wake, items=[i for i in self.wake.items if i.key != item.key]))
 
     @work(group="wake-action", exit_on_error=False)
     async def action_pending(self) -> None:

@@ -44,6 +44,7 @@ class Field:
     required: bool = False
     max_len: int | None = None  # the server's limit, counted as it counts (characters)
     wire: str = ""  # the API's name for it: a refusal naming it is shown under this field too
+    hint: str = ""  # one line under the label: what the field does
     # a select's choices as the server has them now: asked when the form opens (the options above show meanwhile)
     load: Callable[[], Awaitable[tuple]] | None = dataclass_field(default=None, compare=False)
 
@@ -102,6 +103,8 @@ class FormScreen(ModalScreen[Any]):
                     if field.max_len:
                         yield Label(self._count_text(field, str(self._start(field) or "")), id=f"count-{field.name}",
                                     classes="field-count")
+                if field.hint:
+                    yield Label(field.hint, id=f"hint-{field.name}", classes="field-hint", markup=False)
                 if field.kind == "text":
                     area = TextArea(str(self._start(field) or ""), id=widget_id, soft_wrap=True, classes="form-text", compact=True)
                     area.cursor_blink = False

@@ -11,8 +11,9 @@ from textual.widgets import Static
 GLOBAL_KEYS = [
     ("1-9", "switch pane: 1 Wake, 2 Inbox, 3 Chat, 4 Swarm, 5 Who, 6 Doctor, 7 Notes, 8 Links, 9 Buzz"),
     ("alt+1-9", "switch pane from anywhere, inside inputs and editors too (or escape, then the digit)"),
-    ("j / k", "down / up in lists (arrows too)"),
-    ("/", "filter the list of the pane (escape clears)"),
+    ("j / k", "down / up in every list, arrows too (keys.toml: list.down, list.up)"),
+    ("home / end", "first / last row (list.first, list.last); pgup / pgdn a page"),
+    ("/", "filter the list of the pane or screen (escape clears)"),
     ("u", "undo the last undoable action (pending cleared, channel archived)"),
     ("ctrl+e", "in a form: write the text in $VISUAL / $EDITOR"),
     ("ctrl+p", "command palette (panes, refresh, help)"),
@@ -22,7 +23,7 @@ GLOBAL_KEYS = [
 ]
 
 NOTES = [
-    "Tab labels count what waits: wake items, unread mail, unread chat (from the server, live).",
+    "Tab labels count what waits: wake items, unread mail, unread chat, unseen buzz (live).",
     "New mail and chat toast quietly when their pane is not in view; --notify also sends a desktop",
     "notification through the terminal (OSC 9 / OSC 777); --bell rings on urgent items.",
     "The top bar says when the pane in view was last updated.",

@@ -41,11 +41,11 @@ def add_task(server, assignee, title="Fix login", status="ready", project_id=Non
     return write(server, unit)
 
 
-def add_project(server, start, end, tz="America/Chicago"):
+def add_project(server, start, end, tz="America/Chicago", title="P"):
     def unit():
         from coordserver import db
         now = to_db(db.now())
-        return Project.create(title="P", color="#3b82f6", work_hours_start=start, work_hours_end=end,
+        return Project.create(title=title, color="#3b82f6", work_hours_start=start, work_hours_end=end,
                               work_hours_timezone=tz, created_at=now, updated_at=now).id
     return write(server, unit)
 
@@ -160,6 +160,28 @@ def test_work_hours_hide_tasks_unless_asked(make_server):
     assert {i["id"] for i in wake_of(srv, "carol")["items"]} == {free}
     clock.advance(hours=2)  # 09:00 Chicago: office opens
     assert {i["id"] for i in wake_of(srv, "carol")["items"]} == {closed, free}
+
+
+def test_wake_says_what_work_hours_hide_on_both_backends(make_server, database_url):
+    """`offHours`: per project, how many of the caller's tasks its work hours hide now, and the window."""
+    clock = FrozenClock(NOON_UTC)  # 06:00 Chicago
+    srv = make_server(clock=clock, database_url=database_url)
+    website = add_project(srv, 9, 17, title="Website")
+    night = add_project(srv, 22, 7, title="Night shift")  # open at 06:00
+    for title in ("hero image", "footer"):
+        add_task(srv, "carol", title, project_id=website)
+    add_task(srv, "carol", "night task", project_id=night)
+    add_task(srv, "bob", "bob's", project_id=website)
+    payload = wake_of(srv, "carol")
+    assert payload["offHours"] == [{"projectId": website, "projectTitle": "Website", "tasks": 2, "workHoursStart": 9,
+                                    "workHoursEnd": 17, "workHoursTimezone": "America/Chicago"}]
+    assert wake_of(srv, "carol", includeOffHours="true")["offHours"] == []
+    clock.advance(hours=3)  # 09:00 Chicago: Website opens, Night shift has closed (the cache expired at each)
+    assert [(e["projectTitle"], e["tasks"]) for e in wake_of(srv, "carol")["offHours"]] == [("Night shift", 1)]
+    schema = client(srv).get("/api/openapi.json").json()["components"]["schemas"]
+    assert set(schema["OffHours"]["required"]) == {"projectId", "projectTitle", "tasks", "workHoursStart",
+                                                   "workHoursEnd", "workHoursTimezone"}
+    assert schema["WakePayload"]["properties"]["offHours"]["items"]["$ref"].endswith("/OffHours")
 
 
 @pytest.mark.parametrize("hour,start,end,expected", [

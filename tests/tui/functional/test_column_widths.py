@@ -1,0 +1,62 @@
+"""Issue 24: tables size columns to their content; when the rows are wider than the table the least important
+columns give way first, and what matters (revoked, expired, archived) is never the part cut, at 120 and 80
+columns. At 80x24 the Tokens "Revoked" column was off-screen, so a revoked token looked live."""
+from __future__ import annotations
+
+import pytest
+
+from coordtui.ops.admin import TokensScreen
+from coordtui.ops.projects import ProjectsScreen
+from coordtui.tables import fitted_widths
+from tests.tui.functional.test_typed_ahead import api, issue_token
+from tests.tui.helpers import make_app, table_text, wait_for
+
+
+def shown(table) -> dict[str, int]:
+    return {column.label.plain: column.get_render_width(table) - 2 * table.cell_padding
+            for column in table.columns.values()}
+
+
+def fits(table) -> bool:
+    return sum(column.get_render_width(table) for column in table.columns.values()) \
+        <= table.scrollable_content_region.width
+
+
+async def open_list(pilot, app, name: str, cls):
+    app.action_ops(name)
+    await wait_for(pilot, lambda: isinstance(app.screen, cls) and app.screen.loads >= 1, what=name)
+    await pilot.pause(0.3)
+    return app.screen.query_one("#ops-table")
+
+
+@pytest.mark.parametrize("size", [(120, 35), (80, 24)])
+async def test_what_matters_is_never_cut(server, size):
+    token = issue_token(server, "widthbot")
+    api(server, "admin", "POST", f"/api/auth/tokens/{token['id']}/revoke")
+    project = api(server, "admin", "POST", "/api/swarm/projects",
+                  json={"title": "Website relaunch for the spring campaign", "color": "#3b82f6",
+                        "description": "x", "workHoursStart": 9, "workHoursEnd": 17,
+                        "workHoursTimezone": "America/Argentina/Buenos_Aires"})
+    api(server, "admin", "POST", f"/api/swarm/projects/{project['id']}/archive")
+    app = make_app(server, "admin")
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.identity, what="connected")
+        table = await open_list(pilot, app, "tokens", TokensScreen)
+        await wait_for(pilot, lambda: fits(table), what=lambda: f"tokens fit: {shown(table)}")
+        revoked = next(line for line in table_text(app.screen, "#ops-table").splitlines() if "widthbot" in line)
+        assert shown(table)["Revoked"] >= len(revoked.split(" | ")[-1]) == len("2026-01-01 00:00"), shown(table)
+        assert shown(table)["Created"] >= len("Created")
+        await pilot.press("escape")
+
+        table = await open_list(pilot, app, "projects", ProjectsScreen)
+        await wait_for(pilot, lambda: fits(table), what=lambda: f"projects fit: {shown(table)}")
+        assert shown(table)["Archived"] >= len("2026-01-01 00:00"), shown(table)
+        if size[0] == 120:
+            assert shown(table)["Title"] >= len("Website relaunch for the spring campaign"), shown(table)
+
+
+def test_the_least_important_give_way_first():
+    # natural 10, 20, 16 in 30: the second gives way to its header (8), then the first
+    assert fitted_widths([10, 20, 16], [4, 8, 7], [1, 0], 30) == [6, 8, 16]
+    assert fitted_widths([10, 20, 16], [4, 8, 7], [1, 0], 60) == [10, 20, 16]
+    assert fitted_widths([10, 20, 16], [4, 8, 7], [1, 0], 20) == [3, 3, 16]  # below headers, never the third
