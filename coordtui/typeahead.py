@@ -15,8 +15,7 @@ far up as it goes and its bindings ran. When it arrives while a queue on that pa
 `Input.Submitted` an enter posted, which moves to the next field), while focus or the screen changed (a key that
 opened a form), or when a worker was started meanwhile (a key whose action opens its form from a worker: its first
 step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
-most. A marker lost on the
-way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
+most. A marker lost on the way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
 """
 from __future__ import annotations
 
@@ -91,7 +90,7 @@ class KeysInOrder(App):
             screen = self.screen
         except Exception:
             screen = None
-        flight = _Flight(self._serial, target.ancestors_with_self if target is not self else [self],
+        flight = _Flight(self._serial, self._path(target) or [self],
                          self.focused if screen is not None else None, screen, self._worker_ids(), rounds,
                          time.monotonic())
         if target is self or not target.post_message(InputSettled(flight.serial)):
