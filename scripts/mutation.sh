@@ -23,8 +23,10 @@ declare -A TESTS=(
   [netcheck]="tests/server/test_netcheck.py tests/server/realtime/test_webhook_targets.py"
   [ratelimit]="tests/server/test_ratelimit.py"
   [domain/task_rules]="tests/server/api/test_swarm.py tests/server/api/test_task_rules.py"
-  [domain/visibility]="tests/server/api/test_directory.py tests/server/api/test_v11_workflows.py"
-  [events/log]="tests/server/realtime/test_resume_audiences.py tests/server/realtime/test_stream.py"
+  [domain/visibility]="tests/server/api/test_directory.py tests/server/api/test_workflows.py"
+  [events/log]="tests/server/events/test_log.py tests/server/realtime/test_resume_audiences.py
+    tests/server/realtime/test_stream.py"
+  [gate]="tests/server/test_gate.py"
 )
 tests="${MUTATION_TESTS:-${TESTS[$module]:-}}"
 [[ -n "$tests" ]] || { echo "no test selection for $module: set MUTATION_TESTS" >&2; exit 2; }
@@ -50,7 +52,10 @@ import tomllib, pathlib
 assert "mutmut" not in tomllib.loads(pathlib.Path("pyproject.toml").read_text()).get("tool", {})
 EOF
 
-mutmut run --max-children "${MUTATION_JOBS:-1}" >mutmut-run.log 2>&1 || { tail -40 mutmut-run.log; exit 1; }
+# mutmut 3.8 has exited non-zero after a complete run (events/log, with every mutant judged): a run is
+# judged by mutmut's closing line, not by its exit status.
+mutmut run --max-children "${MUTATION_JOBS:-1}" >mutmut-run.log 2>&1 || true
+grep -q "mutations/second" mutmut-run.log || { tail -40 mutmut-run.log; exit 1; }
 mutmut export-cicd-stats >/dev/null
 python - "$path" <<'EOF'
 import json, pathlib, sys
