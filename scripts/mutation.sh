@@ -2,7 +2,8 @@
 # Mutation testing of one module against the fast tests that hold its rules (issue 35).
 #
 #   pip install -e '.[mutation]'
-#   scripts/mutation.sh coordserver/netcheck.py   # or ratelimit, domain/task_rules, domain/visibility, events/log
+#   scripts/mutation.sh coordserver/netcheck.py      # a module of either package: TESTS below lists them
+#   scripts/mutation.sh coordtui/client/models.py
 #
 # mutmut 3 runs in a scratch copy of the working tree (the tracked and new files, not .venv or data),
 # so the checkout is never touched and any module can be run without editing pyproject.toml. It prints
@@ -12,8 +13,11 @@
 # server tests start real servers. A module not in TESTS below needs MUTATION_TESTS="tests/... ...".
 set -euo pipefail
 
-module="${1:?usage: scripts/mutation.sh coordserver/<module>.py}"
-module="${module%.py}"; module="${module#coordserver/}"; path="coordserver/$module.py"
+arg="${1:?usage: scripts/mutation.sh coordserver/<module>.py | coordtui/<module>.py}"
+arg="${arg%.py}"
+case "$arg" in coordserver/*|coordtui/*) path="$arg.py" ;; *) path="coordserver/$arg.py" ;; esac
+package="${path%%/*}"
+module="${path%.py}"; module="${module#coordserver/}"  # TESTS' key: coordserver's modules without the package
 root="$(cd "$(dirname "$0")/.." && pwd)"
 command -v mutmut >/dev/null || { echo "no mutmut: activate the venv; pip install -e '.[mutation]'" >&2; exit 2; }
 [[ -f "$root/$path" ]] || { echo "no such module: $path" >&2; exit 2; }
@@ -27,6 +31,9 @@ declare -A TESTS=(
   [events/log]="tests/server/events/test_log.py tests/server/realtime/test_resume_audiences.py
     tests/server/realtime/test_stream.py"
   [gate]="tests/server/test_gate.py"
+  [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
+  [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
+  [coordtui/client/transitions]="tests/tui/unit/test_pure_functions.py"
 )
 tests="${MUTATION_TESTS:-${TESTS[$module]:-}}"
 [[ -n "$tests" ]] || { echo "no test selection for $module: set MUTATION_TESTS" >&2; exit 2; }
@@ -38,7 +45,7 @@ cd "$work"
 rm -rf setup.cfg mutants  # a fresh run: results cached from other tests or code would mislead
 {
   echo "[mutmut]"
-  echo "source_paths=coordserver"
+  echo "source_paths=$package"
   echo "only_mutate=$path"
   echo "also_copy="
   for extra in tests pyproject.toml; do echo "    $extra"; done

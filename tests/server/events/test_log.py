@@ -21,8 +21,9 @@ START = datetime(2026, 3, 7, 12, 0, tzinfo=timezone.utc)
 def store(database_url):
     store = Store(database_url, FrozenClock(START))
     store.open()
-    store.committed_types = []
+    store.committed_types, store.announced = [], []
     store.on_events = store.committed_types.extend
+    store.on_commit = lambda max_event, _effects: store.announced.append(max_event)  # streams hear of it
     yield store
     store.close()
 
@@ -139,13 +140,15 @@ def test_prune_drops_what_is_older_than_the_window_but_never_the_newest(store):
     clock.advance(hours=2)
     at_cutoff = append_all(store, [("d", {}, ["bob"])])[0]
     clock.advance(hours=1)
+    newest = append_all(store, [("e", {}, ["carol"])])[0]
     assert store.run_sync(log.prune, timedelta(hours=4)) == 0  # nothing older than 4 h
     assert store.run_sync(log.prune, timedelta(hours=1)) == 3  # `d` is exactly 1 h old: kept
-    assert store.run_sync(log.oldest_id) == at_cutoff and targets(store) == {at_cutoff: ["bob"]}
+    assert store.run_sync(log.oldest_id) == at_cutoff and targets(store) == {at_cutoff: ["bob"], newest: ["carol"]}
     assert old[-1] < at_cutoff
     clock.advance(hours=5)
+    assert store.run_sync(log.prune, timedelta(hours=1)) == 1
     assert store.run_sync(log.prune, timedelta(hours=1)) == 0  # the newest event stays, however old
-    assert store.run_sync(log.head)[0] == at_cutoff
+    assert store.run_sync(log.head)[0] == newest
 
 
 def test_prune_works_in_chunks_from_the_oldest(store):
@@ -167,14 +170,14 @@ def _probe_table(store: Store) -> None:
 
 
 @pytest.mark.parametrize("to, audience", [(["bob", "alice", "", "bob"], ["alice", "bob"]), (None, []), ((), [])])
-def test_insert_and_append_logs_the_new_rows_id(store, to, audience):
-    """One row and its event (with the row's id in the event) in one step; a guarded insert that inserts
-    nothing logs nothing."""
+async def test_insert_and_append_logs_the_new_rows_id(store, to, audience):
+    """One row and its event (with the row's id in the event) in one step, announced to the streams once
+    committed; a guarded insert that inserts nothing logs nothing."""
     _probe_table(store)
     insert = "INSERT INTO probe (name) SELECT ? WHERE ?"
-    first = store.run_sync(log.insert_and_append, insert, ("one", True), "probe", {"name": "one"}, "probeId", to)
-    second = store.run_sync(log.insert_and_append, insert, ("two", True), "probe", {"name": "two"}, "probeId", to)
-    assert store.run_sync(log.insert_and_append, insert, ("three", False), "probe", {}, "probeId", to) is None
+    first = await store.write(log.insert_and_append, insert, ("one", True), "probe", {"name": "one"}, "probeId", to)
+    second = await store.write(log.insert_and_append, insert, ("two", True), "probe", {"name": "two"}, "probeId", to)
+    assert await store.write(log.insert_and_append, insert, ("three", False), "probe", {}, "probeId", to) is None
     assert store.run_sync(lambda: list(db.sql_rows("SELECT id, name FROM probe ORDER BY id"))) == [
         (first, "one"), (second, "two")]
     events = store.run_sync(log.range_after, 0)
@@ -183,3 +186,4 @@ def test_insert_and_append_logs_the_new_rows_id(store, to, audience):
         ("probe", {"name": "two", "probeId": second}, to is None, audience)]
     assert store.run_sync(lambda: [e.created_at for e in Event.select()]) == [START.replace(tzinfo=None)] * 2
     assert store.committed_types == ["probe", "probe"]
+    assert store.announced == [event[0] for event in events]
