@@ -31,6 +31,8 @@ declare -A TESTS=(
   [events/log]="tests/server/events/test_log.py tests/server/realtime/test_resume_audiences.py
     tests/server/realtime/test_stream.py"
   [gate]="tests/server/test_gate.py"
+  [auth]="tests/server/test_auth_tokens.py tests/server/api/test_auth.py"
+  [domain/identities]="tests/server/domain/test_rules_identities.py tests/server/domain/test_rules_users.py"
   [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
   [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
   [coordtui/client/transitions]="tests/tui/unit/test_pure_functions.py"

@@ -213,7 +213,11 @@ async def test_last_use_is_recorded_at_most_once_a_minute(world):
     await world.resolver.resolve(plaintext)
     await world.settled()
     assert world.last_used(token_id) == to_db(START)
-    world.clock.advance(seconds=59)
+    world.clock.advance(seconds=30)
+    await world.resolver.resolve(plaintext)  # cached: this process remembers the use it recorded
+    await world.settled()
+    assert world.last_used(token_id) == to_db(START)
+    world.clock.advance(seconds=29)
     world.mono += 10  # a lookup, not the cache
     await world.resolver.resolve(plaintext)
     await world.resolver.resolve(plaintext)  # and a cached answer
@@ -283,3 +287,25 @@ async def test_the_request_guards():
         assert (request_token(True), request_token(False)) == ("from-query", None)
     async with app.test_request_context("/api/x?token="):
         assert request_token(True) is None
+
+
+async def test_a_failed_use_record_is_logged_by_name(world, caplog):
+    class ReadOnly:
+        def __init__(self, store):
+            self.store = store
+
+        async def read(self, fn, *args):
+            return await self.store.read(fn, *args)
+
+        async def write(self, fn, *args):
+            raise RuntimeError("disk on fire")
+    _token_id, plaintext = world.issue("dana")
+    world.coord.store = ReadOnly(world.store)
+    try:
+        with caplog.at_level("ERROR", logger="coord"):
+            assert (await world.resolver.resolve(plaintext)).identity == "dana"  # served all the same
+            await asyncio.gather(*list(world.coord._tasks), return_exceptions=True)
+            await asyncio.sleep(0)
+    finally:
+        world.coord.store = world.store
+    assert [r.getMessage() for r in caplog.records if r.name == "coord"] == ["background task touch-token failed"]
