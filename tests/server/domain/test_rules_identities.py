@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from coordserver import db
 from coordserver.domain import identities
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events.channels import CONTROL, TOKENS, WAKE_CHANGED
@@ -95,6 +96,9 @@ def test_who_is_known_archived_and_able_to_act(store):
     assert run(store, identities.known_identities, ENV) == known
     for identity in ("uma", "tok", "gone", "old", "later", "rowless", "admin", "arch", "envy", "arch2", "nobody"):
         assert run(store, identities.is_known, identity, ENV) is (identity in known), identity
+        # the rule as SQL over parameters (what a guarded insert embeds), the default placeholders
+        params = identities.known_params(identity, ENV)
+        assert bool(run(store, db.sql_rows, "SELECT " + identities.known_sql(), params)[0][0]) is (identity in known)
     assert run(store, identities.is_archived, "arch") is True
     assert run(store, identities.is_archived, "uma") is False
     assert run(store, identities.is_archived, "nobody") is False
@@ -176,6 +180,19 @@ def test_the_token_list_shows_each_webhook_secret_by_its_last_four_characters(st
          "staleTriggerHours": 5}]
 
 
+def test_tokens_and_invites_are_listed_by_creation_time(store):
+    """Newest first by when they were made, even when the clock stepped back between two (ids disagree)."""
+    store.clock.advance(hours=1)
+    later = issue(store, "lia")
+    later_invite = run(store, identities.create_invite, "root", None, False, 1, 1)["id"]
+    store.clock.advance(hours=-2)
+    earlier = issue(store, "lia")
+    earlier_invite = run(store, identities.create_invite, "root", None, False, 1, 1)["id"]
+    assert earlier.id > later.id and earlier_invite > later_invite
+    assert [t["id"] for t in run(store, identities.list_tokens)] == [later.id, earlier.id]
+    assert [i["id"] for i in run(store, identities.list_invites)] == [later_invite, earlier_invite]
+
+
 def test_the_token_list_is_the_newest_hundred(store):
     assert run(store, identities.list_tokens) == []
     ids = run(store, lambda: [identities.issue_token(f"t{n}", False, None, "admin")[0].id for n in range(101)])
@@ -184,8 +201,10 @@ def test_the_token_list_is_the_newest_hundred(store):
 
 async def test_revoking_a_token_is_logged_and_announced_once(store):
     token = issue(store, "kim")
+    run(store, identities.set_webhook, "kim", "https://h/kim", "kims-secret-9876")
     record = await store.write(identities.revoke_token, token.id)
     assert record["revokedAt"] == iso(NOW) and record["id"] == token.id
+    assert (record["webhookUrl"], record["webhookToken"]) == ("https://h/kim", "…9876")
     again = await store.write(identities.revoke_token, token.id)
     assert again == record
     assert events(store) == [("token_revoked", {"tokenIds": [token.id], "identity": "kim", "reason": "revoked",
@@ -244,7 +263,9 @@ async def test_rotating_keeps_the_settings_and_revokes_the_old_token(store):
 
 async def test_a_backup_change_reaches_both_backups_wakes(store):
     token = issue(store, "oz")
-    await store.write(identities.update_token, token.id, {"backupAgent": "Bob"}, frozenset({"bob", "carol"}))
+    run(store, identities.set_webhook, "oz", "https://h/oz", "ozs-secret-4321")
+    first = await store.write(identities.update_token, token.id, {"backupAgent": "Bob"}, frozenset({"bob", "carol"}))
+    assert (first["webhookUrl"], first["webhookToken"]) == ("https://h/oz", "…4321")
     assert store.published == [(WAKE_CHANGED, {"identity": "bob"})]
     store.published.clear()
     record = await store.write(identities.update_token, token.id, {"backupAgent": "carol", "staleTriggerHours": 2**31 - 1},
@@ -273,6 +294,8 @@ def test_invites_are_made_listed_newest_first_and_deleted(store):
     more = [run(store, identities.create_invite, "root", None, False, 1, 1)["id"] for _ in range(50)]
     assert [i["id"] for i in run(store, identities.list_invites)] == sorted([made["id"], *more], reverse=True)[:50]
     run(store, identities.delete_invite, made["id"])
+    assert sorted(i["id"] for i in run(store, identities.list_invites)) == sorted(more)[-50:]
+    assert run(store, lambda: Invite.select().count()) == 50
     with pytest.raises(NotFound) as missing:
         run(store, identities.delete_invite, made["id"])
     assert missing.value.message == "Invite not found"
@@ -290,13 +313,15 @@ def test_each_state_of_a_name(store):
     issue(store, "live")
     revoked(store, issue(store, "dormant").id)
     issue(store, "expired", expires_at=START)
+    issue(store, "expiring", expires_at=START + timedelta(seconds=1))
     user(store, "rowonly")
     user(store, "arch", archived=True)
     run(store, lambda: Token.create(identity="tokonly", token_hash="h", is_admin=False, created_at=NOW,
                                     revoked_at=NOW))
     states = {name: run(store, identities.name_state, name, ENV)
-              for name in ("admin", "envy", "arch", "live", "dormant", "expired", "rowonly", "tokonly", "free")}
-    assert states == {"admin": "environment", "envy": "environment", "arch": "archived", "live": "live",
+              for name in ("admin", "envy", "arch", "live", "expiring", "dormant", "expired", "rowonly", "tokonly",
+                           "free")}
+    assert states == {"admin": "environment", "envy": "environment", "arch": "archived", "live": "live", "expiring": "live",
                       "dormant": "dormant", "expired": "dormant", "rowonly": "dormant", "tokonly": "dormant",
                       "free": None}
     assert run(store, identities.name_state, "admin", frozenset()) == "environment"  # the operator, always
@@ -418,7 +443,8 @@ def test_the_webhook_state_counts_deliveries(store):
                             last_error=error, delivered_at=delivered and to_db(START + timedelta(minutes=delivered)))
     run(store, lambda: [delivery("pending", 1), delivery("pending", 2, "timeout"), delivery("failed", 3, "HTTP 500"),
                         delivery("delivered", 4, None, 4), delivery("delivered", 5, None, 6),
-                        delivery("failed", 9, "other's", identity="zoe")])
+                        delivery("failed", 9, "other's", identity="zoe"),
+                        delivery("delivered", 9, None, 10, identity="zoe")])
     assert run(store, identities.webhook_state, "yan", None) == {
         "identity": "yan", "webhookUrl": "https://h/yan", "configured": True,
         "deliveries": {"pending": 2, "failed": 1, "lastSuccessAt": iso(to_db(START + timedelta(minutes=6))),
@@ -435,3 +461,61 @@ def test_unread_count(store):
                         message("ben", "unread")])
     assert run(store, identities.unread_count, "amy") == 2
     assert run(store, identities.unread_count, "cal") == 0
+
+
+# --- two processes on one PostgreSQL -------------------------------------------------------------
+
+@pytest.fixture
+def two_stores(pg_cluster):
+    from coordserver.db import Store
+    from coordserver.timeutil import FrozenClock
+    url = pg_cluster.create_database()
+    stores = [Store(url, FrozenClock(START)) for _ in range(2)]
+    for each in stores:
+        each.open()
+    yield stores
+    for each in stores:
+        each.close()
+
+
+async def _while_held(first_store, first_unit, second):
+    """Run `first_unit` on one store, holding its transaction open a moment after its work, and `second`
+    (a coroutine factory) on the other once the first has done its work."""
+    import asyncio
+    import threading
+    import time
+    held = threading.Event()
+
+    def unit():
+        result = first_unit()
+        held.set()
+        time.sleep(0.5)
+        return result
+    first = asyncio.ensure_future(first_store.write(unit))
+    assert await asyncio.to_thread(held.wait, 10)
+    await second()
+    await first
+
+
+async def test_a_webhook_change_waits_for_one_in_progress_elsewhere(two_stores):
+    """The row is locked for the unit: a change that keeps the secret, racing one that replaces it,
+    never writes the old secret back."""
+    here, there = two_stores
+    await here.write(identities.set_webhook, "wes", "https://h/0", "old-secret")
+    await _while_held(here, lambda: identities.set_webhook("wes", "https://h/1", "new-secret"),
+                      lambda: there.write(identities.set_webhook, "wes", "https://h/2", None))
+    row = await here.read(WebhookConfig.get_by_id, "wes")
+    assert (row.url, row.token) == ("https://h/2", "new-secret")
+
+
+async def test_two_first_webhook_registrations_at_once_both_stick(two_stores):
+    """The second first registration finds the row the first made (its insert collides) and updates it."""
+    here, there = two_stores
+    answers = []
+
+    async def second():
+        answers.append(await there.write(identities.set_webhook, "xia", "https://h/2", "second-secret"))
+    await _while_held(here, lambda: identities.set_webhook("xia", "https://h/1", "first-secret"), second)
+    assert answers == [{"ok": True, "identity": "xia", "webhookUrl": "https://h/2", "message": "Webhook registered"}]
+    row = await here.read(WebhookConfig.get_by_id, "xia")
+    assert (row.url, row.token) == ("https://h/2", "second-secret")
