@@ -118,6 +118,7 @@ def test_channel_defaults_and_labels():
     assert bare.label("me") == "@?"
     assert Channel.parse({"id": "c", "unreadCount": None}).unread == 0
     assert Channel.parse({"id": "c", "lastMessage": 5}) == Channel("c", "group", None, [], 0, None, None)
+    assert Channel.parse({"id": "c", "type": "dm"}).type == "dm"
     assert Channel("c", "group", "ops", ["me"], 0, None, None).label("me") == "#ops"
     assert Channel("c", "group", None, ["me", "ann", "bob"], 0, None, None).label("me") == "@ann,bob"
     assert Channel("c", "dm", "named", ["me", "bob"], 0, None, None).label("me") == "@bob"
