@@ -86,15 +86,17 @@ def test_who_is_known_archived_and_able_to_act(store):
     revoked(store, issue(store, "gone").id)  # only a revoked token
     issue(store, "old", expires_at=START - timedelta(seconds=1))  # only an expired token
     issue(store, "later", expires_at=START + timedelta(seconds=1))
+    issue(store, "now", expires_at=START)  # expires this instant: no longer acts
     run(store, lambda: Token.create(identity="rowless", token_hash=hash_token("rowless"), is_admin=False,
                                     created_at=NOW))  # a token without a users row
     arch_token = issue(store, "arch2")
     run(store, lambda: User.update(archived_at=NOW).where(User.id == "arch2").execute())
     assert arch_token.revoked_at is None
 
-    known = {"uma", "tok", "gone", "old", "later", "rowless", "admin"}
+    known = {"uma", "tok", "gone", "old", "later", "now", "rowless", "admin"}
     assert run(store, identities.known_identities, ENV) == known
-    for identity in ("uma", "tok", "gone", "old", "later", "rowless", "admin", "arch", "envy", "arch2", "nobody"):
+    for identity in ("uma", "tok", "gone", "old", "later", "now", "rowless", "admin", "arch", "envy", "arch2",
+                     "nobody"):
         assert run(store, identities.is_known, identity, ENV) is (identity in known), identity
         # the rule as SQL over parameters (what a guarded insert embeds), the default placeholders
         params = identities.known_params(identity, ENV)
@@ -106,6 +108,7 @@ def test_who_is_known_archived_and_able_to_act(store):
     assert run(store, identities.archived_among, []) == set()
     # acting needs a live token and no archive, or an environment token
     assert run(store, identities.actors, ENV) == {"tok", "later", "admin"}
+    assert identities.user_json(run(store, User.get_by_id, "arch"))["archivedAt"] == iso(NOW)
 
 
 def test_the_user_list(store):
@@ -165,13 +168,14 @@ def test_the_token_list_shows_each_webhook_secret_by_its_last_four_characters(st
     run(store, lambda: Token.update(backup_agent="bob", stale_trigger_hours=5, last_used_at=NOW)
         .where(Token.id == first.id).execute())
     store.clock.advance(seconds=1)
-    second = issue(store, "jay", label=None)
+    second = issue(store, "jay", label=None, expires_at=START + timedelta(days=2))
     run(store, identities.set_webhook, "ivy", "https://hooks.example/ivy", "secret-ivy-1234")
     run(store, lambda: WebhookConfig.create(identity="jay", url=None, token="", updated_at=NOW))
     listed = run(store, identities.list_tokens)
     assert listed == [
         {"id": second.id, "identity": "jay", "isAdmin": False, "label": None, "createdBy": "admin",
-         "createdAt": iso(to_db(START + timedelta(seconds=1))), "expiresAt": None, "lastUsedAt": None,
+         "createdAt": iso(to_db(START + timedelta(seconds=1))),
+         "expiresAt": iso(to_db(START + timedelta(days=2))), "lastUsedAt": None,
          "revokedAt": None, "webhookToken": None, "webhookUrl": None, "backupAgent": None,
          "staleTriggerHours": 4},
         {"id": first.id, "identity": "ivy", "isAdmin": False, "label": "agent", "createdBy": "admin",
@@ -335,13 +339,18 @@ def test_registering_a_new_name(store):
     assert (row.identity, row.is_admin, row.label, row.created_by) == ("quinn", True, "Onboarded via invite", "root")
     quinn = run(store, User.get_by_id, "quinn")
     assert (quinn.display_name, quinn.is_admin, quinn.is_agent, quinn.created_at) == ("Q. Uinn", True, False, NOW)
+    other = invite(store, max_uses=3)
     second = register(store, code, "rae", "laptop", "")
     assert run(store, identities.token_by_hash, hash_token(second["token"])).label == "laptop"
     assert run(store, User.get_by_id, "rae").display_name == "rae"
     assert run(store, lambda: Invite.get(Invite.code == code).use_count) == 2
-    with pytest.raises(Forbidden) as refused:
-        register(store, code, "sam")
-    assert refused.value.message == "Invite has been used up"
+    assert run(store, lambda: Invite.get(Invite.code == other).use_count) == 0  # only the invite used counts
+    for identity in ("sam", "quinn"):  # used up comes first, before the name is judged
+        with pytest.raises(Forbidden) as refused:
+            register(store, code, identity)
+        assert refused.value.message == "Invite has been used up"
+    assert register(store, other, "tia", None, "T" * 100)["identity"] == "tia"
+    assert run(store, User.get_by_id, "tia").display_name == "T" * 100
 
 
 @pytest.mark.parametrize("code, identity, label, display, error, message", [
@@ -519,3 +528,18 @@ async def test_two_first_webhook_registrations_at_once_both_stick(two_stores):
     assert answers == [{"ok": True, "identity": "xia", "webhookUrl": "https://h/2", "message": "Webhook registered"}]
     row = await here.read(WebhookConfig.get_by_id, "xia")
     assert (row.url, row.token) == ("https://h/2", "second-secret")
+
+
+async def test_of_two_registrations_racing_for_a_one_use_invite_one_wins(two_stores):
+    here, there = two_stores
+    code = (await here.write(identities.create_invite, "root", None, False, 1, 1.0))["code"]
+    refusals = []
+
+    async def second():
+        with pytest.raises(Forbidden) as refused:
+            await there.write(identities.register, code, "vera", None, None, ENV)
+        refusals.append(refused.value.message)
+    await _while_held(here, lambda: identities.register(code, "uwe", None, None, ENV), second)
+    assert refusals == ["Invite has been used up"]
+    assert await here.read(lambda: Invite.get(Invite.code == code).use_count) == 1
+    assert await here.read(lambda: User.get_or_none(User.id == "vera")) is None
