@@ -398,6 +398,7 @@ def test_an_invite_expires_on_the_instant_and_names_its_identity(store):
 def test_an_invite_naming_a_dormant_identity_restores_it_with_the_invites_rights(store):
     old = issue(store, "vic", is_admin=True)
     revoked(store, old.id)
+    issue(store, "wendy")
     run(store, lambda: User.update(display_name="Victor").where(User.id == "vic").execute())
     store.clock.advance(minutes=5)
     restored = register(store, invite(store, hint="vic", is_admin=False), "vic", None, "New Name")
@@ -407,6 +408,7 @@ def test_an_invite_naming_a_dormant_identity_restores_it_with_the_invites_rights
     revoked(store, run(store, identities.token_by_hash, hash_token(restored["token"])).id)
     assert register(store, invite(store, hint="vic", is_admin=True), "vic")["isAdmin"] is True
     assert run(store, User.get_by_id, "vic").is_admin is True
+    assert run(store, User.get_by_id, "wendy").is_admin is False  # only the restored row changes
 
 
 # --- webhooks ------------------------------------------------------------------------------------
@@ -543,3 +545,17 @@ async def test_of_two_registrations_racing_for_a_one_use_invite_one_wins(two_sto
     assert refusals == ["Invite has been used up"]
     assert await here.read(lambda: Invite.get(Invite.code == code).use_count) == 1
     assert await here.read(lambda: User.get_or_none(User.id == "vera")) is None
+
+
+async def test_of_two_registrations_racing_for_one_name_one_wins(two_stores):
+    here, there = two_stores
+    first, second = [(await here.write(identities.create_invite, "root", None, False, 1, 1.0))["code"] for _ in "ab"]
+    refusals = []
+
+    async def later():
+        with pytest.raises(Conflict) as refused:
+            await there.write(identities.register, second, "yves", None, None, ENV)
+        refusals.append(refused.value.message)
+    await _while_held(here, lambda: identities.register(first, "yves", None, None, ENV), later)
+    assert refusals == ["Identity 'yves' already exists"]
+    assert await here.read(lambda: Invite.get(Invite.code == second).use_count) == 0  # the refusal used nothing
