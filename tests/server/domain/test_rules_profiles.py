@@ -47,7 +47,9 @@ def test_a_display_name_must_have_1_to_100_characters(value):
 
 
 def test_setting_up_a_profile(store):
+    issue(store, "zoe")
     assert run(store, users.setup_profile, "ann", " Ann A. ") == {"identity": "ann", "displayName": "Ann A."}
+    assert run(store, User.get_by_id, "zoe").display_name == "zoe"  # only the caller's row changes
     row = run(store, User.get_by_id, "ann")
     assert (row.display_name, row.created_at, row.updated_at) == ("Ann A.", NOW, NOW)
     store.clock.advance(minutes=5)
@@ -134,7 +136,8 @@ def test_user_stats(store):
 
     def setup():
         for recipient, status, waiting in (("amy", "unread", True), ("amy", "unread", False), ("amy", "read", True),
-                                           ("amy", "archived", False), ("bob", "read", False)):
+                                           ("amy", "archived", False), ("bob", "read", False),
+                                           ("cat", "unread", False)):
             Message.create(recipient=recipient, sender="zed", title="t", status=status, response_waiting=waiting,
                            created_at=NOW)
         for assignee, status in (("amy", "ready"), ("amy", "ready"), ("amy", "review"), (None, "ready")):
@@ -154,7 +157,7 @@ def test_user_stats(store):
                 "connection": "sse"},
         "bob": {"inbox": {"unread": 0, "pending": 0, "read": 1, "total": 1}, "swarm": {},
                 "presence": {"online": False, "lastSeen": None, "source": None}, "connection": "webhook"},
-        "cat": {"inbox": empty_inbox, "swarm": {},
+        "cat": {"inbox": {"unread": 1, "pending": 0, "read": 0, "total": 1}, "swarm": {},
                 "presence": {"online": False, "lastSeen": "2026-03-07T11:00:00.000Z", "source": "sse"},
                 "connection": "api"},
         "envy": {"inbox": empty_inbox, "swarm": {},
