@@ -434,6 +434,7 @@ class NotebookReadBase(BaseModel):
 class Ask(BaseModel):
     """A question with options, from one identity to one or more (domain/asks.py): open, then answered,
     expired or cancelled, once. `option`/`text`: the answer (or the default applied at expiry)."""
+    id = pw.AutoField()
     asker = pw.CharField(max_length=50)
     recipients = JSONField()  # the identities asked, in the order given (AskRecipient indexes them)
     question = pw.TextField()

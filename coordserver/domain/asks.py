@@ -24,7 +24,7 @@ import peewee as pw
 from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
-from ..events.channels import ASKS, WAKE
+from ..events.channels import ASKS, WAKE, AsksPayload, WakePayload
 from ..models import Ask, AskRecipient
 from ..timeutil import from_db, iso, parse_iso, to_db
 from .identities import is_known, valid_identity
@@ -48,6 +48,13 @@ NOT_FOUND = "Ask not found"
 Status = Literal["open", "answered", "expired", "cancelled"]
 
 
+def _stamp() -> datetime:
+    """The unit's 'now' as stored (naive UTC)."""
+    now = to_db(db.now())
+    assert now is not None
+    return now
+
+
 # --- wire shapes -----------------------------------------------------------------------------
 
 def ask_json(ask: Ask) -> dict[str, Any]:
@@ -66,7 +73,7 @@ def _event(kind: str, ask: Ask, **extra: Any) -> None:
     """Log `kind` for the asker and those asked, and tell waiters in every process (bus ASKS)."""
     data = {"type": kind, "askId": ask.id, "from": ask.asker, "to": list(ask.recipients), **extra}
     log.append(kind, data, to=_audience(ask))
-    db.after_commit(ASKS, {"askId": ask.id, "status": ask.status, "deadline": iso(ask.deadline)})
+    db.after_commit(ASKS, AsksPayload(askId=ask.id, status=ask.status, deadline=iso(ask.deadline)))
 
 
 # --- checks (the request models check the same; these keep the domain safe without HTTP) --------
@@ -136,7 +143,7 @@ def create(asker: str, fields: dict[str, Any], env_identities: frozenset[str]) -
     AskRecipient.insert_many([{"ask": ask.id, "identity": identity} for identity in recipients]).execute()
     _event("ask", ask, question=question, options=options, allowText=allow_text, deadline=iso(deadline))
     for identity in recipients:
-        db.after_commit(WAKE, {"identity": identity})
+        db.after_commit(WAKE, WakePayload(identity=identity))
     return ask_json(ask)
 
 
@@ -158,7 +165,7 @@ def get(identity: str, ask_id: int) -> tuple[dict[str, Any], bool]:
 def mark_read(identity: str, ask_id: int) -> dict[str, Any]:
     """The asker has read the outcome of a closed ask: its `ask_result` wake item leaves (once)."""
     ask = _visible(identity, ask_id)
-    marked = Ask.update(read_at=to_db(db.now())).where(
+    marked = Ask.update(read_at=_stamp()).where(
         (Ask.id == ask_id) & (Ask.asker == identity) & (Ask.status != "open") & Ask.read_at.is_null()).execute()
     if marked:
         ask = Ask.get_by_id(ask_id)
@@ -214,7 +221,7 @@ def answer(identity: str, ask_id: int, option: int | str | None, text: str | Non
     if identity not in ask.recipients:
         raise Forbidden("Only those asked may answer")
     label, text = _chosen(ask, option, text)
-    now = to_db(db.now())
+    now = _stamp()
     open_now = (Ask.id == ask_id) & (Ask.status == "open") & (Ask.deadline.is_null() | (Ask.deadline > now))
     won = Ask.update(status="answered", answered_by=identity, option=label, text=text, closed_at=now).where(
         open_now).execute()
@@ -222,7 +229,7 @@ def answer(identity: str, ask_id: int, option: int | str | None, text: str | Non
     if not won:
         raise _refuse_closed(ask)
     _event("ask_answered", ask, question=ask.question, answeredBy=identity, option=label, text=text)
-    db.after_commit(WAKE, {"identity": ask.asker})
+    db.after_commit(WAKE, WakePayload(identity=ask.asker))
     return ask_json(ask)
 
 
@@ -230,7 +237,7 @@ def cancel(identity: str, ask_id: int) -> dict[str, Any]:
     ask = _visible(identity, ask_id)
     if ask.asker != identity:
         raise Forbidden("Only the asker may cancel an ask")
-    now = to_db(db.now())
+    now = _stamp()
     # The asker needs no reminder of their own cancellation: it is read at once.
     won = Ask.update(status="cancelled", closed_at=now, read_at=now).where(
         (Ask.id == ask_id) & (Ask.status == "open")).execute()
@@ -245,11 +252,11 @@ def expire_due(limit: int = EXPIRE_BATCH) -> int:
     """One expiry pass (a unit of its own: Store.write_alone): open asks whose deadline has passed expire,
     their default option (if any) becoming the answer. Returns how many this unit expired; an ask another
     process expired first is skipped (its conditional update changes nothing)."""
-    now = to_db(db.now())
-    due = list(Ask.select(Ask.id).where((Ask.status == "open") & (Ask.deadline <= now))
-               .order_by(Ask.deadline, Ask.id).limit(limit).tuples())
+    now = _stamp()
+    due = [ask.id for ask in Ask.select(Ask.id).where((Ask.status == "open") & (Ask.deadline <= now))
+           .order_by(Ask.deadline, Ask.id).limit(limit)]
     expired = 0
-    for (ask_id,) in due:
+    for ask_id in due:
         with db.current_database().atomic():  # a savepoint: one failing ask never spoils the others
             expired += _expire(ask_id, now)
     return expired
@@ -267,7 +274,7 @@ def _expire(ask_id: int, now: datetime) -> int:
         return 0
     ask = Ask.get_by_id(ask_id)
     _event("ask_expired", ask, question=ask.question, option=default)
-    db.after_commit(WAKE, {"identity": ask.asker})
+    db.after_commit(WAKE, WakePayload(identity=ask.asker))
     return 1
 
 
