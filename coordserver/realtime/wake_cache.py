@@ -197,7 +197,8 @@ def _neutral_units() -> frozenset[Callable]:
     from ..realtime import presence, webhook_delivery as push
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
                       identities.touch_token, presence._persist, event_log.prune,
-                      asks.expire_due,  # what it expires it logs (and so announces); a pass that finds none writes nothing
+                      # an expiry pass logs (so announces) what it expires; one that finds nothing writes nothing
+                      asks.expire_due,
                       # marks buzz delivered; announces wake_changed itself when it marked any
                       wake.wake_payload})
 

@@ -78,7 +78,8 @@ def _ask_text(event_type: str, data: dict) -> str:
                 f"Answer: POST /api/asks/{ask_id}/answer")
     if event_type == "ask_answered":
         said = data.get("option") if data.get("option") is not None else f"\"{_preview(str(data.get('text')))}\""
-        return f"{data.get('answeredBy')} answered your ask \"{question}\" (ask {ask_id}): {said}. GET /api/asks/{ask_id}"
+        return (f"{data.get('answeredBy')} answered your ask \"{question}\" (ask {ask_id}): {said}. "
+                f"GET /api/asks/{ask_id}")
     default = f": the default {data.get('option')} applies" if data.get("option") is not None else " unanswered"
     return f"Your ask \"{question}\" (ask {ask_id}) expired{default}. GET /api/asks/{ask_id}"
 

@@ -54,9 +54,10 @@ class NewAsk(Model):
     _OPTIONS = (f"options must be a list of {OPTIONS_MIN} to {OPTIONS_MAX} distinct labels of at most {LABEL_MAX} "
                 "characters")
     __messages__ = {"to": f"to must be an identity or a list of 1 to {TO_MAX} identities",
-                    "options": _OPTIONS, "options:length": _OPTIONS, "deadline": "deadline must be an ISO-8601 timestamp",
-                    "context": f"context holds messageId (an integer), taskId (text of at most {TASK_ID_MAX} characters) "
-                               "or alertId (an integer)"}
+                    "options": _OPTIONS, "options:length": _OPTIONS,
+                    "deadline": "deadline must be an ISO-8601 timestamp",
+                    "context": f"context holds messageId (an integer), taskId (text of at most {TASK_ID_MAX} "
+                               "characters) or alertId (an integer)"}
     # What the fields cannot say alone, for the schema; __post_init__ enforces the same.
     __schema_extra__ = {"allOf": [
         {"anyOf": [{"required": ["options"]},

@@ -194,7 +194,8 @@ class CoordClient:
     async def create_ask(self, to: str | list[str], question: str, options: list[str] | None = None,
                          allow_text: bool = False, deadline: str | None = None, default_option: int | None = None,
                          context: dict | None = None) -> Ask:
-        """`to`: one identity or a group; `deadline` ISO-8601; `default_option` 1-based; `context` e.g. {"taskId": ...}."""
+        """`to`: one identity or a group; `deadline` ISO-8601; `default_option` 1-based; `context` e.g.
+        {"taskId": ...}."""
         payload: dict[str, Any] = {"to": to, "question": question, "allowText": allow_text}
         for key, value in (("options", options), ("deadline", deadline), ("defaultOption", default_option),
                            ("context", context)):

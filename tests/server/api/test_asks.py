@@ -141,7 +141,8 @@ def test_a_group_ask_is_answered_once_for_all(srv):
         assert sorted(a.status_code for a in answers) == [200, 409]
         winner = next(a.json() for a in answers if a.status_code == 200)
         loser = next(a.json() for a in answers if a.status_code == 409)
-        assert loser["answeredBy"] == winner["answeredBy"] and loser["error"] == f"Already answered by {winner['answeredBy']}"
+        assert loser["answeredBy"] == winner["answeredBy"]
+        assert loser["error"] == f"Already answered by {winner['answeredBy']}"
         assert wake_items(bob, "ask") == wake_items(carol, "ask") == []
         [result] = wake_items(alice, "ask_result")
         assert result["answeredBy"] == winner["answeredBy"] and result["option"] == winner["option"]
@@ -305,7 +306,8 @@ def test_an_answer_after_the_deadline_is_refused_before_the_pass_expires_it(make
         assert srv.call(srv.coord.services.scheduler.expire_asks) == 0
         [item] = wake_items(alice, "ask_result")
         assert (item["status"], item["option"]) == ("expired", "Deploy now")
-        assert item["summary"] == "'Deploy now or wait for the window?' expired unanswered: the default Deploy now applies"
+        assert item["summary"] == ("'Deploy now or wait for the window?' expired unanswered: "
+                                   "the default Deploy now applies")
 
 
 def test_a_deadline_wakes_the_pass_before_its_interval(make_server):

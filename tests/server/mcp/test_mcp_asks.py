@@ -110,8 +110,8 @@ async def test_ask_human_returns_the_default_when_the_deadline_passes(srv):
 
 async def test_the_wait_is_bounded(srv):
     async with connect(srv.url, "alice") as session:
-        refused(await session.call_tool("ask_human", {"to": "bob", "question": "Q?", "options": ["a", "b"],
-                                                      "wait_seconds": WAIT_MAX + 1}), "wait_seconds must be at most 300")
+        too_long = {"to": "bob", "question": "Q?", "options": ["a", "b"], "wait_seconds": WAIT_MAX + 1}
+        refused(await session.call_tool("ask_human", too_long), "wait_seconds must be at most 300")
         listed = (await session.list_tools()).tools
         schema = next(t for t in listed if t.name == "ask_human").input_schema
         assert schema["properties"]["wait_seconds"]["maximum"] == WAIT_MAX == 300
