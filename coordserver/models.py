@@ -58,6 +58,7 @@ class BaseModel(pw.Model):
 
 
 class SchemaVersion(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     version = pw.IntegerField()
 
 
@@ -77,6 +78,7 @@ class User(BaseModel):
 
 
 class Token(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     identity = pw.CharField(max_length=50, index=True)
     token_hash = pw.CharField(max_length=64, unique=True)
     is_admin = pw.BooleanField(default=False)
@@ -91,6 +93,7 @@ class Token(BaseModel):
 
 
 class Invite(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     code = pw.CharField(max_length=64, unique=True)
     created_by = pw.CharField(max_length=50)
     identity_hint = pw.CharField(max_length=50, null=True)
@@ -113,6 +116,7 @@ class WebhookConfig(BaseModel):
 # --- event log and push outbox ---------------------------------------------------------------
 
 class Event(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     type = pw.CharField(max_length=40)
     data = JSONField()
     to_all = pw.BooleanField(default=False)
@@ -157,6 +161,7 @@ class PushDelivery(BaseModel):
 # --- mailbox ---------------------------------------------------------------------------------
 
 class Message(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     recipient = pw.CharField(max_length=50)
     sender = pw.CharField(max_length=50)
     title = pw.CharField(max_length=255)
@@ -213,6 +218,7 @@ class ChatMember(BaseModel):
 
 
 class ChatMessage(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     channel = pw.CharField(max_length=36)
     sender = pw.CharField(max_length=50)
     body = pw.TextField()
@@ -354,6 +360,7 @@ class TaskWorkflow(BaseModel):
 # --- buzz ------------------------------------------------------------------------------------
 
 class BuzzWebhook(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     app_name = pw.CharField(max_length=50, index=True)
     token = pw.CharField(max_length=32)
     title = pw.CharField(max_length=255)
@@ -367,6 +374,7 @@ class BuzzWebhook(BaseModel):
 
 
 class BuzzEvent(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     webhook_id = pw.BigIntegerField(index=True)
     app_name = pw.CharField(max_length=50)
     title = pw.CharField(max_length=255)
@@ -412,8 +420,10 @@ class NotebookPage(BaseModel):
 
 class NotebookRelay(BaseModel):
     """A CRDT update too large for a bus notification: other processes load it by id. Short-lived."""
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     page_id = pw.CharField(max_length=36)
-    update = pw.BlobField()
+    # Named apart from its column: an attribute `update` would hide Model.update (the UPDATE query builder).
+    payload = pw.BlobField(column_name="update")
     created_at = pw.DateTimeField(index=True)
 
 
@@ -430,6 +440,7 @@ class NotebookReadBase(BaseModel):
 
 
 class DirectoryEntry(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     title = pw.CharField(max_length=255)
     url = pw.CharField(max_length=2000)
     description = pw.TextField(null=True)

@@ -161,6 +161,7 @@ class ServerThread:
 
     def call(self, coro_factory, timeout: float = 30):
         """Run a coroutine on the server's loop from another thread (test helpers)."""
+        assert self._loop is not None, "the server has not started"
         return asyncio.run_coroutine_threadsafe(coro_factory(), self._loop).result(timeout)
 
     def stop(self, timeout: float = 30) -> None:

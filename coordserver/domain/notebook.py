@@ -369,12 +369,12 @@ def bus_update(page_id: str, update: bytes, origin: str | None) -> dict:
 
 
 def store_relay(page_id: str, update: bytes) -> int:
-    return NotebookRelay.create(page_id=page_id, update=update, created_at=to_db(db.now())).id
+    return NotebookRelay.create(page_id=page_id, payload=update, created_at=to_db(db.now())).id
 
 
 def load_relay(relay_id: int) -> bytes | None:
     row = NotebookRelay.get_or_none(NotebookRelay.id == relay_id)
-    return bytes(row.update) if row else None
+    return bytes(row.payload) if row else None
 
 
 def _prune_relays() -> None:
