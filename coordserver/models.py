@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Any, overload
 
 import peewee as pw
 
@@ -15,22 +16,22 @@ class ThreadBoundDatabaseProxy(pw.DatabaseProxy):
     do; a thread that bound nothing sees the database initialized last."""
     __slots__ = ("_default", "_local")
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_default", None)
         super().__init__()
 
     @property
-    def obj(self):
+    def obj(self) -> pw.Database:
         return getattr(self._local, "database", None) or self._default
 
-    def __setattr__(self, attr, value):
+    def __setattr__(self, attr: str, value: Any) -> None:
         if attr == "obj":
             object.__setattr__(self, "_default", value)
         else:
             object.__setattr__(self, attr, value)
 
-    def bind_thread(self, database) -> None:
+    def bind_thread(self, database: pw.Database) -> None:
         self._local.database = database
 
 
@@ -44,10 +45,16 @@ def new_uuid() -> str:
 class JSONField(pw.TextField):
     """JSON stored as text, portable across SQLite and PostgreSQL."""
 
-    def db_value(self, value):
+    @overload
+    def db_value(self, value: None) -> None: ...
+    @overload
+    def db_value(self, value: dict[str, Any] | list[Any]) -> str: ...
+    @overload
+    def db_value(self, value: Any) -> str | None: ...
+    def db_value(self, value: Any) -> str | None:
         return None if value is None else jsonstrict.dumps(value)
 
-    def python_value(self, value):
+    def python_value(self, value: str | None) -> Any:
         return None if value is None else jsonstrict.loads_lenient(value)
 
 

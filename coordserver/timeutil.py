@@ -83,7 +83,7 @@ def iso(value: datetime | str | None) -> str | None:
     return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def parse_iso(text: str) -> datetime:
+def parse_iso(text: object) -> datetime:
     """Accepts any ISO-8601 value; a value without an offset is taken as UTC. Raises ValueError."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("not an ISO-8601 timestamp")
