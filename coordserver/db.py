@@ -37,6 +37,10 @@ from .sql import (PreparedStatements, Row, current_database, locked, sql_execute
 from .timeutil import Clock
 from .unit import Merge, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
 
+# What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
+__all__ = ["Row", "Store", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event", "now",
+           "sql_execute", "sql_insert", "sql_rows", "tuples"]
+
 log = logging.getLogger("coord.db")
 
 _MAX_BATCH = 64

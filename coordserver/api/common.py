@@ -41,7 +41,9 @@ def _declared(part: str):
 
 async def body():
     """The current view's declared body model, parsed from the raw body (through jsonstrict)."""
-    return from_body(_declared("body"), await request.get_data(), _declared("body_required"),
+    # (get_data's defaults, named: its type is bytes only when as_text=False is said)
+    raw = await request.get_data(cache=True, as_text=False, parse_form_data=False)
+    return from_body(_declared("body"), raw, _declared("body_required"),
                      request.headers.get("Content-Type"))
 
 
