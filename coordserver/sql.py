@@ -8,7 +8,7 @@ import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, TypeVar, cast
+from typing import Any, TypeAlias, TypeVar, cast
 
 import peewee as pw
 
@@ -16,7 +16,7 @@ from .database import PostgresDatabase, is_sqlite
 from .models import database_proxy
 
 M = TypeVar("M", bound=pw.Model)
-Row = tuple[Any, ...]  # a row as the driver hands it back, columns in the statement's order
+Row: TypeAlias = tuple[Any, ...]  # a row as the driver hands it back, columns in the statement's order
 
 
 def current_database() -> pw.Database:

@@ -129,10 +129,11 @@ def _require_known(agent: str | None, key: str, env_identities: frozenset[str]) 
 # --- webhook configs -------------------------------------------------------------------------
 
 # Each takes a request body's field (any JSON value) and returns it checked and normalised.
-_CLEANERS: dict[str, Callable[[Any], Any]] = {"appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
-             "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
-             "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
-             "enabled": lambda value: flag(value, "enabled")}
+_CLEANERS: dict[str, Callable[[Any], Any]] = {
+    "appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
+    "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
+    "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
+    "enabled": lambda value: flag(value, "enabled")}
 
 
 def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:

@@ -341,8 +341,8 @@ _SUSPECT_SQL = {True: "(metadata IS NOT NULL AND json_valid(metadata) = 0)", Fal
 
 def _repair(encoded_rows: list[str], suspect_ids: list[int]) -> list[str]:
     """Re-encode the flagged rows of a page, reading their stored metadata leniently."""
-    stored: dict[int, str | None] = dict(_rows(f"SELECT id, metadata FROM message WHERE id IN ({', '.join('?' * len(suspect_ids))})",
-                        suspect_ids))
+    marks = ", ".join("?" * len(suspect_ids))
+    stored: dict[int, str | None] = dict(_rows(f"SELECT id, metadata FROM message WHERE id IN ({marks})", suspect_ids))
     repaired = []
     for text in encoded_rows:
         row = json.loads(text)
@@ -361,8 +361,9 @@ def _message_json_sql(sqlite: bool) -> str:
     dicts per request in Python (see bench/messages.py for the figures)."""
     def boolean(column: str) -> str:
         return f"json(CASE WHEN {column} THEN 'true' ELSE 'false' END)" if sqlite else column
-    read: dict[str, Callable[[str], str]] = {PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
-            JSON: lambda _column: _METADATA_SQL[sqlite]}
+    read: dict[str, Callable[[str], str]] = {
+        PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
+        JSON: lambda _column: _METADATA_SQL[sqlite]}
     pairs = [(camel(column), read[kind](column)) for column, kind in MESSAGE_WIRE]
     body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
     return f"json_object({body})" if sqlite else f"json_build_object({body})::text"

@@ -156,7 +156,8 @@ def off_hours(hidden: list[TaskRow]) -> list[JSONObject]:
     return list(projects.values())
 
 
-def active_tasks(identity: str, now: datetime, include_off_hours: bool) -> tuple[list[JSONObject], int, list[JSONObject]]:
+def active_tasks(identity: str, now: datetime,
+                 include_off_hours: bool) -> tuple[list[JSONObject], int, list[JSONObject]]:
     """The task items, how many there are, and what work hours hide (`off_hours`)."""
     hidden: list[TaskRow] = []
     rows, total = _visible_tasks(identity, now, include_off_hours, MAX_ITEMS_PER_SOURCE, hidden)

@@ -96,7 +96,8 @@ def _emit(workflow: Workflow, action: str, env_admins: frozenset[str]) -> None:
                to=audience(workflow.created_by, workflow.tagged_users, env_admins))
 
 
-def create_workflow(viewer: Principal, body: JSONObject, env_identities: frozenset[str], env_admins: frozenset[str]) -> JSONObject:
+def create_workflow(viewer: Principal, body: JSONObject, env_identities: frozenset[str],
+                    env_admins: frozenset[str]) -> JSONObject:
     if "title" not in body:
         raise Invalid("title is required")
     columns = {"enabled": True}

@@ -8,7 +8,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.projects import TAGGED_MAX
-from ..domain.swarm import COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN, TITLE_MAX
+from ..domain.swarm import (COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN,
+                            TITLE_MAX)
 from ..domain.task_rules import STATUSES
 from .base import Model, Query, text
 from .common import Identity, Limit, Time, capped, clamp_limit
