@@ -65,12 +65,27 @@ class ControlPayload(TypedDict):
     eventId: int
 
 
+class RoomMeta(TypedDict):
+    """What a notebook room needs to decide who may see and edit its page (domain/notebook.py room_meta)."""
+    createdBy: str
+    taggedUsers: list[str] | None
+    locked: bool
+    lockedBy: str | None
+    archived: bool
+
+
 class NotebookPayload(TypedDict, total=False):
     kind: Literal["update", "meta", "viewers"] | str
-    origin: str | None
+    origin: str | None  # the room that sent it; None from a unit of work (a "meta" change)
     update: str
     relay: int
     viewers: list[str]
+    # kind "meta": a RoomMeta's keys
+    createdBy: str
+    taggedUsers: list[str] | None
+    locked: bool
+    lockedBy: str | None
+    archived: bool
 
 
 class NotebookHeartbeatPayload(TypedDict):

@@ -169,6 +169,7 @@ class McpEndpoint:
         async with self.manager.run():
             running.set()
             shutting_down = self.coord.shutting_down
+            assert self._stop is not None  # start() made it
             waits = [asyncio.ensure_future(self._stop.wait())]
             if shutting_down is not None:
                 waits.append(asyncio.ensure_future(shutting_down.wait()))

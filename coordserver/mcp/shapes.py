@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 
@@ -47,9 +47,9 @@ class Shape:
         return getattr(self.view, "__schema__", {}) or {}
 
     @cached_property
-    def path_model(self) -> type:
+    def path_model(self) -> type[Model]:
         fields = [(name, PATH[name]) for name in _PATH_PARAM.findall(self.path)]
-        return msgspec.defstruct("Path", fields, bases=(Model,), kw_only=True)
+        return cast(type[Model], msgspec.defstruct("Path", fields, bases=(Model,), kw_only=True))  # a Model: its base
 
     @cached_property
     def query_model(self) -> type | None:

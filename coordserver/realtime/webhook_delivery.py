@@ -13,6 +13,7 @@ import hmac
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 import peewee as pw
@@ -161,9 +162,9 @@ def feed(overrides: dict, gaps: GapTracker, sqlite: bool) -> tuple[int, bool]:
     cursor = _lock_cursor(sqlite)
     if cursor is None:
         return 0, False
-    rows, count = gaps.read(cursor.last_event_id, lambda: list(
+    rows, count = gaps.read(cursor.last_event_id, lambda: list(db.tuples(
         Event.select(Event.id, Event.type).where(Event.id > cursor.last_event_id)
-        .order_by(Event.id).limit(FEED_BATCH).tuples()))
+        .order_by(Event.id).limit(FEED_BATCH))))
     usable = rows[:count]
     if not usable:
         return 0, False
@@ -231,7 +232,7 @@ def record_outcome(delivery_id: str, outcome: str, status_code: int | None, erro
         return None
     now = db.now()
     attempts = row.attempts + 1
-    changes = {"attempts": attempts, "claimed_until": None, "last_status": status_code}
+    changes: dict[str, Any] = {"attempts": attempts, "claimed_until": None, "last_status": status_code}
     if outcome == "delivered":
         result = "ok"
         changes.update(status="delivered", delivered_at=to_db(now), last_error=None)
@@ -253,8 +254,8 @@ def next_due_at() -> datetime | None:
 
 
 def backlog_stats() -> dict:
-    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
-                  .group_by(PushDelivery.status).tuples())
+    counts: dict[str, int] = dict(db.tuples(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                            .group_by(PushDelivery.status)))
     oldest = PushDelivery.select(pw.fn.MIN(PushDelivery.created_at)).where(PushDelivery.status == "pending").scalar()
     cursor = WorkerCursor.get_or_none(WorkerCursor.name == CURSOR_NAME)
     latest = Event.select(pw.fn.MAX(Event.id)).scalar() or 0
