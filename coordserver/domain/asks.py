@@ -280,7 +280,8 @@ def _expire(ask_id: int, now: datetime) -> int:
 
 def next_deadline() -> datetime | None:
     """The earliest deadline of an open ask (the expiry pass sleeps until then)."""
-    value = Ask.select(pw.fn.MIN(Ask.deadline)).where((Ask.status == "open") & Ask.deadline.is_null(False)).scalar()
+    value: datetime | str | None = Ask.select(pw.fn.MIN(Ask.deadline)).where(
+        (Ask.status == "open") & Ask.deadline.is_null(False)).scalar()
     return from_db(value)
 
 

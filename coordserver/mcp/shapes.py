@@ -80,7 +80,7 @@ class Shape:
             return given, None
         names = wire_names(self.own)
         try:
-            own = convert(self.own, {k: v for k, v in given.items() if k in names})
+            own: Any = convert(self.own, {k: v for k, v in given.items() if k in names})
         except Invalid as error:
             raise Refused(error.message) from None
         return {k: v for k, v in given.items() if k not in names}, own

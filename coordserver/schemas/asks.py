@@ -21,7 +21,7 @@ _TO_SCHEMA = {"description": f"an identity, or a list of 1 to {TO_MAX} (a group:
                                            "maxItems": TO_MAX}]}
 _IDENTITY_PATTERN = re.compile(_IDENTITY_SCHEMA["pattern"])
 
-Label = text(LABEL_MAX, "an option's label")
+Label = Annotated[str, text(LABEL_MAX, "an option's label")]
 OptionNumber = Annotated[int, msgspec.Meta(ge=1, le=OPTIONS_MAX, description="an option's number, 1 for the first")]
 Options = Annotated[list[Label], msgspec.Meta(min_length=OPTIONS_MIN, max_length=OPTIONS_MAX,
                                               description="distinct labels, shown numbered from 1")]
@@ -32,7 +32,7 @@ class AskContext(Model):
     """What the ask is about: a mailbox message, a task or an alert (usually one of them; a pointer for the
     client to open, whose reading follows that object's own rules). An empty context is no context."""
     message_id: RowId | UnsetType = UNSET
-    task_id: text(TASK_ID_MAX) | UnsetType = UNSET
+    task_id: Annotated[str, text(TASK_ID_MAX)] | UnsetType = UNSET
     alert_id: RowId | UnsetType = UNSET
 
     def plain(self) -> dict[str, Any]:
@@ -65,7 +65,7 @@ class NewAsk(Model):
         {"anyOf": [{"not": {"required": ["defaultOption"]}}, {"properties": {"defaultOption": {"type": "null"}}},
                    *_default_fits()]}]}
     to: str | list[str]
-    question: text(QUESTION_MAX)
+    question: Annotated[str, text(QUESTION_MAX)]
     options: Options | UnsetType = UNSET
     allow_text: bool = False
     deadline: Time | None = None
@@ -101,7 +101,7 @@ class AskAnswer(Model):
     """POST /api/asks/{id}/answer: `option` (its number, or its label) or, where the ask allows it, `text`."""
     __schema_extra__ = {"oneOf": [{"required": ["option"]}, {"required": ["text"]}]}
     option: OptionNumber | Label | UnsetType = UNSET
-    text: text(TEXT_MAX) | UnsetType = UNSET
+    text: Annotated[str, text(TEXT_MAX)] | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         if (self.option is UNSET) == (self.text is UNSET):

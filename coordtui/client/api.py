@@ -197,7 +197,7 @@ class CoordClient:
 
     async def create_ask(self, to: str | list[str], question: str, options: list[str] | None = None,
                          allow_text: bool = False, deadline: str | None = None, default_option: int | None = None,
-                         context: dict | None = None) -> Ask:
+                         context: JSONObject | None = None) -> Ask:
         """`to`: one identity or a group; `deadline` ISO-8601; `default_option` 1-based; `context` e.g.
         {"taskId": ...}."""
         payload: dict[str, Any] = {"to": to, "question": question, "allowText": allow_text}

@@ -118,7 +118,7 @@ class Ask:
     created_at: datetime | None
     deadline: datetime | None = None
     default_option: int | None = None  # 1-based
-    context: dict | None = None  # messageId, taskId or alertId
+    context: JSONObject | None = None  # messageId, taskId or alertId
     answered_by: str | None = None
     option: str | None = None  # the answer's label (on an expired ask: the default applied)
     text: str | None = None
@@ -130,7 +130,7 @@ class Ask:
         return self.status == "open"
 
     @classmethod
-    def parse(cls, row: dict) -> "Ask":
+    def parse(cls, row: JSONObject) -> "Ask":
         context = row.get("context")
         return cls(id=parse_id(row.get("id")), asker=str(row.get("from") or ""),
                    to=tuple(str(i) for i in row.get("to") or ()), question=str(row.get("question") or ""),
