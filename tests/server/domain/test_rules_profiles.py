@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from coordserver.domain import identities, users
-from coordserver.errors import Invalid
+from coordserver.errors import Invalid, NotFound
 from coordserver.events.channels import TOKENS
 from coordserver.models import Event, Message, Task, Token, User, WebhookConfig
 from coordserver.timeutil import iso, to_db
@@ -122,6 +122,12 @@ async def test_refused_fields(store, body, message):
     with pytest.raises(Invalid) as refused:
         await store.write(users.admin_update, "fay", body)
     assert refused.value.message == message
+
+
+async def test_an_unknown_user_is_not_found(store):
+    with pytest.raises(NotFound) as missing:
+        await store.write(users.admin_update, "nobody", {"isAgent": True})
+    assert missing.value.message == "User not found"
 
 
 async def test_an_avatar_url_may_be_500_characters_in_any_case_of_scheme(store):
