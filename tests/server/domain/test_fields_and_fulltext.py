@@ -90,3 +90,12 @@ def test_every_word_must_match_and_nothing_reaches_the_parser(inbox, query, titl
 def test_words_past_the_32nd_are_not_searched(inbox):
     assert found(inbox, " ".join(["deploy"] * 32 + ["nowhere"])) == ["Deploy plan"]
     assert found(inbox, " ".join(["deploy"] * 31 + ["nowhere"])) == []
+
+
+def test_a_term_with_quotes_is_searched_as_its_words(inbox):
+    """condition() takes any terms safely: a quote inside one is text, not query syntax."""
+    def search(terms):
+        return inbox.run_sync(lambda: [m.title for m in Message.select().where(
+            (Message.recipient == "ann") & fulltext.condition(Message, "message_fts", messages._MESSAGE_DOCUMENT, terms))])
+    assert search(['rollout"starts']) == ["Deploy plan"]
+    assert search(['"marks"']) == ['Quote "marks"']
