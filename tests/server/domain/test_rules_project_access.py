@@ -282,3 +282,37 @@ async def test_archiving_a_project_keeps_the_first_instant(world):
     assert again["archivedAt"] == first["archivedAt"] and again["updatedAt"] == first["updatedAt"]
     with pytest.raises(NotFound):
         await world.write(projects.archive_project, user("out"), world.ids["closed"])
+
+
+async def test_a_lead_change_waits_for_one_in_progress_elsewhere(pg_cluster):
+    """update_project locks the project for the unit: a lead whose leadership is being taken away by another
+    process's change, still uncommitted, is judged by the leads that change leaves."""
+    import asyncio
+    import threading
+    import time
+    from coordserver.db import Store
+    from coordserver.timeutil import FrozenClock
+    url = pg_cluster.create_database()
+    here, there = (Store(url, FrozenClock(START)) for _ in range(2))
+    for each in (here, there):
+        each.open()
+    try:
+        pid = await here.write(make_project, "P", None)
+        held = threading.Event()
+
+        def take_over():
+            projects.update_project(admin("root"), pid, {"projectLeadUserId": "bob", "developerLeadUserId": "bob"},
+                                    KNOWN)
+            held.set()
+            time.sleep(0.5)
+        first = asyncio.ensure_future(here.write(take_over))
+        assert await asyncio.to_thread(held.wait, 10)
+        with pytest.raises(Forbidden) as refused:
+            await there.write(projects.update_project, user("pl"), pid, {"developerLeadUserId": "cre"}, KNOWN)
+        assert refused.value.message == "Only the project's leads (bob) or an admin may change its leads"
+        await first
+        row = await here.read(Project.get_by_id, pid)
+        assert (row.project_lead_user_id, row.developer_lead_user_id) == ("bob", "bob")
+    finally:
+        for each in (here, there):
+            each.close()
