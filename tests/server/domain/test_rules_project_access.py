@@ -192,6 +192,8 @@ def test_creating_a_project_with_every_field(store):
     ({"title": "T", "color": "#000000", "workHoursEnd": True}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursEnd": 9.0}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursTimezone": "Mars/Base"}, "Unknown timezone: Mars/Base"),
+    ({"title": "T", "color": "#000000", "workHoursTimezone": ""},
+     "workHoursTimezone must be an IANA timezone name such as America/Chicago"),
     ({"title": "T", "color": "#000000", "taggedUsers": "tag"},
      "taggedUsers must be null or an array of at most 100 identities"),
     ({"title": "T", "color": "#000000", "taggedUsers": ["tag"] * 101},
@@ -210,6 +212,16 @@ def test_tagged_users_of_exactly_a_hundred_and_none_for_empty(store):
     assert projects.tagged_users(None, known) is None
     assert run(store, projects.tagged_users, [], known) is None
     assert run(store, projects.tagged_users, sorted(known, reverse=True), known) == sorted(known)
+
+
+def test_projects_of_one_title_are_listed_by_creation_time_then_id(store):
+    stepped_back = []  # each made an hour before the one made just before it (a clock stepped back)
+    for _ in range(6):
+        stepped_back.append(create(store, user("cre"), {"title": "Same", "color": "#000000"})["id"])
+        store.clock.advance(hours=-1)
+    at_once = [create(store, user("cre"), {"title": "Twin", "color": "#000000"})["id"] for _ in range(6)]
+    listed = [p["id"] for p in run(store, projects.list_projects, user("cre"), False)]
+    assert listed == [*reversed(stepped_back), *sorted(at_once)]
 
 
 def test_the_project_list(world):
@@ -282,6 +294,9 @@ async def test_archiving_a_project_keeps_the_first_instant(world):
     assert again["archivedAt"] == first["archivedAt"] and again["updatedAt"] == first["updatedAt"]
     with pytest.raises(NotFound):
         await world.write(projects.archive_project, user("out"), world.ids["closed"])
+    # a tagged member, and an admin by its token, archive the restricted project
+    assert (await world.write(projects.archive_project, user("tag"), world.ids["closed"]))["archivedAt"]
+    assert (await world.write(projects.archive_project, admin("out"), world.ids["leadless"]))["archivedAt"]
 
 
 async def test_a_lead_change_waits_for_one_in_progress_elsewhere(pg_cluster):
