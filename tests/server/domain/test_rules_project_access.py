@@ -134,7 +134,8 @@ def test_who_hears_of_a_projects_tasks(world):
 
 def test_tags_are_stored_once_each_and_replaced(store):
     pid = run(store, make_project, "P", ["b", "a", "b"])
-    tags = lambda: run(store, lambda: sorted(t.identity for t in ProjectTag.select().where(ProjectTag.project_id == pid)))
+    def tags():
+        return run(store, lambda: sorted(t.identity for t in ProjectTag.select().where(ProjectTag.project_id == pid)))
     assert tags() == ["a", "b"]
     run(store, project_access.store_tags, pid, ["c"])
     assert tags() == ["c"]
@@ -166,7 +167,8 @@ def test_creating_a_project_with_defaults(store):
 
 
 def test_creating_a_project_with_every_field(store):
-    body = {"title": "Site", "color": "#000000", "description": "d", "websiteUrl": "https://w", "onedevUrl": "https://o",
+    body = {"title": "Site", "color": "#000000", "description": "d", "websiteUrl": "https://w",
+            "onedevUrl": "https://o",
             "githubUrl": "https://g", "dokployDeployUrl": "https://k", "projectLeadUserId": "PL",
             "developerLeadUserId": None, "workHoursStart": 0, "workHoursEnd": 23, "workHoursTimezone": "Europe/Paris",
             "blockingMode": True, "taggedUsers": ["tag", "bob", "tag"]}
@@ -176,7 +178,8 @@ def test_creating_a_project_with_every_field(store):
 
 
 @pytest.mark.parametrize("body, message", [
-    ({"color": "#000000"}, "title and color are required"), ({"title": " ", "color": "#000000"}, "title and color are required"),
+    ({"color": "#000000"}, "title and color are required"),
+    ({"title": " ", "color": "#000000"}, "title and color are required"),
     ({"title": "T"}, "title and color are required"), ({"title": "T", "color": ""}, "title and color are required"),
     ({"title": 5, "color": "#000000"}, "title and color are required"),
     ({"title": "T", "color": 5}, "title and color are required"),
@@ -186,7 +189,8 @@ def test_creating_a_project_with_every_field(store):
     ({"title": "T", "color": "#000000", "description": 5}, "description must be a string"),
     ({"title": "T", "color": "#000000", "description": "x" * 20_001}, "description is longer than 20000 characters"),
     ({"title": "T", "color": "#000000", "githubUrl": "x" * 501}, "githubUrl is longer than 500 characters"),
-    ({"title": "T", "color": "#000000", "developerLeadUserId": "ghost"}, "Unknown identity for developerLeadUserId: ghost"),
+    ({"title": "T", "color": "#000000", "developerLeadUserId": "ghost"},
+     "Unknown identity for developerLeadUserId: ghost"),
     ({"title": "T", "color": "#000000", "workHoursStart": -1}, "workHoursStart must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursEnd": 24}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursEnd": True}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
@@ -252,7 +256,8 @@ async def test_updating_a_project(world):
 
 
 @pytest.mark.parametrize("viewer, body, message", [
-    (user("tag"), {"developerLeadUserId": "bob"}, "Only the project's leads (bob, dl) or an admin may change its leads"),
+    (user("tag"), {"developerLeadUserId": "bob"},
+     "Only the project's leads (bob, dl) or an admin may change its leads"),
     (user("tag"), {"projectLeadUserId": None}, "Only the project's leads (bob, dl) or an admin may change its leads"),
     (user("tag"), {"taggedUsers": ["tag", "bob"]},
      "Only the project's creator, its leads or an admin may change taggedUsers"),
