@@ -22,16 +22,10 @@ from pathlib import Path
 from typing import Callable
 
 import httpx
-import platformdirs
 
-LOCK_FILE = "serve.lock"
-TOKEN_FILE = "local-admin.token"  # written by embedded.EmbeddedServer
+from .config import LOCK_FILE, TOKEN_FILE
+
 ATTACH_WAIT = 30.0  # how long to wait for an owner that holds the lock but has not published its URL yet
-
-
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("coord"))
 
 
 try:

@@ -17,9 +17,8 @@ from urllib.parse import urlsplit
 import typer
 from typer.core import TyperGroup
 
-from .bundled import default_data_dir
 from .client.api import ApiError, ConnectionFailed, CoordClient
-from .config import ConfigError, Profile, load_profile
+from .config import ConfigError, Profile, default_data_dir, load_profile
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 

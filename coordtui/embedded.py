@@ -8,7 +8,7 @@ from pathlib import Path
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 
-from .bundled import TOKEN_FILE, default_data_dir
+from .config import TOKEN_FILE, default_data_dir
 
 LOCAL_ADMIN = "admin"
 

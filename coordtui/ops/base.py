@@ -1,22 +1,40 @@
 """What every operator screen shares: a table loaded through the SDK, forms that send themselves,
-confirmations, and a dialog that shows a secret or URL once, selectable and copyable."""
+confirmations, and a dialog that shows a secret or URL once, selectable and copyable.
+
+Operator screens and actions are given an OpsHost: the app as Textual knows it (to push screens, toast,
+copy), the session (client, identity, clock), and how to show a chat channel. They never call into CoordApp."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, ClassVar
 
 from rich.markup import escape
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from ..client.api import ApiError, ConnectionFailed
+from ..client.api import ApiError, ConnectionFailed, CoordClient
+from ..connection import state_look
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
+from ..session import Session
 from ..tables import PlainTable, cursor_key, row_matches
+
+
+@dataclass(frozen=True)
+class OpsHost:
+    """What operator screens and actions are given by the app."""
+    app: App[Any]  # Textual's: push_screen, notify, copy_to_clipboard, run_worker
+    session: Session
+    show_channel: Callable[[str], None]  # brings the Chat pane into view with this channel open
+
+    @property
+    def client(self) -> CoordClient:
+        return self.session.connected_client()
 
 
 def blank_none(value: Any) -> Any:
@@ -41,15 +59,18 @@ def identity_list(value: str) -> list[str]:
     return [part.strip() for part in value.replace(" ", ",").split(",") if part.strip()]
 
 
-def refresh_ops(app) -> None:
+def refresh_ops(app: App[Any]) -> None:
     """Reload the list that is showing (lists under a dialog reload when they show again)."""
     if isinstance(app.screen, OpsScreen):
         app.screen.reload()
 
 
-def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, done: Callable[[Any], str | None],
-             after: Callable[[Any], None] | None = None, form: Callable[..., FormScreen] = FormScreen) -> None:
+def run_form(host: OpsHost, title: str, fields: list[Field], label: str, submit: Submit,
+             done: Callable[[Any], str | None], after: Callable[[Any], None] | None = None,
+             form: Callable[..., FormScreen] = FormScreen) -> None:
     """Opens a form that sends itself (a refusal keeps the text); on success: a toast, lists reloaded, `after`."""
+    app = host.app
+
     def finished(result: Any) -> None:
         if result is None:
             return
@@ -62,10 +83,10 @@ def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, d
     app.push_screen(form(title, fields, label, submit=submit), finished)
 
 
-def confirm(app, question: str, label: str, action: Callable[[], Awaitable[Any]], done: str,
+def confirm(host: OpsHost, question: str, label: str, action: Callable[[], Awaitable[Any]], done: str,
             after: Callable[[Any], None] | None = None) -> None:
     """A yes/no dialog whose yes sends the request; a refusal stays visible in the dialog."""
-    run_form(app, question, [], label, lambda _values: action(), lambda _r: done, after)
+    run_form(host, question, [], label, lambda _values: action(), lambda _r: done, after)
 
 
 class SecretScreen(ModalScreen[None]):
@@ -133,15 +154,16 @@ class OpsScreen(Screen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh"),
                 Binding("slash", "filter", "Filter")]
 
-    def __init__(self) -> None:
+    def __init__(self, host: OpsHost) -> None:
         super().__init__(classes="ops-screen")
+        self.host = host
         self.items: dict[str, Any] = {}
         self.loads = 0
         self.filter_text = ""
 
     @property
-    def client(self):
-        return self.app.client
+    def client(self) -> CoordClient:
+        return self.host.client
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="ops-top"):
@@ -166,8 +188,7 @@ class OpsScreen(Screen):
         self.reload()
 
     def show_connection(self, state: str) -> None:
-        from ..app import STATE_LOOK  # the app imports this module
-        text, colour = STATE_LOOK.get(state, (state, "white"))
+        text, colour = state_look(state)
         self.query_one("#ops-conn", Static).update(f"[b {colour}]{escape(text)}[/]")
 
     def action_reload(self) -> None:

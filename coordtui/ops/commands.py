@@ -1,14 +1,19 @@
 """ctrl+p: every operator action, the per-item ones (edit X, archive X, revoke #n) read from the server
-when the palette opens."""
+when the palette opens; and OPENERS, what each pane key that opens an operator screen or form opens.
+
+The palette finds what it needs (the OpsHost) on the app as `ops`, which it checks is one."""
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 from rich.markup import escape
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ..client.api import ApiError, ConnectionFailed
+from ..panes.base import OpsName
 from . import admin, chat, projects, templates, users, webhooks
+from .base import OpsHost
 
 LOAD_TIMEOUT = 3.0
 
@@ -27,20 +32,22 @@ class OpsCommands(Provider):
         self.entries: list[tuple[str, str, object]] = []
 
     async def startup(self) -> None:
-        app = self.app
-        client = getattr(app, "client", None)
+        host = getattr(self.app, "ops", None)
+        if not isinstance(host, OpsHost):  # an app without operator actions
+            return
+        client = host.session.client
         data = {"projects": [], "webhooks": [], "templates": [], "tokens": [], "users": None}
         if client is not None:
-            is_admin = getattr(app, "is_admin", False)
+            is_admin = host.session.is_admin
             admin_only = client.tokens if is_admin else (lambda: asyncio.sleep(0, []))
             user_list = (lambda: users.load(client)) if is_admin else (lambda: asyncio.sleep(0, None))
             found = await asyncio.gather(_quietly(client.projects_all), _quietly(client.webhooks),
                                          _quietly(client.templates), _quietly(admin_only),
                                          _quietly(user_list, default=None))
             data = dict(zip(data, found))
-        self.entries = [*projects.commands(app, data["projects"]), *templates.commands(app, data["templates"]),
-                        *webhooks.commands(app, data["webhooks"]), *chat.commands(app),
-                        *admin.commands(app, data["tokens"]), *users.commands(app, data["users"])]
+        self.entries = [*projects.commands(host, data["projects"]), *templates.commands(host, data["templates"]),
+                        *webhooks.commands(host, data["webhooks"]), *chat.commands(host),
+                        *admin.commands(host, data["tokens"]), *users.commands(host, data["users"])]
 
     # The palette reads a hit's words as markup; they hold the server's (project titles, display names, ...):
     # escaped, they show as written (the SDK has already neutralised their control characters).
@@ -61,22 +68,20 @@ def _shown(help_text: str | None) -> str | None:
     return escape(help_text) if help_text else None
 
 
-OPENERS = {
-    "projects": lambda app: app.push_screen(projects.ProjectsScreen()),
-    "templates": lambda app: app.push_screen(templates.TemplatesScreen()),
-    "webhooks": lambda app: app.push_screen(webhooks.WebhooksScreen()),
-    "tokens": lambda app: app.push_screen(admin.TokensScreen()),
-    "invites": lambda app: app.push_screen(admin.InvitesScreen()),
-    "users": lambda app: app.push_screen(users.UsersScreen()),
+OPENERS: dict[OpsName, Callable[[OpsHost], object]] = {
+    "projects": lambda host: host.app.push_screen(projects.ProjectsScreen(host)),
+    "templates": lambda host: host.app.push_screen(templates.TemplatesScreen(host)),
+    "webhooks": lambda host: host.app.push_screen(webhooks.WebhooksScreen(host)),
+    "tokens": lambda host: host.app.push_screen(admin.TokensScreen(host)),
+    "invites": lambda host: host.app.push_screen(admin.InvitesScreen(host)),
+    "users": lambda host: host.app.push_screen(users.UsersScreen(host)),
     "group": chat.new_group,
 }
 
 
-class OpsActions:
-    """Mixed into the App: `app.ops('<name>')` for pane key bindings, and the palette provider."""
-
-    def action_ops(self, name: str) -> None:
-        if self.client is None:
-            self.notify("Not connected yet", severity="warning", timeout=3)
-            return
-        OPENERS[name](self)
+def open_ops(host: OpsHost, name: OpsName) -> None:
+    """What a pane's key asked for (Pane.OpsAsked), once connected."""
+    if host.session.client is None:
+        host.app.notify("Not connected yet", severity="warning", timeout=3)
+        return
+    OPENERS[name](host)

@@ -64,25 +64,25 @@ def knows_visibility(projects: list[Project]) -> bool:
     return not projects or any(p.has_visibility for p in projects)
 
 
-def new_project(app, visibility: bool = True) -> None:
+def new_project(host, visibility: bool = True) -> None:
     def submit(values: dict):
-        return app.client.create_project(values["title"], values["color"], **wire_fields(values))
-    run_form(app, "New project", project_fields(None, visibility), "Create", submit,
+        return host.client.create_project(values["title"], values["color"], **wire_fields(values))
+    run_form(host, "New project", project_fields(None, visibility), "Create", submit,
              lambda p: f"Project {p.title} created")
 
 
-def edit_project(app, project: Project) -> None:
+def edit_project(host, project: Project) -> None:
     def submit(values: dict):
         # an emptied lead keeps the current one (a project always has leads); other empties clear
         fields = {k: v for k, v in wire_fields(values).items() if v is not None or not k.endswith("LeadUserId")}
-        return app.client.update_project(project.id, title=values["title"], color=values["color"], **fields)
-    run_form(app, f"Edit project: {project.title}", project_fields(project, project.has_visibility), "Save", submit,
+        return host.client.update_project(project.id, title=values["title"], color=values["color"], **fields)
+    run_form(host, f"Edit project: {project.title}", project_fields(project, project.has_visibility), "Save", submit,
              lambda p: f"Project {p.title} saved")
 
 
-def archive_project(app, project: Project) -> None:
-    confirm(app, f"Archive project {project.title}? Its tasks stay; the project leaves the lists.", "Archive",
-            lambda: app.client.archive_project(project.id), f"Project {project.title} archived")
+def archive_project(host, project: Project) -> None:
+    confirm(host, f"Archive project {project.title}? Its tasks stay; the project leaves the lists.", "Archive",
+            lambda: host.client.archive_project(project.id), f"Project {project.title} archived")
 
 
 class ProjectsScreen(OpsScreen):
@@ -110,12 +110,12 @@ class ProjectsScreen(OpsScreen):
         return (p.description or "").replace("\n", " ")[:300]
 
     def action_new(self) -> None:
-        new_project(self.app, knows_visibility(list(self.items.values())))
+        new_project(self.host, knows_visibility(list(self.items.values())))
 
     def action_edit(self) -> None:
         project = self.need()
         if project is not None:
-            edit_project(self.app, project)
+            edit_project(self.host, project)
 
     def on_data_table_row_selected(self, event) -> None:
         self.action_edit()
@@ -127,16 +127,16 @@ class ProjectsScreen(OpsScreen):
         if project.archived_at:
             self.notify(f"{project.title} is already archived", timeout=3)
             return
-        archive_project(self.app, project)
+        archive_project(self.host, project)
 
 
-def commands(app, projects: list[Project]):
-    yield "Projects", "List, create, edit and archive swarm projects (Swarm pane: P)", lambda: app.push_screen(
-        ProjectsScreen())
+def commands(host, projects: list[Project]):
+    yield "Projects", "List, create, edit and archive swarm projects (Swarm pane: P)", lambda: host.app.push_screen(
+        ProjectsScreen(host))
     yield "New project", "Create a swarm project: title, colour, leads, work hours, visibility", \
-        lambda: new_project(app, knows_visibility(projects))
+        lambda: new_project(host, knows_visibility(projects))
     for p in projects:
         if p.archived_at:
             continue
-        yield f"Edit project: {p.title}", "Title, colour, leads, work hours", lambda p=p: edit_project(app, p)
-        yield f"Archive project: {p.title}", "Asks first", lambda p=p: archive_project(app, p)
+        yield f"Edit project: {p.title}", "Title, colour, leads, work hours", lambda p=p: edit_project(host, p)
+        yield f"Archive project: {p.title}", "Asks first", lambda p=p: archive_project(host, p)

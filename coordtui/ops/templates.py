@@ -122,9 +122,9 @@ def wire_fields(values: dict, projects: list) -> dict:
             "initialStatus": values["status"], "detail": blank_none(values["detail"])}
 
 
-async def _projects(app) -> list:
+async def _projects(host) -> list:
     try:
-        return await app.client.projects()
+        return await host.client.projects()
     except (ApiError, ConnectionFailed):  # the form still works without the project choice
         return []
 
@@ -133,28 +133,28 @@ def saved_text(verb: str):
     return lambda t: f"Template {t.title} {verb} · {next_run_text(t)}"
 
 
-async def new_template(app) -> None:
-    projects = await _projects(app)
+async def new_template(host) -> None:
+    projects = await _projects(host)
 
     def submit(values: dict):
-        return app.client.create_template(values["title"], values["cron"], **wire_fields(values, projects))
-    run_form(app, "New recurring template", template_fields(None, projects), "Create", submit, saved_text("created"),
-             form=partial(TemplateForm, app.client))
+        return host.client.create_template(values["title"], values["cron"], **wire_fields(values, projects))
+    run_form(host, "New recurring template", template_fields(None, projects), "Create", submit, saved_text("created"),
+             form=partial(TemplateForm, host.client))
 
 
-async def edit_template(app, t: Template) -> None:
-    projects = await _projects(app)
+async def edit_template(host, t: Template) -> None:
+    projects = await _projects(host)
 
     def submit(values: dict):
-        return app.client.update_template(t.id, title=values["title"], cronExpr=values["cron"],
+        return host.client.update_template(t.id, title=values["title"], cronExpr=values["cron"],
                                           enabled=values["enabled"], **wire_fields(values, projects))
-    run_form(app, f"Edit template: {t.title}", template_fields(t, projects), "Save", submit, saved_text("saved"),
-             form=partial(TemplateForm, app.client))
+    run_form(host, f"Edit template: {t.title}", template_fields(t, projects), "Save", submit, saved_text("saved"),
+             form=partial(TemplateForm, host.client))
 
 
-def delete_template(app, t: Template) -> None:
-    confirm(app, f"Delete recurring template {t.title}? Tasks it made stay.", "Delete",
-            lambda: app.client.delete_template(t.id), f"Template {t.title} deleted")
+def delete_template(host, t: Template) -> None:
+    confirm(host, f"Delete recurring template {t.title}? Tasks it made stay.", "Delete",
+            lambda: host.client.delete_template(t.id), f"Template {t.title} deleted")
 
 
 class TemplatesScreen(OpsScreen):
@@ -179,12 +179,12 @@ class TemplatesScreen(OpsScreen):
         return next_run_text(t) + last
 
     def action_new(self) -> None:
-        self.run_worker(new_template(self.app), group="ops-form")
+        self.run_worker(new_template(self.host), group="ops-form")
 
     def action_edit(self) -> None:
         t = self.need()
         if t is not None:
-            self.run_worker(edit_template(self.app, t), group="ops-form")
+            self.run_worker(edit_template(self.host, t), group="ops-form")
 
     def on_data_table_row_selected(self, event) -> None:
         self.action_edit()
@@ -192,13 +192,13 @@ class TemplatesScreen(OpsScreen):
     def action_delete(self) -> None:
         t = self.need()
         if t is not None:
-            delete_template(self.app, t)
+            delete_template(self.host, t)
 
 
-def commands(app, templates: list[Template]):
+def commands(host, templates: list[Template]):
     yield "Recurring templates", "List, create, edit and delete recurring templates (Swarm pane: R)", \
-        lambda: app.push_screen(TemplatesScreen())
-    yield "New recurring template", "A task made on a cron schedule", lambda: app.run_worker(new_template(app))
+        lambda: host.app.push_screen(TemplatesScreen(host))
+    yield "New recurring template", "A task made on a cron schedule", lambda: host.app.run_worker(new_template(host))
     for t in templates:
-        yield f"Edit template: {t.title}", f"{t.cron_expr} {t.timezone}", lambda t=t: app.run_worker(edit_template(app, t))
-        yield f"Delete template: {t.title}", "Asks first", lambda t=t: delete_template(app, t)
+        yield f"Edit template: {t.title}", f"{t.cron_expr} {t.timezone}", lambda t=t: host.app.run_worker(edit_template(host, t))
+        yield f"Delete template: {t.title}", "Asks first", lambda t=t: delete_template(host, t)

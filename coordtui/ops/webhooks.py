@@ -40,35 +40,35 @@ def wire_fields(values: dict) -> dict:
             "notifyAgent": blank_none(values["notify_agent"])}
 
 
-def show_ingest_url(app, hook: Webhook, created: bool = False) -> None:
+def show_ingest_url(host, hook: Webhook, created: bool = False) -> None:
     note = ("Send alerts here (any body; JSON `title`/`body` are used). The URL holds the webhook's secret."
             if created else "The URL holds the webhook's secret: share it only with the sender.")
-    app.push_screen(SecretScreen(f"Ingest URL: {hook.app_name}", note, [("Ingest URL", hook.ingest_url or "")]))
+    host.app.push_screen(SecretScreen(f"Ingest URL: {hook.app_name}", note, [("Ingest URL", hook.ingest_url or "")]))
 
 
-def copy_ingest_url(app, hook: Webhook) -> None:
-    app.copy_to_clipboard(hook.ingest_url or "")
-    app.notify(f"Ingest URL of {hook.app_name} copied to the clipboard", timeout=3)
+def copy_ingest_url(host, hook: Webhook) -> None:
+    host.app.copy_to_clipboard(hook.ingest_url or "")
+    host.app.notify(f"Ingest URL of {hook.app_name} copied to the clipboard", timeout=3)
 
 
-def new_webhook(app) -> None:
+def new_webhook(host) -> None:
     def submit(values: dict):
-        return app.client.create_webhook(values["app_name"], values["title"], **wire_fields(values))
-    run_form(app, "New buzz webhook", webhook_fields(None, app.identity or ""), "Create", submit, lambda h: f"Webhook {h.app_name} created",
-             after=lambda hook: show_ingest_url(app, hook, created=True))
+        return host.client.create_webhook(values["app_name"], values["title"], **wire_fields(values))
+    run_form(host, "New buzz webhook", webhook_fields(None, host.session.identity or ""), "Create", submit, lambda h: f"Webhook {h.app_name} created",
+             after=lambda hook: show_ingest_url(host, hook, created=True))
 
 
-def edit_webhook(app, hook: Webhook) -> None:
+def edit_webhook(host, hook: Webhook) -> None:
     def submit(values: dict):
-        return app.client.update_webhook(hook.id, appName=values["app_name"], title=values["title"],
+        return host.client.update_webhook(hook.id, appName=values["app_name"], title=values["title"],
                                          enabled=values["enabled"], **wire_fields(values))
-    run_form(app, f"Edit webhook: {hook.app_name}", webhook_fields(hook), "Save", submit,
+    run_form(host, f"Edit webhook: {hook.app_name}", webhook_fields(hook), "Save", submit,
              lambda h: f"Webhook {h.app_name} saved")
 
 
-def delete_webhook(app, hook: Webhook) -> None:
-    confirm(app, f"Delete webhook {hook.app_name} ({hook.title})? Its ingest URL stops working.", "Delete",
-            lambda: app.client.delete_webhook(hook.id), f"Webhook {hook.app_name} deleted")
+def delete_webhook(host, hook: Webhook) -> None:
+    confirm(host, f"Delete webhook {hook.app_name} ({hook.title})? Its ingest URL stops working.", "Delete",
+            lambda: host.client.delete_webhook(hook.id), f"Webhook {hook.app_name} deleted")
 
 
 class WebhooksScreen(OpsScreen):
@@ -93,12 +93,12 @@ class WebhooksScreen(OpsScreen):
         return f"Ingest URL: {h.ingest_url or '(not given by this server)'}"
 
     def action_new(self) -> None:
-        new_webhook(self.app)
+        new_webhook(self.host)
 
     def action_edit(self) -> None:
         hook = self.need()
         if hook is not None:
-            edit_webhook(self.app, hook)
+            edit_webhook(self.host, hook)
 
     def on_data_table_row_selected(self, event) -> None:
         self.action_edit()
@@ -106,24 +106,24 @@ class WebhooksScreen(OpsScreen):
     def action_delete(self) -> None:
         hook = self.need()
         if hook is not None:
-            delete_webhook(self.app, hook)
+            delete_webhook(self.host, hook)
 
     def action_url(self) -> None:
         hook = self.need()
         if hook is not None:
-            show_ingest_url(self.app, hook)
+            show_ingest_url(self.host, hook)
 
     def action_copy(self) -> None:
         hook = self.need()
         if hook is not None:
-            copy_ingest_url(self.app, hook)
+            copy_ingest_url(self.host, hook)
 
 
-def commands(app, hooks: list[Webhook]):
-    yield "Buzz webhooks", "List, create, edit and delete buzz webhooks (Buzz pane: w)", lambda: app.push_screen(
-        WebhooksScreen())
-    yield "New buzz webhook", "Create a webhook and get its ingest URL", lambda: new_webhook(app)
+def commands(host, hooks: list[Webhook]):
+    yield "Buzz webhooks", "List, create, edit and delete buzz webhooks (Buzz pane: w)", lambda: host.app.push_screen(
+        WebhooksScreen(host))
+    yield "New buzz webhook", "Create a webhook and get its ingest URL", lambda: new_webhook(host)
     for h in hooks:
-        yield f"Edit webhook: {h.app_name}", h.title, lambda h=h: edit_webhook(app, h)
-        yield f"Delete webhook: {h.app_name}", "Asks first", lambda h=h: delete_webhook(app, h)
-        yield f"Copy ingest URL: {h.app_name}", "To the clipboard", lambda h=h: copy_ingest_url(app, h)
+        yield f"Edit webhook: {h.app_name}", h.title, lambda h=h: edit_webhook(host, h)
+        yield f"Delete webhook: {h.app_name}", "Asks first", lambda h=h: delete_webhook(host, h)
+        yield f"Copy ingest URL: {h.app_name}", "To the clipboard", lambda h=h: copy_ingest_url(host, h)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from rich.markup import escape
 from rich.text import Text
@@ -9,12 +10,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
 from ..client.models import Channel, ChatMessage, ServerEvent
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable
 
@@ -23,8 +26,6 @@ TYPING_SENT_EVERY = 3.0
 
 
 class ChatPane(Pane):
-    TITLE = "Chat"
-    ID = "chat"
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
             ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),
@@ -34,10 +35,20 @@ class ChatPane(Pane):
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="chat.prev_unread"),
                 Binding("i", "write", "Write", id="chat.write"), Binding("d", "open_dm", "DM", id="chat.dm"),
                 Binding("x", "archive", "Archive", id="chat.archive"),
-                Binding("g", "app.ops('group')", "Group", id="chat.group")]
+                Binding("g", "ops('group')", "Group", id="chat.group")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class ChannelsShown(Message):
+        """The pane loaded the channels with their unread counts (the Chat badge says the same)."""
+        channels: list[Channel]
+
+    @dataclass
+    class ChannelRead(Message):
+        """The open channel was marked read as its messages arrived: its count is zero now."""
+        channel_id: str
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.channels: dict[str, Channel] = {}
         self.current: str | None = None
         self.messages: dict[int, ChatMessage] = {}
@@ -77,7 +88,7 @@ class ChatPane(Pane):
         current = next((c for c in channels if c.id == self.current), None)
         if current is not None and current.unread and self.active:
             await self.client.mark_read(self.current)
-            self.coord.recount()
+            self.post_message(self.CountsStale())
             channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
                                                                  c.last_at) for c in channels]
         return channels, messages
@@ -87,8 +98,8 @@ class ChatPane(Pane):
         table = self.query_one("#chat-channels", DataTable)
         table.clear()
         self.channels = {c.id: c for c in channels}
-        self.coord.counts_seen(channels=channels)
-        me = self.coord.identity or ""
+        self.post_message(self.ChannelsShown(channels))
+        me = self.session.identity or ""
         for channel in channels:
             if not self.matches(channel.label(me), channel.name, *channel.members):
                 continue
@@ -103,7 +114,7 @@ class ChatPane(Pane):
 
     def render_messages(self) -> None:
         channel = self.channels.get(self.current or "")
-        me = self.coord.identity or ""
+        me = self.session.identity or ""
         self.query_one("#chat-title", Static).update(
             f"{escape(channel.label(me))} · {', '.join(channel.members)}" if channel else "No channel")
         ordered = sorted(self.messages.values(), key=lambda m: (m.created_at is None, m.created_at, m.id))
@@ -134,7 +145,7 @@ class ChatPane(Pane):
                 self.messages[message.id] = message
                 self.typing.pop(message.sender, None)
                 changed = True
-                read_now = read_now or message.sender != self.coord.identity
+                read_now = read_now or message.sender != self.session.identity
         if any(e.type in ("resync", "reconnected") for e in events):
             self.need_messages = True
         if changed and self.is_mounted:
@@ -150,8 +161,7 @@ class ChatPane(Pane):
         channel_id = self.current
         if channel_id is None or await self.act(self.client.mark_read(channel_id)) is None:
             return
-        self.coord.counts_seen(channels=self.coord.counts.read(channel_id))
-        self.coord.recount()  # a count fetched before this read must not have the last word
+        self.post_message(self.ChannelRead(channel_id))
         self.request_reload()  # the other channels' counts and order
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -218,7 +228,7 @@ class ChatPane(Pane):
         channel = self.channels.get(self.current or "")
         if channel is None:
             return
-        label = channel.label(self.coord.identity or "")
+        label = channel.label(self.session.identity or "")
         if not await self.app.push_screen_wait(ConfirmScreen(f"Archive {label}? (only for you)", "Archive")):
             return
         if await self.act(self.client.archive_channel(channel.id)) is None:
@@ -226,7 +236,7 @@ class ChatPane(Pane):
         self.set_current(None)
         self.messages = {}
         self.need_messages = True
-        self.coord.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
+        self.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
         self.request_reload()
 
     def on_key(self, event) -> None:
@@ -272,7 +282,7 @@ class ChatPane(Pane):
             kept = self.drafts.get(channel_id)
             self.drafts[channel_id] = f"{body} {kept}" if kept else body
             channel = self.channels.get(channel_id)
-            where = channel.label(self.coord.identity or "") if channel else channel_id
+            where = channel.label(self.session.identity or "") if channel else channel_id
             self.notify(f"Kept as a draft in {where}", timeout=4)
             return
         box = self.query_one("#chat-input", Input)

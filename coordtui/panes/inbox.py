@@ -1,12 +1,15 @@
 """Inbox: unread first, a thread view, compose, reply, ack, pending toggle and search."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message as TextualMessage
 from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
@@ -14,6 +17,7 @@ from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
@@ -35,8 +39,6 @@ def thread_key(message: Message) -> str:
 
 
 class InboxPane(Pane):
-    TITLE = "Inbox"
-    ID = "inbox"
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
             ("r", "reply"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
@@ -50,8 +52,13 @@ class InboxPane(Pane):
                 Binding("s", "toggle_sent", "Sent", id="inbox.sent"),
                 Binding("slash", "search", "Search", id="inbox.search")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class MailCounted(TextualMessage):
+        """The pane loaded the inbox: `unread` messages wait (the Inbox badge says the same)."""
+        unread: int
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.messages: dict[int, Message] = {}
         self.sent: list[Message] = []
         self.query_text = ""
@@ -96,7 +103,7 @@ class InboxPane(Pane):
     def show(self, data) -> None:
         messages, self.sent, unread = data
         if not self.query_text:
-            self.coord.counts_seen(mail=unread)
+            self.post_message(self.MailCounted(unread))
         if self.view == "sent":
             messages = self.sent
         table = self.query_one("#inbox-table", DataTable)
@@ -105,7 +112,7 @@ class InboxPane(Pane):
         if not table.columns:
             table.add_columns(*self.columns())
         self.messages = {}
-        now = self.coord.now()
+        now = self.session.now()
         for message in messages:
             self.messages[message.id] = message
             flag = Text("!", style="bold red") if message.urgent and message.unread else (
@@ -150,7 +157,7 @@ class InboxPane(Pane):
         if message is None:
             return
         self.show_thread()
-        if message.unread and self.view == "received" and self.coord.key_config.options["open_marks_read"]:
+        if message.unread and self.view == "received" and self.session.open_marks_read:
             self.mark_read(message.id)
 
     @work(group="inbox-read", exit_on_error=False)
@@ -212,10 +219,10 @@ class InboxPane(Pane):
         thread = [m for m in list(self.messages.values()) + self.sent if thread_key(m) == key or str(m.id) == key]
         unique = {m.id: m for m in thread}
         ordered = sorted(unique.values(), key=lambda m: (m.created_at is None, m.created_at))
-        now = self.coord.now()
+        now = self.session.now()
         parts = []
         for item in ordered:
-            marker = "→" if item.sender == self.coord.identity else "←"
+            marker = "→" if item.sender == self.session.identity else "←"
             head = f"[b]{marker} {escape(item.sender)} → {escape(item.recipient)}[/b]  [dim]{age_text(item.created_at, now)} ago[/dim]"
             if item.urgent:
                 head += "  [red]urgent[/red]"
@@ -286,6 +293,6 @@ class InboxPane(Pane):
         waiting = not message.response_waiting
         if await self.act(self.client.set_pending(message.id, waiting), "Marked pending" if waiting else None):
             if not waiting:
-                self.coord.offer_undo(f"No longer pending: {message.title}",
+                self.offer_undo(f"No longer pending: {message.title}",
                                       lambda: self.client.set_pending(message.id, True))
             self.request_reload()

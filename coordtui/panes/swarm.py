@@ -1,6 +1,7 @@
 """Swarm board: one column per status, a project filter, moves by key, task detail with history."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from rich.text import Text
@@ -8,11 +9,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client.models import Project, Task, counted
 from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
+from ..screens.task_move import move_task, move_task_dialog
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key
 
@@ -41,8 +45,6 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
 
 
 class SwarmPane(Pane):
-    TITLE = "Swarm"
-    ID = "swarm"
     EVENT_TYPES = frozenset({"swarm_task_created", "swarm_task_updated", "resync", "reconnected"})
     KEYS = [("tab / h l", "previous / next column"), ("j k", "down / up"), ("enter", "task detail and history"),
             ("] / [", "one step along the path (ready → in progress → review → complete) / back"),
@@ -58,11 +60,16 @@ class SwarmPane(Pane):
                 Binding("e", "edit", "Edit", id="swarm.edit"), Binding("f", "project", "Project", id="swarm.project"),
                 Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
                 Binding("x", "close", "Close", id="swarm.close"), Binding("d", "done", "Done", id="swarm.done"),
-                Binding("P", "app.ops('projects')", "Projects", id="swarm.projects"),
-                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates")]
+                Binding("P", "ops('projects')", "Projects", id="swarm.projects"),
+                Binding("R", "ops('templates')", "Recurring", id="swarm.templates")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class TaskOpened(Message):
+        """enter on a task: its detail and history."""
+        task_id: str
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.tasks: dict[str, Task] = {}
         self.projects: list[Project] = []
         self.project_id: str | None = None
@@ -199,14 +206,15 @@ class SwarmPane(Pane):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         task = self.tasks.get(event.row_key.value)
         if task is not None:
-            self.coord.open_task(task.id)
+            self.post_message(self.TaskOpened(task.id))
 
     def action_project(self) -> None:
         ids = [None] + [p.id for p in self.projects]
         self.project_id = ids[(ids.index(self.project_id) + 1) % len(ids)] if self.project_id in ids else None
         self.request_reload()
 
-    def action_shift(self, step: int) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_shift(self, step: int) -> None:
         task = self._need()
         if task is None:
             return
@@ -216,20 +224,20 @@ class SwarmPane(Pane):
             self.notify(f"No step {'forward' if step > 0 else 'back'} from {task.status} (m offers: {allowed})",
                         severity="warning", timeout=4)
             return
-        self.coord.move_task(task.id, target, on_done=self.after_move)
+        if await move_task(self, self.client, task.id, target):
+            self.request_reload()
 
-    def after_move(self, task: Task | None = None) -> None:
-        self.request_reload()
-
-    def action_move(self) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_move(self) -> None:
         task = self._need()
-        if task is not None:
-            self.coord.move_task_dialog(task.id, task.title, on_done=self.after_move, status=task.status)
+        if task is not None and await move_task_dialog(self, self.client, task.id, task.title, task.status):
+            self.request_reload()
 
-    def action_claim(self) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_claim(self) -> None:
         task = self._need()
-        if task is not None:
-            self.coord.move_task(task.id, "in_progress", on_done=self.after_move)
+        if task is not None and await move_task(self, self.client, task.id, "in_progress"):
+            self.request_reload()
 
     def project_id_for(self, title: str) -> str | None:
         return next((p.id for p in self.projects if p.title == title), None)
@@ -246,7 +254,7 @@ class SwarmPane(Pane):
                 values["title"], detail=values["detail"] or None, assigneeUserId=values["assignee"] or None,
                 projectId=self.project_id_for(values["project"]), status=values["status"])
         if await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
-                                                     self.coord.identity, True, create, self.current_projects)):
+                                                     self.session.identity, True, create, self.current_projects)):
             self.notify("Task created", timeout=3)
             self.request_reload()
 
@@ -260,6 +268,6 @@ class SwarmPane(Pane):
                 task.id, title=values["title"], detail=values["detail"] or None,
                 assigneeUserId=values["assignee"] or None, projectId=self.project_id_for(values["project"]))
         if await self.app.push_screen_wait(task_form("Edit task", task, self.projects, self.project_id,
-                                                     self.coord.identity, False, save, self.current_projects)):
+                                                     self.session.identity, False, save, self.current_projects)):
             self.notify("Task saved", timeout=3)
             self.request_reload()

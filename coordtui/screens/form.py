@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
 from rich.markup import escape
 from rich.text import Text
@@ -31,7 +31,13 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
 
-Submit = Callable[[dict], Awaitable[Any]]
+Submit = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@runtime_checkable
+class KeepsDrafts(Protocol):
+    """An app that keeps cancelled forms' text (CoordApp): by form (`FormScreen.draft_key`), field name to value."""
+    form_drafts: dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -78,8 +84,8 @@ class FormScreen(ModalScreen[Any]):
         self.draft_key = title + "\x00" + repr([f.default for f in fields])
         self.draft: dict | None = None  # what a cancelled copy of this form held (restored in compose)
 
-    def _drafts(self) -> dict | None:
-        return getattr(self.app, "form_drafts", None)
+    def _drafts(self) -> dict[str, dict[str, Any]] | None:
+        return self.app.form_drafts if isinstance(self.app, KeepsDrafts) else None
 
     def _start(self, field: Field):
         """What the field opens with: the kept draft's value, else its default."""

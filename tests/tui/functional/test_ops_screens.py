@@ -231,7 +231,7 @@ async def test_group_chat_create_keeps_text_on_refusal(server):
     async with app.run_test(size=(120, 35)) as pilot:
         await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
         await pilot.press("3")
-        await wait_for(pilot, lambda: app.pane("chat").loads >= 1, what="chat loaded")
+        await wait_for(pilot, lambda: app.chat_pane.loads >= 1, what="chat loaded")
         form = await press_for_form(pilot, app, "g")
         await fill_form_keep(pilot, name="release crew", members="bob, nobody")
         await refused(pilot, app, "Unknown identity: nobody")
@@ -242,4 +242,4 @@ async def test_group_chat_create_keeps_text_on_refusal(server):
         channel = next(c for c in api(server, "carol", "GET", "/api/chat/channels")["channels"]
                        if c["name"] == "release crew")
         assert {m["identity"] for m in channel["members"]} == {"alice", "bob", "carol"}
-        await wait_for(pilot, lambda: app.pane("chat").current == channel["id"], what="channel opened")
+        await wait_for(pilot, lambda: app.chat_pane.current == channel["id"], what="channel opened")
