@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -175,9 +176,9 @@ class Settings:
         return rows
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> "Settings":
         env = dict(os.environ if env is None else env)
-        values = dict(
+        values: dict[str, Any] = dict(
             database_url=env.get("COORD_DATABASE_URL") or default_database_url(),
             base_url=(env.get("COORD_BASE_URL") or "http://127.0.0.1:8420").rstrip("/"),
             env_tokens=parse_env_tokens(env),

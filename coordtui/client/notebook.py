@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from pycrdt import Doc, Text, TextEvent
+from pycrdt import Doc, Text, TextEvent, TransactionEvent
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -74,7 +74,7 @@ def socket_url(base_url: str, page_id: str, token: str | None = None) -> str:
     return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/api/notebook/ws", urlencode(query), ""))
 
 
-def delta_to_changes(before: str, delta: list[dict]) -> tuple[list[TextChange], str]:
+def delta_to_changes(before: str, delta: list[dict[str, Any]]) -> tuple[list[TextChange], str]:
     """Convert a pycrdt delta (byte counts) against the text `before` into code-point changes.
     Returns the changes and the text after them."""
     changes: list[TextChange] = []
@@ -119,7 +119,7 @@ class NotebookSession:
         self.reconnects = 0
         self.on_state: list[Callable[[], None]] = []  # online/offline and pending-edit changes
         self._closing = False
-        self._reconnect_task: asyncio.Task | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
         self.page_id = page_id
         self._token = token
         self.open_timeout = open_timeout
@@ -138,16 +138,16 @@ class NotebookSession:
         self._applying_remote = False
         self._quiet = False
         self._ws: ClientConnection | None = None
-        self._outgoing: asyncio.Queue = asyncio.Queue()
-        self._subscribers: list[asyncio.Queue] = []
-        self._tasks: list[asyncio.Task] = []
+        self._outgoing: asyncio.Queue[bytes] = asyncio.Queue()  # CRDT updates to send
+        self._subscribers: list[asyncio.Queue[list[TextChange] | None]] = []  # changes(); None ends one
+        self._tasks: list[asyncio.Task[None]] = []
         self._state_changed = asyncio.Event()
         self._resyncing = False
-        self._resync_task: asyncio.Task | None = None
+        self._resync_task: asyncio.Task[None] | None = None
         self.resyncs = 0  # times this session replaced a diverged copy with the server's
 
-    def _new_document(self) -> tuple[Doc, Text]:
-        doc = Doc()
+    def _new_document(self) -> tuple[Doc[Text], Text]:
+        doc: Doc[Text] = Doc()
         text = doc.get(TEXT_NAME, type=Text)
         doc.observe(self._on_transaction)
         text.observe(self._on_text_event)
@@ -203,7 +203,7 @@ class NotebookSession:
             if self._closing:
                 await ws.close()
                 return
-            server = Doc()
+            server: Doc[Text] = Doc()
             server.apply_update(state)
             missing = self.doc.get_update(server.get_state())
             self._outgoing = asyncio.Queue()  # `missing` carries every edit queued while offline
@@ -254,6 +254,7 @@ class NotebookSession:
         self._resyncing = True
         try:
             old_ws, old_tasks = self._ws, self._tasks
+            assert old_ws is not None  # a frame of the open socket started this
             await old_ws.close()
             for task in old_tasks:
                 task.cancel()
@@ -300,7 +301,7 @@ class NotebookSession:
     async def __aenter__(self) -> "NotebookSession":
         return await self.connect()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property
@@ -351,10 +352,10 @@ class NotebookSession:
     # --- remote changes ----------------------------------------------------------------------
     def changes(self) -> AsyncIterator[list[TextChange]]:
         """Remote edits as they arrive (ends when the session closes)."""
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[list[TextChange] | None] = asyncio.Queue()
         self._subscribers.append(queue)
 
-        async def iterate():
+        async def iterate() -> AsyncIterator[list[TextChange]]:
             try:
                 while True:
                     item = await queue.get()
@@ -370,7 +371,7 @@ class NotebookSession:
         """Wait until `predicate(self)` holds: checked after every frame and state change, and at
         least every 0.2 s, since a predicate may also read state outside this session (another
         editor's text) that changes without a frame arriving here."""
-        async def loop():
+        async def loop() -> None:
             while not predicate(self):
                 self._state_changed.clear()
                 if predicate(self):
@@ -384,14 +385,15 @@ class NotebookSession:
         await asyncio.wait_for(loop(), timeout)
 
     # --- internals ---------------------------------------------------------------------------
-    def _on_transaction(self, event) -> None:
+    def _on_transaction(self, event: TransactionEvent) -> None:
         if not self._applying_remote:
             self._outgoing.put_nowait(event.update)
             if not self.online:
                 self._notify_state()
 
     def _on_text_event(self, event: TextEvent) -> None:
-        changes, self._shadow = delta_to_changes(self._shadow, event.delta)
+        # pycrdt declares TextEvent's attributes in __slots__ only, without types
+        changes, self._shadow = delta_to_changes(self._shadow, event.delta)  # type: ignore[attr-defined]
         if self._applying_remote and changes and not self._quiet:
             self._emit(changes)
 
@@ -450,7 +452,7 @@ class NotebookSession:
             queue.put_nowait(None)
         self._state_changed.set()
 
-    def _handle(self, message: dict) -> None:
+    def _handle(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind in ("update", "sync"):
             self._apply_remote(bytes(message["update"]))
@@ -488,7 +490,7 @@ def _reason(closed: ConnectionClosed) -> str:
 UPDATE_FRAMES = frozenset({"sync", "update"})
 
 
-def _frame(raw: str | bytes) -> dict:
+def _frame(raw: str | bytes) -> dict[str, Any]:
     """One server frame, decoded. Text frames (viewers, read-only, errors) are neutralised for the terminal
     (safe_text.py); sync and update frames carry only a CRDT update, a list of bytes: the document's text is
     neutralised where it is shown (panes/collab.py), never in the shared document itself."""

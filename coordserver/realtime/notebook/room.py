@@ -33,7 +33,7 @@ from ...domain import notebook as pages
 from ...domain.visibility import can_see, is_owner
 from ...errors import log_background_failure
 from ...events.bus import Bus
-from ...events.channels import NOTEBOOK
+from ...events.channels import NOTEBOOK, NotebookPayload, RoomMeta
 from .peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TOO_BIG, TOO_BIG_MESSAGE, ContentCap, Peer,
                             frame, update_frame)
 
@@ -64,7 +64,7 @@ class RoomHost(Protocol):
 
 
 class Room:
-    def __init__(self, manager: RoomHost, page_id: str, state: bytes, meta: dict):
+    def __init__(self, manager: RoomHost, page_id: str, state: bytes, meta: RoomMeta):
         self.manager = manager
         self.page_id = page_id
         self.origin = uuid.uuid4().hex
@@ -129,8 +129,9 @@ class Room:
 
     def announce_viewers(self) -> None:
         """Tell the page's rooms in other processes who is here."""
-        self.manager.bus.publish(NOTEBOOK.of(self.page_id), {
-            "kind": "viewers", "origin": self.origin, "viewers": sorted({p.identity for p in self.peers})})
+        viewers: NotebookPayload = {
+            "kind": "viewers", "origin": self.origin, "viewers": sorted({p.identity for p in self.peers})}
+        self.manager.bus.publish(NOTEBOOK.of(self.page_id), viewers)
 
     def expire_remote_viewers(self, now: datetime, ttl: timedelta) -> None:
         """Forget announcements not refreshed within `ttl`: their process is gone."""
@@ -206,7 +207,7 @@ class Room:
         self.schedule_save()
 
     # --- bus ---------------------------------------------------------------------------------
-    def on_bus(self, payload: dict) -> None:
+    def on_bus(self, payload: NotebookPayload) -> None:
         if payload.get("origin") == self.origin:
             return
         kind = payload.get("kind")
@@ -216,13 +217,17 @@ class Room:
             else:
                 self.apply_remote(base64.b64decode(payload["update"]))
         elif kind == "meta":
-            self.set_meta({k: payload[k] for k in ("createdBy", "taggedUsers", "locked", "lockedBy", "archived")})
+            self.set_meta({"createdBy": payload["createdBy"], "taggedUsers": payload["taggedUsers"],
+                           "locked": payload["locked"], "lockedBy": payload["lockedBy"],
+                           "archived": payload["archived"]})
         elif kind == "viewers":
             before = self.viewers()
+            origin = payload["origin"]
+            assert origin is not None  # viewers are told by a room (announce_viewers)
             if payload["viewers"]:
-                self.remote_viewers[payload["origin"]] = (payload["viewers"], self.manager.coord.now())
+                self.remote_viewers[origin] = (payload["viewers"], self.manager.coord.now())
             else:
-                self.remote_viewers.pop(payload["origin"], None)
+                self.remote_viewers.pop(origin, None)
             self._tell_viewers_if_changed(before)
 
     async def _apply_relay(self, relay_id: int) -> None:
@@ -230,7 +235,7 @@ class Room:
         if update is not None:
             self.apply_remote(update)
 
-    def set_meta(self, meta: dict) -> None:
+    def set_meta(self, meta: RoomMeta) -> None:
         before = {peer: self.may_edit(peer) for peer in self.peers}
         self.meta = meta
         for peer, could_edit in before.items():
