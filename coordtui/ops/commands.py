@@ -12,7 +12,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ..client.api import ApiError, ConnectionFailed
 from ..panes.base import OpsName
-from . import admin, chat, projects, templates, users, webhooks
+from . import admin, asks, chat, projects, templates, users, webhooks
 from .base import OpsHost
 
 LOAD_TIMEOUT = 3.0
@@ -46,7 +46,7 @@ class OpsCommands(Provider):
                                          _quietly(user_list, default=None))
             data = dict(zip(data, found))
         self.entries = [*projects.commands(host, data["projects"]), *templates.commands(host, data["templates"]),
-                        *webhooks.commands(host, data["webhooks"]), *chat.commands(host),
+                        *webhooks.commands(host, data["webhooks"]), *chat.commands(host), *asks.commands(host),
                         *admin.commands(host, data["tokens"]), *users.commands(host, data["users"])]
 
     # The palette reads a hit's words as markup; they hold the server's (project titles, display names, ...):
@@ -76,6 +76,8 @@ OPENERS: dict[OpsName, Callable[[OpsHost], object]] = {
     "invites": lambda host: host.app.push_screen(admin.InvitesScreen(host)),
     "users": lambda host: host.app.push_screen(users.UsersScreen(host)),
     "group": chat.new_group,
+    "asks": lambda host: host.app.push_screen(asks.AsksScreen(host)),
+    "ask": asks.new_ask,
 }
 
 

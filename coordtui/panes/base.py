@@ -23,7 +23,7 @@ from ..session import Session
 from ..tables import row_matches
 
 # The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
-OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group"]
+OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask"]
 
 
 class Pane(Widget, can_focus=False):
