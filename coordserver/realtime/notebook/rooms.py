@@ -8,7 +8,7 @@ import logging
 from datetime import timedelta
 from typing import Callable
 
-from ...domain import notebook as pages
+from ...domain import notebook as pages, notebook_versions as versions
 from .peer import CLOSE_GOING_AWAY, Peer
 from .room import Room
 from ...events.channels import BUS, NOTEBOOK, NOTEBOOK_HEARTBEAT
@@ -117,11 +117,14 @@ class NotebookRooms:
         return room
 
     def room_idle(self, room: Room) -> None:
-        """The last peer left: save now, unload later."""
+        """The last peer left: save now, keep a version if it was the page's last editor anywhere
+        (no editors in other processes either), unload later."""
         async def flush_then_unload() -> None:
-            await room.flush()
+            saved = await room.flush()
             if not room.peers:
                 room.schedule_unload()
+            if saved and not room.viewers():
+                await self.coord.store.write(versions.version_when_idle, room.page_id, self.env_admins)
         self.coord.spawn(flush_then_unload(), "notebook-idle")
 
     def unload_if_idle(self, room: Room) -> None:
@@ -146,6 +149,12 @@ class NotebookRooms:
         self.coord.spawn(publish_large(), "notebook-relay")
 
     # --- REST helpers --------------------------------------------------------------------------
+    async def flush(self, page_id: str) -> None:
+        """Save the live document of this process's room now, if there is one."""
+        room = self.rooms.get(page_id)
+        if room is not None:
+            await room.flush()
+
     def live_text(self, page_id: str) -> str | None:
         room = self.rooms.get(page_id)
         return pages.document_text(room.doc) if room is not None else None
