@@ -212,6 +212,7 @@ class Settings:
             notebook_viewers_refresh_seconds=float(env.get("COORD_NOTEBOOK_VIEWERS_REFRESH_SECONDS") or 20),
             notebook_version_seconds=float(env.get("COORD_NOTEBOOK_VERSION_SECONDS") or 300),
             notebook_version_retention_days=float(env.get("COORD_NOTEBOOK_VERSION_RETENTION_DAYS") or 90),
+            notebook_awareness_timeout_seconds=float(env.get("COORD_NOTEBOOK_AWARENESS_TIMEOUT_SECONDS") or 30),
             metrics_enabled=_flag(env.get("COORD_METRICS"), True),
             metrics_token=(env.get("COORD_METRICS_TOKEN") or "").strip() or None,
         )

@@ -347,7 +347,8 @@ def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list
     page.save()
     if changed and editors:
         _emit(page, editors[-1], "content", env_admins)
-        versions.note_editors(page_id, editors)
+    # Named even when another process saved the merged text first: these editors made part of it.
+    versions.note_editors(page_id, editors)
     _prune_relays()
     return missing if has_content(missing) else None
 

@@ -39,8 +39,13 @@ class NotebookRooms:
     def unload_seconds(self) -> float:
         return self.coord.settings.notebook_unload_seconds
 
+    @property
+    def awareness_timeout_seconds(self) -> float:
+        return self.coord.settings.notebook_awareness_timeout_seconds
+
     async def start(self) -> None:
         self.coord.spawn(self._refresh_viewers(), "notebook-viewers")
+        self.coord.spawn(self._drop_silent_awareness(), "notebook-awareness")
         self._unsubscribe_bus = self.bus.subscribe(BUS, self._on_bus_reconnected)
         self._unsubscribe_beats = self.bus.subscribe(NOTEBOOK_HEARTBEAT, self._on_heartbeat)
 
@@ -61,6 +66,16 @@ class NotebookRooms:
                     room.expire_remote_viewers(now, ttl)
                 except Exception:  # one room's trouble must not stop the refresh for the others
                     log.exception("refreshing the viewers of notebook page %s failed", room.page_id)
+
+    async def _drop_silent_awareness(self) -> None:
+        """As y-protocols clients do: look every tenth of the timeout for states not renewed in time."""
+        while True:
+            await asyncio.sleep(self.awareness_timeout_seconds / 10)
+            for room in list(self.rooms.values()):
+                try:
+                    room.drop_silent_awareness()
+                except Exception:  # one room's trouble must not stop the others
+                    log.exception("dropping silent awareness of notebook page %s failed", room.page_id)
 
     async def stop(self) -> None:
         """Shutdown: close every socket, then save every room (retrying a few times)."""
