@@ -434,7 +434,7 @@ class NotebookSession:
     def _apply_awareness(self, update: bytes) -> None:
         try:
             self.awareness.apply_awareness_update(update, REMOTE_ORIGIN)
-        except (IndexError, ValueError, UnicodeDecodeError):
+        except (IndexError, ValueError, UnicodeDecodeError, RuntimeError):  # RuntimeError: truncated
             return  # a malformed relay changes nobody's cursor
         self._cursors_changed()
 

@@ -37,7 +37,7 @@ def client_states(update: bytes) -> dict[int, bool]:
             if state is not None and not isinstance(state, dict):
                 raise InvalidAwareness("an awareness state is a JSON object or null")
             clients[client_id] = state is not None
-    except (IndexError, ValueError, UnicodeDecodeError, TypeError) as exc:
+    except (IndexError, ValueError, UnicodeDecodeError, TypeError, RuntimeError) as exc:  # RuntimeError: truncated
         raise InvalidAwareness("invalid awareness update") from exc
     return clients
 
@@ -65,6 +65,11 @@ class RoomAwareness:
     def everyone(self) -> bytes | None:
         """All current states, for an editor who just joined (None when nobody has one)."""
         clients = list(self.states.states)
+        return self.states.encode_awareness_update(clients) if clients else None
+
+    def of_senders(self, senders: list[Any]) -> bytes | None:
+        """The states these senders (this process's peers) hold, for a room elsewhere that asks."""
+        clients = [c for sender in senders for c in self.by_sender.get(sender, ()) if c in self.states.states]
         return self.states.encode_awareness_update(clients) if clients else None
 
     def drop_sender(self, sender: Any) -> bytes | None:

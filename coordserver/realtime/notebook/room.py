@@ -89,6 +89,9 @@ class Room:
         self._save_timer: asyncio.TimerHandle | None = None
         self._unload_timer: asyncio.TimerHandle | None = None
         self.unsubscribe: Callable[[], None] = manager.bus.subscribe(NOTEBOOK.of(page_id), self.on_bus)
+        # A room opening here has heard none of the cursors set before: the page's rooms elsewhere say them again.
+        opened: NotebookPayload = {"kind": "awareness_query", "origin": self.origin}
+        manager.bus.publish(NOTEBOOK.of(page_id), opened)
 
     # --- who may do what ---------------------------------------------------------------------
     def may_see(self, peer: Peer) -> bool:
@@ -264,6 +267,12 @@ class Room:
                 log.warning("ignoring an invalid awareness update for page %s from the bus", self.page_id)
                 return
             self.send_to_peers(awareness_frame(base64.b64decode(payload["update"])))
+        elif kind == "awareness_query":
+            ours = self.awareness.of_senders(list(self.peers))
+            if ours is not None:
+                answer: NotebookPayload = {"kind": "awareness", "origin": self.origin,
+                                           "update": base64.b64encode(ours).decode()}
+                self.manager.bus.publish(NOTEBOOK.of(self.page_id), answer)
         elif kind == "viewers":
             before = self.viewers()
             origin = payload["origin"]
