@@ -55,7 +55,7 @@ def test_v2_database_is_upgraded_through_3_4_5_and_6(make_server, database_url):
     assert workflow.status_code == 200
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (6, 6)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (7, 7)
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
     store.close()
