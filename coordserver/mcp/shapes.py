@@ -26,7 +26,8 @@ PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")]
         "recipient": Annotated[str, msgspec.Meta(description="The identity to write to")],
         "channelId": Annotated[str, msgspec.Meta(description="A chat channel id (uuid)")],
         "taskId": Annotated[str, msgspec.Meta(description="A task id (uuid)")],
-        "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")]}
+        "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")],
+        "versionId": Annotated[RowId, msgspec.Meta(description="A notebook page version id")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 
