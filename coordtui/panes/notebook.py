@@ -13,17 +13,20 @@ from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
+from ..screens.page_history import PageHistoryScreen
 from ..session import Session
 from .base import Pane
 from .collab import CollabTextArea
-from ..tables import PlainTable
+from ..tables import PlainTable, cursor_key
 
 
 class NotebookPane(Pane):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
-            ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list")]
+            ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list"),
+            ("h", "the page's history: diff, restore, checkpoint (in the list)")]
     BINDINGS = [Binding("n", "new_page", "New page", id="notebook.new"),
+                Binding("h", "history", "History", id="notebook.history"),
                 Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
 
     def __init__(self, session: Session, *, title: str, id: str) -> None:
@@ -205,6 +208,22 @@ class NotebookPane(Pane):
             self.page_id = page.id
             self.request_reload()
             self.open_page(page.id)
+
+    def action_history(self) -> None:
+        """The history of the highlighted page (the open one when the list has no cursor)."""
+        page_id = cursor_key(self.query_one("#notebook-pages", DataTable)) or self.page_id
+        page = self.pages.get(page_id or "")
+        if page is None:
+            self.notify("Select a page first", severity="warning", timeout=3)
+            return
+        self.app.push_screen(PageHistoryScreen(self.session, page.id, page.title, lambda: self.live_text(page.id)))
+
+    def live_text(self, page_id: str) -> str | None:
+        """The open page's text as the live document has it (None: not open here, or not synced yet)."""
+        session = self.page_session
+        if self.page_id == page_id and session is not None and session.synced:
+            return session.value
+        return None
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_toggle_lock(self) -> None:

@@ -302,6 +302,38 @@ async def cancel_ask(server, pilot, app):
     await until(pilot, lambda: ask_of(server, "bob", asked["id"])["status"] == "cancelled", "cancelled")
 
 
+# ---- page history ------------------------------------------------------------------------------------------------
+
+async def on_history(server, pilot, app, text: str) -> str:
+    page_id = api(server, "alice", "POST", "/api/notebook", json={"title": "History " + text[:20],
+                                                                  "content": text})["page"]["id"]
+    await on_pane(pilot, app, "7", "notebook")
+    await until(pilot, lambda: page_id in row_keys(app, "#notebook-pages"), "listed")
+    select_row(app, "#notebook-pages", page_id)
+    await pilot.press("h")
+    await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "history")
+    return page_id
+
+
+def page_versions(server, page_id: str) -> list[dict]:
+    return api(server, "alice", "GET", f"/api/notebook/{page_id}/versions")["versions"]
+
+
+@scenario("alice", "coordtui.screens.page_history:PageHistoryScreen.action_checkpoint")
+async def checkpoint_page(server, pilot, app):
+    page_id = await on_history(server, pilot, app, "checkpoint me")
+    label = title("Before the drill")[:60]
+    await pilot.press("c", *typed(label), "ctrl+s")
+    await until(pilot, lambda: any(v.get("label") == label for v in page_versions(server, page_id)), "kept")
+
+
+@scenario("alice", "coordtui.screens.page_history:PageHistoryScreen.action_restore")
+async def restore_version(server, pilot, app):
+    page_id = await on_history(server, pilot, app, "restore me")
+    await pilot.press("r", "y")
+    await until(pilot, lambda: any(v["reason"] == "restore" for v in page_versions(server, page_id)), "restored")
+
+
 # ---- chat --------------------------------------------------------------------------------------------------------
 
 @scenario("alice", "coordtui.panes.chat:ChatPane.action_open_dm")
