@@ -12,6 +12,7 @@ shared text (`self.raw`, its mirror), never in the shown one, whose placeholders
 from __future__ import annotations
 
 from pycrdt import Text, TextEvent, UndoManager
+from textual.message import Message
 from textual.widgets import TextArea
 from textual.widgets.text_area import Edit, EditResult
 
@@ -29,6 +30,9 @@ def char_index(text: str, offset: int) -> int:
 
 class CollabTextArea(TextArea):
     """Call `bind(text)` once the document is synced; `unbind()` when the page closes."""
+
+    class RemoteEdited(Message):
+        """Someone else's edit reached the text (a view rendered from it follows)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("soft_wrap", True)
@@ -121,6 +125,7 @@ class CollabTextArea(TextArea):
             self.remote_edits += 1
         finally:
             self._applying_remote = False
+        self.post_message(self.RemoteEdited())
 
     def undo(self) -> None:
         if self.undo_manager is None:

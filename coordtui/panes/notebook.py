@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 from rich.markup import escape
-from textual import work
+from rich.text import Text
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Static
+from textual.actions import SkipAction
+from textual.widgets import DataTable, Input, MarkdownViewer, Static
+from textual.widgets.markdown import MarkdownBlock
+from textual.widgets.text_area import Selection
 
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
@@ -14,19 +18,41 @@ from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
 from ..screens.page_history import PageHistoryScreen
+from ..screens.page_links import PageLinksScreen, page_links
 from ..session import Session
 from .base import Pane
 from .collab import CollabTextArea
 from ..tables import PlainTable, cursor_key
 
 
+def find_all(text: str, query: str) -> list[int]:
+    """Where `query` starts in `text`, case-insensitively (no overlaps); none for an empty query."""
+    if not query:
+        return []
+    haystack, needle = text.casefold(), query.casefold()
+    if len(haystack) != len(text):  # casefolding changed lengths (ß → ss): positions would drift
+        haystack, needle = text.lower(), query.lower()
+    starts, at = [], haystack.find(needle)
+    while at >= 0 and len(haystack) == len(text):
+        starts.append(at)
+        at = haystack.find(needle, at + max(len(needle), 1))
+    return starts
+
+
 class NotebookPane(Pane):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list"),
-            ("h", "the page's history: diff, restore, checkpoint (in the list)")]
+            ("h", "the page's history: diff, restore, checkpoint (in the list)"),
+            ("ctrl+t", "read the page rendered (Markdown, contents) / back to editing"),
+            ("ctrl+f", "find in the page: enter or down next, up previous, escape closes"),
+            ("o / y", "rendered view: the page's links, to open or copy")]
     BINDINGS = [Binding("n", "new_page", "New page", id="notebook.new"),
                 Binding("h", "history", "History", id="notebook.history"),
+                Binding("ctrl+t", "toggle_view", "Read/Edit", id="notebook.view"),
+                Binding("ctrl+f", "find", "Find", id="notebook.find"),
+                Binding("o", "links", "Links", show=False, id="notebook.links_open"),
+                Binding("y", "links", "Links", show=False, id="notebook.links_copy"),
                 Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
 
     def __init__(self, session: Session, *, title: str, id: str) -> None:
@@ -37,6 +63,8 @@ class NotebookPane(Pane):
         self.viewers: list[str] = []
         self.readonly_reason: str | None = None
         self.parked: set[NotebookSession] = set()  # pages left with offline edits, still reconnecting to send them
+        self.found: int | None = None  # where the current find match starts
+        self.find_from: int | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -49,6 +77,14 @@ class NotebookPane(Pane):
                 editor = CollabTextArea("", id="notebook-editor", read_only=True, tab_behavior="indent")
                 editor.cursor_blink = False
                 yield editor
+                view = MarkdownViewer("", id="notebook-view", show_table_of_contents=True, open_links=False)
+                view.display = False
+                view.can_focus = True  # the keys scroll it, and the pane's keys (find, links, back) reach the pane
+                yield view
+                find = Input(placeholder="find in page (enter/down next · up previous · escape closes)",
+                             id="notebook-find", classes="pane-filter")
+                find.display = False
+                yield find
 
     async def load(self) -> list[Page]:
         return await self.client.pages()
@@ -190,10 +226,126 @@ class NotebookPane(Pane):
         else:
             super().focus_default()
 
-    def on_key(self, event) -> None:
-        if event.key == "escape" and self.query_one("#notebook-editor").has_focus:
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "escape" and self.query_one("#notebook-find", Input).has_focus:
+            self.close_find()
+            event.stop()
+        elif event.key in ("up", "down") and self.query_one("#notebook-find", Input).has_focus:
+            self.find_next(-1 if event.key == "up" else 1)
+            event.stop()
+        elif event.key == "escape" and (self.query_one("#notebook-editor").has_focus
+                                        or self.query_one("#notebook-view").has_focus_within):
             self.query_one("#notebook-pages", DataTable).focus()
             event.stop()
+
+    # --- reading: the rendered view, find, links ----------------------------------------------------
+
+    @property
+    def reading(self) -> bool:
+        return bool(self.query_one("#notebook-view", MarkdownViewer).display)
+
+    def page_text(self) -> str:
+        """The page as shown now (the live document's text, neutralised like the editor shows it)."""
+        return self.query_one("#notebook-editor", CollabTextArea).text
+
+    def action_toggle_view(self) -> None:
+        """Between editing and reading the page rendered as Markdown (headings, lists, code, tables, links)."""
+        if self.page_id is None:
+            self.notify("Open a page first", severity="warning", timeout=3)
+            return
+        view = self.query_one("#notebook-view", MarkdownViewer)
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        reading = not view.display
+        view.display, editor.display = reading, not reading
+        if reading:
+            view.document.update(self.page_text())
+            view.focus()
+        else:
+            editor.focus()
+        self.render_status()
+
+    def on_collab_text_area_remote_edited(self, _message: CollabTextArea.RemoteEdited) -> None:
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        """The rendered view follows the live text while it is shown."""
+        if self.reading:
+            self.query_one("#notebook-view", MarkdownViewer).document.update(self.page_text())
+
+    def action_find(self) -> None:
+        if self.page_id is None:
+            self.notify("Open a page first", severity="warning", timeout=3)
+            return
+        box = self.query_one("#notebook-find", Input)
+        box.display = True
+        box.focus()
+
+    def close_find(self) -> None:
+        box = self.query_one("#notebook-find", Input)
+        box.display = False
+        (self.query_one("#notebook-view") if self.reading else self.query_one("#notebook-editor")).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "notebook-find":
+            event.stop()
+            self.find_from = None
+            self.find_next(1)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "notebook-find":
+            event.stop()
+            self.find_next(1)
+
+    def find_next(self, step: int) -> None:
+        """The next (step 1) or previous (-1) match of the find box's text, case-insensitive, wrapping round:
+        selected in the editor, or its block scrolled into view in the rendered view."""
+        query = self.query_one("#notebook-find", Input).value
+        text = self.page_text()
+        starts = find_all(text, query)
+        status = self.query_one("#notebook-status", Static)
+        if not starts:
+            self.found = None
+            self.render_status()
+            if query:
+                status.update(Text(f"“{query}” not found", style="yellow"))
+            return
+        current = self.found if self.found is not None and self.find_from is not None else None
+        if current is None:
+            index = 0 if step > 0 else len(starts) - 1
+        else:
+            position = starts.index(current) if current in starts else -1
+            index = (position + step) % len(starts)
+        self.found = self.find_from = starts[index]
+        self.show_match(text, starts[index], len(query))
+        status.update(Text(f"match {index + 1} of {len(starts)} for “{query}”"))
+
+    def show_match(self, text: str, start: int, length: int) -> None:
+        if self.reading:
+            line = text.count("\n", 0, start)
+            blocks = [b for b in self.query(MarkdownBlock) if b.source_range and b.source_range[0] <= line < max(
+                b.source_range[1], b.source_range[0] + 1)]
+            for block in self.query(MarkdownBlock):
+                block.remove_class("found")
+            if blocks:
+                block = blocks[-1]  # the innermost
+                block.add_class("found")
+                block.scroll_visible(animate=False)
+            return
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        document = editor.document
+        editor.selection = Selection(document.get_location_from_index(start),
+                                     document.get_location_from_index(start + length))
+        editor.scroll_cursor_visible()
+
+    def action_links(self) -> None:
+        """o or y in the rendered view: the page's links, to open or copy; elsewhere the key is not ours."""
+        if not self.reading or self.query_one("#notebook-find", Input).has_focus:
+            raise SkipAction()
+        links = page_links(self.page_text())
+        if not links:
+            self.notify("No links on this page", timeout=3)
+            return
+        self.app.push_screen(PageLinksScreen(links))
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:
