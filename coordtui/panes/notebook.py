@@ -8,20 +8,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.actions import SkipAction
-from textual.widgets import DataTable, Input, MarkdownViewer, Static
+from textual.widgets import DataTable, Input, MarkdownViewer, Static, TextArea
 from textual.widgets.markdown import MarkdownBlock
 from textual.widgets.text_area import Selection
 
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Page, age_text
-from ..client.notebook import NotebookSession
+from ..client.notebook import NotebookSession, RemoteCursor
 from ..screens.form import Field, FormScreen
 from ..screens.page_history import PageHistoryScreen
 from ..screens.page_links import PageLinksScreen, page_links
 from ..session import Session
 from .base import Pane
-from .collab import CollabTextArea
+from .collab import CollabTextArea, colour_for, cursor_colour
 from ..tables import PlainTable, cursor_key
 
 
@@ -46,11 +46,13 @@ class NotebookPane(Pane):
             ("h", "the page's history: diff, restore, checkpoint (in the list)"),
             ("ctrl+t", "read the page rendered (Markdown, contents) / back to editing"),
             ("ctrl+f", "find in the page: enter or down next, up previous, escape closes"),
-            ("o / y", "rendered view: the page's links, to open or copy")]
+            ("o / y", "rendered view: the page's links, to open or copy"),
+            ("ctrl+g", "follow the next editor's caret (again: the one after; after the last: stop)")]
     BINDINGS = [Binding("n", "new_page", "New page", id="notebook.new"),
                 Binding("h", "history", "History", id="notebook.history"),
                 Binding("ctrl+t", "toggle_view", "Read/Edit", id="notebook.view"),
-                Binding("ctrl+f", "find", "Find", id="notebook.find"),
+                Binding("ctrl+f", "find", "Find", show=False, id="notebook.find"),
+                Binding("ctrl+g", "follow", "Follow", show=False, id="notebook.follow"),
                 Binding("o", "links", "Links", show=False, id="notebook.links_open"),
                 Binding("y", "links", "Links", show=False, id="notebook.links_copy"),
                 Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
@@ -64,6 +66,7 @@ class NotebookPane(Pane):
         self.readonly_reason: str | None = None
         self.parked: set[NotebookSession] = set()  # pages left with offline edits, still reconnecting to send them
         self.found: int | None = None  # where the current find match starts
+        self.following: int | None = None  # the awareness client id of the editor whose caret the view follows
         self.find_from: int | None = None
 
     def compose(self) -> ComposeResult:
@@ -109,8 +112,7 @@ class NotebookPane(Pane):
             text = "No page open. Select one and press enter."
         else:
             title = page.title if page else self.page_id
-            viewers = ", ".join(self.viewers) or "-"
-            text = f"[b]{escape(title or '')}[/b] · {self.editing_state()} · viewers: {escape(viewers)}"
+            text = f"[b]{escape(title or '')}[/b] · {self.editing_state()} · viewers: {self.viewers_text()}"
         self.query_one("#notebook-status", Static).update(text)
 
     def editing_state(self) -> str:
@@ -143,6 +145,8 @@ class NotebookPane(Pane):
         session.on_readonly.append(lambda readonly, reason: self.apply_session_state())
         session.on_state.append(lambda: self.apply_session_state())
         session.on_closed.append(lambda code, message: self.session_closed(session, message))
+        session.on_cursors.append(lambda cursors: self.cursors_changed(session))
+        session.set_user(self.session.identity or "coordtui", colour_for(self.session.identity or ""))
         try:
             await session.open()
         except Exception as exc:  # refused: 4004 not visible, 4001 token
@@ -165,6 +169,74 @@ class NotebookPane(Pane):
         editor = self.query_one("#notebook-editor", CollabTextArea)
         if self.page_id == page_id and editor.shared is None:
             editor.load_text(page.content or "")
+
+    # --- who is where --------------------------------------------------------------------------------
+
+    def cursors_changed(self, session: NotebookSession) -> None:
+        if session is not self.page_session:
+            return
+        cursors = list(session.cursors.values())
+        self.query_one("#notebook-editor", CollabTextArea).show_cursors(cursors)
+        if self.following is not None and self.following not in {c.client_id for c in cursors}:
+            self.following = None  # they left
+        self.show_followed()
+        self.render_status()
+
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        """My caret and selection, for the other editors to see (code points, as the awareness state carries)."""
+        editor = event.text_area
+        session = self.page_session
+        if editor.id != "notebook-editor" or session is None or not session.synced or editor.shared is None:
+            return
+        document = editor.document
+        session.set_cursor(document.get_index_from_location(event.selection.start),
+                           document.get_index_from_location(event.selection.end))
+
+    def action_follow(self) -> None:
+        """Follow the next editor's caret (the view scrolls to it as it moves); after the last, stop following."""
+        session = self.page_session
+        others = sorted(session.cursors.values(), key=lambda c: c.name) if session is not None else []
+        if not others:
+            self.following = None
+            self.notify("Nobody else is on this page", timeout=3)
+            self.render_status()
+            return
+        ids = [c.client_id for c in others]
+        position = ids.index(self.following) + 1 if self.following in ids else 0
+        self.following = ids[position] if position < len(ids) else None
+        followed = next((c for c in others if c.client_id == self.following), None)
+        self.notify(f"Following {followed.name}" if followed else "Not following anyone", timeout=3)
+        self.show_followed()
+        self.render_status()
+
+    def show_followed(self) -> None:
+        session = self.page_session
+        cursor = session.cursors.get(self.following) if session is not None and self.following is not None else None
+        if cursor is None or cursor.head is None:
+            return
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        _x, row = editor.screen_offset(cursor.head)
+        if not editor.scroll_offset.y <= row < editor.scroll_offset.y + editor.scrollable_content_region.height:
+            editor.scroll_to(y=max(0, row - editor.scrollable_content_region.height // 2), animate=False)
+
+    def viewers_text(self) -> str:
+        """Who is on the page, and where the editors' carets are: 'alice, bob line 3 (following)' (each editor
+        in their colour; an editor that is no viewer by name, e.g. a JavaScript client, is listed too)."""
+        session = self.page_session
+        cursors = sorted(session.cursors.values(), key=lambda c: c.name) if session is not None else []
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+
+        def placed(cursor: RemoteCursor) -> str:
+            where = ""
+            if cursor.head is not None:
+                row, _col = editor.document.get_location_from_index(min(cursor.head, len(editor.text)))
+                where = f" line {row + 1}"
+            mark = " (following)" if cursor.client_id == self.following else ""
+            return f"[{cursor_colour(cursor)}]{escape(cursor.name)}[/]{where}{mark}"
+        by_name = {c.name: c for c in cursors}
+        parts = [placed(by_name.pop(name)) if name in by_name else escape(name) for name in self.viewers]
+        parts += [placed(cursor) for cursor in by_name.values()]
+        return ", ".join(parts) or "-"
 
     def session_closed(self, session, message: str | None) -> None:
         if session is self.page_session:

@@ -9,10 +9,12 @@ from textual import work
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.api import ApiError
 from ..client.transitions import step
 from ..client.models import PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem, numbered
 from ..screens.form import Field, FormScreen, answer_text_form, reply_form
@@ -45,6 +47,7 @@ def item_text(item: WakeItem) -> Text:
 
 
 class WakePane(Pane):
+    ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
@@ -56,7 +59,6 @@ class WakePane(Pane):
     BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
-                Binding("t", "answer_in_words", "Answer in words", show=False, id="wake.answer_text"),
                 Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
                 Binding("A", "ops('asks')", "Asks", show=False, id="wake.asks"),
                 Binding("Q", "ops('ask')", "Ask", show=False, id="wake.ask"),
@@ -90,6 +92,7 @@ class WakePane(Pane):
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
         self._signature: tuple = ()
+        self.answering: dict[str, tuple[Timer, str]] = {}  # item key -> (the timer that sends it, the option)
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -135,8 +138,11 @@ class WakePane(Pane):
                           key=f"group:{source}")
             for item in items:
                 self.items[item.key] = item
+                text = item_text(item)
+                if item.key in self.answering:
+                    text.append(f"  → answering: {self.answering[item.key][1]} (u takes it back)", style="bold yellow")
                 table.add_row(Text(item.priority, style=PRIORITY_STYLE.get(item.priority, "")), item.age,
-                              item_text(item), key=item.key)
+                              text, key=item.key)
         if selected and selected in self.items:
             table.move_cursor(row=table.get_row_index(selected))
         elif self.items:
@@ -184,25 +190,41 @@ class WakePane(Pane):
         return item
 
     def action_answer(self, option: int) -> None:
-        """A digit on a question put to me answers it with that option; elsewhere the key does what the app
-        binds it to (switching panes)."""
+        """A digit on a question put to me answers it with that option, after ANSWER_GRACE seconds in which u
+        takes it back (a digit pressed by reflex to switch panes must not decide for anyone); elsewhere the
+        key does what the app binds it to (switching panes)."""
         item = self.selected()
         if item is None or item.source != "ask" or option > len(item.options):
             raise SkipAction()
-        self.answer(item, option)
+        label = item.options[option - 1]
+        earlier = self.answering.pop(item.key, None)
+        if earlier is not None:
+            earlier[0].stop()
+        timer = self.set_timer(self.ANSWER_GRACE, lambda: self.answer(item, option))
+        self.answering[item.key] = (timer, label)
+
+        async def take_back() -> None:
+            pending = self.answering.pop(item.key, None)
+            if pending is None:
+                raise ApiError(409, "the answer was sent already")
+            pending[0].stop()
+            self.repaint()
+        self.offer_undo(f"Answering {item.asker}: {label}", take_back)
+        self.repaint()
+
+    def repaint(self) -> None:
+        if self.wake is not None:
+            self._fill_table(self.wake)
 
     @work(group="wake-action", exit_on_error=False)
     async def answer(self, item: WakeItem, option: int) -> None:
+        if self.answering.pop(item.key, None) is None:
+            return  # taken back
         label = item.options[option - 1]
         if await self.act(self.client.answer_ask(item.id, option=option), f"Answered {item.asker}: {label}"):
             self.request_reload()
-
-    def action_answer_in_words(self) -> None:
-        """t on a question that allows it answers in words; on any other row t is the next binding's."""
-        item = self.selected()
-        if item is None or item.source != "ask" or not item.allow_text:
-            raise SkipAction()
-        self.answer_in_words(item)
+        else:
+            self.repaint()
 
     @work(group="wake-action", exit_on_error=False)
     async def answer_in_words(self, item: WakeItem) -> None:
@@ -266,6 +288,11 @@ class WakePane(Pane):
 
     @work(group="wake-action", exit_on_error=False)
     async def action_task_from_alert(self) -> None:
+        """t: a task from the highlighted alert; on a question that may be answered in words, that answer."""
+        asked = self.selected()
+        if asked is not None and asked.source == "ask" and asked.allow_text:
+            self.answer_in_words(asked)
+            return
         item = self._need("buzz")
         if item is None:
             return

@@ -4,12 +4,22 @@ once and reports the one someone else answered first, a new question toasts, rin
 and a question is asked from the TUI."""
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from textual.widgets import DataTable, TabbedContent, TextArea
 
 from coordtui.ops.asks import AsksScreen
+from coordtui.panes.wake import WakePane
 from coordtui.screens.form import FormScreen
 from tests.conftest import client
 from tests.tui.helpers import fill_form, make_app, row_keys, select_row, wait_for, wait_idle
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch):
+    """A digit's answer waits a moment before it is sent (u takes it back): short here."""
+    monkeypatch.setattr(WakePane, "ANSWER_GRACE", 0.5)
 
 
 def ask(server, who: str, **body) -> dict:
@@ -155,3 +165,20 @@ async def test_a_question_asked_from_the_tui_reaches_the_one_asked(server):
     asked = next(a for a in received if a["question"] == "Ship the hotfix tonight?")
     assert (asked["from"], asked["options"], asked["status"]) == ("bob", ["tonight", "tomorrow"], "open")
     assert asked["deadline"], "the deadline in minutes became a time"
+
+
+async def test_u_takes_back_a_digit_pressed_by_reflex(server):
+    asked = ask(server, "alice", to="carol", question="Drop the staging database?", options=["yes", "no"])
+    app = make_app(server, "carol")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await ready(pilot, app, "carol")
+        key = f"ask:{asked['id']}"
+        await wait_for(pilot, lambda: key in row_keys(app, "#wake-table"), what="the question in Wake")
+        select_row(app, "#wake-table", key)
+        await pilot.press("1")
+        await wait_for(pilot, lambda: "answering: yes" in wake_row_text(app, key), what="the answer pending")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: "answering" not in wake_row_text(app, key), what="taken back")
+        await asyncio.sleep(WakePane.ANSWER_GRACE + 0.5)
+        assert get_ask(server, "alice", asked["id"])["status"] == "open", "nothing was sent"
+        assert any("Undone: Answering alice: yes" in str(n.message) for n in app._notifications)
