@@ -469,6 +469,45 @@ class NotebookPendingEditor(BaseModel):
         primary_key = pw.CompositeKey("page_id", "identity")
 
 
+# --- asks ------------------------------------------------------------------------------------
+
+class Ask(BaseModel):
+    """A question with options, from one identity to one or more (domain/asks.py): open, then answered,
+    expired or cancelled, once. `option`/`text`: the answer (or the default applied at expiry)."""
+    id = pw.AutoField()
+    asker = pw.CharField(max_length=50)
+    recipients = JSONField()  # the identities asked, in the order given (AskRecipient indexes them)
+    question = pw.TextField()
+    options = JSONField(null=True)  # labels, or null for a text-only ask
+    allow_text = pw.BooleanField(default=False)
+    deadline = pw.DateTimeField(null=True)
+    default_option = pw.IntegerField(null=True)  # 1-based number of the option applied at the deadline
+    context = JSONField(null=True)
+    status = pw.CharField(max_length=10, default="open")  # open, answered, expired, cancelled
+    answered_by = pw.CharField(max_length=50, null=True)
+    option = pw.CharField(max_length=255, null=True)
+    text = pw.TextField(null=True)
+    created_at = pw.DateTimeField()
+    closed_at = pw.DateTimeField(null=True)
+    read_at = pw.DateTimeField(null=True)  # when the asker read the outcome (its wake item leaves then)
+
+    class Meta:
+        indexes = (
+            (("asker", "id"), False),
+            (("status", "deadline"), False),  # the expiry pass: open asks by deadline
+            (("asker", "status", "read_at"), False),  # the asker's wake: closed, unread outcomes
+        )
+
+
+class AskRecipient(BaseModel):
+    """One identity an ask was put to: 'received' listings, visibility and wake are indexed queries."""
+    ask = pw.BigIntegerField()
+    identity = pw.CharField(max_length=50)
+
+    class Meta:
+        primary_key = pw.CompositeKey("identity", "ask")
+
+
 class DirectoryEntry(BaseModel):
     id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     title = pw.CharField(max_length=255)
@@ -484,5 +523,5 @@ ALL_MODELS = [
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, NotebookVersion,
-    NotebookPendingEditor, DirectoryEntry,
+    NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient,
 ]

@@ -18,6 +18,7 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
+from . import asks
 from .project_access import task_visible_fast
 from .wake_chat import chat_items
 from ..events.channels import WAKE_CHANGED, WakeChangedPayload
@@ -56,8 +57,12 @@ _ACTIONS = {
     "backup": ("backup", "An agent you back up has gone silent with work waiting: check on it or take over.",
                "/api/skill/wake"),
     "chat": ("chat", "Read the chat conversations waiting for you and answer them.", "/api/skill/chat"),
+    "ask": ("asks", "Questions put to you: answer each with one of its options (or in text where allowed).",
+            "/api/skill/asks"),
+    "ask_result": ("ask_results", "Your questions were answered or expired: read each outcome, then act on it.",
+                   "/api/skill/asks"),
 }
-_SOURCE_ORDER = ["buzz", "backup", "message", "message_pending", "chat", "swarm"]
+_SOURCE_ORDER = ["buzz", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -245,9 +250,11 @@ def backup_items(identity: str, now: datetime, include_off_hours: bool,
 
 def _summary(counts: dict[str, int]) -> str | None:
     parts = []
-    for key, one, many in (("alert", "alert", "alerts"), ("backup", "backup alert", "backup alerts"),
+    for key, one, many in (("alert", "alert", "alerts"), ("ask", "question for you", "questions for you"),
+                           ("backup", "backup alert", "backup alerts"),
                            ("message", "unread message", "unread messages"),
                            ("message_pending", "reply owed", "replies owed"),
+                           ("ask_result", "ask outcome to read", "ask outcomes to read"),
                            ("chat", "unread chat", "unread chats"),
                            ("swarm", "active task", "active tasks"),
                            ("notification", "notification", "notifications")):
@@ -310,9 +317,13 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
             db.after_commit(WAKE_CHANGED, changed)
         alerts, notes = delivered_alerts, delivered_notes
     chats = chat_items(identity)
+    asked, asked_total = asks.asked_items(identity, MAX_ITEMS_PER_SOURCE)
+    outcomes, outcome_total = asks.result_items(identity, MAX_ITEMS_PER_SOURCE)
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
-              "message_pending": pending_total, "chat": len(chats), "swarm": task_total}
-    return Gathered(alerts + notes + messages + pending + chats + tasks, counts, now, tasks_change_at(identity, now),
+              "message_pending": pending_total, "chat": len(chats), "swarm": task_total, "ask": asked_total,
+              "ask_result": outcome_total}
+    return Gathered(alerts + notes + asked + messages + pending + outcomes + chats + tasks, counts, now,
+                    tasks_change_at(identity, now),
                     off_hours=hidden, backups_at=len(alerts) + len(notes))
 
 

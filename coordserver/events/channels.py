@@ -103,6 +103,12 @@ class StreamsPayload(TypedDict, total=False):
     closed: list[str]
 
 
+class AsksPayload(TypedDict):
+    askId: int
+    status: str
+    deadline: str | None
+
+
 class BusPayload(TypedDict):
     kind: Literal["reconnected"]
 
@@ -131,6 +137,9 @@ PRESENCE_SEEN: Channel[PresenceSeenPayload] = Channel(
     "presence_seen", "last-seen times [identity, iso time, source] another process has persisted")
 STREAMS: Channel[StreamsPayload] = Channel(
     "streams", "which identities hold an event stream on which worker (realtime/streams_elsewhere.py)")
+ASKS: Channel[AsksPayload] = Channel(
+    "asks", "an ask was made or changed state (domain/asks.py): those waiting on it re-read it "
+            "(realtime/ask_waiters.py), and the expiry pass sleeps until the earliest deadline (scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")

@@ -1,11 +1,10 @@
-"""Schema version 6: notebook page versions (stored snapshots of a page's text) and the identities
-who edited a page since its newest version."""
+"""Schema version 6: asks (a question with options put to one or more identities; domain/asks.py)."""
 from __future__ import annotations
 
 import peewee as pw
 
-from ..models import NotebookPendingEditor, NotebookVersion
+from ..models import Ask, AskRecipient
 
 
 def upgrade(database: pw.Database) -> None:
-    database.create_tables([NotebookVersion, NotebookPendingEditor], safe=True)
+    database.create_tables([Ask, AskRecipient], safe=True)

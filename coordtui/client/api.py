@@ -10,8 +10,9 @@ from urllib.parse import quote
 import certifi
 import httpx
 
-from .models import (BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage, Message,
-                     JSONObject, Page, PageVersion, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
+from .models import (Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage,
+                     JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Task, TaskEvent, User, Wake,
+                     parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
 from .safe_text import neutralise, neutralise_json
 from .v11 import AdminUser, MetricsSample, Workflow
@@ -188,6 +189,37 @@ class CoordClient:
     async def search_inbox(self, query: str, limit: int = 50) -> list[Message]:
         body = await self.request("GET", "/api/mailboxes/me/messages/search", params={"q": query, "limit": limit})
         return [Message.parse(m) for m in body.get("messages") or []]
+
+    # asks (ours: a 404 from another v1 server means unsupported)
+    async def asks(self, role: str | None = None, status: str | None = None, limit: int = 50) -> list[Ask]:
+        """Asks put to me (`role="received"`) or made by me (`"sent"`), both when None; newest first."""
+        body = await self.request("GET", "/api/asks", params={"role": role, "status": status, "limit": limit})
+        return [Ask.parse(a) for a in body.get("asks") or [] if isinstance(a, dict)]
+
+    async def create_ask(self, to: str | list[str], question: str, options: list[str] | None = None,
+                         allow_text: bool = False, deadline: str | None = None, default_option: int | None = None,
+                         context: JSONObject | None = None) -> Ask:
+        """`to`: one identity or a group; `deadline` ISO-8601; `default_option` 1-based; `context` e.g.
+        {"taskId": ...}."""
+        payload: dict[str, Any] = {"to": to, "question": question, "allowText": allow_text}
+        for key, value in (("options", options), ("deadline", deadline), ("defaultOption", default_option),
+                           ("context", context)):
+            if value:
+                payload[key] = value
+        return Ask.parse(await self.request("POST", "/api/asks", json=payload))
+
+    async def get_ask(self, ask_id: int) -> Ask:
+        """One ask; as its asker, reading a closed one marks its outcome read (its wake item leaves)."""
+        return Ask.parse(await self.request("GET", f"/api/asks/{_q(ask_id)}"))
+
+    async def answer_ask(self, ask_id: int, option: int | str | None = None, text: str | None = None) -> Ask:
+        """`option`: its number (1-based) or label; or `text` where the ask allows it. A later answer than the
+        first is ApiError 409 (body `answeredBy`)."""
+        payload: dict[str, Any] = {"option": option} if option is not None else {"text": text}
+        return Ask.parse(await self.request("POST", f"/api/asks/{_q(ask_id)}/answer", json=payload))
+
+    async def cancel_ask(self, ask_id: int) -> Ask:
+        return Ask.parse(await self.request("POST", f"/api/asks/{_q(ask_id)}/cancel"))
 
     # chat
     async def channels(self, archived: bool = False) -> list[Channel]:

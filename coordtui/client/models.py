@@ -106,6 +106,43 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Ask:
+    """A question with options put to one identity or a group (ours: `GET /api/skill/asks`); answered once."""
+    id: int
+    asker: str
+    to: tuple[str, ...]
+    question: str
+    options: tuple[str, ...]
+    allow_text: bool
+    status: str  # open, answered, expired, cancelled
+    created_at: datetime | None
+    deadline: datetime | None = None
+    default_option: int | None = None  # 1-based
+    context: JSONObject | None = None  # messageId, taskId or alertId
+    answered_by: str | None = None
+    option: str | None = None  # the answer's label (on an expired ask: the default applied)
+    text: str | None = None
+    closed_at: datetime | None = None
+    read_at: datetime | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.status == "open"
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "Ask":
+        context = row.get("context")
+        return cls(id=parse_id(row.get("id")), asker=str(row.get("from") or ""),
+                   to=tuple(str(i) for i in row.get("to") or ()), question=str(row.get("question") or ""),
+                   options=tuple(str(o) for o in row.get("options") or ()), allow_text=bool(row.get("allowText")),
+                   status=str(row.get("status") or "open"), created_at=parse_time(row.get("createdAt")),
+                   deadline=parse_time(row.get("deadline")), default_option=row.get("defaultOption"),
+                   context=context if isinstance(context, dict) else None, answered_by=row.get("answeredBy"),
+                   option=row.get("option"), text=row.get("text"), closed_at=parse_time(row.get("closedAt")),
+                   read_at=parse_time(row.get("readAt")))
+
+
+@dataclass(frozen=True)
 class InboxPage:
     messages: list[Message]
     total: int
@@ -267,6 +304,14 @@ class WakeItem:
     channel_id: str | None = None  # chat items (API.md §18)
     channel_type: str | None = None
     channel_name: str | None = None
+    # asks (ours): an `ask` item put to me has these four; an `ask_result` (mine, answered or expired) the last three
+    asker: str | None = None
+    question: str | None = None
+    options: tuple[str, ...] = ()
+    allow_text: bool = False
+    answered_by: str | None = None
+    option: str | None = None
+    answer_text: str | None = None
 
     @property
     def key(self) -> str:
@@ -280,7 +325,10 @@ class WakeItem:
                    status=row.get("status"), project_id=row.get("projectId"), app_name=row.get("appName"),
                    role=row.get("role"), target_agent=row.get("targetAgent"), ephemeral=bool(row.get("ephemeral")),
                    channel_id=row.get("channelId"), channel_type=row.get("channelType"),
-                   channel_name=row.get("channelName"))
+                   channel_name=row.get("channelName"), asker=row.get("from"), question=row.get("question"),
+                   options=tuple(str(o) for o in row.get("options") or () if isinstance(o, str)),
+                   allow_text=bool(row.get("allowText")), answered_by=row.get("answeredBy"),
+                   option=row.get("option"), answer_text=row.get("text"))
 
 
 @dataclass(frozen=True)

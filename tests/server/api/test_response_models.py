@@ -96,10 +96,11 @@ def test_every_json_operation_answers_as_its_model_says(tour_server, as_user, ch
     _workflows(alice, task)
     _notebook(alice, task)
     _directory_and_buzz(alice, bob, anyone)
+    _asks(alice, bob)
     tour_server.tour_clock.advance(hours=2)  # dora, whom alice backs up, has been silent for longer than its 1 h
     wake = admin.get("/api/wake/alice", params={"includeOffHours": "true"}).json()
     assert {item["source"] for item in wake["items"]} == {"message", "message_pending", "swarm", "buzz", "chat",
-                                                          "backup"}
+                                                          "backup", "ask", "ask_result"}
     for who in (alice, bob):
         who.get("/api/wake")
     alice.get("/api/presence")
@@ -224,6 +225,19 @@ def _notebook(alice, task: str) -> None:
     alice.get(f"/api/swarm/tasks/{task}/notebook-pages")
     alice.request("DELETE", f"/api/swarm/tasks/{task}/notebook-pages", json={"notebookPageId": page["id"]})
     alice.delete(f"/api/notebook/{page['id']}")
+
+
+def _asks(alice, bob) -> None:
+    """Asks (alice's wake keeps one put to her and the unread outcome of one she made)."""
+    bob.post("/api/asks", json={"to": ["alice", "carol"], "question": "Ship it?", "options": ["Yes", "No"],
+                                "allowText": True, "deadline": "2099-01-01T00:00:00Z", "defaultOption": 2,
+                                "context": {"taskId": "t-1"}})
+    asked = alice.post("/api/asks", json={"to": "bob", "question": "Which fix?", "options": ["A", "B", "C"]}).json()
+    bob.get(f"/api/asks/{asked['id']}")
+    bob.post(f"/api/asks/{asked['id']}/answer", json={"option": "B"})
+    withdrawn = alice.post("/api/asks", json={"to": "bob", "question": "Lunch?", "allowText": True}).json()
+    alice.post(f"/api/asks/{withdrawn['id']}/cancel")
+    alice.get("/api/asks", params={"role": "sent"})
 
 
 def _directory_and_buzz(alice, bob, anyone) -> None:

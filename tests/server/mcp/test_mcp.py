@@ -82,7 +82,7 @@ async def test_initialize_lists_the_tools_with_their_schemas(srv, mode):
         assert (session.protocol_version == "2026-07-28") == (mode == "auto")
         listed = (await session.list_tools()).tools
         assert [t.name for t in listed] == [t.name for t in tools.TOOLS]
-        assert len(listed) == 30
+        assert len(listed) == 34
         send = next(t for t in listed if t.name == "send_message")
         assert send.input_schema["type"] == "object"
         assert "recipient" in send.input_schema["required"] and "replyToMessageId" in send.input_schema["properties"]
@@ -192,6 +192,9 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "list_tasks": {"statuses": ["done"]},  # the route's query model takes them; its rule refuses "done"
         "notebook_read": {"pageId": MISSING},
         "notebook_edit": {"pageId": MISSING, "title": "x"},
+        "ask_human": {"to": "nobody", "question": "x", "options": ["a", "b"], "wait_seconds": 0},
+        "get_ask": {"askId": 999999},
+        "answer_ask": {"askId": 999999, "option": 1},
         "notebook_versions": {"pageId": MISSING},
         "notebook_version": {"pageId": MISSING, "versionId": 1},
         "notebook_checkpoint": {"pageId": MISSING, "label": "x"},
@@ -201,6 +204,7 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "wake": {"includeOffHours": "yes"}, "chat_channels": {"archived": "maybe"},
         "list_projects": {"includeArchived": "no"}, "notebook_search": {"limit": 0}, "directory": {"offset": -1},
         "buzz_events": {"limit": "ten"}, "presence": {"who": "me"}, "doctor": {"verbose": True},
+        "list_asks": {"role": "both"},
     }
     assert set(route_refusals) | set(argument_refusals) == set(tools.BY_NAME)
     async with connect(srv.url, "alice", mode="auto") as s:
