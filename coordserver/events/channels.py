@@ -75,9 +75,9 @@ class RoomMeta(TypedDict):
 
 
 class NotebookPayload(TypedDict, total=False):
-    kind: Literal["update", "meta", "viewers"] | str
+    kind: Literal["update", "meta", "viewers", "awareness", "awareness_query"] | str
     origin: str | None  # the room that sent it; None from a unit of work (a "meta" change)
-    update: str
+    update: str  # base64: a Yjs update (kind "update") or a y-protocols awareness update ("awareness")
     relay: int
     viewers: list[str]
     # kind "meta": a RoomMeta's keys

@@ -166,8 +166,10 @@ class Catalog:
 
 
 def _answer(tool: Tool, declared: dict | None) -> type:
-    """The response model the tool's route declares for 200: the tool's outputSchema (its structuredContent)."""
-    answer = ((declared or {}).get("returns") or {}).get(200)
+    """The response model the tool's route declares for its 2xx answer: the tool's outputSchema (its
+    structuredContent)."""
+    returns = (declared or {}).get("returns") or {}
+    answer = next((model for status, model in sorted(returns.items()) if 200 <= status < 300), None)
     if answer is None:
         raise RuntimeError(f"MCP tool {tool.name}: its route declares no response model")
     return answer
@@ -224,6 +226,18 @@ TOOLS: list[Tool] = [
     Tool("notebook_edit", "Change a notebook page; new content is merged into the live document like a "
          "REST PATCH, so editors keep their own edits.", "PATCH", "/api/notebook/{pageId}",
          lambda r, _: f"Saved page '{r['page']['title']}'."),
+    Tool("notebook_versions", "A notebook page's stored versions, newest first: when, who edited since the "
+         "previous one, size, label (without their text).", "GET", "/api/notebook/{pageId}/versions",
+         _count("versions", "versions")),
+    Tool("notebook_version", "One stored version of a notebook page, with its text.", "GET",
+         "/api/notebook/{pageId}/versions/{versionId}",
+         lambda r, _: f"Version {r['version']['id']} ({r['version']['size']} characters, {r['version']['reason']})."),
+    Tool("notebook_checkpoint", "Keep a notebook page's text now as a version, with an optional label.", "POST",
+         "/api/notebook/{pageId}/versions", lambda r, _: f"Kept version {r['version']['id']}."),
+    Tool("notebook_restore", "Make a notebook page's text that of an older version, as an ordinary edit that "
+         "live editors receive; the text replaced is kept as a version first.", "POST",
+         "/api/notebook/{pageId}/versions/{versionId}/restore",
+         lambda r, _: f"Restored page '{r['page']['title']}' (version {r['version']['id']})."),
     Tool("directory", "Directory entries (links) you can see, newest first.", "GET",
          "/api/directory", _count("entries", "entries"), wrap="entries"),
     Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.",

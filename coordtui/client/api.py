@@ -11,7 +11,8 @@ import certifi
 import httpx
 
 from .models import (Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage,
-                     JSONObject, Message, Page, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
+                     JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Task, TaskEvent, User, Wake,
+                     parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
 from .safe_text import neutralise, neutralise_json
 from .v11 import AdminUser, MetricsSample, Workflow
@@ -376,6 +377,28 @@ class CoordClient:
     async def update_page(self, page_id: str, **fields: Any) -> Page:
         body = await self.request("PATCH", f"/api/notebook/{_q(page_id)}", json=fields)
         return Page.parse(body.get("page") or {})
+
+    async def page_versions(self, page_id: str, limit: int = 50, offset: int = 0) -> list[PageVersion]:
+        """The page's versions, newest first, without their text."""
+        body = await self.request("GET", f"/api/notebook/{_q(page_id)}/versions",
+                                  params={"limit": limit, "offset": offset})
+        return [PageVersion.parse(v) for v in body.get("versions") or []]
+
+    async def page_version(self, page_id: str, version_id: int) -> PageVersion:
+        """One version with its text (`content`)."""
+        body = await self.request("GET", f"/api/notebook/{_q(page_id)}/versions/{int(version_id)}")
+        return PageVersion.parse(body.get("version") or {})
+
+    async def checkpoint_page(self, page_id: str, label: str | None = None) -> PageVersion:
+        """Keep the page's text now as a version, with an optional label."""
+        body = await self.request("POST", f"/api/notebook/{_q(page_id)}/versions", json={"label": label})
+        return PageVersion.parse(body.get("version") or {})
+
+    async def restore_page_version(self, page_id: str, version_id: int) -> tuple[PageVersion, Page]:
+        """Make the page's text that of an older version (live editors converge on it); returns the
+        restore's own version and the page."""
+        body = await self.request("POST", f"/api/notebook/{_q(page_id)}/versions/{int(version_id)}/restore")
+        return PageVersion.parse(body.get("version") or {}), Page.parse(body.get("page") or {})
 
     # directory and buzz
     async def directory(self, query: str | None = None, limit: int = 100) -> list[DirectoryEntry]:

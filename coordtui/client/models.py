@@ -435,6 +435,28 @@ class Page:
 
 
 @dataclass(frozen=True)
+class PageVersion:
+    """A stored version of a notebook page. `reason`: created, time, idle (the last editor left),
+    checkpoint, before_restore (the text a restore replaced), restore. `content` only when asked for one."""
+    id: int
+    page_id: str
+    created_at: datetime | None
+    editors: list[str]  # who edited since the previous version
+    size: int  # characters
+    label: str | None
+    reason: str
+    created_by: str | None
+    content: str | None = None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "PageVersion":
+        return cls(id=int(row.get("id") or 0), page_id=str(row.get("pageId") or ""),
+                   created_at=parse_time(row.get("createdAt")), editors=list(row.get("editors") or []),
+                   size=int(row.get("size") or 0), label=row.get("label"), reason=str(row.get("reason") or ""),
+                   created_by=row.get("createdBy"), content=row.get("content"))
+
+
+@dataclass(frozen=True)
 class DirectoryEntry:
     id: int
     title: str
