@@ -446,6 +446,29 @@ class NotebookReadBase(BaseModel):
         primary_key = pw.CompositeKey("page_id", "identity")
 
 
+class NotebookVersion(BaseModel):
+    """A stored snapshot of a page's text (domain/notebook_versions.py). Kept for the retention window;
+    a page's newest version is never pruned."""
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
+    page_id = pw.CharField(max_length=36, index=True)
+    content = pw.TextField()
+    editors = JSONField(null=True)  # the identities who edited since the previous version
+    reason = pw.CharField(max_length=20)  # created, time, idle, checkpoint, before_restore, restore
+    label = pw.CharField(max_length=200, null=True)
+    created_by = pw.CharField(max_length=50, null=True)  # who asked (checkpoint, restore)
+    created_at = pw.DateTimeField(index=True)
+
+
+class NotebookPendingEditor(BaseModel):
+    """Who edited a page since its newest version: named by the next version, then dropped."""
+    page_id = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50)
+    edited_at = pw.DateTimeField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("page_id", "identity")
+
+
 # --- asks ------------------------------------------------------------------------------------
 
 class Ask(BaseModel):
@@ -483,29 +506,6 @@ class AskRecipient(BaseModel):
 
     class Meta:
         primary_key = pw.CompositeKey("identity", "ask")
-
-
-class NotebookVersion(BaseModel):
-    """A stored snapshot of a page's text (domain/notebook_versions.py). Kept for the retention window;
-    a page's newest version is never pruned."""
-    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
-    page_id = pw.CharField(max_length=36, index=True)
-    content = pw.TextField()
-    editors = JSONField(null=True)  # the identities who edited since the previous version
-    reason = pw.CharField(max_length=20)  # created, time, idle, checkpoint, before_restore, restore
-    label = pw.CharField(max_length=200, null=True)
-    created_by = pw.CharField(max_length=50, null=True)  # who asked (checkpoint, restore)
-    created_at = pw.DateTimeField(index=True)
-
-
-class NotebookPendingEditor(BaseModel):
-    """Who edited a page since its newest version: named by the next version, then dropped."""
-    page_id = pw.CharField(max_length=36)
-    identity = pw.CharField(max_length=50)
-    edited_at = pw.DateTimeField()
-
-    class Meta:
-        primary_key = pw.CompositeKey("page_id", "identity")
 
 
 class DirectoryEntry(BaseModel):

@@ -11,7 +11,7 @@ leaves, on demand (a checkpoint) and by a restore.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import peewee as pw
 
@@ -162,9 +162,9 @@ def version_if_due(page_id: str, interval: timedelta, env_admins: frozenset[str]
     return True
 
 
-def pages_with_pending_edits(changed_before: datetime) -> list[str]:
-    query = (NotebookPendingEditor.select(NotebookPendingEditor.page_id).distinct()
-             .where(NotebookPendingEditor.edited_at <= to_db(changed_before)))
+def pages_with_pending_edits() -> list[str]:
+    """The pages changed since their newest version: the only ones a timed version can be due for."""
+    query = NotebookPendingEditor.select(NotebookPendingEditor.page_id).distinct()
     return [row.page_id for row in query]
 
 

@@ -51,9 +51,21 @@ class RoomAwareness:
         self.timeout_ms = timeout_seconds * 1000
         self.by_sender: dict[Any, set[int]] = {}  # a Peer or another process's room origin -> its client ids
 
-    def apply(self, sender: Any, update: bytes) -> None:
-        """Apply an update from `sender` (validated first: raises InvalidAwareness)."""
+    def apply(self, sender: Any, update: bytes) -> bool:
+        """Apply an update from `sender` (validated first: raises InvalidAwareness). False, and nothing
+        applied, when it speaks for a client that a socket of another identity holds: nobody moves or
+        removes someone else's cursor. A client that reconnected (the same identity on a new socket, or
+        heard from another process) takes its states over from the socket it left."""
         clients = client_states(update)
+        holders = [(other, owned) for other, owned in self.by_sender.items()
+                   if other != sender and any(c in owned for c in clients)]
+        identity = getattr(sender, "identity", None)
+        for other, _owned in holders:
+            held_by = getattr(other, "identity", None)
+            if identity is not None and held_by is not None and held_by != identity:
+                return False
+        for _other, owned in holders:
+            owned.difference_update(clients)
         self.states.apply_awareness_update(update, sender)
         owned = self.by_sender.setdefault(sender, set())
         for client_id, present in clients.items():
@@ -61,6 +73,7 @@ class RoomAwareness:
                 owned.add(client_id)
             else:
                 owned.discard(client_id)
+        return True
 
     def everyone(self) -> bytes | None:
         """All current states, for an editor who just joined (None when nobody has one)."""

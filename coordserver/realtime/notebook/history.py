@@ -41,8 +41,7 @@ class PageHistory:
 
     async def make_due_versions(self) -> int:
         """One pass: a version of every page that changed and whose newest version is old enough."""
-        due_before = self.coord.now()
-        page_ids = await self.coord.store.read(versions.pages_with_pending_edits, due_before)
+        page_ids = await self.coord.store.read(versions.pages_with_pending_edits)
         made = 0
         for page_id in page_ids:
             made += bool(await self.coord.store.write(versions.version_if_due, page_id, self.interval,

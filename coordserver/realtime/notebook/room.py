@@ -196,11 +196,12 @@ class Room:
         if peer.closing:
             return
         try:
-            self.awareness.apply(peer, update)
+            applied = self.awareness.apply(peer, update)
         except InvalidAwareness as exc:
             peer.close(CLOSE_INVALID_DATA, str(exc))
             return
-        self._relay_awareness(update, exclude=peer)
+        if applied:
+            self._relay_awareness(update, exclude=peer)
 
     def _relay_awareness(self, update: bytes, exclude: Peer | None = None) -> None:
         self.send_to_peers(awareness_frame(update), exclude=exclude)
@@ -261,12 +262,14 @@ class Room:
                            "locked": payload["locked"], "lockedBy": payload["lockedBy"],
                            "archived": payload["archived"]})
         elif kind == "awareness":
+            update = base64.b64decode(payload["update"])
             try:
-                self.awareness.apply(payload["origin"], base64.b64decode(payload["update"]))
+                applied = self.awareness.apply(payload["origin"], update)
             except InvalidAwareness:
                 log.warning("ignoring an invalid awareness update for page %s from the bus", self.page_id)
                 return
-            self.send_to_peers(awareness_frame(base64.b64decode(payload["update"])))
+            if applied:
+                self.send_to_peers(awareness_frame(update))
         elif kind == "awareness_query":
             ours = self.awareness.of_senders(list(self.peers))
             if ours is not None:

@@ -118,11 +118,8 @@ async def test_restore_is_an_edit_and_a_version_and_loses_nothing(make_server, d
         assert [v["reason"] for v in listed] == ["restore", "before_restore", "created"]
         kept = ok_json(await http.get(f"/api/notebook/{page_id}/versions/{listed[1]['id']}"))["version"]
         assert kept["content"] == "oops, all gone" and kept["editors"] == ["alice"]
-        assert (await http.get(f"/api/notebook/{page_id}")).json()["page"]["content"] == original_text(listed)
-
-
-def original_text(_listed) -> str:
-    return "Runbook: restart the pump 😀\n"
+        assert (await http.get(f"/api/notebook/{page_id}")).json()["page"]["content"] == \
+            "Runbook: restart the pump 😀\n"
 
 
 async def test_visibility_locking_and_bad_input(make_server, database_url):

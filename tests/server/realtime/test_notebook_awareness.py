@@ -82,7 +82,19 @@ async def test_a_silent_editor_is_dropped_and_nothing_is_stored(make_server):
         await watcher.wait_for(lambda s: [c.name for c in s.cursors.values()] == ["Renews"])
         await asyncio.sleep(2.5)  # well past the timeout: renewed states stay
         assert [c.name for c in watcher.cursors.values()] == ["Renews"]
+
+        # Nobody removes or moves another editor's cursor: an update naming Renews's client is not applied.
+        impostor = Awareness(Doc())
+        impostor.client_id = renewing.awareness.client_id
+        impostor.set_local_state(None)
+        impostor.set_local_state({"user": {"name": "Impostor"}})
+        impostor._meta[impostor.client_id]["clock"] = 10_000
+        await ws.send(json.dumps({"type": "awareness", "update": list(
+            impostor.encode_awareness_update([impostor.client_id]))}))
+        await asyncio.sleep(0.5)
+        assert [c.name for c in watcher.cursors.values()] == ["Renews"]
         await renewing.close()
+        await watcher.wait_for(lambda s: s.cursors == {})
 
         await ws.send(json.dumps({"type": "awareness", "update": [7, 7, 7, 7]}))  # cut short: not an awareness update
         frames = await asyncio.wait_for(_until_closed(ws), 5)
@@ -109,3 +121,20 @@ def _stored_mentions(needle: str) -> int:
     return (Event.select().where(Event.data.contains(needle)).count()
             + NotebookPage.select().where(NotebookPage.content.contains(needle)).count()
             + NotebookVersion.select().where(NotebookVersion.content.contains(needle)).count())
+
+
+def test_a_reconnected_editor_takes_its_cursor_over_from_the_socket_it_left():
+    from coordserver.realtime.notebook.awareness import RoomAwareness
+    from coordserver.realtime.notebook.peer import Peer
+    room = RoomAwareness(30)
+    editor = Awareness(Doc())
+    editor.set_local_state({"user": {"name": "Bob"}, "cursor": {"anchor": 1, "head": 1}})
+    old_socket, new_socket, stranger = Peer("bob", False), Peer("bob", False), Peer("carol", False)
+    assert room.apply(old_socket, editor.encode_awareness_update([editor.client_id]))
+    editor.set_local_state({"user": {"name": "Bob"}, "cursor": {"anchor": 2, "head": 2}})
+    again = editor.encode_awareness_update([editor.client_id])
+    assert not room.apply(stranger, again)  # another identity: refused
+    assert room.apply(new_socket, again)    # bob again, on a new socket: his
+    assert room.drop_sender(old_socket) is None  # the old socket closing removes nothing now
+    assert room.states.states[editor.client_id]["cursor"] == {"anchor": 2, "head": 2}
+    assert room.drop_sender(new_socket) is not None and room.states.states == {}

@@ -105,3 +105,22 @@ async def test_the_last_editor_leaving_on_one_of_two_processes_makes_one_version
         assert newest["reason"] == "idle" and newest["editors"] == ["bob", "carol"]
         text = (await http.get(f"/api/notebook/{page_id}/versions/{newest['id']}")).json()["version"]["content"]
         assert text == "bob a\ncarol\n"
+
+
+async def test_two_processes_checking_for_due_versions_make_one(make_server, pg_cluster):
+    from datetime import datetime, timezone
+
+    from coordserver.timeutil import FrozenClock
+    url = pg_cluster.create_database()
+    clock = FrozenClock(datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc))
+    first, second = (make_server(database_url=url, clock=clock, notebook_version_check_seconds=0.02, **FAST)
+                     for _ in range(2))
+    async with api(first, "alice") as http:
+        page_ids = [(await http.post("/api/notebook", json={"title": f"P{i}", "content": "x"})).json()["page"]["id"]
+                    for i in range(5)]
+        for page_id in page_ids:
+            assert (await http.patch(f"/api/notebook/{page_id}", json={"content": "x y"})).status_code == 200
+        clock.advance(minutes=5)
+        await asyncio.sleep(1.0)  # both processes' passes ran many times over the due pages
+        for page_id in page_ids:
+            assert [v["reason"] for v in await versions(http, page_id)] == ["time", "created"]
