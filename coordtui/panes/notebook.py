@@ -1,8 +1,10 @@
 """Notebook: the page list and a collaborative editor bound to the CRDT session of the open page."""
 from __future__ import annotations
 
+from typing import Any, Awaitable
+
 from rich.markup import escape
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -19,7 +21,7 @@ from .collab import CollabTextArea
 from ..tables import PlainTable
 
 
-class NotebookPane(Pane):
+class NotebookPane(Pane[list[Page]]):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list")]
@@ -127,7 +129,7 @@ class NotebookPane(Pane):
         if self.page_id == page_id and editor.shared is None:
             editor.load_text(page.content or "")
 
-    def session_closed(self, session, message: str | None) -> None:
+    def session_closed(self, session: NotebookSession, message: str | None) -> None:
         if session is self.page_session:
             self.readonly_reason = f"disconnected{': ' + message if message else ''}"
             self.query_one("#notebook-editor", CollabTextArea).read_only = True
@@ -187,14 +189,14 @@ class NotebookPane(Pane):
         else:
             super().focus_default()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         if event.key == "escape" and self.query_one("#notebook-editor").has_focus:
             self.query_one("#notebook-pages", DataTable).focus()
             event.stop()
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:
-        def create(values: dict):
+        def create(values: dict[str, Any]) -> Awaitable[Page]:
             tags = [t.strip() for t in values["tags"].split(",") if t.strip()] or None
             return self.client.create_page(values["title"], "", tags)
         page = await self.app.push_screen_wait(FormScreen("New page", [

@@ -32,7 +32,7 @@ def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
     return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
 
 
-class WakePane(Pane):
+class WakePane(Pane[Wake]):
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
@@ -70,7 +70,8 @@ class WakePane(Pane):
         super().__init__(session, title=title, id=id)
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
-        self._signature: tuple = ()
+        self._channels: list[Channel] | None = None  # fetched by load() with the wake it returns (older servers)
+        self._signature: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -78,15 +79,16 @@ class WakePane(Pane):
         table.add_columns("Pri", "Age", "Item")
         yield table
 
-    async def load(self) -> tuple[Wake, list[Channel] | None]:
+    async def load(self) -> Wake:
         wake = await self.client.wake()
-        channels = None
+        self._channels = None
         if not any(item.source == "chat" for item in wake.items):  # an older server: chat from the channels
-            channels = await self.client.channels()
-        return wake, channels
+            self._channels = await self.client.channels()
+        return wake
 
-    def show(self, data: tuple[Wake, list[Channel] | None]) -> None:
-        wake, channels = data
+    def show(self, wake: Wake) -> None:
+        # the channels fetched with this wake, once: a wake shown again (a filter) is viewed with the counted ones
+        channels, self._channels = self._channels, None
         self.post_message(self.Shown(wake, channels))
         self.paint(self.session.wake_view(wake, channels))
 
@@ -127,7 +129,7 @@ class WakePane(Pane):
         pulses = [e for e in events if e.type == "wake_pulse"]
         if pulses:
             if self.active:
-                self.render_data((Wake.parse(pulses[-1].data), None))
+                self.render_data(Wake.parse(pulses[-1].data))
             else:
                 self.stale = True
         super().handle_events(events)
@@ -143,7 +145,7 @@ class WakePane(Pane):
         return self.items.get(key) if key else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        item = self.items.get(event.row_key.value)
+        item = self.items.get(event.row_key.value or "")
         if item is not None:
             self.post_message(self.ItemOpened(item))
 
@@ -167,10 +169,12 @@ class WakePane(Pane):
     @work(group="wake-action", exit_on_error=False)
     async def action_ack(self) -> None:
         item = self._need("message", "message_pending", "buzz")
-        if item is not None and item.source == "buzz":
+        if item is None:
+            return
+        if item.source == "buzz":
             self.dismiss_alert(item)
             return
-        if item and await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
+        if await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
             self.request_reload()
 
     def dismiss_alert(self, item: WakeItem) -> None:
