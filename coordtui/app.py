@@ -391,10 +391,6 @@ class CoordApp(KeysInOrder, App[None]):
         return self.pane_of(ChatPane)
 
     @property
-    def swarm_pane(self) -> SwarmPane:
-        return self.pane_of(SwarmPane)
-
-    @property
     def notebook_pane(self) -> NotebookPane:
         return self.pane_of(NotebookPane)
 
