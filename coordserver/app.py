@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from quart import Quart, g, request
 from quart.json.provider import DefaultJSONProvider
@@ -22,7 +23,7 @@ from .mcp.endpoint import McpMount
 from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
 from .timeutil import Clock
-from .events.channels import EVENTS
+from .events.channels import EVENTS, Channel, EventsPayload
 
 log = logging.getLogger("coord")
 
@@ -32,12 +33,12 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _blueprints():
-    from .api import (admin, auth, buzz, chat, directory, doctor, messages, meta, metrics, notebook, presence,
+    from .api import (admin, asks, auth, buzz, chat, directory, doctor, messages, meta, metrics, notebook, presence,
                       recurring, skills, stream, swarm, users, wake, workflows)
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
-            stream.bp, presence.bp, admin.bp, users.bp, metrics.bp]
+            stream.bp, presence.bp, admin.bp, users.bp, metrics.bp, asks.bp]
 
 
 class StandardJSONProvider(DefaultJSONProvider):
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
 
     @app.after_serving
     async def shutdown() -> None:
+        assert coord.shutting_down is not None  # startup made it
         coord.shutting_down.set()
         for service in reversed(services.lifecycle()):
             try:
@@ -129,17 +131,19 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         return answer.body, answer.status, answer.headers
 
     # /mcp beside the routes; its tools call the whole application (`app`, hot paths included) in-process.
-    app.asgi_app = McpMount(app.asgi_app, services.mcp_endpoint)
+    # Quart's documented middleware hook; its type says method, so the checker refuses the assignment.
+    app.asgi_app = McpMount(app.asgi_app, services.mcp_endpoint)  # type: ignore[method-assign]
     if settings.hot_paths:
-        app.asgi_app = HotPaths(app, coord, gate)
+        app.asgi_app = HotPaths(app, coord, gate)  # type: ignore[method-assign]
     return app
 
 
 def _publisher(coord: Coord):
     """After a commit: announce new log rows, then the unit's other effects."""
-    def publish(max_event: int | None, effects: list) -> None:
+    def publish(max_event: int | None, effects: list[tuple[Channel[Any], Any]]) -> None:
         if max_event is not None:
-            coord.bus.publish(EVENTS, {"maxId": max_event})
+            announced: EventsPayload = {"maxId": max_event}
+            coord.bus.publish(EVENTS, announced)
         for channel, payload in effects:
             coord.bus.publish(channel, payload)
     return publish

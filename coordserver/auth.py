@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from quart import g, request
 
@@ -26,7 +26,7 @@ class TokenResolver:
 
     def __init__(self, coord):
         self.coord = coord
-        self._cache: dict[str, tuple[float, Principal | None, object]] = {}
+        self._cache: dict[str, tuple[float, Principal | None, datetime | None]] = {}  # expires_at as stored
         self._env = {hash_token(t): spec for t, spec in coord.settings.env_tokens.items()}
         self._last_used: dict[int, object] = {}
         self._unsubscribe = None
@@ -74,7 +74,7 @@ class TokenResolver:
         self._maybe_touch(principal)
         return principal
 
-    async def _lookup(self, digest: str) -> tuple[Principal | None, object]:
+    async def _lookup(self, digest: str) -> tuple[Principal | None, datetime | None]:
         from .domain import identities
         try:
             row = await self.coord.store.read(identities.token_by_hash, digest)

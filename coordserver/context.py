@@ -6,7 +6,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from quart import current_app
 
@@ -35,7 +36,7 @@ class Coord:
     # Set once by create_app (services.build); reading it before then is an AttributeError.
     services: Services = field(init=False, repr=False)
     resolver: Resolver = system_resolver  # DNS for webhook targets; tests replace it
-    _tasks: set = field(default_factory=set)
+    _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if not isinstance(self.bus, Bus):
@@ -49,15 +50,15 @@ class Coord:
     def env_admins(self) -> frozenset[str]:
         return frozenset(t.identity for t in self.settings.env_tokens.values() if t.is_admin)
 
-    def now(self):
+    def now(self) -> datetime:
         return self.clock.now()
 
-    def spawn(self, coro: Awaitable, name: str | None = None) -> asyncio.Task:
+    def spawn(self, coro: Awaitable[Any], name: str | None = None) -> asyncio.Future[Any]:
         """A background task whose failure is logged, not lost; cancelled at shutdown."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
 
-        def done(t: asyncio.Task) -> None:
+        def done(t: asyncio.Future[Any]) -> None:
             self._tasks.discard(t)
             if not t.cancelled() and t.exception() is not None:
                 log.error("background task %s failed", name or t, exc_info=t.exception())

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import peewee as pw
@@ -35,6 +37,12 @@ def open_database(url: str) -> pw.Database:
     raise ValueError(f"unsupported database URL scheme {parsed.scheme!r}: use sqlite:/// or postgresql://")
 
 
+class StatementRunner(Protocol):
+    """How a PostgresDatabase runs fixed SQL (sql.PreparedStatements, which db.Store gives it)."""
+
+    def execute(self, database: pw.Database, sql: str, params: Sequence[Any]) -> Any: ...
+
+
 class PostgresDatabase(pw.PostgresqlDatabase):
     """PostgreSQL with fewer round trips: BEGIN and the unit savepoints travel with the next statement.
 
@@ -44,12 +52,14 @@ class PostgresDatabase(pw.PostgresqlDatabase):
     statement never sends them at all. A send unit went from 7 round trips (BEGIN, SAVEPOINT, three
     INSERTs, RELEASE, COMMIT) to 3 (bench/RESULTS.md)."""
 
-    def __init__(self, *args, **kwargs):
+    prepared: StatementRunner  # set by db.Store (sql.PreparedStatements)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deferred = threading.local()
 
     def _pending(self) -> list[str]:
-        pending = getattr(self._deferred, "sql", None)
+        pending: list[str] | None = getattr(self._deferred, "sql", None)
         if pending is None:
             pending = self._deferred.sql = []
         return pending
@@ -65,7 +75,7 @@ class PostgresDatabase(pw.PostgresqlDatabase):
             return True
         return False
 
-    def execute_sql(self, sql, params=None):
+    def execute_sql(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         pending = self._pending()
         if pending:
             # The deferred statements carry no parameters and no '%', so psycopg2's interpolation of
@@ -74,8 +84,9 @@ class PostgresDatabase(pw.PostgresqlDatabase):
             pending.clear()
         return super().execute_sql(sql, params)
 
-    def begin(self, isolation_level=None) -> None:
-        if isolation_level is not None or self._isolation_level:
+    def begin(self, isolation_level: str | None = None) -> None:
+        # _isolation_level: peewee's own (set from the isolation_level connect parameter), left out of its stubs
+        if isolation_level is not None or self._isolation_level:  # type: ignore[attr-defined]
             super().begin(isolation_level)
         else:
             if self.is_closed():  # connect now: connecting later would reset peewee's transaction stack
@@ -97,10 +108,16 @@ class PostgresDatabase(pw.PostgresqlDatabase):
         if self._end():
             super().rollback()
 
-    def close(self):
+    def close(self) -> bool:
         self._pending().clear()
         return super().close()
 
 
 def is_sqlite(database: pw.Database) -> bool:
     return isinstance(database, pw.SqliteDatabase)
+
+
+def connection_state(database: pw.Database) -> pw._ConnectionState:
+    """Peewee's per-thread connection state (its `conn` is None while this thread has no connection;
+    `connection()` would open one). Private to peewee, so its stubs leave the attribute out."""
+    return database._state  # type: ignore[attr-defined]

@@ -21,27 +21,33 @@ import queue
 import select
 import threading
 import time
+from types import TracebackType
 from typing import Any, Callable
 
 import peewee as pw
 
-from .database import PostgresDatabase, is_sqlite, open_database
+from .database import PostgresDatabase, connection_state, is_sqlite, open_database
 from .dbfaults import DOWN, Outage
+from .events.channels import Channel
 from .migrations import migrate
 from .models import database_proxy
 # The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
-from .sql import (PreparedStatements, current_database, locked, sql_execute, sql_insert,  # noqa: F401
-                  sql_rows)
+from .sql import (PreparedStatements, Row, current_database, locked, sql_execute, sql_insert,  # noqa: F401
+                  sql_rows, tuples)
 from .timeutil import Clock
-from .unit import _unit, after_commit, merges, note_event, now  # noqa: F401
+from .unit import Merge, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
+
+# What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
+__all__ = ["Row", "Store", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event", "now",
+           "sql_execute", "sql_insert", "sql_rows", "tuples"]
 
 log = logging.getLogger("coord.db")
 
 _MAX_BATCH = 64
 
 
-def _merge_of(job: "_Job"):
-    merge = getattr(job.fn, "merge", None)
+def _merge_of(job: "_Job") -> Merge | None:
+    merge = merge_of(job.fn)
     return merge if merge is not None and not job.kwargs and merge[1](*job.args) else None
 
 
@@ -49,11 +55,13 @@ class _Job:
     __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event", "alone",
                  "event_types")
 
-    def __init__(self, fn, args, kwargs, loop, future, alone: bool = False):
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], alone: bool = False) -> None:
         self.fn, self.args, self.kwargs, self.loop, self.future = fn, args, kwargs, loop, future
         self.alone = alone
-        self.result = self.error = None
-        self.effects: list = []
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.effects: list[tuple[Channel[Any], Any]] = []
         self.max_event: int | None = None
         self.event_types: list[str] = []
 
@@ -63,25 +71,26 @@ class _FixedSavepoint:
     SAVEPOINT and RELEASE are deferred (PostgresDatabase): they ride along with the unit's first
     statement and the next unit's (or disappear at COMMIT, or when the unit executed nothing)."""
 
-    def __init__(self, database: pw.Database, name: str):
+    def __init__(self, database: pw.Database, name: str) -> None:
         self.database = database
-        self.deferring = isinstance(database, PostgresDatabase)
+        self.postgres = database if isinstance(database, PostgresDatabase) else None  # deferring
         self.begin, self.release = f'SAVEPOINT "{name}"', f'RELEASE SAVEPOINT "{name}"'
         self.rollback = f'ROLLBACK TO SAVEPOINT "{name}"'
 
     def __enter__(self) -> None:
-        if self.deferring:
-            self.database.defer(self.begin)
+        if self.postgres is not None:
+            self.postgres.defer(self.begin)
         else:
             self.database.execute_sql(self.begin)
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self.deferring:
-            if self.database.undefer(self.begin):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.postgres is not None:
+            if self.postgres.undefer(self.begin):
                 return  # the unit sent no statement: there is nothing to release or undo
             if exc_type is not None:
-                self.database.execute_sql(self.rollback)
-            self.database.defer(self.release)
+                self.postgres.execute_sql(self.rollback)
+            self.postgres.defer(self.release)
             return
         if exc_type is not None:
             self.database.execute_sql(self.rollback)
@@ -98,7 +107,7 @@ def _is_conflict(exc: BaseException) -> bool:
     return getattr(getattr(exc, "orig", exc), "pgcode", None) in _CONFLICT_CODES
 
 
-def _server_spoke(conn) -> bool:
+def _server_spoke(conn: Any) -> bool:
     """Whether an idle PostgreSQL connection has something to read: a store connection never LISTENs,
     so between units that is the server saying goodbye (or, rarely, a parameter report: reconnecting
     then costs a connection, nothing else)."""
@@ -126,21 +135,21 @@ class Store:
     """Owns the database connection(s) and the threads that use them."""
 
     def __init__(self, url: str, clock: Clock | None = None, readers: int | None = None, prepare: bool = True,
-                 pg_writers: int = 1):
+                 pg_writers: int = 1) -> None:
         self.url = url
         self.clock = clock or Clock()
         self.database = open_database(url)
         self.sqlite = is_sqlite(self.database)
-        if not self.sqlite:
+        if isinstance(self.database, PostgresDatabase):  # every database but SQLite (open_database)
             self.database.prepared = PreparedStatements(prepare)
-        self.on_commit: Callable[[int | None, list], None] | None = None
+        self.on_commit: Callable[[int | None, list[tuple[Channel[Any], Any]]], None] | None = None
         self.on_events: Callable[[list[str]], None] | None = None  # types of the events a unit committed
         # Called on the event loop for every committed unit: (its function, whether it logged an event
         # or queued an after-commit effect). Caches use it to hear of writes that announce nothing.
-        self.on_write: list[Callable[[Callable, bool], None]] = []
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.on_write: list[Callable[[Callable[..., Any], bool], None]] = []
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._writers: list[threading.Thread] = []
-        self._reads: queue.SimpleQueue = queue.SimpleQueue()
+        self._reads: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         # SQLite reads run in this process and mostly in C, so threads beyond the two cores only fight
         # over the GIL: 4 readers served fewer inbox requests than 2 (bench/messages.md, round 3).
         # A PostgreSQL reader mostly waits on its socket, so more of them overlap usefully.
@@ -193,13 +202,13 @@ class Store:
         database_proxy.bind_thread(self.database)
 
     # running units of work
-    async def write(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.put(_Job(fn, args, kwargs, loop, future))
         return await future
 
-    async def write_alone(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    async def write_alone(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Like write, but in a transaction of its own, never batched with other units.
 
         For units that lock many rows in a fixed order to stay deadlock-free against other processes:
@@ -210,7 +219,7 @@ class Store:
         self._queue.put(_Job(fn, args, kwargs, loop, future, alone=True))
         return await future
 
-    async def write_until_done(self, fn: Callable[..., int], *args) -> int:
+    async def write_until_done(self, fn: Callable[..., int], *args: Any) -> int:
         """Run `fn`, a unit doing one bounded part of a long job (pruning) and returning how much it
         did, until it does nothing; returns the total. Each part commits on its own, so other units
         are served in between instead of waiting behind one long transaction."""
@@ -219,7 +228,7 @@ class Store:
             total += done
         return total
 
-    async def read(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         # Own reader threads fed by a SimpleQueue, answering with one call_soon_threadsafe: cheaper on
         # the event loop than run_in_executor's chained concurrent/asyncio futures (bench/messages.md, round 2).
         loop = asyncio.get_running_loop()
@@ -227,7 +236,7 @@ class Store:
         self._reads.put(_Job(fn, args, kwargs, loop, future))
         return await future
 
-    def run_sync(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """For the CLI and startup code, which own the thread they run on."""
         self._bind_thread()
         _unit.effects, _unit.max_event, _unit.event_types = [], None, []
@@ -339,7 +348,7 @@ class Store:
         failover, a network cut), forget it so the next unit connects afresh. True if it did."""
         if self.sqlite:
             return False
-        conn = self.database._state.conn  # peewee's per-thread state: connection() would open a new one
+        conn = connection_state(self.database).conn  # connection() would open a new one
         if conn is None or not getattr(conn, "closed", 0):
             return False
         self._close_connection()
@@ -349,7 +358,7 @@ class Store:
         try:
             self.database.close()
         except Exception:
-            self.database._state.reset()
+            connection_state(self.database).reset()
 
     def _forget_stale_connection(self) -> None:
         """PostgreSQL, before a unit: drop this thread's connection if it is known or seen to be dead,
@@ -363,7 +372,7 @@ class Store:
         generation = self.outage.generation
         stale = getattr(_unit, "generation", 0) != generation
         _unit.generation = generation
-        conn = self.database._state.conn
+        conn = connection_state(self.database).conn
         if conn is not None and (stale or conn.closed or _server_spoke(conn)):
             self._close_connection()
 
@@ -415,7 +424,7 @@ class Store:
     def _end_broken_transaction(self) -> None:
         """SQLite: after a failed commit or rollback (a full disk), leave no transaction open on the
         writer's connection, or the next batch's BEGIN would fail."""
-        conn = self.database._state.conn if self.sqlite else None
+        conn = connection_state(self.database).conn if self.sqlite else None
         if conn is not None and conn.in_transaction:
             try:
                 conn.execute("ROLLBACK")
@@ -434,7 +443,7 @@ class Store:
         """Consecutive jobs that may run merged (db.merges; PostgreSQL, where each statement is a round
         trip), else one job per group."""
         groups: list[list[_Job]] = []
-        last = None
+        last: Merge | None = None
         for job in jobs:
             merge = None if self.sqlite else _merge_of(job)
             if merge is not None and last is merge and groups:
@@ -445,7 +454,9 @@ class Store:
         return groups
 
     def _run_merged(self, group: list[_Job]) -> None:
-        many = group[0].fn.merge[0]
+        merge = merge_of(group[0].fn)
+        assert merge is not None  # _groups put it in a group of more than one
+        many = merge[0]
         _unit.effects, _unit.max_event, _unit.event_types = [], None, []
         try:
             with self._unit_savepoint:
@@ -459,7 +470,7 @@ class Store:
             self._capture(job, finish)  # no SQL: the merged statement did the database work
 
     def _run_job(self, job: _Job) -> None:
-        def in_savepoint():
+        def in_savepoint() -> Any:
             with self._unit_savepoint:
                 return job.fn(*job.args, **job.kwargs)
         self._capture(job, in_savepoint)
@@ -498,7 +509,7 @@ class Store:
         _settle(job)
 
     # facts for doctor
-    def storage_facts(self) -> dict:
+    def storage_facts(self) -> dict[str, Any]:
         """Free and total bytes of the filesystem holding the SQLite database (a syscall: call it off the
         event loop). PostgreSQL's disk is the database server's: None here."""
         if not self.sqlite:
@@ -512,4 +523,5 @@ class Store:
         if self.sqlite:
             path = self.database.database
             return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-        return self.database.execute_sql("SELECT pg_database_size(current_database())").fetchone()[0]
+        size: int = self.database.execute_sql("SELECT pg_database_size(current_database())").fetchone()[0]
+        return size

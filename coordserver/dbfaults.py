@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from .errors import ApiError, DatabaseFault, StorageFull, Unavailable
 
@@ -43,10 +43,10 @@ _SQLITE_UNAVAILABLE = frozenset({7, 8, 10, 14})  # NOMEM, READONLY, IOERR, CANTO
 FULL, BUSY, DOWN = "full", "busy", "down"
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     """`exc`, the driver error peewee wrapped (its first argument) and the errors it was raised from."""
     seen: set[int] = set()
-    todo = [exc]
+    todo: list[BaseException | None] = [exc]
     while todo:
         error = todo.pop()
         if error is None or id(error) in seen:
@@ -134,7 +134,7 @@ class Outage:
     event loop for each request answered with the fault. A full disk or a lock held elsewhere still lets
     reads through: only a write that succeeds ends those."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self.since: float | None = None  # monotonic start of the current outage, None while answering
@@ -156,7 +156,7 @@ class Outage:
             return None  # the domain's own answer (NotFound, Conflict...), whatever it was raised from
         kind = kind or fault_kind(exc)
         fault = fault_for(kind)
-        if fault is None:
+        if fault is None or kind is None:  # (no kind, no fault)
             return None
         fault.outage = self
         with self._lock:
@@ -186,12 +186,13 @@ class Outage:
                 self.refused += 1
 
     def _end_locked(self) -> str:
+        assert self.since is not None and self.kind is not None  # called only during an outage
         line = (f"{_AGAIN[self.kind]} after {self._clock() - self.since:.1f} s, "
                 f"{self.refused} request{'s' if self.refused != 1 else ''} refused")
         self.since, self.kind = None, None
         return line
 
-    def facts(self) -> dict | None:
+    def facts(self) -> dict[str, Any] | None:
         """For doctor: the current outage, or None."""
         since, kind = self.since, self.kind
         if since is None:

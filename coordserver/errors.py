@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from werkzeug.exceptions import HTTPException
 
@@ -13,6 +14,12 @@ from .redaction import redact
 from .settings import MAX_BODY_BYTES
 
 log = logging.getLogger("coord")
+
+
+class RefusalCounter(Protocol):
+    """What a DatabaseFault tells of each request answered with it (dbfaults.Outage)."""
+
+    def count_refusal(self) -> None: ...
 
 
 class ApiError(Exception):
@@ -69,7 +76,7 @@ class DatabaseFault(ApiError):
     def __init__(self, message: str, retry_after: int = 1):
         super().__init__(message)
         self.headers["Retry-After"] = str(retry_after)
-        self.outage = None
+        self.outage: RefusalCounter | None = None
 
     def refused(self) -> None:
         """One request was answered with this fault."""

@@ -63,9 +63,10 @@ class HotPaths:
         handler, route = found
         body = b""
         if scope["method"] == "POST":
-            body = await _read_body(receive)
-            if body is None:  # the client went away
+            read = await _read_body(receive)
+            if read is None:  # the client went away
                 return
+            body = read
         status = await self._serve(handler, scope, body, send)
         self._observe(scope["method"], route, status, perf_counter() - started)
 
@@ -109,6 +110,7 @@ class HotPaths:
     async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
         recipient = send_recipient(scope["path"])
+        assert recipient is not None  # _route matched the send route
         data = from_body(SendMessage, body, content_type=_headers(scope).get(b"content-type"))
         return 200, self._json(await post_message(self._coord, principal, recipient, data))
 

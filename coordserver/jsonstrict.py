@@ -18,7 +18,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeAlias
+
+# A JSON object as a request carries it or a response will (keys in the wire's camelCase): its fields are
+# declared by the request or response model in schemas/, which the edge checks; in here it is a dict.
+JSONObject: TypeAlias = dict[str, Any]
 
 MAX_DEPTH = 100
 # Only an escape can put a lone surrogate or a NUL into a decoded string (raw NUL bytes are invalid

@@ -30,7 +30,7 @@ import os
 import threading
 from datetime import timedelta
 from time import perf_counter
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import log_background_failure
 from .settings import metrics_dir
@@ -60,6 +60,10 @@ from prometheus_client.core import GaugeMetricFamily  # noqa: E402
 from .metrics_children import Children, supported  # noqa: E402
 from .metrics_files import MultiProcessFiles  # noqa: E402
 from .metrics_text import Exposition  # noqa: E402
+
+if TYPE_CHECKING:
+    from .realtime.loopmon import LoopMonitor
+    from .scheduler import Scheduler
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ROW_COUNTS_MAX_AGE = timedelta(seconds=2)  # never serve row counts older than this
@@ -128,7 +132,7 @@ class ProcessMetrics:
                                          registry=own)
         if directory:
             multiprocess.MultiProcessCollector(self.sources, path=directory)
-            mine = [MultiProcessFiles(directory)]
+            mine: list[object] = [MultiProcessFiles(directory)]
         else:  # in the registry's order (the order of creation above)
             mine = [Children(metric) if supported(metric) else metric
                     for metric in (self.info, self.http_requests, self.http_duration, self.sse_streams,
@@ -143,7 +147,7 @@ class ProcessMetrics:
             self.push_deliveries.labels(result)  # every result is a series from the start, at 0
         self.exposition = Exposition()
         self._http: dict[tuple[str, str, int], tuple] = {}
-        self._event_types: dict[str, object] = {}
+        self._event_types: dict[str, Counter] = {}
 
     def observe_request(self, method: str, route: str, status: int, seconds: float | None) -> None:
         """One request served. Runs on every request: a dict lookup and two increments once warm."""
@@ -190,8 +194,9 @@ def row_counts() -> dict:
     One SELECT of scalar subqueries rather than a statement per count: a scrape that finds no fresh counts
     waits for this read, and under load each statement's round trip waited for the GIL behind the busy
     event loop again (bench/RESULTS.md, 2026-11-24)."""
-    from .domain.swarm import STATUSES
+    from .domain.task_rules import STATUSES
     from .models import ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
+    from .sql import tuples
 
     def count(query):
         return query.select(pw.fn.COUNT(pw.SQL("*")))
@@ -207,7 +212,7 @@ def row_counts() -> dict:
     together = pw.Select(columns=[count(query) for query in counted.values()]).bind(User._meta.database)
     numbers = together.tuples()[0]
     tasks = dict.fromkeys(STATUSES, 0)
-    tasks.update(Task.select(Task.status, pw.fn.COUNT(pw.SQL("*"))).group_by(Task.status).tuples())
+    tasks.update(tuples(Task.select(Task.status, pw.fn.COUNT(pw.SQL("*"))).group_by(Task.status)))
     return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks}
 
 
@@ -247,7 +252,7 @@ class AppMetrics:
         self.coord = coord
         self.scheduler, self.loopmon = scheduler, loopmon  # their lags are gauges of the scrape
         self.process = process_metrics()
-        self._counts: dict | None = None
+        self._counts: dict[str, Any] | None = None
         self._counted_at = None
         self._lock = asyncio.Lock()  # one read at a time; a scrape that must wait joins the one under way
         self.row_queries = 0  # how many times the row counts were read (tests check the cache)
@@ -281,8 +286,12 @@ class AppMetrics:
         if age is not None and age < ROW_COUNTS_MAX_AGE:
             if age >= ROW_COUNTS_REFRESH_AFTER and not self._lock.locked():
                 self.coord.spawn(self._refresh(), "metrics row counts")
-            return self._counts
+            return self._cached_counts()
         await self._refresh(wait=True)
+        return self._cached_counts()
+
+    def _cached_counts(self) -> dict[str, Any]:
+        assert self._counts is not None  # set with _counted_at: an age, or a read that succeeded
         return self._counts
 
     async def _refresh(self, wait: bool = False) -> None:

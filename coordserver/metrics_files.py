@@ -140,7 +140,8 @@ def _raw_metrics(files: list[_File], values: list[tuple], refs: list[tuple[int, 
         if metric is None:
             metric = metrics[metric_name] = Metric(metric_name, help_text, file.kind)
         if file.kind == "gauge":
-            metric._multiprocess_mode = file.mode
+            # as prometheus_client's MultiProcessCollector does; its stubs leave the attribute out
+            metric._multiprocess_mode = file.mode  # type: ignore[attr-defined]
         metric.add_sample(*file.raw_sample(entry, values[file_index]))
     return metrics
 

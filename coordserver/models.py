@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Any, overload
 
 import peewee as pw
 
@@ -15,22 +16,22 @@ class ThreadBoundDatabaseProxy(pw.DatabaseProxy):
     do; a thread that bound nothing sees the database initialized last."""
     __slots__ = ("_default", "_local")
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "_local", threading.local())
         object.__setattr__(self, "_default", None)
         super().__init__()
 
     @property
-    def obj(self):
+    def obj(self) -> pw.Database:
         return getattr(self._local, "database", None) or self._default
 
-    def __setattr__(self, attr, value):
+    def __setattr__(self, attr: str, value: Any) -> None:
         if attr == "obj":
             object.__setattr__(self, "_default", value)
         else:
             object.__setattr__(self, attr, value)
 
-    def bind_thread(self, database) -> None:
+    def bind_thread(self, database: pw.Database) -> None:
         self._local.database = database
 
 
@@ -44,10 +45,16 @@ def new_uuid() -> str:
 class JSONField(pw.TextField):
     """JSON stored as text, portable across SQLite and PostgreSQL."""
 
-    def db_value(self, value):
+    @overload
+    def db_value(self, value: None) -> None: ...
+    @overload
+    def db_value(self, value: dict[str, Any] | list[Any]) -> str: ...
+    @overload
+    def db_value(self, value: Any) -> str | None: ...
+    def db_value(self, value: Any) -> str | None:
         return None if value is None else jsonstrict.dumps(value)
 
-    def python_value(self, value):
+    def python_value(self, value: str | None) -> Any:
         return None if value is None else jsonstrict.loads_lenient(value)
 
 
@@ -58,6 +65,7 @@ class BaseModel(pw.Model):
 
 
 class SchemaVersion(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     version = pw.IntegerField()
 
 
@@ -77,6 +85,7 @@ class User(BaseModel):
 
 
 class Token(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     identity = pw.CharField(max_length=50, index=True)
     token_hash = pw.CharField(max_length=64, unique=True)
     is_admin = pw.BooleanField(default=False)
@@ -91,6 +100,7 @@ class Token(BaseModel):
 
 
 class Invite(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     code = pw.CharField(max_length=64, unique=True)
     created_by = pw.CharField(max_length=50)
     identity_hint = pw.CharField(max_length=50, null=True)
@@ -113,6 +123,7 @@ class WebhookConfig(BaseModel):
 # --- event log and push outbox ---------------------------------------------------------------
 
 class Event(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     type = pw.CharField(max_length=40)
     data = JSONField()
     to_all = pw.BooleanField(default=False)
@@ -157,6 +168,7 @@ class PushDelivery(BaseModel):
 # --- mailbox ---------------------------------------------------------------------------------
 
 class Message(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     recipient = pw.CharField(max_length=50)
     sender = pw.CharField(max_length=50)
     title = pw.CharField(max_length=255)
@@ -213,6 +225,7 @@ class ChatMember(BaseModel):
 
 
 class ChatMessage(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     channel = pw.CharField(max_length=36)
     sender = pw.CharField(max_length=50)
     body = pw.TextField()
@@ -354,6 +367,7 @@ class TaskWorkflow(BaseModel):
 # --- buzz ------------------------------------------------------------------------------------
 
 class BuzzWebhook(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     app_name = pw.CharField(max_length=50, index=True)
     token = pw.CharField(max_length=32)
     title = pw.CharField(max_length=255)
@@ -367,6 +381,7 @@ class BuzzWebhook(BaseModel):
 
 
 class BuzzEvent(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     webhook_id = pw.BigIntegerField(index=True)
     app_name = pw.CharField(max_length=50)
     title = pw.CharField(max_length=255)
@@ -412,8 +427,10 @@ class NotebookPage(BaseModel):
 
 class NotebookRelay(BaseModel):
     """A CRDT update too large for a bus notification: other processes load it by id. Short-lived."""
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     page_id = pw.CharField(max_length=36)
-    update = pw.BlobField()
+    # Named apart from its column: an attribute `update` would hide Model.update (the UPDATE query builder).
+    payload = pw.BlobField(column_name="update")
     created_at = pw.DateTimeField(index=True)
 
 
@@ -429,7 +446,70 @@ class NotebookReadBase(BaseModel):
         primary_key = pw.CompositeKey("page_id", "identity")
 
 
+class NotebookVersion(BaseModel):
+    """A stored snapshot of a page's text (domain/notebook_versions.py). Kept for the retention window;
+    a page's newest version is never pruned."""
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
+    page_id = pw.CharField(max_length=36, index=True)
+    content = pw.TextField()
+    editors = JSONField(null=True)  # the identities who edited since the previous version
+    reason = pw.CharField(max_length=20)  # created, time, idle, checkpoint, before_restore, restore
+    label = pw.CharField(max_length=200, null=True)
+    created_by = pw.CharField(max_length=50, null=True)  # who asked (checkpoint, restore)
+    created_at = pw.DateTimeField(index=True)
+
+
+class NotebookPendingEditor(BaseModel):
+    """Who edited a page since its newest version: named by the next version, then dropped."""
+    page_id = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50)
+    edited_at = pw.DateTimeField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("page_id", "identity")
+
+
+# --- asks ------------------------------------------------------------------------------------
+
+class Ask(BaseModel):
+    """A question with options, from one identity to one or more (domain/asks.py): open, then answered,
+    expired or cancelled, once. `option`/`text`: the answer (or the default applied at expiry)."""
+    id = pw.AutoField()
+    asker = pw.CharField(max_length=50)
+    recipients = JSONField()  # the identities asked, in the order given (AskRecipient indexes them)
+    question = pw.TextField()
+    options = JSONField(null=True)  # labels, or null for a text-only ask
+    allow_text = pw.BooleanField(default=False)
+    deadline = pw.DateTimeField(null=True)
+    default_option = pw.IntegerField(null=True)  # 1-based number of the option applied at the deadline
+    context = JSONField(null=True)
+    status = pw.CharField(max_length=10, default="open")  # open, answered, expired, cancelled
+    answered_by = pw.CharField(max_length=50, null=True)
+    option = pw.CharField(max_length=255, null=True)
+    text = pw.TextField(null=True)
+    created_at = pw.DateTimeField()
+    closed_at = pw.DateTimeField(null=True)
+    read_at = pw.DateTimeField(null=True)  # when the asker read the outcome (its wake item leaves then)
+
+    class Meta:
+        indexes = (
+            (("asker", "id"), False),
+            (("status", "deadline"), False),  # the expiry pass: open asks by deadline
+            (("asker", "status", "read_at"), False),  # the asker's wake: closed, unread outcomes
+        )
+
+
+class AskRecipient(BaseModel):
+    """One identity an ask was put to: 'received' listings, visibility and wake are indexed queries."""
+    ask = pw.BigIntegerField()
+    identity = pw.CharField(max_length=50)
+
+    class Meta:
+        primary_key = pw.CompositeKey("identity", "ask")
+
+
 class DirectoryEntry(BaseModel):
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     title = pw.CharField(max_length=255)
     url = pw.CharField(max_length=2000)
     description = pw.TextField(null=True)
@@ -442,5 +522,6 @@ ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
-    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, DirectoryEntry,
+    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, NotebookVersion,
+    NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient,
 ]

@@ -37,7 +37,8 @@ class Refused(Exception):
 
 def system_resolver(host: str, port: int) -> list[str]:
     """Blocking DNS: call from a thread."""
-    return [info[4][0] for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)]
+    # An AF_INET or AF_INET6 sockaddr starts with the address as text.
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)]
 
 
 def literal_address(host: str) -> Address | None:
@@ -189,7 +190,9 @@ def pin(url: str, allowed_hosts: frozenset[str], resolver: Resolver = system_res
     shown = f"[{address}]" if address.version == 6 else str(address)
     netloc = shown if parts.port is None else f"{shown}:{parts.port}"
     pinned_url = parts._replace(netloc=netloc).geturl()  # userinfo dropped: never sent anyway
-    original = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    hostname = parts.hostname
+    assert hostname is not None  # parse() took the URL: it names a host
+    original = hostname if ":" not in hostname else f"[{hostname}]"
     host_header = original if parts.port is None else f"{original}:{parts.port}"
-    sni = parts.hostname if target.scheme == "https" and target.literal is None else None
+    sni = hostname if target.scheme == "https" and target.literal is None else None
     return Pinned(pinned_url, host_header, sni)

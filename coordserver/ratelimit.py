@@ -17,6 +17,7 @@ LIMITS = {"register": 5, "verify": 20, "invites": 10, "send": 30, "wake": 20, "p
           "refused": 20,  # requests with a token that is refused, per client address, on every door
           "webhook": 60}  # ingests per Buzz webhook, whoever sends them (COORD_INGEST_PER_WEBHOOK)
 MCP_PATH = "/mcp"
+ASKS_PATH = "/api/asks"
 
 
 def route_class(method: str, path: str) -> str | None:
@@ -35,8 +36,8 @@ def route_class(method: str, path: str) -> str | None:
         return "verify"
     if path.startswith("/api/auth/invites"):
         return "invites"
-    if method == "POST" and send_recipient(path) is not None:
-        return "send"
+    if method == "POST" and (send_recipient(path) is not None or path == ASKS_PATH):
+        return "send"  # an ask is sent like mail, and shares its limit
     if path == "/api/wake" or path.startswith("/api/wake/"):
         return "wake"
     if path == "/api/presence":

@@ -1,9 +1,14 @@
-"""The recurring-task scheduler: a background service that runs due templates every
-`settings.scheduler_interval_seconds` (and at start, so downtime is caught up at once).
+"""The scheduler: background passes over what time alone makes due.
 
-Safe with several processes on one database: each instant's task is guarded by a unique key, so
-concurrent passes never create a duplicate. Doctor reads `last_tick_at`, `last_lag_seconds` and
-`overdue_templates()`.
+- Recurring tasks: due templates run every `settings.scheduler_interval_seconds` (and at start, so
+  downtime is caught up at once). Each instant's task is guarded by a unique key, so concurrent passes
+  of several processes never create a duplicate. Doctor reads `last_tick_at`, `last_lag_seconds` and
+  `overdue_templates()`.
+- Ask deadlines: open asks whose deadline has passed expire (domain/asks.expire_due) at that interval
+  too, and at the earliest open deadline when it comes sooner: the pass hears of new deadlines on the
+  bus (ASKS, from any process) and sleeps until the earliest one. Every process runs it; each ask's
+  expiry is a conditional update, so exactly one pass (one process) expires it and logs its event.
+  "Now" is the injected clock's (tests advance a FrozenClock).
 """
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ import asyncio
 import logging
 from datetime import datetime
 
-from .domain import recurring
+from .domain import asks, recurring
 from .errors import log_background_failure
-from .timeutil import from_db
+from .events.channels import ASKS, BUS, AsksPayload
+from .timeutil import from_db, parse_iso
 
 log = logging.getLogger("coord.scheduler")
 
@@ -24,6 +30,11 @@ class Scheduler:
         self.last_tick_at: datetime | None = None  # the injected clock's time of the last finished pass
         self.last_lag_seconds: float = 0.0  # how late the most overdue instant of that pass was handled
         self._task: asyncio.Task | None = None
+        self._asks_task: asyncio.Task | None = None
+        self._asks_changed = asyncio.Event()
+        self._next_deadline: datetime | None = None  # the earliest open deadline the last pass saw
+        self._unsubscribe: list = []
+        self.asks_expired = 0  # by this process's passes
 
     @property
     def interval(self) -> float:
@@ -38,12 +49,19 @@ class Scheduler:
 
     async def start(self) -> None:
         self._task = self.coord.spawn(self._run(), "scheduler")
+        self._unsubscribe = [self.coord.bus.subscribe(ASKS, self._on_ask),
+                             self.coord.bus.subscribe(BUS, lambda _payload: self._asks_changed.set())]
+        self._asks_task = self.coord.spawn(self._run_asks(), "ask-expiry")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        for task in (self._task, self._asks_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._task = self._asks_task = None
 
     async def tick(self) -> dict:
         """Run one pass now. Returns {"created": n, "errors": m}."""
@@ -67,3 +85,54 @@ class Scheduler:
                 await asyncio.wait_for(stopping.wait(), timeout=self.interval)
             except asyncio.TimeoutError:
                 pass
+
+    # --- ask deadlines -------------------------------------------------------------------------
+    async def expire_asks(self) -> int:
+        """One expiry pass now (until no due ask is left); returns how many asks this process expired."""
+        expired = 0
+        while True:
+            done = await self.coord.store.write_alone(asks.expire_due)
+            expired += done
+            if done < asks.EXPIRE_BATCH:
+                break
+        self.asks_expired += expired
+        self._next_deadline = await self.coord.store.read(asks.next_deadline)
+        return expired
+
+    def _on_ask(self, payload: AsksPayload) -> None:
+        """A new open ask with a deadline earlier than the one the pass sleeps towards: wake it."""
+        deadline = payload.get("deadline") if isinstance(payload, dict) else None
+        if payload.get("status") != "open" or not isinstance(deadline, str):
+            return
+        try:
+            at = parse_iso(deadline)
+        except ValueError:
+            return
+        if self._next_deadline is None or at < self._next_deadline:
+            self._next_deadline = at
+            self._asks_changed.set()
+
+    def _asks_delay(self) -> float:
+        """Seconds until the next pass: the interval, or less when the earliest deadline comes sooner (by
+        the injected clock, so a test's FrozenClock never makes it wait longer than the interval)."""
+        if self._next_deadline is None:
+            return self.interval
+        until = (self._next_deadline - self.coord.clock.now()).total_seconds()
+        return max(0.02, min(self.interval, until))  # (a floor: a pass that keeps failing never spins)
+
+    async def _run_asks(self) -> None:
+        stopping = self.coord.shutting_down
+        while not stopping.is_set():
+            self._asks_changed.clear()
+            try:
+                await self.expire_asks()
+            except Exception:
+                log_background_failure(log, "ask expiry pass failed")
+            changed = asyncio.ensure_future(self._asks_changed.wait())
+            stop = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait([changed, stop], timeout=self._asks_delay(),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                stop.cancel()

@@ -8,10 +8,11 @@ import signal
 import socket
 import sys
 import threading
+from typing import cast
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from hypercorn.logging import Logger
+from hypercorn.logging import AccessLogAtoms, Logger
 
 from .app import create_app
 from .lifeline import die_with_supervisor, lifeline_fd, watch_lifeline
@@ -38,7 +39,8 @@ class RedactingLogger(Logger):
     the Authorization header out of reach of any access-log format."""
 
     def atoms(self, request, response, request_time):
-        atoms = super().atoms(request, response, request_time)
+        # an AccessLogAtoms (a dict: missing atoms read as "-"), though the method's type says Mapping
+        atoms = cast(AccessLogAtoms, super().atoms(request, response, request_time))
         for key in ("r", "R", "U", "Uq", "q"):
             atoms[key] = redact(atoms[key])
         atoms.pop("{authorization}i", None)
@@ -161,6 +163,7 @@ class ServerThread:
 
     def call(self, coro_factory, timeout: float = 30):
         """Run a coroutine on the server's loop from another thread (test helpers)."""
+        assert self._loop is not None, "the server has not started"
         return asyncio.run_coroutine_threadsafe(coro_factory(), self._loop).result(timeout)
 
     def stop(self, timeout: float = 30) -> None:

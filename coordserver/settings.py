@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -161,6 +162,12 @@ class Settings:
     # Rooms re-announce their viewers to other processes this often; an announcement three intervals
     # old is dropped, so the viewers of a process that died without saying goodbye disappear.
     notebook_viewers_refresh_seconds: float = 20.0
+    # Page versions: one when the content changed and this long has passed since the newest version
+    notebook_version_seconds: float = 300.0
+    notebook_version_check_seconds: float = 30.0  # how often a process looks for pages due a timed version
+    notebook_version_retention_days: float = 90.0  # older versions are pruned (a page's newest stays)
+    # y-protocols: an editor's awareness (cursor) not renewed within this long is dropped
+    notebook_awareness_timeout_seconds: float = 30.0
     metrics_enabled: bool = True  # GET /api/metrics; COORD_METRICS=off answers 404
     metrics_token: str | None = field(default=None, repr=False)  # COORD_METRICS_TOKEN: the scraper's bearer secret; unset = no auth
 
@@ -175,9 +182,9 @@ class Settings:
         return rows
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> "Settings":
         env = dict(os.environ if env is None else env)
-        values = dict(
+        values: dict[str, Any] = dict(
             database_url=env.get("COORD_DATABASE_URL") or default_database_url(),
             base_url=(env.get("COORD_BASE_URL") or "http://127.0.0.1:8420").rstrip("/"),
             env_tokens=parse_env_tokens(env),
@@ -203,6 +210,9 @@ class Settings:
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),
             notebook_unload_seconds=float(env.get("COORD_NOTEBOOK_UNLOAD_SECONDS") or 10),
             notebook_viewers_refresh_seconds=float(env.get("COORD_NOTEBOOK_VIEWERS_REFRESH_SECONDS") or 20),
+            notebook_version_seconds=float(env.get("COORD_NOTEBOOK_VERSION_SECONDS") or 300),
+            notebook_version_retention_days=float(env.get("COORD_NOTEBOOK_VERSION_RETENTION_DAYS") or 90),
+            notebook_awareness_timeout_seconds=float(env.get("COORD_NOTEBOOK_AWARENESS_TIMEOUT_SECONDS") or 30),
             metrics_enabled=_flag(env.get("COORD_METRICS"), True),
             metrics_token=(env.get("COORD_METRICS_TOKEN") or "").strip() or None,
         )

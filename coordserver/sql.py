@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Any, TypeAlias, TypeVar, cast
 
 import peewee as pw
 
-from .database import is_sqlite
+from .database import PostgresDatabase, is_sqlite
 from .models import database_proxy
+
+M = TypeVar("M", bound=pw.Model)
+Row: TypeAlias = tuple[Any, ...]  # a row as the driver hands it back, columns in the statement's order
 
 
 def current_database() -> pw.Database:
@@ -19,7 +24,13 @@ def current_database() -> pw.Database:
     return database_proxy.obj
 
 
-def locked(query: pw.ModelSelect) -> pw.ModelSelect:
+def tuples(query: pw.SelectBase) -> Iterable[Row]:
+    """`query.tuples()`: its rows as tuples. (Peewee's stubs keep the model as the row type of
+    `.tuples()`, so the type is said here, once.)"""
+    return cast(Iterable[Row], query.tuples())
+
+
+def locked(query: pw.ModelSelect[M]) -> pw.ModelSelect[M]:
     """`query` locking the rows it reads until the unit commits, for read-modify-write units. On
     PostgreSQL several writer threads (and processes) run units at once, and without the lock two of
     them could read the same row and the later write would undo the earlier. SQLite's single writer
@@ -32,14 +43,15 @@ def _placeholders(sql: str, param: str) -> str:
     return sql if param == "?" else sql.replace("?", param)
 
 
-def sql_execute(sql: str, params: tuple | list = ()):
+def sql_execute(sql: str, params: Sequence[Any] = ()) -> Any:
     """Runs fixed SQL written with '?' placeholders on either backend; returns the cursor.
     For hot paths where building the query with Peewee costs more than running it. On PostgreSQL the
     statement is prepared once per connection (see PreparedStatements)."""
     database = current_database()
     if is_sqlite(database):
         return database.execute_sql(sql, params)
-    return database.prepared.execute(database, sql, params)
+    # Every database that is not SQLite is a PostgresDatabase (database.open_database).
+    return cast(PostgresDatabase, database).prepared.execute(database, sql, params)
 
 
 class PreparedStatements:
@@ -53,11 +65,11 @@ class PreparedStatements:
 
     LIMIT = 256  # distinct statements per connection (IN-lists of many lengths make more)
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self._local = threading.local()
 
-    def execute(self, database: pw.Database, sql: str, params: tuple | list):
+    def execute(self, database: pw.Database, sql: str, params: Sequence[Any]) -> Any:
         if not self.enabled:
             return database.execute_sql(_placeholders(sql, database.param), params)
         names = self._names(database.connection())
@@ -66,8 +78,8 @@ class PreparedStatements:
             name = self._prepare(database, names, sql)
         return database.execute_sql(_execute_sql(name, len(params)), params)
 
-    def _names(self, connection) -> dict[str, str]:
-        held = getattr(self._local, "held", None)
+    def _names(self, connection: object) -> dict[str, str]:
+        held: tuple[object, dict[str, str]] | None = getattr(self._local, "held", None)
         if held is None or held[0] is not connection:  # a new connection (reconnected) starts empty
             held = self._local.held = (connection, {})
         return held[1]
@@ -97,11 +109,11 @@ def _execute_sql(name: str, count: int) -> str:
     return f"EXECUTE {name}" + (f"({', '.join(['%s'] * count)})" if count else "")
 
 
-def sql_rows(sql: str, params: tuple | list = ()) -> list[tuple]:
+def sql_rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
     return sql_execute(sql, params).fetchall()
 
 
-def sql_insert(sql: str, params: tuple | list = ()) -> int | None:
+def sql_insert(sql: str, params: Sequence[Any] = ()) -> int | None:
     """Runs one fixed INSERT of one row (without RETURNING) and returns the new row's id, or None when a
     guarded INSERT ... SELECT ... WHERE inserted nothing. SQLite: lastrowid, so the insert is one step
     of the statement instead of two: each step releases and retakes the GIL (measured:

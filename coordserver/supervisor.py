@@ -166,6 +166,7 @@ class Supervisor:
 
     def _on_exit(self, slot: Slot, now: float) -> None:
         process, lived = slot.process, now - slot.started_at
+        assert process is not None  # called for a slot whose process exited
         slot.process = None
         forget_dead_worker(process.pid, self.metrics_dir)
         slot.failures = 1 if lived >= STABLE_SECONDS else slot.failures + 1

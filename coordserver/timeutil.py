@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta, timezone
+from typing import overload
 
 
 def utcnow() -> datetime:
@@ -17,7 +18,7 @@ class Clock:
 
 
 class FrozenClock(Clock):
-    def __init__(self, start: datetime | None = None):
+    def __init__(self, start: datetime | None = None) -> None:
         self._now = start or utcnow()
         self._lock = threading.Lock()
 
@@ -29,12 +30,18 @@ class FrozenClock(Clock):
         with self._lock:
             self._now = value
 
-    def advance(self, **kwargs) -> datetime:
+    def advance(self, **kwargs: float) -> datetime:
         with self._lock:
             self._now = self._now + timedelta(**kwargs)
             return self._now
 
 
+@overload
+def to_db(value: datetime) -> datetime: ...
+@overload
+def to_db(value: None) -> None: ...
+@overload
+def to_db(value: datetime | None) -> datetime | None: ...
 def to_db(value: datetime | None) -> datetime | None:
     """Datetimes are stored naive in UTC so SQLite and PostgreSQL compare them alike."""
     if value is None:
@@ -44,7 +51,14 @@ def to_db(value: datetime | None) -> datetime | None:
     return value
 
 
-def from_db(value) -> datetime | None:
+@overload
+def from_db(value: datetime | str) -> datetime: ...
+@overload
+def from_db(value: None) -> None: ...
+@overload
+def from_db(value: datetime | str | None) -> datetime | None: ...
+def from_db(value: datetime | str | None) -> datetime | None:
+    """A stored datetime (naive UTC, or text as SQLite's raw rows give it) as an aware UTC one."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -54,16 +68,22 @@ def from_db(value) -> datetime | None:
     return value.astimezone(timezone.utc)
 
 
-def iso(value) -> str | None:
+@overload
+def iso(value: datetime | str) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+@overload
+def iso(value: datetime | str | None) -> str | None: ...
+def iso(value: datetime | str | None) -> str | None:
     """The wire format: ISO-8601 UTC with milliseconds and Z."""
-    value = from_db(value)
-    if value is None:
+    moment = from_db(value)
+    if moment is None:
         return None
     # The year always in four digits (strftime's %Y gives "77" for the year 77, which no RFC 3339 reader takes).
-    return f"{value.year:04d}" + value.strftime("-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def parse_iso(text: str) -> datetime:
+def parse_iso(text: object) -> datetime:
     """Accepts any ISO-8601 value; a value without an offset is taken as UTC. Raises ValueError."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("not an ISO-8601 timestamp")

@@ -10,16 +10,19 @@ from datetime import datetime
 from typing import Any, Callable, TypeVar
 
 from .events.channels import Channel
-from .timeutil import utcnow
+from .timeutil import Clock, utcnow
 
 P = TypeVar("P")
+F = TypeVar("F", bound=Callable[..., Any])
+# What `merges` marks a unit function with: (many, when), as its `merge` attribute.
+Merge = tuple[Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]], Callable[..., bool]]
 
 _unit = threading.local()
 
 
 def now() -> datetime:
     """'Now' for the running unit of work: the store's clock, so tests can inject time."""
-    clock = getattr(_unit, "clock", None)
+    clock: Clock | None = getattr(_unit, "clock", None)
     return clock.now() if clock else utcnow()
 
 
@@ -40,13 +43,21 @@ def note_event(event_id: int, event_type: str) -> None:
     _unit.event_types.append(event_type)
 
 
-def merges(many: Callable[[list[tuple]], list[Callable[[], Any]]], when: Callable[..., bool]):
+def merges(many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]],
+           when: Callable[..., bool]) -> Callable[[F], F]:
     """Marks a unit function whose queued calls the PostgreSQL writer may run as one: `many(calls)` (each
     call is its positional arguments) does the database work of all of them, typically one statement
     for the lot instead of a round trip each, and returns per call a function that finishes it without
     SQL: logs its events (note_event), queues its effects and returns its result or raises its refusal.
     Only calls for which `when(*args)` holds are merged. If `many` fails, each call runs on its own."""
-    def mark(fn: Callable) -> Callable:
-        fn.merge = (many, when)
+    def mark(fn: F) -> F:
+        merge: Merge = (many, when)
+        setattr(fn, "merge", merge)  # read back by merge_of
         return fn
     return mark
+
+
+def merge_of(fn: Callable[..., Any]) -> Merge | None:
+    """What `merges` marked `fn` with, if it did."""
+    merge: Merge | None = getattr(fn, "merge", None)
+    return merge

@@ -78,7 +78,8 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
         # nothing; keyed by the URL, so a wrong token only counts against itself. This window is
         # per process: the ingest unit counts again in the database, which holds across processes.
         c.services.ratelimit.check("webhook", f"{appName}/{token}", "ingests for this webhook")
-    raw = await request.get_data()
+    # (get_data's defaults, named: its type is bytes only when as_text=False is said)
+    raw = await request.get_data(cache=True, as_text=False, parse_form_data=False)
     parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
                              request.headers.get("X-GitHub-Delivery"))
     limit = c.settings.ingest_per_webhook if c.settings.rate_limits else None

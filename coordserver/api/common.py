@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from quart import current_app, request
 from werkzeug.routing import BaseConverter
@@ -14,7 +15,7 @@ from ..schemas.base import INT_MAX
 
 
 def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None,
-            returns: type | dict[int, type | None] | None = None, body_required: bool = True,
+            returns: type | Mapping[int, type | None] | None = None, body_required: bool = True,
             media: str | tuple[str, ...] = "application/json", path: dict[str, type] | None = None,
             operation_id: str | None = None):
     """Declares a view's request body, query and 2xx response models (read by /api/openapi.json and the MCP
@@ -33,12 +34,16 @@ def accepts(body: type[Model] | None = None, *, query: type[Model] | None = None
 
 
 def _declared(part: str):
-    return getattr(current_app.view_functions[request.endpoint], "__schema__", {}).get(part)
+    endpoint = request.endpoint
+    assert endpoint is not None  # called by a view: the request was routed
+    return getattr(current_app.view_functions[endpoint], "__schema__", {}).get(part)
 
 
 async def body():
     """The current view's declared body model, parsed from the raw body (through jsonstrict)."""
-    return from_body(_declared("body"), await request.get_data(), _declared("body_required"),
+    # (get_data's defaults, named: its type is bytes only when as_text=False is said)
+    raw = await request.get_data(cache=True, as_text=False, parse_form_data=False)
+    return from_body(_declared("body"), raw, _declared("body_required"),
                      request.headers.get("Content-Type"))
 
 

@@ -61,9 +61,9 @@ def _route() -> str:
     error = request.routing_exception
     if isinstance(error, MethodNotAllowed) and error.valid_methods:
         try:
-            rule, _args = current_app.url_map.bind("coord").match(
+            matched, _args = current_app.url_map.bind("coord").match(
                 request.path, method=sorted(error.valid_methods)[0], return_rule=True)
-            return route_template(rule.rule)
+            return route_template(matched.rule)
         except Exception:
             return OTHER_ROUTE
     return OTHER_ROUTE

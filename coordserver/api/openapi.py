@@ -51,7 +51,7 @@ def _path_params(rule: str, converters: dict[str, Any], declared: dict[str, type
 def _state_request_text(models, view_functions, rules, components: dict) -> None:
     """What jsonstrict and the Gate refuse in every request, said where a request's text is declared: no string
     holds NUL, and a body's other members (ignored, but parsed) and any-JSON fields are JSON without it."""
-    names = set()
+    names: set[str] = set()
     for rule in rules:
         declared = getattr(view_functions[rule.endpoint], "__schema__", {})
         names.update(m.__name__ for m in (declared.get("body"), declared.get("query")) if m is not None)
@@ -118,7 +118,7 @@ def _content(schema: dict | None, media: str | tuple[str, ...] = "application/js
     return {kind: {"schema": schema or {}} for kind in ((media,) if isinstance(media, str) else media)}
 
 
-def _responses(declared: dict, has_body: bool, secured: bool, media: str, schemas: dict,
+def _responses(declared: dict | None, has_body: bool, secured: bool, media: str, schemas: dict,
                json_body: bool = False) -> dict:
     """Declared answers (2xx, and any error status a view answers with a model of its own: doctor's report
     on 503/507), then the errors every route may answer with {"error"}."""

@@ -1,7 +1,7 @@
 """`GET /api/stream`: the SSE stream (token in the query or the Authorization header)."""
 from __future__ import annotations
 
-from quart import Blueprint, g, make_response, request
+from quart import Blueprint, Response, g, make_response, request
 
 from ..auth import current_principal
 from ..context import coord
@@ -50,5 +50,6 @@ async def stream():
     resume_after, resume_tag = _resume_point()
     hub = coord().services.sse
     response = await make_response(await hub.open(principal, resume_after, resume_tag), 200, STREAM_HEADERS)
+    assert isinstance(response, Response)  # Quart's own (its type admits a werkzeug one too)
     response.timeout = None
     return response

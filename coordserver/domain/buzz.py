@@ -12,19 +12,21 @@ import json
 import logging
 import re
 import secrets
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import peewee as pw
 
 from .. import db, jsonstrict
+from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..models import BuzzEvent, BuzzWebhook
 from ..timeutil import from_db, iso, to_db
 from .fields import flag
 from .identities import is_known, valid_identity
-from ..events.channels import WAKE
+from ..events.channels import WAKE, WakePayload
 
 logger = logging.getLogger("coord")
 
@@ -43,14 +45,14 @@ def ingest_url(base_url: str, webhook: BuzzWebhook) -> str:
     return f"{base_url}/api/ingest/{webhook.app_name}/{webhook.token}"
 
 
-def webhook_json(webhook: BuzzWebhook, base_url: str) -> dict:
+def webhook_json(webhook: BuzzWebhook, base_url: str) -> JSONObject:
     return {"id": webhook.id, "appName": webhook.app_name, "token": webhook.token, "title": webhook.title,
             "owner": webhook.owner, "forUsers": webhook.for_users, "wakeAgent": webhook.wake_agent,
             "notifyAgent": webhook.notify_agent, "enabled": webhook.enabled, "createdAt": iso(webhook.created_at),
             "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook)}
 
 
-def event_json(event: BuzzEvent) -> dict:
+def event_json(event: BuzzEvent) -> JSONObject:
     return {"id": event.id, "webhookId": event.webhook_id, "appName": event.app_name, "title": event.title,
             "forUsers": event.for_users, "receivedAt": iso(event.received_at), "contentType": event.content_type,
             "bodyText": event.body_text, "bodyJson": event.body_json,
@@ -60,7 +62,7 @@ def event_json(event: BuzzEvent) -> dict:
 
 # --- field validation ------------------------------------------------------------------------
 
-def clean_app_name(value: Any) -> str:
+def clean_app_name(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("appName and title are required")
     value = value.strip()
@@ -71,7 +73,7 @@ def clean_app_name(value: Any) -> str:
     return value
 
 
-def clean_title(value: Any) -> str:
+def clean_title(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("appName and title are required")
     value = value.strip()
@@ -126,21 +128,23 @@ def _require_known(agent: str | None, key: str, env_identities: frozenset[str]) 
 
 # --- webhook configs -------------------------------------------------------------------------
 
-_CLEANERS = {"appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
-             "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
-             "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
-             "enabled": lambda value: flag(value, "enabled")}
+# Each takes a request body's field (any JSON value) and returns it checked and normalised.
+_CLEANERS: dict[str, Callable[[Any], Any]] = {
+    "appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
+    "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
+    "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
+    "enabled": lambda value: flag(value, "enabled")}
 
 
-def _cleaned(body: dict, env_identities: frozenset[str]) -> dict:
+def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     """The config fields present in `body` (wire names), checked and normalised; agents must be known."""
-    fields = {key: clean(body[key]) for key, clean in _CLEANERS.items() if key in body}
+    fields: JSONObject = {key: clean(body[key]) for key, clean in _CLEANERS.items() if key in body}
     for key in ("wakeAgent", "notifyAgent"):
         _require_known(fields.get(key), key, env_identities)
     return fields
 
 
-def create_webhook(owner: str, body: dict, base_url: str, env_identities: frozenset[str]) -> dict:
+def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: frozenset[str]) -> JSONObject:
     """`appName` and `title` required; `forUsers`, `wakeAgent`, `notifyAgent` optional. Starts enabled."""
     if not body.get("appName") or not body.get("title"):
         raise Invalid("appName and title are required")
@@ -152,7 +156,7 @@ def create_webhook(owner: str, body: dict, base_url: str, env_identities: frozen
     return webhook_json(webhook, base_url)
 
 
-def list_webhooks(identity: str, is_admin: bool, base_url: str) -> list[dict]:
+def list_webhooks(identity: str, is_admin: bool, base_url: str) -> list[JSONObject]:
     query = BuzzWebhook.select()
     if not is_admin:
         query = query.where(BuzzWebhook.owner == identity)
@@ -160,7 +164,7 @@ def list_webhooks(identity: str, is_admin: bool, base_url: str) -> list[dict]:
 
 
 def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhook:
-    webhook = db.locked(BuzzWebhook.select().where(BuzzWebhook.id == webhook_id)).first()
+    webhook: BuzzWebhook | None = db.locked(BuzzWebhook.select().where(BuzzWebhook.id == webhook_id)).first()
     if webhook is None:
         raise NotFound("Webhook not found")
     if not is_admin and webhook.owner != identity:
@@ -172,8 +176,8 @@ _COLUMNS = {"title": "title", "appName": "app_name", "enabled": "enabled", "forU
             "wakeAgent": "wake_agent", "notifyAgent": "notify_agent"}
 
 
-def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: dict, base_url: str,
-                   env_identities: frozenset[str]) -> dict:
+def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObject, base_url: str,
+                   env_identities: frozenset[str]) -> JSONObject:
     """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent (null clears the last three)."""
     changes = _cleaned(body, env_identities)
     if not changes:
@@ -190,14 +194,14 @@ def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:
     webhook.delete_instance()
 
 
-def _names(column: pw.Field, identity: str) -> pw.Expression:
+def _names(column: pw.Field[Any], identity: str) -> pw.NodeList:
     """`column` (a normalised comma list) names `identity` exactly; LIKE wildcards in it are escaped."""
     pattern = "%," + identity.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ",%"
     padded = pw.Value(",").concat(column).concat(",")
     return pw.NodeList((padded, pw.SQL("LIKE"), pw.Value(pattern), pw.SQL("ESCAPE '\\'")))
 
 
-def list_events(identity: str, app_name: str | None, limit: int) -> list[dict]:
+def list_events(identity: str, app_name: str | None, limit: int) -> list[JSONObject]:
     """Newest first; only events addressed to everyone or naming the caller (filtered before the limit)."""
     query = BuzzEvent.select().where(BuzzEvent.for_users.is_null() | _names(BuzzEvent.for_users, identity))
     if app_name:
@@ -212,11 +216,13 @@ def _first_line(text: str, limit: int = 120) -> str:
     return line[:limit]
 
 
-def summarise_alertmanager(payload: dict) -> tuple[str, str]:
+def summarise_alertmanager(payload: JSONObject) -> tuple[str, str]:
     alerts = [a for a in payload.get("alerts") or [] if isinstance(a, dict)]
     status = str(payload.get("status") or "firing")
-    labels = payload.get("commonLabels") if isinstance(payload.get("commonLabels"), dict) else {}
-    annotations = payload.get("commonAnnotations") if isinstance(payload.get("commonAnnotations"), dict) else {}
+    labels = payload.get("commonLabels")
+    labels = labels if isinstance(labels, dict) else {}
+    annotations = payload.get("commonAnnotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
     first = alerts[0] if alerts else {}
     name = labels.get("alertname") or (first.get("labels") or {}).get("alertname") or "alert"
     title = f"[{status.upper()}:{len(alerts)}] {name}"
@@ -227,8 +233,10 @@ def summarise_alertmanager(payload: dict) -> tuple[str, str]:
     if common:
         lines.append(str(common))
     for alert in alerts[:10]:
-        alert_labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
-        alert_notes = alert.get("annotations") if isinstance(alert.get("annotations"), dict) else {}
+        alert_labels = alert.get("labels")
+        alert_labels = alert_labels if isinstance(alert_labels, dict) else {}
+        alert_notes = alert.get("annotations")
+        alert_notes = alert_notes if isinstance(alert_notes, dict) else {}
         where = alert_labels.get("instance") or alert_labels.get("job") or ""
         text = alert_notes.get("summary") or alert_notes.get("description") or alert_labels.get("alertname") or ""
         lines.append(f"- {alert.get('status', status)} {where}: {text}".replace("  ", " ").strip())
@@ -237,7 +245,7 @@ def summarise_alertmanager(payload: dict) -> tuple[str, str]:
     return title, "\n".join(lines)
 
 
-def _repo(payload: dict) -> str:
+def _repo(payload: JSONObject) -> str:
     repository = payload.get("repository")
     return repository.get("full_name", "repository") if isinstance(repository, dict) else "repository"
 
@@ -246,7 +254,7 @@ def _login(obj: Any) -> str:
     return obj.get("login", "someone") if isinstance(obj, dict) else "someone"
 
 
-def summarise_github(event: str, payload: dict) -> tuple[str, str]:
+def summarise_github(event: str, payload: JSONObject) -> tuple[str, str]:
     repo = _repo(payload)
     action = payload.get("action")
     if event == "push":
@@ -288,7 +296,7 @@ def summarise_github(event: str, payload: dict) -> tuple[str, str]:
     return f"{repo}: GitHub {event}{' ' + action if isinstance(action, str) else ''}", ""
 
 
-def is_alertmanager(payload: dict) -> bool:
+def is_alertmanager(payload: JSONObject) -> bool:
     return isinstance(payload.get("alerts"), list) and "status" in payload and (
         "groupKey" in payload or "receiver" in payload or "commonLabels" in payload)
 
@@ -329,7 +337,7 @@ def _json_payload(text: str, content_type: str) -> Any:
         return None
 
 
-def _summary(payload: dict, github_event: str | None) -> tuple[str | None, str | None]:
+def _summary(payload: JSONObject, github_event: str | None) -> tuple[str | None, str | None]:
     """A sender's summary (Alertmanager, GitHub); None, None when the payload is neither or its shape
     is not what the summariser expects (anyone holding the URL can post anything): the event is then
     stored under the webhook's own title."""
@@ -344,7 +352,7 @@ def _summary(payload: dict, github_event: str | None) -> tuple[str | None, str |
 
 
 def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
-               github_delivery: str | None) -> dict:
+               github_delivery: str | None) -> JSONObject:
     """What an ingest records: contentType, bodyText, bodyJson, title override and dedup key."""
     content_type = (content_type or "").replace("\x00", "").strip()[:100] or "text/plain"
     text = body_text(raw, content_type)
@@ -381,7 +389,7 @@ def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
     return found
 
 
-def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now) -> bool:
+def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now: datetime) -> bool:
     if not dedup_key:
         return False
     return (BuzzEvent.select().where(
@@ -404,7 +412,7 @@ def _serialise_ingests(webhook: BuzzWebhook) -> None:
     db.locked(BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.id == webhook.id)).execute()
 
 
-def _check_rate(webhook: BuzzWebhook, now, limit: int) -> None:
+def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
     """The authoritative per-webhook window, counted in the database under the webhook's row lock, so
     it holds across server processes. The caller's in-memory check refuses most floods before this."""
     since = to_db(now - INGEST_WINDOW)
@@ -417,7 +425,7 @@ def _check_rate(webhook: BuzzWebhook, now, limit: int) -> None:
         raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
 
 
-def ingest(app_name: str, token: str, parsed: dict, limit: int | None = None) -> dict:
+def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None) -> JSONObject:
     """`limit`: ingests per webhook per minute across every process (None when rate limits are off)."""
     webhook = _webhook_for(app_name, token)
     _serialise_ingests(webhook)
@@ -436,6 +444,7 @@ def ingest(app_name: str, token: str, parsed: dict, limit: int | None = None) ->
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
     log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id},
                to=_audience(webhook))
-    for agent in {webhook.wake_agent, webhook.notify_agent} - {None}:
-        db.after_commit(WAKE, {"identity": agent})
+    for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None}:
+        pulse: WakePayload = {"identity": agent}
+        db.after_commit(WAKE, pulse)
     return {"ok": True, "eventId": event.id}

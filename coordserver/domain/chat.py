@@ -5,18 +5,21 @@ Functions run inside Store units of work. A posted message logs `chat_message` t
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Protocol, cast
 
 import peewee as pw
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import archived_among, is_known, valid_identity
-from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
+from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload, WakePayload
 
 NAME_MAX = 100
 BODY_MAX = 10_000
@@ -27,12 +30,12 @@ _CHAT_DOCUMENT = "to_tsvector('simple', body)"
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def message_json(m: ChatMessage) -> dict:
+def message_json(m: ChatMessage) -> JSONObject:
     return {"id": m.id, "channelId": m.channel, "sender": m.sender, "body": m.body,
             "createdAt": iso(m.created_at), "editedAt": iso(m.edited_at), "deletedAt": iso(m.deleted_at)}
 
 
-def _event_message(m: ChatMessage) -> dict:
+def _event_message(m: ChatMessage) -> JSONObject:
     return {"id": m.id, "sender": m.sender, "body": m.body, "createdAt": iso(m.created_at)}
 
 
@@ -58,8 +61,9 @@ def typing(channel_id: str, identity: str) -> None:
     _membership(channel_id, identity)
     others = [m for m in members_of(channel_id) if m != identity]
     if others:
-        db.after_commit(EPHEMERAL, {"type": "chat_typing", "to": others, "data": {
-            "type": "chat_typing", "channelId": channel_id, "identity": identity}})
+        typing_now: EphemeralPayload = {"type": "chat_typing", "to": others, "data": {
+            "type": "chat_typing", "channelId": channel_id, "identity": identity}}
+        db.after_commit(EPHEMERAL, typing_now)
 
 
 def _known(identity: object, env_identities: frozenset[str]) -> str:
@@ -76,7 +80,7 @@ def _add_members(channel_id: str, identities: list[str], now: datetime) -> None:
         .on_conflict_ignore().execute()
 
 
-def open_dm(identity: str, other: object, env_identities: frozenset[str]) -> dict:
+def open_dm(identity: str, other: object, env_identities: frozenset[str]) -> JSONObject:
     peer = _known(other, env_identities)
     if peer == identity:
         raise Invalid("A DM needs another identity")
@@ -96,7 +100,7 @@ def open_dm(identity: str, other: object, env_identities: frozenset[str]) -> dic
     return {"channelId": channel.id, "type": "dm"}
 
 
-def create_group(identity: str, name: str, members: list[object], env_identities: frozenset[str]) -> dict:
+def create_group(identity: str, name: str, members: list[object], env_identities: frozenset[str]) -> JSONObject:
     wanted = [identity] + [_known(m, env_identities) for m in members]
     now = to_db(db.now())
     channel = ChatChannel.create(type="group", name=name, dm_key=None, created_by=identity, created_at=now)
@@ -104,7 +108,7 @@ def create_group(identity: str, name: str, members: list[object], env_identities
     return {"channelId": channel.id, "type": "group"}
 
 
-def list_channels(identity: str, archived: bool) -> dict:
+def list_channels(identity: str, archived: bool) -> JSONObject:
     mine = ChatMember.select().where(
         (ChatMember.identity == identity)
         & (ChatMember.archived_at.is_null(False) if archived else ChatMember.archived_at.is_null()))
@@ -113,7 +117,7 @@ def list_channels(identity: str, archived: bool) -> dict:
         return {"channels": []}
     ids = list(memberships)
     channels = list(ChatChannel.select().where(ChatChannel.id.in_(ids)))
-    roster: dict[str, list[dict]] = {}
+    roster: dict[str, list[JSONObject]] = {}
     for m in (ChatMember.select(ChatMember.channel, ChatMember.identity)
               .where(ChatMember.channel.in_(ids)).order_by(ChatMember.joined_at, ChatMember.identity)):
         roster.setdefault(m.channel, []).append({"identity": m.identity})
@@ -121,10 +125,10 @@ def list_channels(identity: str, archived: bool) -> dict:
     last = {m.id: m for m in ChatMessage.select().where(ChatMessage.id.in_(last_ids))} if last_ids else {}
     unread = _unread_counts(identity, ids)
 
-    rows = []
+    rows: list[JSONObject] = []
     for channel in channels:
         member = memberships[channel.id]
-        message = last.get(channel.last_message_id)
+        message = None if channel.last_message_id is None else last.get(channel.last_message_id)
         rows.append({
             "id": channel.id, "type": channel.type, "name": channel.name, "created_by": channel.created_by,
             "created_at": iso(channel.created_at), "last_read_at": iso(member.last_read_at),
@@ -149,12 +153,12 @@ def _unread_counts(identity: str, channel_ids: list[str]) -> dict[str, int]:
                     & ChatMessage.deleted_at.is_null()
                     & (ChatMember.last_read_at.is_null() | (ChatMessage.created_at > ChatMember.last_read_at)))
              .group_by(ChatMessage.channel))
-    return dict(query.tuples())
+    return dict(db.tuples(query))
 
 
 # --- messages --------------------------------------------------------------------------------
 
-def messages(identity: str, channel_id: str, limit: int, before: int | None) -> dict:
+def messages(identity: str, channel_id: str, limit: int, before: int | None) -> JSONObject:
     """The newest `limit` messages older than `before`, returned oldest first. Reading moves no marker."""
     _membership(channel_id, identity)
     query = ChatMessage.select().where(ChatMessage.channel == channel_id)
@@ -164,7 +168,7 @@ def messages(identity: str, channel_id: str, limit: int, before: int | None) -> 
     return {"messages": [message_json(m) for m in reversed(rows)]}
 
 
-def post(identity: str, channel_id: str, body: str) -> dict:
+def post(identity: str, channel_id: str, body: str) -> JSONObject:
     _membership(channel_id, identity)
     members = members_of(channel_id)
     archived = archived_among(members)
@@ -178,30 +182,43 @@ def post(identity: str, channel_id: str, body: str) -> dict:
                to=members)
     for member in members:  # the message enters the others' wake (chat source)
         if member != identity:
-            db.after_commit(WAKE, {"identity": member})
+            pulse: WakePayload = {"identity": member}
+            db.after_commit(WAKE, pulse)
     return message_json(message)
 
 
-def mark_read(identity: str, channel_id: str) -> dict:
+def mark_read(identity: str, channel_id: str) -> JSONObject:
     _membership(channel_id, identity)
     ChatMember.update(last_read_at=to_db(db.now())).where(
         (ChatMember.channel == channel_id) & (ChatMember.identity == identity)).execute()
-    db.after_commit(WAKE_CHANGED, {"identity": identity})  # its chat item leaves wake, in every process
+    changed: WakeChangedPayload = {"identity": identity}
+    db.after_commit(WAKE_CHANGED, changed)  # its chat item leaves wake, in every process
     return {"ok": True}
 
 
-def set_archived(identity: str, channel_id: str, archived: bool) -> dict:
+def set_archived(identity: str, channel_id: str, archived: bool) -> JSONObject:
     _membership(channel_id, identity)
     ChatMember.update(archived_at=to_db(db.now()) if archived else None).where(
         (ChatMember.channel == channel_id) & (ChatMember.identity == identity)).execute()
-    db.after_commit(WAKE_CHANGED, {"identity": identity})  # archived channels are not in wake
+    changed: WakeChangedPayload = {"identity": identity}
+    db.after_commit(WAKE_CHANGED, changed)  # archived channels are not in wake
     return {"ok": True}
 
 
 # --- search ----------------------------------------------------------------------------------
 
+class _FoundRow(Protocol):
+    """A ChatMessage row with its channel joined (as `chatchannel`, peewee's name for the join)."""
+    id: int
+    channel: str
+    sender: str
+    body: str
+    created_at: datetime
+    chatchannel: ChatChannel
+
+
 def search(identity: str, q: str, channel_id: str | None, sender: str | None, before: datetime | None,
-           after: datetime | None, limit: int) -> dict:
+           after: datetime | None, limit: int) -> JSONObject:
     mine = ChatMember.select(ChatMember.channel).where(ChatMember.identity == identity)
     where = ChatMessage.channel.in_(mine) & ChatMessage.deleted_at.is_null()
     if len(q.strip()) < _SUBSTRING_BELOW:
@@ -219,9 +236,9 @@ def search(identity: str, q: str, channel_id: str | None, sender: str | None, be
         where &= ChatMessage.created_at < to_db(before)
     if after is not None:
         where &= ChatMessage.created_at > to_db(after)
-    query = (ChatMessage.select(ChatMessage, ChatChannel.type, ChatChannel.name)
-             .join(ChatChannel, on=(ChatChannel.id == ChatMessage.channel))
-             .where(where).order_by(ChatMessage.created_at.desc(), ChatMessage.id.desc()).limit(limit))
+    query = cast(Iterable[_FoundRow], ChatMessage.select(ChatMessage, ChatChannel.type, ChatChannel.name)
+                 .join(ChatChannel, on=(ChatChannel.id == ChatMessage.channel))
+                 .where(where).order_by(ChatMessage.created_at.desc(), ChatMessage.id.desc()).limit(limit))
     rows = [{"id": m.id, "channel_id": m.channel, "sender": m.sender, "body": m.body,
              "created_at": iso(m.created_at), "channel_type": m.chatchannel.type, "channel_name": m.chatchannel.name}
             for m in query]

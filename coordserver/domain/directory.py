@@ -6,6 +6,7 @@ import re
 from .fields import WS, WS_CHARS
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Forbidden, NotFound
 from ..models import DirectoryEntry
 from ..timeutil import iso, to_db
@@ -18,12 +19,12 @@ URL_RE = re.compile(rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://[^{WS_CHARS}\x00/?#\[\]@]+(
 DESCRIPTION_MAX = 10_000
 
 
-def entry_json(e: DirectoryEntry) -> dict:
+def entry_json(e: DirectoryEntry) -> JSONObject:
     return {"id": e.id, "title": e.title, "url": e.url, "description": e.description, "createdBy": e.created_by,
             "taggedUsers": e.tagged_users, "createdAt": iso(e.created_at)}
 
 
-def list_entries(identity: str, is_admin: bool, q: str | None, limit: int, offset: int) -> list[dict]:
+def list_entries(identity: str, is_admin: bool, q: str | None, limit: int, offset: int) -> list[JSONObject]:
     """Visible entries, newest first. Visibility depends on a JSON list, so it is applied here, before paging."""
     query = DirectoryEntry.select()
     if q:
@@ -39,13 +40,13 @@ def list_entries(identity: str, is_admin: bool, q: str | None, limit: int, offse
     return page
 
 
-def create(identity: str, title: str, url: str, description: str | None, tagged_users: list[str] | None) -> dict:
+def create(identity: str, title: str, url: str, description: str | None, tagged_users: list[str] | None) -> JSONObject:
     entry = DirectoryEntry.create(title=title, url=url, description=description, created_by=identity,
                                   tagged_users=tagged_users or None, created_at=to_db(db.now()))
     return entry_json(entry)
 
 
-def delete(identity: str, is_admin: bool, entry_id: int) -> dict:
+def delete(identity: str, is_admin: bool, entry_id: int) -> JSONObject:
     entry = DirectoryEntry.get_or_none(DirectoryEntry.id == entry_id)
     if entry is None or not can_see(entry.created_by, entry.tagged_users, identity, is_admin):
         raise NotFound("Entry not found")

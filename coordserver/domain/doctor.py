@@ -9,10 +9,12 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 from importlib import metadata
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import peewee as pw
 
+from ..jsonstrict import JSONObject
+from .. import db
 from ..errors import DatabaseFault
 from ..models import Event, Message, PushDelivery, SchemaVersion, User
 from ..netcheck import REFUSED_PREFIX
@@ -27,7 +29,7 @@ STUCK_LOOP_MS = 2000
 OUTBOX_STALE = timedelta(hours=1)
 LOW_DISK_FRACTION = 0.05  # and Settings.disk_free_warn_mb: storage warns below either (docs/deploy.md)
 
-Probe = Callable[[], Awaitable[tuple[str, str, dict | None]]]
+Probe = Callable[[], Awaitable[tuple[str, str, JSONObject | None]]]
 
 
 def version() -> str:
@@ -37,10 +39,10 @@ def version() -> str:
         return "0.0.0"
 
 
-async def run_probes(probes: list[tuple[str, str, Probe]]) -> tuple[dict, DatabaseFault | None]:
+async def run_probes(probes: list[tuple[str, str, Probe]]) -> tuple[JSONObject, DatabaseFault | None]:
     """The report, and the database fault a probe met (the report is then the answer of that fault's status)."""
     started = time.perf_counter()
-    results = []
+    results: list[JSONObject] = []
     fault: DatabaseFault | None = None
     for probe_id, name, probe in probes:
         probe_started = time.perf_counter()
@@ -60,7 +62,7 @@ async def run_probes(probes: list[tuple[str, str, Probe]]) -> tuple[dict, Databa
             "probes": results, "totalDurationMs": round((time.perf_counter() - started) * 1000)}, fault
 
 
-def storage_verdict(facts: dict, warn_bytes: int, outage: dict | None) -> tuple[str, str]:
+def storage_verdict(facts: JSONObject, warn_bytes: int, outage: JSONObject | None) -> tuple[str, str]:
     """The storage probe's status and summary from `storage_facts` and the store's current outage:
     FAIL while writes are refused for a full disk, WARN under the free-space threshold (`warn_bytes`,
     or 5 % of the filesystem), else PASS."""
@@ -81,14 +83,15 @@ def _mb(size: int) -> str:
 
 # --- caller facts (read units) ---------------------------------------------------------------
 
-def identity_facts(identity: str, env_identities: frozenset[str]) -> dict:
+def identity_facts(identity: str, env_identities: frozenset[str]) -> JSONObject:
     user = User.get_or_none(User.id == identity)
     return {"known": identities.is_known(identity, env_identities),
             "displayName": user.display_name if user else None,
             "archived": bool(user and user.archived_at), "lastSeenAt": iso(user.last_seen_at) if user else None}
 
 
-def pending_facts(identity: str, base_url: str, env_identities: frozenset[str], seen: dict) -> dict:
+def pending_facts(identity: str, base_url: str, env_identities: frozenset[str],
+                  seen: Mapping[str, datetime]) -> JSONObject:
     unread = Message.select().where((Message.recipient == identity) & (Message.status == "unread")).count()
     urgent = Message.select().where((Message.recipient == identity) & (Message.status == "unread")
                                     & (Message.urgent == True)).count()  # noqa: E712
@@ -101,7 +104,7 @@ def pending_facts(identity: str, base_url: str, env_identities: frozenset[str], 
 
 # --- admin facts (read units) ----------------------------------------------------------------
 
-def database_facts(store) -> dict:
+def database_facts(store: db.Store) -> JSONObject:
     version_row = SchemaVersion.select(pw.fn.MAX(SchemaVersion.version)).scalar()
     started = time.perf_counter()
     messages = Message.select(pw.fn.COUNT(Message.id)).scalar()
@@ -110,16 +113,16 @@ def database_facts(store) -> dict:
             "messages": messages, "backend": "sqlite" if store.sqlite else "postgresql"}
 
 
-def event_facts() -> dict:
+def event_facts() -> JSONObject:
     count = Event.select(pw.fn.COUNT(Event.id)).scalar() or 0
     oldest = Event.select(pw.fn.MIN(Event.created_at)).scalar()
     newest_id = Event.select(pw.fn.MAX(Event.id)).scalar()
     return {"rows": count, "oldestAt": iso(oldest), "latestId": newest_id}
 
 
-def outbox_facts() -> dict:
-    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
-                  .group_by(PushDelivery.status).tuples())
+def outbox_facts() -> JSONObject:
+    counts: dict[str, int] = dict(db.tuples(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                                            .group_by(PushDelivery.status)))
     oldest = (PushDelivery.select(pw.fn.MIN(PushDelivery.created_at))
               .where(PushDelivery.status == "pending").scalar())
     last_error = (PushDelivery.select(PushDelivery.last_error).where(PushDelivery.status == "failed")
@@ -148,7 +151,7 @@ def age(value: str | None, now: datetime) -> str | None:
 # The rules that pass or warn live here, beside the facts they judge; api/doctor.py gathers the facts
 # and reports what these say.
 
-def identity_verdict(identity: str, facts: dict) -> tuple[str, str]:
+def identity_verdict(identity: str, facts: JSONObject) -> tuple[str, str]:
     if facts["archived"]:
         return WARN, f"Identity {identity} is archived"
     if not facts["known"]:
@@ -156,7 +159,7 @@ def identity_verdict(identity: str, facts: dict) -> tuple[str, str]:
     return PASS, f"Signed in as {identity}"
 
 
-def webhook_verdict(configured: bool, deliveries: dict) -> tuple[str, str]:
+def webhook_verdict(configured: bool, deliveries: JSONObject) -> tuple[str, str]:
     if not configured:
         return WARN, "No webhook URL registered"
     if refused_delivery(deliveries["lastError"]):
@@ -169,14 +172,14 @@ def webhook_verdict(configured: bool, deliveries: dict) -> tuple[str, str]:
                                          if deliveries["lastSuccessAt"] else "; nothing delivered yet")
 
 
-def database_verdict(facts: dict) -> tuple[str, str]:
+def database_verdict(facts: JSONObject) -> tuple[str, str]:
     """WARN when a trivial query takes longer than SLOW_QUERY_MS."""
     summary = (f"{facts['backend']} schema v{facts['schemaVersion']}, "
                f"{_size(facts['sizeBytes'])}, query {facts['queryMs']} ms")
     return (WARN if facts["queryMs"] > SLOW_QUERY_MS else PASS), summary
 
 
-def _size(size: int | None) -> str:
+def _size(size: float | None) -> str:
     if size is None:
         return "size unknown"
     for unit in ("B", "KB", "MB", "GB"):
@@ -186,7 +189,7 @@ def _size(size: int | None) -> str:
     return f"{size} B"
 
 
-def events_verdict(facts: dict, now: datetime, retention: timedelta) -> tuple[str, str]:
+def events_verdict(facts: JSONObject, now: datetime, retention: timedelta) -> tuple[str, str]:
     """WARN when the oldest event is a day past retention (is pruning running?)."""
     oldest = parse_iso(facts["oldestAt"]) if facts["oldestAt"] else None
     if oldest and now - oldest > retention + timedelta(days=1):
@@ -195,7 +198,7 @@ def events_verdict(facts: dict, now: datetime, retention: timedelta) -> tuple[st
         f", oldest {facts['oldestAge']} old" if facts["oldestAge"] else "")
 
 
-def outbox_verdict(facts: dict, now: datetime) -> tuple[str, str]:
+def outbox_verdict(facts: JSONObject, now: datetime) -> tuple[str, str]:
     """WARN on a pending push older than OUTBOX_STALE, on refused or on failed deliveries."""
     summary = f"{facts['pending']} pending, {facts['failed']} failed pushes"
     stale = facts["oldestPendingAt"] and now - parse_iso(facts["oldestPendingAt"]) > OUTBOX_STALE
@@ -220,7 +223,7 @@ def scheduler_verdict(lag: float | None, interval: float, last_tick: str | None,
     return PASS, "Scheduler running" + ("" if last_tick else "; no tick yet")
 
 
-def loop_verdict(stats: dict) -> tuple[str, str]:
+def loop_verdict(stats: JSONObject) -> tuple[str, str]:
     """FAIL past STUCK_LOOP_MS of event-loop lag, WARN past SLOW_LOOP_MS."""
     if not stats["samples"]:
         return PASS, "Event loop: no lag samples yet"

@@ -11,6 +11,7 @@ import re
 import peewee as pw
 
 from ..database import is_sqlite
+from ..models import ChatMessage, Message
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 32
@@ -20,7 +21,7 @@ def words(q: str) -> list[str]:
     return _WORD.findall(q)[:MAX_WORDS]
 
 
-def condition(model: type[pw.Model], fts_table: str, pg_document: str, terms: list[str]) -> pw.Node:
+def condition(model: type[Message | ChatMessage], fts_table: str, pg_document: str, terms: list[str]) -> pw.Node:
     """`model.id IN <fts5 match>` on SQLite; `<pg_document> @@ plainto_tsquery` on PostgreSQL.
 
     `pg_document` must be the exact expression of the table's GIN index so the index is used.

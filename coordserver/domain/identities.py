@@ -3,18 +3,20 @@ from __future__ import annotations
 
 import re
 import secrets
-from datetime import timedelta
+from collections.abc import Collection, Iterable
+from datetime import datetime, timedelta
 
 import peewee as pw
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..events import log as event_log
 from ..principal import Principal, hash_token, new_token
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..models import Invite, Message, PushDelivery, Token, User, WebhookConfig
 from ..settings import IDENTITY_RE
 from ..timeutil import from_db, iso, to_db
-from ..events.channels import CONTROL, TOKENS, WAKE_CHANGED
+from ..events.channels import CONTROL, TOKENS, WAKE_CHANGED, ControlPayload, TokensPayload, WakeChangedPayload
 
 REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be recovered. "
                    "Send it as 'Authorization: Bearer <token>'. Start with GET /api/skill.")
@@ -64,7 +66,7 @@ def known_sql(identity: str = "?", in_env: str = "?") -> str:
 KNOWN_SQL = known_sql()
 
 
-def known_params(identity: str, env_identities: frozenset[str]) -> tuple:
+def known_params(identity: str, env_identities: frozenset[str]) -> tuple[str, bool, str]:
     return identity, identity in env_identities, identity
 
 
@@ -105,7 +107,7 @@ def ensure_user(identity: str, display_name: str | None = None, is_admin: bool =
     return user
 
 
-def user_json(user: User) -> dict:
+def user_json(user: User) -> JSONObject:
     return {"id": user.id, "displayName": user.display_name, "isAdmin": user.is_admin, "isAgent": user.is_agent,
             "avatarUrl": user.avatar_url, "createdAt": iso(user.created_at), "updatedAt": iso(user.updated_at),
             "lastSeenAt": iso(user.last_seen_at), "archivedAt": iso(user.archived_at)}
@@ -116,7 +118,7 @@ def user_json(user: User) -> dict:
 UNLISTED = "admin"
 
 
-def list_users(env_identities: frozenset[str]) -> list[dict]:
+def list_users(env_identities: frozenset[str]) -> list[JSONObject]:
     can_act = actors(env_identities) - {UNLISTED}
     users = [u for u in User.select().where(User.archived_at.is_null() & (User.id != UNLISTED))
              .order_by(User.display_name, User.id) if u.id in can_act]
@@ -140,7 +142,7 @@ def touch_token(token_id: int) -> None:
 
 
 def issue_token(identity: str, is_admin: bool, label: str | None, created_by: str | None,
-                expires_at=None) -> tuple[Token, str]:
+                expires_at: datetime | None = None) -> tuple[Token, str]:
     """Creates a database token (and the user, if new). Returns the row and the only plaintext copy."""
     ensure_user(identity, is_admin=is_admin)
     plaintext = new_token()
@@ -152,10 +154,11 @@ def issue_token(identity: str, is_admin: bool, label: str | None, created_by: st
 
 def _webhook_of(identity: str, lock: bool = False) -> WebhookConfig | None:
     query = WebhookConfig.select().where(WebhookConfig.identity == identity)
-    return (db.locked(query) if lock else query).first()
+    config: WebhookConfig | None = (db.locked(query) if lock else query).first()
+    return config
 
 
-def token_json(token: Token, webhook: WebhookConfig | None = None) -> dict:
+def token_json(token: Token, webhook: WebhookConfig | None = None) -> JSONObject:
     secret = webhook.token if webhook else None
     return {"id": token.id, "identity": token.identity, "isAdmin": token.is_admin, "label": token.label,
             "createdBy": token.created_by, "createdAt": iso(token.created_at), "expiresAt": iso(token.expires_at),
@@ -165,7 +168,7 @@ def token_json(token: Token, webhook: WebhookConfig | None = None) -> dict:
             "backupAgent": token.backup_agent, "staleTriggerHours": token.stale_trigger_hours}
 
 
-def list_tokens() -> list[dict]:
+def list_tokens() -> list[JSONObject]:
     tokens = list(Token.select().order_by(Token.created_at.desc(), Token.id.desc()).limit(100))
     hooks = {w.identity: w for w in WebhookConfig.select().where(
         WebhookConfig.identity.in_({t.identity for t in tokens}))} if tokens else {}
@@ -174,20 +177,21 @@ def list_tokens() -> list[dict]:
 
 def _token(token_id: int) -> Token:
     """The row, locked for the unit: revoke, rotate and PATCH each write the whole row."""
-    token = db.locked(Token.select().where(Token.id == token_id)).first()
+    token: Token | None = db.locked(Token.select().where(Token.id == token_id)).first()
     if token is None:
         raise NotFound("Token not found")
     return token
 
 
-def tokens_changed(token_ids, identity: str | None = None) -> None:
+def tokens_changed(token_ids: Iterable[int], identity: str | None = None) -> None:
     """Once this unit commits, every process drops these tokens (with `identity`: all of that
     identity's) from its token cache (auth.TokenResolver): this one before the unit's caller hears
     back, the others when the bus's NOTIFY reaches them."""
-    db.after_commit(TOKENS, {"tokenIds": sorted(set(token_ids)), "identity": identity})
+    dropped: TokensPayload = {"tokenIds": sorted(set(token_ids)), "identity": identity}
+    db.after_commit(TOKENS, dropped)
 
 
-def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool = False) -> int:
+def log_revocation(token_ids: Collection[int], identity: str, reason: str, whole_identity: bool = False) -> int:
     """Log that these tokens (with `whole_identity`: every connection of `identity`, environment
     tokens included) must no longer be served. A control event: no audience, so no stream, resume or
     webhook ever carries it; every process's SSE hub reads it from the log and closes the streams and
@@ -196,12 +200,13 @@ def log_revocation(token_ids, identity: str, reason: str, whole_identity: bool =
     data = {"tokenIds": sorted(set(token_ids)), "identity": identity, "reason": reason,
             "wholeIdentity": whole_identity}
     event_id = event_log.append(REVOCATION_EVENT, data, to=())
-    db.after_commit(CONTROL, {"eventId": event_id})  # SQLite's hub skips reads with no stream open
+    control: ControlPayload = {"eventId": event_id}
+    db.after_commit(CONTROL, control)  # SQLite's hub skips reads with no stream open
     tokens_changed(token_ids, identity if whole_identity else None)
     return event_id
 
 
-def revoke_token(token_id: int) -> dict:
+def revoke_token(token_id: int) -> JSONObject:
     token = _token(token_id)
     if token.revoked_at is None:
         token.revoked_at = to_db(db.now())
@@ -221,7 +226,7 @@ def revoke_identity_tokens(identity: str, reason: str = "archived") -> list[int]
     return ids
 
 
-def rotate_token(token_id: int, caller: Principal) -> dict:
+def rotate_token(token_id: int, caller: Principal) -> JSONObject:
     token = _token(token_id)
     if not caller.is_admin and caller.identity != token.identity:
         raise Forbidden("Only an admin or the token's own identity may rotate it")
@@ -239,7 +244,7 @@ def rotate_token(token_id: int, caller: Principal) -> dict:
             "message": ROTATE_NOTICE}
 
 
-def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -> dict:
+def update_token(token_id: int, changes: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     token = _token(token_id)
     if "backupAgent" in changes:
         agent = changes["backupAgent"]
@@ -250,7 +255,8 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
             if agent == token.identity:
                 raise Invalid("An agent cannot be its own backup")
         for backup in {token.backup_agent, agent} - {None}:  # backup alerts join or leave their wakes
-            db.after_commit(WAKE_CHANGED, {"identity": backup})
+            changed: WakeChangedPayload = {"identity": backup}
+            db.after_commit(WAKE_CHANGED, changed)
         token.backup_agent = agent
     if "staleTriggerHours" in changes:
         hours = changes["staleTriggerHours"]
@@ -265,7 +271,7 @@ def update_token(token_id: int, changes: dict, env_identities: frozenset[str]) -
 
 # --- invites ---------------------------------------------------------------------------------
 
-def invite_json(invite: Invite) -> dict:
+def invite_json(invite: Invite) -> JSONObject:
     return {"id": invite.id, "code": invite.code, "createdBy": invite.created_by,
             "identityHint": invite.identity_hint, "isAdmin": invite.is_admin, "maxUses": invite.max_uses,
             "useCount": invite.use_count, "expiresAt": iso(invite.expires_at), "createdAt": iso(invite.created_at),
@@ -273,7 +279,7 @@ def invite_json(invite: Invite) -> dict:
 
 
 def create_invite(created_by: str, identity_hint: str | None, is_admin: bool, max_uses: int,
-                  expires_in_hours: float) -> dict:
+                  expires_in_hours: float) -> JSONObject:
     now = db.now()
     invite = Invite.create(code=secrets.token_hex(24), created_by=created_by, identity_hint=identity_hint,
                            is_admin=is_admin, max_uses=max_uses, use_count=0,
@@ -281,7 +287,7 @@ def create_invite(created_by: str, identity_hint: str | None, is_admin: bool, ma
     return invite_json(invite)
 
 
-def list_invites() -> list[dict]:
+def list_invites() -> list[JSONObject]:
     return [invite_json(i) for i in Invite.select().order_by(Invite.created_at.desc(), Invite.id.desc()).limit(50)]
 
 
@@ -322,15 +328,15 @@ def _claimable(identity: str, named_by_invite: bool, env_identities: frozenset[s
 
 
 def register(code: object, identity: object, label: object, display_name: object,
-             env_identities: frozenset[str]) -> dict:
+             env_identities: frozenset[str]) -> JSONObject:
     """Redeem an invite code (POST /api/auth/register and the /onboard form): the identity and its token."""
     if not isinstance(code, str) or not code.strip():
         raise Invalid("code is required")
     if identity is None or (isinstance(identity, str) and not identity.strip()):
         raise Invalid("identity is required")
-    label, display_name = label or None, display_name or None
+    display_name = display_name or None
     identity = valid_identity(identity)
-    optional_label(label)
+    label = optional_label(label or None)
     if display_name is not None and (not isinstance(display_name, str) or len(display_name) > 100):
         raise Invalid("displayName must be a string of at most 100 characters")
     # Claim a use atomically: of two racing registrations on a one-use invite, one wins.
@@ -360,11 +366,11 @@ def register(code: object, identity: object, label: object, display_name: object
 
 # --- webhook config --------------------------------------------------------------------------
 
-def webhook_state(identity: str, override: tuple[str, str] | None) -> dict:
+def webhook_state(identity: str, override: tuple[str, str] | None) -> JSONObject:
     config = _webhook_of(identity)
     url = override[0] if override else (config.url if config else None)
-    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
-                  .where(PushDelivery.identity == identity).group_by(PushDelivery.status).tuples())
+    counts: dict[str, int] = dict(db.tuples(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                                            .where(PushDelivery.identity == identity).group_by(PushDelivery.status)))
     last_ok = (PushDelivery.select(pw.fn.MAX(PushDelivery.delivered_at))
                .where((PushDelivery.identity == identity) & (PushDelivery.status == "delivered")).scalar())
     last_error = (PushDelivery.select(PushDelivery.last_error)
@@ -375,7 +381,7 @@ def webhook_state(identity: str, override: tuple[str, str] | None) -> dict:
                            "lastSuccessAt": iso(last_ok), "lastError": last_error}}
 
 
-def set_webhook(identity: str, url: str | None, token: str | None) -> dict:
+def set_webhook(identity: str, url: str | None, token: str | None) -> JSONObject:
     config = _webhook_of(identity, lock=True)
     now = to_db(db.now())
     if url is None:

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
+from typing import Any, TypeAlias
 
 import peewee as pw
 
 from .. import db, jsonstrict
+from ..jsonstrict import JSONObject
 from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
-from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
+from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload, WakePayload
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -56,7 +59,7 @@ _rows = db.sql_rows
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def _wire_time(value) -> str | None:
+def _wire_time(value: datetime | str | None) -> str | None:
     """iso() for raw column values: SQLite hands back the stored naive-UTC text, PostgreSQL a datetime."""
     if value is None:
         return None
@@ -67,7 +70,7 @@ def _wire_time(value) -> str | None:
     return iso(value)
 
 
-def _metadata(value):
+def _metadata(value: Any) -> Any:
     return jsonstrict.loads_lenient(value) if isinstance(value, str) else value
 
 
@@ -76,16 +79,16 @@ def camel(column: str) -> str:
     return head + "".join(word.title() for word in rest)
 
 
-def _row_builder(name: str, keys: list[str], doc: str):
+def _row_builder(name: str, keys: list[str], doc: str) -> Callable[[db.Row], JSONObject]:
     """A function of one row tuple (in _FIELDS order) returning the dict of `keys`, generated once from
     MESSAGE_WIRE as the literal it would be written as by hand: the send and inbox paths are hot, and a
     loop over the table per row would cost them."""
     read = {PLAIN: "r[{i}]", BOOL: "bool(r[{i}])", TIME: "_wire_time(r[{i}])", JSON: "_metadata(r[{i}])"}
     items = ", ".join(f"{key!r}: {read[kind].format(i=i)}" for i, (key, (_column, kind)) in
                       enumerate(zip(keys, MESSAGE_WIRE)))
-    namespace = {"_wire_time": _wire_time, "_metadata": _metadata}
+    namespace: dict[str, Any] = {"_wire_time": _wire_time, "_metadata": _metadata}
     exec(f"def {name}(r):\n    return {{{items}}}\n", namespace)  # noqa: S102 (source built above, no input)
-    built = namespace[name]
+    built: Callable[[db.Row], JSONObject] = namespace[name]
     built.__doc__, built.__module__ = doc, __name__
     return built
 
@@ -97,13 +100,14 @@ search_row = _row_builder("search_row", list(_FIELDS), "The v1 snake_case row re
 
 # --- sending ---------------------------------------------------------------------------------
 
-def _event_data(recipient: str, sender: str, title: str, urgent: bool) -> dict:
+def _event_data(recipient: str, sender: str, title: str, urgent: bool) -> JSONObject:
     return {"type": "message", "recipient": recipient, "sender": sender, "messageId": None, "title": title,
             "urgent": urgent}
 
 
 def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thread_id: str | None,
-           reply_to: int | None, dedupe_key: str | None, metadata, known: tuple | None = None) -> dict:
+           reply_to: int | None, dedupe_key: str | None, metadata: Any,
+           known: tuple[str, bool, str] | None = None) -> JSONObject:
     """Insert one unread message, log its `message` event and pulse the recipient's wake. `known`:
     known_params for the recipient, checked by the insert (Invalid if it is not a known identity)."""
     created = to_db(db.now())
@@ -114,26 +118,31 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
         "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
-    db.after_commit(WAKE, {"identity": recipient})
+    pulse: WakePayload = {"identity": recipient}
+    db.after_commit(WAKE, pulse)
     return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                              dedupe_key, stored_metadata)
 
 
 def _new_message_json(message_id: int, recipient: str, sender: str, title: str, body: str, urgent: bool,
                       created: datetime, thread_id: str | None, reply_to: int | None, dedupe_key: str | None,
-                      stored_metadata) -> dict:
+                      stored_metadata: str | None) -> JSONObject:
     """The wire Message of a message just stored (unread, nothing waiting on it)."""
     return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
                          reply_to, dedupe_key, stored_metadata, False, None, None))
 
 
-def _send_values(sender: str, recipient: str, fields: dict) -> tuple:
+# A send's fields in _store's order: recipient, sender, title, body, urgent, thread, reply-to.
+SendValues: TypeAlias = tuple[str, str, str, str, bool, str | None, int | None]
+
+
+def _send_values(sender: str, recipient: str, fields: JSONObject) -> SendValues:
     """A send's fields in _store's order: recipient, sender, title, body, urgent, thread, reply-to."""
     return (recipient, sender, fields["title"], fields.get("body") or "", bool(fields.get("urgent")),
             fields.get("thread_id"), fields.get("reply_to_message_id"))
 
 
-def _find_dedupe(sender: str, recipient: str, key: str) -> dict | None:
+def _find_dedupe(sender: str, recipient: str, key: str) -> JSONObject | None:
     rows = _rows(_SELECT + " WHERE sender = ? AND recipient = ? AND dedupe_key = ?", (sender, recipient, key))
     return message_json(rows[0]) if rows else None
 
@@ -162,11 +171,11 @@ def _merged_send_sql(count: int) -> str:
             "SELECT ord, mid, eid FROM v")
 
 
-def _send_many(calls: list[tuple]) -> list:
+def _send_many(calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
     """db.merges for `send` (PostgreSQL): the queued sends without a dedupeKey, in one statement."""
     created = to_db(db.now())
-    params: list = []
-    stored = []
+    params: list[Any] = []
+    stored: list[tuple[SendValues, str | None]] = []
     marker = prefix = None
     for ordinal, (sender, recipient, fields, env_identities) in enumerate(calls):
         values = _send_values(sender, recipient, fields)
@@ -179,25 +188,27 @@ def _send_many(calls: list[tuple]) -> list:
             for ordinal, (values, metadata) in enumerate(stored)]
 
 
-def _finisher(values: tuple, created: datetime, metadata, ids: tuple | None):
-    def finish() -> dict:
+def _finisher(values: SendValues, created: datetime, metadata: str | None,
+              ids: tuple[Any, ...] | None) -> Callable[[], JSONObject]:
+    def finish() -> JSONObject:
         if ids is None:
             raise Invalid("Invalid recipient mailbox")
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        db.after_commit(WAKE, {"identity": recipient})
+        pulse: WakePayload = {"identity": recipient}
+        db.after_commit(WAKE, pulse)
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                                  None, metadata)
     return finish
 
 
-def _without_dedupe_key(_sender, _recipient, fields: dict, _env) -> bool:
+def _without_dedupe_key(_sender: str, _recipient: str, fields: JSONObject, _env: frozenset[str]) -> bool:
     return fields.get("dedupe_key") is None
 
 
 @db.merges(_send_many, when=_without_dedupe_key)
-def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[str]) -> dict:
+def send(sender: str, recipient: str, fields: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     """`fields`: title, body, urgent, thread_id, reply_to_message_id, dedupe_key, metadata (already validated)."""
     key = fields.get("dedupe_key")
     values = (*_send_values(sender, recipient, fields), key, fields.get("metadata"))
@@ -219,14 +230,14 @@ def send(sender: str, recipient: str, fields: dict, env_identities: frozenset[st
         return first
 
 
-def _own(message_id: int, identity: str) -> tuple:
+def _own(message_id: int, identity: str) -> tuple[Any, ...]:
     rows = _rows(_SELECT + " WHERE id = ? AND recipient = ?", (message_id, identity))
     if not rows:
         raise NotFound("Message not found")
     return rows[0]
 
 
-def reply(identity: str, message_id: int, body: str) -> dict:
+def reply(identity: str, message_id: int, body: str) -> JSONObject:
     original = message_json(_own(message_id, identity))
     if archived_among([original["sender"]]):
         raise Invalid("Invalid recipient mailbox")
@@ -242,7 +253,7 @@ def _inbox_check(identity: str, action: str) -> None:
     db.after_commit(EPHEMERAL, inbox_check_payload(identity, action))
 
 
-def inbox_check_payload(identity: str, action: str) -> dict:
+def inbox_check_payload(identity: str, action: str) -> EphemeralPayload:
     return {"type": "inbox_check", "to": [identity],
             "data": {"type": "inbox_check", "mailbox": identity, "action": action}}
 
@@ -253,14 +264,14 @@ def _mark_read(identity: str, ids: list[int]) -> None:
         (Message.id.in_(ids)) & (Message.recipient == identity) & (Message.status != "read")).execute()
 
 
-def ack(identity: str, message_id: int) -> dict:
+def ack(identity: str, message_id: int) -> JSONObject:
     _own(message_id, identity)
     _mark_read(identity, [message_id])
     _inbox_check(identity, "ack")
     return message_json(_own(message_id, identity))
 
 
-def ack_many(identity: str, ids: list[int]) -> dict:
+def ack_many(identity: str, ids: list[int]) -> JSONObject:
     wanted = list(dict.fromkeys(ids))
     mine = {m.id for m in Message.select(Message.id).where(
         (Message.id.in_(wanted)) & (Message.recipient == identity))} if wanted else set()
@@ -270,7 +281,7 @@ def ack_many(identity: str, ids: list[int]) -> dict:
     return {"success": [i for i in wanted if i in mine], "notFound": [i for i in wanted if i not in mine]}
 
 
-def set_pending(identity: str, message_id: int, waiting: bool) -> dict:
+def set_pending(identity: str, message_id: int, waiting: bool) -> JSONObject:
     _own(message_id, identity)
     if waiting:
         # Keep the first waitingSince if it is already pending.
@@ -280,7 +291,8 @@ def set_pending(identity: str, message_id: int, waiting: bool) -> dict:
     else:
         Message.update(response_waiting=False, waiting_responder=None, waiting_since=None).where(
             Message.id == message_id).execute()
-    db.after_commit(WAKE_CHANGED, {"identity": identity})  # pending replies are a wake source
+    changed: WakeChangedPayload = {"identity": identity}
+    db.after_commit(WAKE_CHANGED, changed)  # pending replies are a wake source
     return message_json(_own(message_id, identity))
 
 
@@ -288,7 +300,7 @@ def set_pending(identity: str, message_id: int, waiting: bool) -> dict:
 
 # Orders: "unread" = urgent first, then oldest first; "newest" = newest first. A cursor is the last
 # row's sort key (urgent, created_at at full stored precision, id), so pages never overlap or skip.
-def _encode_cursor(order: str, row: tuple) -> str:
+def _encode_cursor(order: str, row: tuple[Any, ...]) -> str:
     raw = json.dumps([order, int(bool(row[6])), str(row[7]), row[0]], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
@@ -329,8 +341,8 @@ _SUSPECT_SQL = {True: "(metadata IS NOT NULL AND json_valid(metadata) = 0)", Fal
 
 def _repair(encoded_rows: list[str], suspect_ids: list[int]) -> list[str]:
     """Re-encode the flagged rows of a page, reading their stored metadata leniently."""
-    stored = dict(_rows(f"SELECT id, metadata FROM message WHERE id IN ({', '.join('?' * len(suspect_ids))})",
-                        suspect_ids))
+    marks = ", ".join("?" * len(suspect_ids))
+    stored: dict[int, str | None] = dict(_rows(f"SELECT id, metadata FROM message WHERE id IN ({marks})", suspect_ids))
     repaired = []
     for text in encoded_rows:
         row = json.loads(text)
@@ -349,8 +361,9 @@ def _message_json_sql(sqlite: bool) -> str:
     dicts per request in Python (see bench/messages.py for the figures)."""
     def boolean(column: str) -> str:
         return f"json(CASE WHEN {column} THEN 'true' ELSE 'false' END)" if sqlite else column
-    read = {PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
-            JSON: lambda _column: _METADATA_SQL[sqlite]}
+    read: dict[str, Callable[[str], str]] = {
+        PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
+        JSON: lambda _column: _METADATA_SQL[sqlite]}
     pairs = [(camel(column), read[kind](column)) for column, kind in MESSAGE_WIRE]
     body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
     return f"json_object({body})" if sqlite else f"json_build_object({body})::text"
@@ -358,7 +371,8 @@ def _message_json_sql(sqlite: bool) -> str:
 
 def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None) -> tuple[str, int, str | None]:
     """One inbox page as (JSON array text of Messages, total, nextCursor or None)."""
-    where, params = "recipient = ?", [identity]
+    where = "recipient = ?"
+    params: list[Any] = [identity]
     if status is not None:
         where, params = where + " AND status = ?", params + [status]
     sqlite = db.is_sqlite(_database())
@@ -379,16 +393,19 @@ def inbox_page(identity: str, status: str | None, limit: int, cursor: str | None
             _urgent, created, message_id = decode_cursor(cursor, order)
             where += " AND (created_at, id) < (?, ?)"
             params += [created, message_id]
-    text, total, next_cursor = (_sqlite_page if sqlite else _postgres_page)(order, count_where, count_params, where,
-                                                                           order_by, params, limit)
+    page: _Page = _sqlite_page if sqlite else _postgres_page
+    text, total, next_cursor = page(order, count_where, count_params, where, order_by, params, limit)
     _inbox_check(identity, "list")
     return jsonstrict.escape_terminal_active(text), total, next_cursor  # the database's JSON leaves them raw
 
 
+# An inbox page's statement, per backend: (order, count_where, count_params, where, order_by, params, limit)
+# -> (the JSON array text, total, nextCursor or None).
+_Page: TypeAlias = Callable[[str, str, list[Any], str, str, list[Any], int], tuple[str, int, str | None]]
 _OUTER_ORDER = {"unread": "p.urgent DESC, p.created_at, p.id", "newest": "p.created_at DESC, p.id DESC"}
 
 
-def _postgres_page(order: str, count_where: str, count_params: list, where: str, order_by: str, params: list,
+def _postgres_page(order: str, count_where: str, count_params: list[Any], where: str, order_by: str, params: list[Any],
                    limit: int) -> tuple[str, int, str | None]:
     """The page and its total in ONE statement (one round trip; the uncorrelated count runs once).
     An empty page still returns the total: the page is LEFT JOINed to it."""
@@ -412,7 +429,7 @@ def _postgres_page(order: str, count_where: str, count_params: list, where: str,
 _SEPARATOR = "\x1e"  # cannot occur in JSON text (control characters are escaped in strings)
 
 
-def _sqlite_page(order: str, count_where: str, count_params: list, where: str, order_by: str, params: list,
+def _sqlite_page(order: str, count_where: str, count_params: list[Any], where: str, order_by: str, params: list[Any],
                  limit: int) -> tuple[str, int, str | None]:
     """The page in ONE statement returning one row: total, the encoded rows and their sort keys, each
     joined by the database. Python's sqlite3 releases and retakes the GIL for every row it steps, so
@@ -437,7 +454,7 @@ def _sqlite_page(order: str, count_where: str, count_params: list, where: str, o
     return "[" + ",".join(page) + "]", total, next_cursor
 
 
-def sent(identity: str, limit: int) -> dict:
+def sent(identity: str, limit: int) -> JSONObject:
     rows = _rows(_SELECT + " WHERE sender = ? ORDER BY created_at DESC, id DESC LIMIT ?", (identity, limit))
     return {"messages": [message_json(r) for r in rows]}
 
@@ -447,13 +464,13 @@ def sent(identity: str, limit: int) -> dict:
 _MESSAGE_DOCUMENT = "to_tsvector('simple', coalesce(title, '') || ' ' || coalesce(body, ''))"
 
 
-def search(identity: str, q: str, limit: int) -> dict:
+def search(identity: str, q: str, limit: int) -> JSONObject:
     """Full text over title and body of the caller's received messages, newest first (all words must match)."""
     terms = fulltext.words(q)
     _inbox_check(identity, "search")
     if not terms:
         return {"messages": []}
     matching = fulltext.condition(Message, "message_fts", _MESSAGE_DOCUMENT, terms)
-    rows = (Message.select(*_COLUMNS).where((Message.recipient == identity) & matching)
-            .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit).tuples())
+    rows = db.tuples(Message.select(*_COLUMNS).where((Message.recipient == identity) & matching)
+                     .order_by(Message.created_at.desc(), Message.id.desc()).limit(limit))
     return {"messages": [search_row(m) for m in rows]}

@@ -13,14 +13,15 @@ from datetime import timedelta
 from pycrdt import Doc, Text
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..principal import Principal
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
-from ..events.channels import NOTEBOOK
+from ..events.channels import NOTEBOOK, NotebookPayload, RoomMeta
 from ..models import NotebookPage, NotebookReadBase, NotebookRelay
 from ..timeutil import iso, to_db
 from .identities import valid_identity
-from . import visibility
+from . import notebook_versions as versions, visibility
 from .visibility import can_see, is_owner
 
 TEXT_NAME = "content"
@@ -37,27 +38,27 @@ def byte_offset(text: str, index: int) -> int:
     return len(text[:index].encode())
 
 
-def new_document(content: str) -> Doc:
-    doc = Doc()
+def new_document(content: str) -> Doc[Text]:
+    doc: Doc[Text] = Doc()
     text = doc.get(TEXT_NAME, type=Text)
     if content:
         text.insert(0, content)
     return doc
 
 
-def load_document(state: bytes | None) -> Doc:
-    doc = Doc()
+def load_document(state: bytes | None) -> Doc[Text]:
+    doc: Doc[Text] = Doc()
     doc.get(TEXT_NAME, type=Text)
     if state:
         doc.apply_update(state)
     return doc
 
 
-def document_text(doc: Doc) -> str:
+def document_text(doc: Doc[Text]) -> str:
     return str(doc.get(TEXT_NAME, type=Text))
 
 
-def merge_text(doc: Doc, new_content: str, origin=None) -> bytes | None:
+def merge_text(doc: Doc[Text], new_content: str, origin: object = None) -> bytes | None:
     """Turn the document's text into `new_content` with the smallest edits (a diff on code points),
     so concurrent edits elsewhere in the text survive. Returns the Yjs update, or None if unchanged."""
     text = doc.get(TEXT_NAME, type=Text)
@@ -75,7 +76,7 @@ def merge_text(doc: Doc, new_content: str, origin=None) -> bytes | None:
     return doc.get_update(before)
 
 
-def merge_text_from(doc: Doc, base: bytes | None, new_content: str) -> bytes | None:
+def merge_text_from(doc: Doc[Text], base: bytes | None, new_content: str) -> bytes | None:
     """A three-way merge: the edits that turn `base` (the document state the writer last read) into
     `new_content` are made on a copy of `base` and applied to `doc` as CRDT operations, so whatever
     others changed since the writer read the page survives. Without a base, diff against `doc` itself."""
@@ -104,7 +105,7 @@ def _opcodes(old: str, new: str) -> list[tuple[str, int, int, int, int]]:
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def page_json(page: NotebookPage, content: str | None = None) -> dict:
+def page_json(page: NotebookPage, content: str | None = None) -> JSONObject:
     return {"id": page.id, "title": page.title, "content": page.content if content is None else content,
             "createdBy": page.created_by, "taggedUsers": page.tagged_users, "tags": page.tags,
             "expiresAt": iso(page.expires_at), "reviewAt": iso(page.review_at), "locked": page.locked,
@@ -112,13 +113,13 @@ def page_json(page: NotebookPage, content: str | None = None) -> dict:
             "updatedAt": iso(page.updated_at)}
 
 
-def summary_json(page: NotebookPage) -> dict:
+def summary_json(page: NotebookPage) -> JSONObject:
     row = page_json(page)
     del row["content"], row["archivedAt"]
     return row
 
 
-def room_meta(page: NotebookPage) -> dict:
+def room_meta(page: NotebookPage) -> RoomMeta:
     """What a room needs to decide who may see and edit (also sent to rooms after every change)."""
     return {"createdBy": page.created_by, "taggedUsers": page.tagged_users, "locked": page.locked,
             "lockedBy": page.locked_by, "archived": page.archived_at is not None}
@@ -137,7 +138,11 @@ def _emit(page: NotebookPage, actor: str, change: str, env_admins: frozenset[str
 
 
 def _announce_to_rooms(page: NotebookPage) -> None:
-    db.after_commit(NOTEBOOK.of(page.id), {"kind": "meta", "origin": None, **room_meta(page)})
+    meta = room_meta(page)
+    payload: NotebookPayload = {"kind": "meta", "origin": None, "createdBy": meta["createdBy"],
+                                "taggedUsers": meta["taggedUsers"], "locked": meta["locked"],
+                                "lockedBy": meta["lockedBy"], "archived": meta["archived"]}
+    db.after_commit(NOTEBOOK.of(page.id), payload)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -145,7 +150,8 @@ def _announce_to_rooms(page: NotebookPage) -> None:
 def _page_for_update(page_id: str) -> NotebookPage | None:
     """The row, locked until the unit commits on PostgreSQL (several processes may save one page);
     SQLite's single writer already serialises units."""
-    return db.locked(NotebookPage.select().where(NotebookPage.id == page_id)).first()
+    page: NotebookPage | None = db.locked(NotebookPage.select().where(NotebookPage.id == page_id)).first()
+    return page
 
 
 def _visible_page(page_id: str, principal: Principal, for_update: bool = True) -> NotebookPage:
@@ -161,7 +167,7 @@ def get_page(page_id: str, principal: Principal) -> NotebookPage:
     return _visible_page(page_id, principal, for_update=False)
 
 
-def list_pages(principal: Principal, q: str | None, limit: int, offset: int) -> list[dict]:
+def list_pages(principal: Principal, q: str | None, limit: int, offset: int) -> list[JSONObject]:
     query = NotebookPage.select().where(NotebookPage.archived_at.is_null())
     needle = q.lower() if q else None
     if q and q.isascii() and "\\" not in q:
@@ -201,7 +207,7 @@ def _tag_list(value: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(tags)) or None
 
 
-def create_page(principal: Principal, fields: dict, env_admins: frozenset[str]) -> dict:
+def create_page(principal: Principal, fields: JSONObject, env_admins: frozenset[str]) -> JSONObject:
     now = to_db(db.now())
     content = fields.get("content") or ""
     page = NotebookPage.create(
@@ -211,11 +217,12 @@ def create_page(principal: Principal, fields: dict, env_admins: frozenset[str]) 
         review_at=to_db(fields.get("reviewAt")), locked=False, locked_by=None, archived_at=None,
         created_at=now, updated_at=now)
     _emit(page, principal.identity, "meta", env_admins)
+    versions.first_version(page, env_admins)
     return page_json(page)
 
 
-def update_page(page_id: str, principal: Principal, changes: dict, env_admins: frozenset[str],
-                merge_here: bool, base: bytes | None = None) -> dict:
+def update_page(page_id: str, principal: Principal, changes: JSONObject, env_admins: frozenset[str],
+                merge_here: bool, base: bytes | None = None) -> JSONObject:
     """Apply a PATCH. Content is merged as a diff into the CRDT document: here, into the stored one,
     when `merge_here` (no room of this process holds the page; rooms elsewhere hear the update on the
     bus), else by the caller into the live room after commit.
@@ -270,6 +277,8 @@ def update_page(page_id: str, principal: Principal, changes: dict, env_admins: f
         kinds.add("content")
     if not kinds:
         return {"page": page, "change": None, "merge": content}
+    if "content" in kinds:
+        versions.note_editors(page.id, [principal.identity])
     change = "lock" if "lock" in kinds else "content" if "content" in kinds else "meta"
     result = _save_change(page, principal, change, env_admins)
     result["merge"] = content
@@ -285,7 +294,7 @@ def archive_page(page_id: str, principal: Principal, env_admins: frozenset[str])
         _save_change(page, principal, "archive", env_admins)
 
 
-def _save_change(page: NotebookPage, principal: Principal, change: str, env_admins: frozenset[str]) -> dict:
+def _save_change(page: NotebookPage, principal: Principal, change: str, env_admins: frozenset[str]) -> JSONObject:
     page.updated_at = to_db(db.now())
     page.save()
     _emit(page, principal.identity, change, env_admins)
@@ -295,7 +304,7 @@ def _save_change(page: NotebookPage, principal: Principal, change: str, env_admi
 
 # --- the stored document ---------------------------------------------------------------------
 
-def stored_document(page_id: str) -> tuple[bytes, dict] | None:
+def stored_document(page_id: str) -> tuple[bytes, RoomMeta] | None:
     """The saved Yjs state and the room metadata; a page saved before it had a CRDT state gets one
     here, once (a conditional update, so two processes never build two different documents)."""
     page = NotebookPage.get_or_none(NotebookPage.id == page_id)
@@ -307,6 +316,7 @@ def stored_document(page_id: str) -> tuple[bytes, dict] | None:
                    .where((NotebookPage.id == page_id) & NotebookPage.ydoc.is_null()).execute())
         if not updated:
             page = NotebookPage.get_by_id(page_id)
+            assert page.ydoc is not None  # another process stored one first
             state = bytes(page.ydoc)
         return state, room_meta(page)
     return bytes(page.ydoc), room_meta(page)
@@ -337,6 +347,8 @@ def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list
     page.save()
     if changed and editors:
         _emit(page, editors[-1], "content", env_admins)
+    # Named even when another process saved the merged text first: these editors made part of it.
+    versions.note_editors(page_id, editors)
     _prune_relays()
     return missing if has_content(missing) else None
 
@@ -360,7 +372,7 @@ def has_content(update: bytes) -> bool:
 BUS_INLINE_LIMIT = 5000  # base64 bytes; PostgreSQL NOTIFY payloads stop near 8000
 
 
-def bus_update(page_id: str, update: bytes, origin: str | None) -> dict:
+def bus_update(page_id: str, update: bytes, origin: str | None) -> NotebookPayload:
     """The bus payload for a CRDT update; call inside a unit (a large update is stored for loading)."""
     encoded = base64.b64encode(update).decode()
     if len(encoded) <= BUS_INLINE_LIMIT:
@@ -369,12 +381,12 @@ def bus_update(page_id: str, update: bytes, origin: str | None) -> dict:
 
 
 def store_relay(page_id: str, update: bytes) -> int:
-    return NotebookRelay.create(page_id=page_id, update=update, created_at=to_db(db.now())).id
+    return NotebookRelay.create(page_id=page_id, payload=update, created_at=to_db(db.now())).id
 
 
 def load_relay(relay_id: int) -> bytes | None:
     row = NotebookRelay.get_or_none(NotebookRelay.id == relay_id)
-    return bytes(row.update) if row else None
+    return bytes(row.payload) if row else None
 
 
 def _prune_relays() -> None:
@@ -400,7 +412,7 @@ def read_base(page_id: str, identity: str) -> bytes | None:
     return bytes(row.state) if row is not None else None
 
 
-def require_title(value) -> str:
+def require_title(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("title is required")
     return value[:TITLE_MAX]

@@ -12,7 +12,7 @@ an admin users row or a live admin token. Environment admins get an admin users 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable
+from typing import Any, Iterable
 
 import peewee as pw
 
@@ -45,7 +45,7 @@ def _member(identity: str) -> pw.Expression:
 _ALWAYS = pw.SQL("1 = 1")
 
 
-def project_visible(identity: str, is_admin: bool | None) -> pw.Expression:
+def project_visible(identity: str, is_admin: bool | None) -> pw.ColumnBase:
     """Over Project rows: the projects `identity` may see."""
     if is_admin:
         return _ALWAYS
@@ -58,7 +58,7 @@ def hidden_projects(identity: str, is_admin: bool | None) -> pw.SelectQuery:
     return Project.select(Project.id).where(~project_visible(identity, is_admin))
 
 
-def task_visible(identity: str, is_admin: bool | None) -> pw.Expression:
+def task_visible(identity: str, is_admin: bool | None) -> pw.ColumnBase:
     """Over Task rows: tasks without a project, or in a project `identity` may see."""
     if is_admin:
         return _ALWAYS
@@ -70,7 +70,7 @@ _SENTINEL = "\x00identity\x00"
 
 
 @lru_cache(maxsize=8)
-def _compiled_hidden(dialect: type, param: str) -> tuple[str, tuple]:
+def _compiled_hidden(dialect: type, param: str) -> tuple[str, tuple[Any, ...]]:
     sql, params = hidden_projects(_SENTINEL, None).sql()
     return f"({sql})", tuple(params)
 
@@ -81,7 +81,8 @@ def task_visible_fast(identity: str) -> pw.Expression:
     The subquery is self-contained (its own table aliases), so it nests in any query over Task."""
     from ..models import Task
     database = db.current_database()
-    sql, params = _compiled_hidden(type(database), database.param)
+    dialect: type = type(database)  # (as `type`: the checker takes a type[Database] for unhashable)
+    sql, params = _compiled_hidden(dialect, database.param)
     return Task.project_id.is_null() | Task.project_id.not_in(
         pw.SQL(sql, [identity if p == _SENTINEL else p for p in params]))
 
@@ -91,7 +92,7 @@ def visible_project(project_id: object, identity: str, is_admin: bool | None, lo
     if not isinstance(project_id, str) or not project_id:
         raise NotFound("Project not found")
     query = Project.select().where((Project.id == project_id) & project_visible(identity, is_admin))
-    project = (db.locked(query) if lock else query).first()
+    project: Project | None = (db.locked(query) if lock else query).first()
     if project is None:
         raise NotFound("Project not found")
     return project
@@ -119,7 +120,7 @@ def audience(project_id: str | None) -> list[str] | None:
         return None
     members = {project.created_by, project.project_lead_user_id, project.developer_lead_user_id}
     members |= set(project.tagged_users)
-    return sorted((members - {None}) | admin_identities())
+    return sorted({member for member in members if member is not None} | admin_identities())
 
 
 def store_tags(project_id: str, tagged: Iterable[str] | None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid
 from ..models import Project
 from ..principal import Principal
@@ -17,10 +18,10 @@ from .fields import flag
 from .swarm import COLOR_RE, DEFAULT_TIMEZONE, TEXT_MAX, URL_MAX, known_identity, optional_text, required_title, \
     valid_timezone
 from .task_rules import require_lead_change
-from ..events.channels import WAKE_CHANGED
+from ..events.channels import WAKE_CHANGED, WakeChangedPayload
 
 
-def project_json(p: Project) -> dict:
+def project_json(p: Project) -> JSONObject:
     return {"id": p.id, "title": p.title, "description": p.description, "websiteUrl": p.website_url,
             "onedevUrl": p.onedev_url, "githubUrl": p.github_url, "dokployDeployUrl": p.dokploy_deploy_url,
             "color": p.color, "projectLeadUserId": p.project_lead_user_id,
@@ -47,7 +48,7 @@ def tagged_users(value: object, env_identities: frozenset[str]) -> list[str] | N
     return sorted(set(identities)) or None
 
 
-def _project_columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
+def _project_columns(body: JSONObject, env_identities: frozenset[str]) -> dict[str, Any]:
     """The columns a create or PATCH body sets, validated. Only keys present in the body appear."""
     columns: dict[str, Any] = {}
     if "title" in body:
@@ -80,14 +81,14 @@ def _project_columns(body: dict, env_identities: frozenset[str]) -> dict[str, An
     return columns
 
 
-def list_projects(viewer: Principal, include_archived: bool) -> list[dict]:
+def list_projects(viewer: Principal, include_archived: bool) -> list[JSONObject]:
     query = Project.select().where(project_access.project_visible(viewer.identity, viewer.is_admin))
     if not include_archived:
         query = query.where(Project.archived_at.is_null())
     return [project_json(p) for p in query.order_by(Project.title, Project.created_at, Project.id)]
 
 
-def create_project(viewer: Principal, body: dict, env_identities: frozenset[str]) -> dict:
+def create_project(viewer: Principal, body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     title, color = body.get("title"), body.get("color")
     if not isinstance(title, str) or not title.strip() or not isinstance(color, str) or not color:
         raise Invalid("title and color are required")
@@ -106,7 +107,7 @@ def _may_change_tags(project: Project, viewer: Principal) -> bool:
                                                   project.developer_lead_user_id}
 
 
-def update_project(viewer: Principal, project_id: str, body: dict, env_identities: frozenset[str]) -> dict:
+def update_project(viewer: Principal, project_id: str, body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     project = project_access.visible_project(project_id, viewer.identity, viewer.is_admin, lock=True)
     columns = _project_columns(body, env_identities)
     if any(column in columns and columns[column] != getattr(project, column) for column in _PROJECT_LEADS.values()):
@@ -117,16 +118,18 @@ def update_project(viewer: Principal, project_id: str, body: dict, env_identitie
     if columns:
         columns["updated_at"] = to_db(db.now())
         Project.update(**columns).where(Project.id == project_id).execute()
-        db.after_commit(WAKE_CHANGED, {"identity": None})  # work hours and visibility decide which tasks wake
+        everyone: WakeChangedPayload = {"identity": None}
+        db.after_commit(WAKE_CHANGED, everyone)  # work hours and visibility decide which tasks wake
     if tags_change:
         project_access.store_tags(project_id, columns["tagged_users"])
     return project_json(Project.get_by_id(project_id))
 
 
-def archive_project(viewer: Principal, project_id: str) -> dict:
+def archive_project(viewer: Principal, project_id: str) -> JSONObject:
     project_access.visible_project(project_id, viewer.identity, viewer.is_admin)
     now = to_db(db.now())
     Project.update(archived_at=now, updated_at=now).where(
         (Project.id == project_id) & Project.archived_at.is_null()).execute()
-    db.after_commit(WAKE_CHANGED, {"identity": None})
+    everyone: WakeChangedPayload = {"identity": None}
+    db.after_commit(WAKE_CHANGED, everyone)
     return project_json(Project.get_by_id(project_id))

@@ -28,6 +28,7 @@ from croniter import croniter
 from croniter.croniter import CroniterError
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Invalid, NotFound
 from ..models import RecurringTemplate, database_proxy
 from ..timeutil import from_db, iso, to_db
@@ -100,7 +101,8 @@ def _offset_spread(tz_name: str) -> timedelta:
     over the years around now; it bounds how far a local time can move when converted."""
     tz = ZoneInfo(tz_name)
     start = datetime.now(timezone.utc) - timedelta(days=800)
-    offsets = {(start + timedelta(days=d)).astimezone(tz).utcoffset() for d in range(0, 1700, 7)}
+    offsets = {offset for d in range(0, 1700, 7)  # (an aware datetime always has an offset)
+               if (offset := (start + timedelta(days=d)).astimezone(tz).utcoffset()) is not None}
     return max(offsets) - min(offsets)
 
 
@@ -116,13 +118,12 @@ def parse_schedule(cron_expr: object, tz_name: object) -> Schedule:
     if re.search(r"[rh]", re.sub(r"[a-z]{3}", "", cron_expr.lower())):
         # croniter's R (random) and H (hashed) would give each process its own instants.
         raise Invalid(f"Invalid cronExpr: {cron_expr} (R and H fields are not supported)")
-    swarm.valid_timezone(tz_name, "timezone")
-    return Schedule(cron_expr, tz_name)
+    return Schedule(cron_expr, swarm.valid_timezone(tz_name, "timezone"))
 
 
 # --- templates -------------------------------------------------------------------------------
 
-def template_json(t: RecurringTemplate) -> dict:
+def template_json(t: RecurringTemplate) -> JSONObject:
     return {"id": t.id, "projectId": t.project_id, "title": t.title, "detail": t.detail,
             "assigneeUserId": t.assignee_user_id, "creatorUserId": t.creator_user_id, "cronExpr": t.cron_expr,
             "timezone": t.timezone, "initialStatus": t.initial_status, "enabled": t.enabled,
@@ -130,7 +131,7 @@ def template_json(t: RecurringTemplate) -> dict:
             "updatedAt": iso(t.updated_at)}
 
 
-def template_visible(identity: str, is_admin: bool | None) -> pw.Expression:
+def template_visible(identity: str, is_admin: bool | None) -> pw.ColumnBase:
     """Over RecurringTemplate rows: a template of a restricted project exists only for those who can see
     the project (project_access), on every route; one without a project is everyone's."""
     if is_admin:
@@ -148,14 +149,14 @@ def _template(template_id: str, identity: str, is_admin: bool | None) -> Recurri
     return template
 
 
-def list_templates(include_disabled: bool, identity: str, is_admin: bool | None) -> list[dict]:
+def list_templates(include_disabled: bool, identity: str, is_admin: bool | None) -> list[JSONObject]:
     query = RecurringTemplate.select().where(template_visible(identity, is_admin))
     if not include_disabled:
         query = query.where(RecurringTemplate.enabled == True)  # noqa: E712 (SQL comparison)
     return [template_json(t) for t in query.order_by(RecurringTemplate.title, RecurringTemplate.created_at)]
 
 
-def _template_columns(body: dict, env_identities: frozenset[str], caller: str) -> dict[str, Any]:
+def _template_columns(body: JSONObject, env_identities: frozenset[str], caller: str) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     if "title" in body:
         columns["title"] = swarm.required_title(body["title"])
@@ -192,7 +193,7 @@ def _schedule_from(cron_expr: str, tz_name: str) -> datetime:
 PREVIEW_MAX = 10
 
 
-def preview_runs(cron_expr: str, tz_name: str | None, count: int = 3) -> dict:
+def preview_runs(cron_expr: str, tz_name: str | None, count: int = 3) -> JSONObject:
     """The next `count` instants of a cron expression in a timezone (default America/Chicago), as a template
     would run; the same checks as create, so a client can show a schedule's errors before saving it."""
     if not isinstance(cron_expr, str) or not cron_expr.strip():
@@ -202,19 +203,20 @@ def preview_runs(cron_expr: str, tz_name: str | None, count: int = 3) -> dict:
         raise Invalid(f"count must be an integer from 1 to {PREVIEW_MAX}")
     schedule = parse_schedule(" ".join(cron_expr.split()), tz_name)
     runs: list[str] = []
-    instant = db.now()
-    while len(runs) < count and (instant := schedule.next_after(instant)) is not None:
+    after = db.now()
+    while len(runs) < count and (instant := schedule.next_after(after)) is not None:
         runs.append(iso(instant))
+        after = instant
     if not runs:
         raise Invalid(f"cronExpr never fires: {cron_expr}")
     return {"cronExpr": schedule.expr, "timezone": tz_name, "runs": runs}
 
 
-def create_template(caller: str, body: dict, env_identities: frozenset[str]) -> dict:
+def create_template(caller: str, body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     title, cron_expr = body.get("title"), body.get("cronExpr")
     if not isinstance(title, str) or not title.strip() or not isinstance(cron_expr, str) or not cron_expr.strip():
         raise Invalid("title and cronExpr are required")
-    columns = {"timezone": swarm.DEFAULT_TIMEZONE, "initial_status": "ready", "enabled": True}
+    columns: dict[str, Any] = {"timezone": swarm.DEFAULT_TIMEZONE, "initial_status": "ready", "enabled": True}
     columns.update(_template_columns(body, env_identities, caller))
     upcoming = _schedule_from(columns["cron_expr"], columns["timezone"])
     now = to_db(db.now())
@@ -223,8 +225,8 @@ def create_template(caller: str, body: dict, env_identities: frozenset[str]) -> 
     return template_json(template)
 
 
-def update_template(template_id: str, body: dict, env_identities: frozenset[str], caller: str,
-                    is_admin: bool | None) -> dict:
+def update_template(template_id: str, body: JSONObject, env_identities: frozenset[str], caller: str,
+                    is_admin: bool | None) -> JSONObject:
     template = _template(template_id, caller, is_admin)
     columns = _template_columns(body, env_identities, caller)
     if not columns:
@@ -248,12 +250,12 @@ def delete_template(template_id: str, identity: str, is_admin: bool | None) -> N
 
 # --- the due run -----------------------------------------------------------------------------
 
-def _due(now: datetime) -> pw.ModelSelect:
+def _due(now: datetime) -> pw.ModelSelect[RecurringTemplate]:
     return RecurringTemplate.select().where(
         (RecurringTemplate.enabled == True) & (RecurringTemplate.next_run_at <= to_db(now)))  # noqa: E712
 
 
-def run_due() -> dict:
+def run_due() -> JSONObject:
     """One scheduler pass (one unit of work): for each due template, create the task of its latest
     due instant (one catch-up task after downtime, not a burst), then move nextRunAt past now.
     Returns {"created", "errors", "lagSeconds"}; lag = how late the most overdue instant was handled."""
@@ -262,6 +264,7 @@ def run_due() -> dict:
     lag = 0.0
     # A fixed order: processes running passes side by side take row locks in the same order (no deadlock).
     for template in list(_due(now).order_by(RecurringTemplate.id)):
+        assert template.next_run_at is not None  # _due selects by it
         lag = max(lag, (now - from_db(template.next_run_at)).total_seconds())
         try:
             with database_proxy.atomic():  # a savepoint: one broken template never spoils the others
@@ -300,7 +303,7 @@ def _create_instance(template: RecurringTemplate, instant: datetime) -> bool:
 OVERDUE_AFTER_INTERVALS = 2  # a template this many scheduler intervals late means the scheduler is not keeping up
 
 
-def overdue(now: datetime, interval_seconds: float) -> dict:
+def overdue(now: datetime, interval_seconds: float) -> JSONObject:
     """Enabled templates more than OVERDUE_AFTER_INTERVALS intervals late: their count and the five latest."""
     late = _due(now - timedelta(seconds=OVERDUE_AFTER_INTERVALS * interval_seconds))
     rows = late.order_by(RecurringTemplate.next_run_at).limit(5)

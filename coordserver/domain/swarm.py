@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import peewee as pw
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import NotebookPage, Task, TaskEvent, TaskPageLink
@@ -27,7 +29,15 @@ from .identities import is_known, valid_identity
 from .task_rules import FINISHED, LIST_RANK, REASSIGNING_MOVES, STATUSES, TRANSITIONS, WAKEABLE, allowed_from, \
     require_reassign
 from .visibility import can_see
-from ..events.channels import WAKE
+from ..events.channels import WAKE, WakePayload
+
+
+class _LinkRow(Protocol):
+    """A TaskPageLink row with its page joined (`attr="page"`)."""
+    task_id: str
+    notebook_page_id: str
+    created_at: datetime
+    page: NotebookPage
 
 DEFAULT_TIMEZONE = "America/Chicago"
 COLOR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
@@ -116,7 +126,7 @@ def visible_project_id(value: object, viewer: Principal) -> str | None:
 
 # --- tasks: reading --------------------------------------------------------------------------
 
-def task_json(t: Task) -> dict:
+def task_json(t: Task) -> JSONObject:
     return {"id": t.id, "projectId": t.project_id, "title": t.title, "detail": t.detail, "followUp": t.follow_up,
             "creatorUserId": t.creator_user_id, "assigneeUserId": t.assignee_user_id, "status": t.status,
             "issueUrl": t.issue_url, "onOrAfterAt": iso(t.on_or_after_at),
@@ -132,7 +142,7 @@ def _task(task_id: str, viewer: Principal | None, lock: bool = False) -> Task:
     query = Task.select().where(Task.id == task_id)
     if viewer is not None:
         query = query.where(project_access.task_visible(viewer.identity, viewer.is_admin))
-    task = (db.locked(query) if lock else query).first()
+    task: Task | None = (db.locked(query) if lock else query).first()
     if task is None:
         raise NotFound("Task not found")
     return task
@@ -143,7 +153,7 @@ def visible_task(task_id: str, viewer: Principal) -> Task:
 
 
 def list_tasks(viewer: Principal, statuses: list[str] | None, assignee: str | None, project_id: str | None,
-               include_completed: bool) -> list[dict]:
+               include_completed: bool) -> list[JSONObject]:
     query = Task.select().where(project_access.task_visible(viewer.identity, viewer.is_admin))
     if statuses:
         query = query.where(Task.status.in_(statuses))
@@ -161,7 +171,7 @@ def list_tasks(viewer: Principal, statuses: list[str] | None, assignee: str | No
 
 # --- tasks: history --------------------------------------------------------------------------
 
-def record_event(task_id: str, actor: str, kind: str, before: dict | None, after: dict | None) -> None:
+def record_event(task_id: str, actor: str, kind: str, before: JSONObject | None, after: JSONObject | None) -> None:
     """Append to a task's history. Callers have already written the task row in this unit, which
     holds its row lock on PostgreSQL, so the per-task sequence number cannot be taken twice."""
     seq = (TaskEvent.select(pw.fn.COALESCE(pw.fn.MAX(TaskEvent.seq), 0)).where(TaskEvent.task_id == task_id)
@@ -170,12 +180,12 @@ def record_event(task_id: str, actor: str, kind: str, before: dict | None, after
                      created_at=to_db(db.now()), seq=seq)
 
 
-def task_event_json(e: TaskEvent) -> dict:
+def task_event_json(e: TaskEvent) -> JSONObject:
     return {"id": e.id, "taskId": e.task_id, "actorUserId": e.actor_user_id, "kind": e.kind,
             "beforeState": e.before_state, "afterState": e.after_state, "createdAt": iso(e.created_at)}
 
 
-def list_task_events(viewer: Principal, task_id: str, limit: int) -> list[dict]:
+def list_task_events(viewer: Principal, task_id: str, limit: int) -> list[JSONObject]:
     _task(task_id, viewer)
     query = (TaskEvent.select().where(TaskEvent.task_id == task_id)
              .order_by(TaskEvent.seq.desc(), TaskEvent.created_at.desc()).limit(limit))
@@ -197,7 +207,8 @@ def announce_change(task: Task, actor: str) -> None:
 
 def _pulse_if_wakeable(task: Task) -> None:
     if task.assignee_user_id and task.status in WAKEABLE:
-        db.after_commit(WAKE, {"identity": task.assignee_user_id})
+        pulse: WakePayload = {"identity": task.assignee_user_id}
+        db.after_commit(WAKE, pulse)
 
 
 # --- tasks: create and field PATCH -----------------------------------------------------------
@@ -211,7 +222,7 @@ def _other_task_id(value: object, field: str, viewer: Principal) -> str | None:
     return value
 
 
-def _task_columns(viewer: Principal, body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
+def _task_columns(viewer: Principal, body: JSONObject, env_identities: frozenset[str]) -> dict[str, Any]:
     """Validated columns for the writable Task fields present in the body (status excluded)."""
     columns: dict[str, Any] = {}
     if "title" in body:
@@ -271,7 +282,7 @@ def insert_task(actor: str, columns: dict[str, Any]) -> Task:
     return task
 
 
-def create_task(viewer: Principal, body: dict, env_identities: frozenset[str]) -> dict:
+def create_task(viewer: Principal, body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     if not isinstance(body.get("title"), str) or not body["title"].strip():
         raise Invalid("title is required")
     columns = _task_columns(viewer, body, env_identities)
@@ -287,7 +298,7 @@ _EVENT_FIELDS = {"title": "title", "project_id": "projectId", "detail": "detail"
                  "on_or_after_at": "onOrAfterAt", "sort_key": "sortKey", "linked_notebook_pages": "linkedNotebookPages"}
 
 
-def update_task(viewer: Principal, task_id: str, body: dict, env_identities: frozenset[str]) -> dict:
+def update_task(viewer: Principal, task_id: str, body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     caller, is_admin = viewer.identity, viewer.is_admin
     task = _task(task_id, viewer, lock=True)  # the holder the rule is checked against stays the holder until commit
     columns = _task_columns(viewer, body, env_identities)
@@ -325,7 +336,7 @@ def _event_value(value: Any) -> Any:
 # --- tasks: status moves (the state table, API.md §6) -----------------------------------------
 
 def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | None,
-              new_assignee: str | None) -> dict:
+              new_assignee: str | None) -> JSONObject:
     caller, is_admin = viewer.identity, viewer.is_admin
     task = _task(task_id, viewer)
     old_status, old_assignee = task.status, task.assignee_user_id
@@ -376,7 +387,7 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
     return task_json(task)
 
 
-def _assignee_is(identity: str | None):
+def _assignee_is(identity: str | None) -> pw.Expression:
     return Task.assignee_user_id.is_null() if identity is None else Task.assignee_user_id == identity
 
 
@@ -413,12 +424,12 @@ def unlink_page(task_id: str, page_id: object, identity: str, is_admin: bool) ->
                                 & (TaskPageLink.notebook_page_id == page.id)).execute()
 
 
-def linked_pages(task_id: str, identity: str, is_admin: bool) -> list[dict]:
+def linked_pages(task_id: str, identity: str, is_admin: bool) -> list[JSONObject]:
     _task(task_id, Principal(identity, is_admin))
-    rows = (TaskPageLink.select(TaskPageLink, NotebookPage)
-            .join(NotebookPage, on=(TaskPageLink.notebook_page_id == NotebookPage.id), attr="page")
-            .where(TaskPageLink.task_id == task_id)
-            .order_by(TaskPageLink.created_at, TaskPageLink.notebook_page_id))
+    rows = cast(Iterable[_LinkRow], TaskPageLink.select(TaskPageLink, NotebookPage)
+                .join(NotebookPage, on=(TaskPageLink.notebook_page_id == NotebookPage.id), attr="page")
+                .where(TaskPageLink.task_id == task_id)
+                .order_by(TaskPageLink.created_at, TaskPageLink.notebook_page_id))  # rows with `page`
     return [{"taskId": link.task_id, "notebookPageId": link.notebook_page_id, "createdAt": iso(link.created_at),
              "pageTitle": link.page.title, "pageCreatedBy": link.page.created_by,
              "pageUpdatedAt": iso(link.page.updated_at)}

@@ -70,6 +70,6 @@ def require_reassign(task: Task, actor: str, is_admin: bool, change: str = "reas
 def require_lead_change(project: Project, actor: str, is_admin: bool) -> None:
     """Leads may reassign held tasks, so only a current lead (or an admin) may change who leads.
     A project without leads may be given some by anyone."""
-    leads = {project.project_lead_user_id, project.developer_lead_user_id} - {None}
+    leads = {lead for lead in (project.project_lead_user_id, project.developer_lead_user_id) if lead is not None}
     if leads and actor not in leads and not is_admin:
         raise Forbidden(f"Only the project's leads ({', '.join(sorted(leads))}) or an admin may change its leads")

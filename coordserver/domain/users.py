@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import peewee as pw
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Conflict, Invalid, NotFound
 from ..models import Message, Task, Token, User, WebhookConfig
 from ..timeutil import iso, parse_iso, to_db
@@ -29,14 +30,14 @@ def display_name(value: object) -> str:
     return name
 
 
-def setup_profile(identity: str, value: object) -> dict:
+def setup_profile(identity: str, value: object) -> JSONObject:
     name = display_name(value)
     user = identities.ensure_user(identity, name)
     User.update(display_name=name, updated_at=to_db(db.now())).where(User.id == user.id).execute()
     return {"identity": identity, "displayName": name}
 
 
-def admin_list() -> list[dict]:
+def admin_list() -> list[JSONObject]:
     return [identities.user_json(u) for u in User.select().order_by(User.id)]
 
 
@@ -49,7 +50,7 @@ def _archived_at(value: object) -> datetime | None:
         raise Invalid("archivedAt must be an ISO-8601 timestamp or null") from None
 
 
-def _columns(body: dict) -> dict[str, Any]:
+def _columns(body: JSONObject) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     if "displayName" in body:
         columns["display_name"] = display_name(body["displayName"])
@@ -64,7 +65,7 @@ def _columns(body: dict) -> dict[str, Any]:
     return columns
 
 
-def admin_update(user_id: str, body: dict, env_identities: frozenset[str] = frozenset()) -> dict:
+def admin_update(user_id: str, body: JSONObject, env_identities: frozenset[str] = frozenset()) -> JSONObject:
     columns = _columns(body)  # validate before looking anything up: a refused request writes nothing
     user = db.locked(User.select().where(User.id == user_id)).first()
     if user is None:
@@ -103,26 +104,28 @@ def _other_active_admins(user_id: str, env_identities: frozenset[str]) -> list[s
 
 def _inbox_counts() -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
-    for recipient, status, count in (Message.select(Message.recipient, Message.status, pw.fn.COUNT(Message.id))
-                                     .group_by(Message.recipient, Message.status).tuples()):
+    for recipient, status, count in db.tuples(Message.select(Message.recipient, Message.status,
+                                                             pw.fn.COUNT(Message.id))
+                                              .group_by(Message.recipient, Message.status)):
         counts.setdefault(recipient, {})[status] = count
-    pending = dict(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
-                   .where(Message.response_waiting == True).group_by(Message.recipient).tuples())  # noqa: E712
+    pending: dict[str, int] = dict(db.tuples(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
+                                             .where(Message.response_waiting == True)  # noqa: E712
+                                             .group_by(Message.recipient)))
     return {identity: {"unread": c.get("unread", 0), "pending": pending.get(identity, 0), "read": c.get("read", 0),
                        "total": sum(c.values())} for identity, c in counts.items()}
 
 
 def _task_counts() -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
-    for assignee, status, count in (Task.select(Task.assignee_user_id, Task.status, pw.fn.COUNT(Task.id))
-                                    .where(Task.assignee_user_id.is_null(False))
-                                    .group_by(Task.assignee_user_id, Task.status).tuples()):
+    for assignee, status, count in db.tuples(Task.select(Task.assignee_user_id, Task.status, pw.fn.COUNT(Task.id))
+                                             .where(Task.assignee_user_id.is_null(False))
+                                             .group_by(Task.assignee_user_id, Task.status)):
         counts.setdefault(assignee, {})[status] = count
     return counts
 
 
 def user_stats(env_identities: frozenset[str], seen: Mapping[str, tuple[datetime, str]],
-               online: Mapping[str, bool], streaming: frozenset[str], webhook_overrides: frozenset[str]) -> dict:
+               online: Mapping[str, bool], streaming: frozenset[str], webhook_overrides: frozenset[str]) -> JSONObject:
     """Per identity (users rows and environment identities): inbox, tasks by status, presence and how
     it is reached: `sse` (an open stream), `webhook` (a URL registered), `api` (seen over REST) or `none`."""
     everyone = {u.id for u in User.select(User.id)} | set(env_identities)

@@ -9,17 +9,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as dataclass_field
 from datetime import datetime, timedelta
-from typing import Mapping
+from typing import Any, Mapping, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import peewee as pw
 
 from .. import db, jsonstrict
+from ..jsonstrict import JSONObject
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
+from . import asks
 from .project_access import task_visible_fast
 from .wake_chat import chat_items
-from ..events.channels import WAKE_CHANGED
+from ..events.channels import WAKE_CHANGED, WakeChangedPayload
+
+M = TypeVar("M", bound=pw.Model)
+
+
+class TaskRow(Protocol):
+    """A row of _task_query: the task's columns and its project's title and work hours."""
+    id: str
+    title: str
+    status: str
+    project_id: str | None
+    created_at: datetime
+    project_title: str | None
+    work_hours_start: int | None
+    work_hours_end: int | None
+    work_hours_timezone: str | None
 
 MAX_ITEMS_PER_SOURCE = 50
 WAKEABLE_STATUSES = ("ready", "in_progress", "review")
@@ -40,8 +57,12 @@ _ACTIONS = {
     "backup": ("backup", "An agent you back up has gone silent with work waiting: check on it or take over.",
                "/api/skill/wake"),
     "chat": ("chat", "Read the chat conversations waiting for you and answer them.", "/api/skill/chat"),
+    "ask": ("asks", "Questions put to you: answer each with one of its options (or in text where allowed).",
+            "/api/skill/asks"),
+    "ask_result": ("ask_results", "Your questions were answered or expired: read each outcome, then act on it.",
+                   "/api/skill/asks"),
 }
-_SOURCE_ORDER = ["buzz", "backup", "message", "message_pending", "chat", "swarm"]
+_SOURCE_ORDER = ["buzz", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -50,7 +71,7 @@ def _plural(count: int, one: str, many: str) -> str:
 
 # --- sources ---------------------------------------------------------------------------------
 
-def _limited(query: pw.SelectQuery, count_query: pw.SelectQuery) -> tuple[list, int]:
+def _limited(query: pw.ModelSelect[M], count_query: pw.ModelSelect[M]) -> tuple[list[M], int]:
     rows = list(query.limit(MAX_ITEMS_PER_SOURCE + 1))
     if len(rows) > MAX_ITEMS_PER_SOURCE:
         return rows[:MAX_ITEMS_PER_SOURCE], count_query.count()
@@ -61,7 +82,7 @@ def _message_summary(message: Message) -> str:
     return f"From {message.sender}: '{message.title}'"
 
 
-def unread_messages(identity: str) -> tuple[list[dict], int]:
+def unread_messages(identity: str) -> tuple[list[JSONObject], int]:
     where = (Message.recipient == identity) & (Message.status == "unread")
     rows, total = _limited(Message.select(Message.id, Message.sender, Message.title, Message.urgent,
                                           Message.created_at).where(where)
@@ -72,7 +93,7 @@ def unread_messages(identity: str) -> tuple[list[dict], int]:
              "projectId": None, "ephemeral": False, "_at": from_db(m.created_at)} for m in rows], total
 
 
-def pending_messages(identity: str) -> tuple[list[dict], int]:
+def pending_messages(identity: str) -> tuple[list[JSONObject], int]:
     where = (Message.recipient == identity) & (Message.response_waiting == True)  # noqa: E712
     rows, total = _limited(Message.select(Message.id, Message.sender, Message.title, Message.created_at,
                                           Message.waiting_since).where(where).order_by(Message.id),
@@ -109,11 +130,12 @@ def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
 
 
 def _visible_tasks(identity: str, now: datetime, include_off_hours: bool, limit: int | None,
-                   hidden: list | None = None) -> tuple[list, int]:
+                   hidden: list[TaskRow] | None = None) -> tuple[list[TaskRow], int]:
     """Assigned active tasks, without those outside their project's work hours (unless asked; those
     join `hidden` when given). The rows scanned are this identity's active tasks only (index on
     assignee, status)."""
-    visible, total = [], 0
+    visible: list[TaskRow] = []
+    total = 0
     for task in _task_query(identity, now).objects():
         if not include_off_hours and not in_work_hours(task.work_hours_start, task.work_hours_end,
                                                        task.work_hours_timezone, now):
@@ -126,10 +148,10 @@ def _visible_tasks(identity: str, now: datetime, include_off_hours: bool, limit:
     return visible, total
 
 
-def off_hours(hidden: list) -> list[dict]:
+def off_hours(hidden: list[TaskRow]) -> list[JSONObject]:
     """What work hours hide, one entry per project (in the order of its oldest hidden task): its title,
     window and how many of the identity's tasks it hides now."""
-    projects: dict[str, dict] = {}
+    projects: dict[str | None, JSONObject] = {}
     for task in hidden:
         entry = projects.setdefault(task.project_id, {
             "projectId": task.project_id, "projectTitle": task.project_title, "tasks": 0,
@@ -139,9 +161,10 @@ def off_hours(hidden: list) -> list[dict]:
     return list(projects.values())
 
 
-def active_tasks(identity: str, now: datetime, include_off_hours: bool) -> tuple[list[dict], int, list[dict]]:
+def active_tasks(identity: str, now: datetime,
+                 include_off_hours: bool) -> tuple[list[JSONObject], int, list[JSONObject]]:
     """The task items, how many there are, and what work hours hide (`off_hours`)."""
-    hidden: list = []
+    hidden: list[TaskRow] = []
     rows, total = _visible_tasks(identity, now, include_off_hours, MAX_ITEMS_PER_SOURCE, hidden)
     return [{"source": "swarm", "id": t.id, "summary": t.title, "status": t.status,
              "action": _TASK_ACTIONS[t.status], "priority": "normal", "projectId": t.project_id,
@@ -153,7 +176,7 @@ def _buzz_summary(event: BuzzEvent) -> str:
     return f"{event.title}: {body[:100]}" if body else event.title
 
 
-def buzz_items(identity: str, role: str) -> tuple[list[dict], int]:
+def buzz_items(identity: str, role: str) -> tuple[list[JSONObject], int]:
     agent, delivered = ((BuzzEvent.wake_agent, BuzzEvent.wake_delivered_at) if role == "wake"
                         else (BuzzEvent.notify_agent, BuzzEvent.notify_delivered_at))
     where = (agent == identity) & delivered.is_null() & (BuzzEvent.suppressed == False)  # noqa: E712
@@ -169,7 +192,7 @@ def buzz_items(identity: str, role: str) -> tuple[list[dict], int]:
             for e in rows], total
 
 
-def _mark_delivered(items: list[dict], now: datetime) -> list[dict]:
+def _mark_delivered(items: list[JSONObject], now: datetime) -> list[JSONObject]:
     """One-shot delivery: a conditional UPDATE per item, so of two racing wakes only one gets it."""
     kept = []
     for item in items:
@@ -189,7 +212,7 @@ def waiting_for(identity: str, now: datetime, include_off_hours: bool) -> int:
 
 
 def backup_items(identity: str, now: datetime, include_off_hours: bool,
-                 seen: Mapping[str, datetime]) -> list[dict]:
+                 seen: Mapping[str, datetime]) -> list[JSONObject]:
     """Agents this identity backs up that have been silent past their trigger with work waiting.
     `seen` is the in-memory presence snapshot; the persisted User.last_seen_at covers restarts and
     other processes (the later of the two wins). Never seen counts as silent since the token was made."""
@@ -227,9 +250,11 @@ def backup_items(identity: str, now: datetime, include_off_hours: bool,
 
 def _summary(counts: dict[str, int]) -> str | None:
     parts = []
-    for key, one, many in (("alert", "alert", "alerts"), ("backup", "backup alert", "backup alerts"),
+    for key, one, many in (("alert", "alert", "alerts"), ("ask", "question for you", "questions for you"),
+                           ("backup", "backup alert", "backup alerts"),
                            ("message", "unread message", "unread messages"),
                            ("message_pending", "reply owed", "replies owed"),
+                           ("ask_result", "ask outcome to read", "ask outcomes to read"),
                            ("chat", "unread chat", "unread chats"),
                            ("swarm", "active task", "active tasks"),
                            ("notification", "notification", "notifications")):
@@ -244,20 +269,20 @@ class Gathered:
     """What the identity's own sources hold (every source but backup alerts, which depend on other
     identities' state and the clock): items still carrying `_at`, the counts, and until when it stays
     right with nothing written (time-dependent sources: a task's on_or_after_at, work-hours windows)."""
-    items: list[dict]
+    items: list[JSONObject]
     counts: dict[str, int]
     computed_at: datetime
     expires_at: datetime | None = None
-    off_hours: list[dict] = dataclass_field(default_factory=list)  # what work hours hide now, per project
-    version: tuple | None = None
+    off_hours: list[JSONObject] = dataclass_field(default_factory=list)  # what work hours hide now, per project
+    version: tuple[Any, ...] | None = None
     backups_at: int = 0  # where backup alerts join `items` (ties in the sort keep this order)
-    _encoded: list | None = None
+    _encoded: list[tuple[tuple[Any, ...], str]] | None = None
 
     @property
     def has_buzz(self) -> bool:
         return any(item["source"] == "buzz" for item in self.items)
 
-    def encoded(self) -> list[tuple[tuple, str]]:
+    def encoded(self) -> list[tuple[tuple[Any, ...], str]]:
         """Each item's sort key and its JSON text up to its age, computed once per entry."""
         if self._encoded is None:
             self._encoded = [(_sort_key(item, 0 if i < self.backups_at else 2, i), _json_head(item))
@@ -265,12 +290,12 @@ class Gathered:
         return self._encoded
 
 
-def _sort_key(item: dict, group: int, index: int) -> tuple:
+def _sort_key(item: JSONObject, group: int, index: int) -> tuple[Any, ...]:
     """Priority, then time; equal ones keep the order alerts, notifications, backups, the rest."""
     return _PRIORITY_RANK[item["priority"]], item["_at"], group, index
 
 
-def _json_head(item: dict) -> str:
+def _json_head(item: JSONObject) -> str:
     """The item's JSON object without its closing brace, ending where "age" goes (it is the last key)."""
     return jsonstrict.dumps({k: v for k, v in item.items() if k != "_at"})[:-1] + ',"age":'
 
@@ -288,12 +313,17 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
         alert_total -= len(alerts) - len(delivered_alerts)
         note_total -= len(notes) - len(delivered_notes)
         if delivered_alerts or delivered_notes:
-            db.after_commit(WAKE_CHANGED, {"identity": identity})
+            changed: WakeChangedPayload = {"identity": identity}
+            db.after_commit(WAKE_CHANGED, changed)
         alerts, notes = delivered_alerts, delivered_notes
     chats = chat_items(identity)
+    asked, asked_total = asks.asked_items(identity, MAX_ITEMS_PER_SOURCE)
+    outcomes, outcome_total = asks.result_items(identity, MAX_ITEMS_PER_SOURCE)
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
-              "message_pending": pending_total, "chat": len(chats), "swarm": task_total}
-    return Gathered(alerts + notes + messages + pending + chats + tasks, counts, now, tasks_change_at(identity, now),
+              "message_pending": pending_total, "chat": len(chats), "swarm": task_total, "ask": asked_total,
+              "ask_result": outcome_total}
+    return Gathered(alerts + notes + asked + messages + pending + outcomes + chats + tasks, counts, now,
+                    tasks_change_at(identity, now),
                     off_hours=hidden, backups_at=len(alerts) + len(notes))
 
 
@@ -314,7 +344,7 @@ def tasks_change_at(identity: str, now: datetime) -> datetime | None:
     return min(candidates) if candidates else None
 
 
-def wake_version(identity: str) -> tuple[tuple, bool]:
+def wake_version(identity: str) -> tuple[tuple[Any, ...], bool]:
     """One statement: (the newest logged event addressed to `identity`, the newest addressed to
     everyone) and whether `identity` is anyone's backup agent. Any logged change whose audience
     includes the identity, in any process, moves the first."""
@@ -325,12 +355,12 @@ def wake_version(identity: str) -> tuple[tuple, bool]:
     return (row[0], row[1]), bool(row[2])
 
 
-def _actions(sources: set[str], base_url: str) -> list[dict]:
+def _actions(sources: set[str], base_url: str) -> list[JSONObject]:
     return [{"item": _ACTIONS[source][0], "action": _ACTIONS[source][1], "skill_url": base_url + _ACTIONS[source][2]}
             for source in _SOURCE_ORDER if source in sources]
 
 
-def render(gathered: Gathered, backups: list[dict], base_url: str, now: datetime) -> dict:
+def render(gathered: Gathered, backups: list[JSONObject], base_url: str, now: datetime) -> JSONObject:
     """The WakePayload of §9 from gathered sources and backup alerts; ages and timestamp as of `now`."""
     keyed = [(_sort_key(item, 0 if i < gathered.backups_at else 2, i), dict(item))
              for i, item in enumerate(gathered.items)]
@@ -345,7 +375,7 @@ def render(gathered: Gathered, backups: list[dict], base_url: str, now: datetime
             "offHours": [dict(entry) for entry in gathered.off_hours], "timestamp": iso(now)}
 
 
-def render_json(gathered: Gathered, backups: list[dict], base_url: str, now: datetime) -> str:
+def render_json(gathered: Gathered, backups: list[JSONObject], base_url: str, now: datetime) -> str:
     """render(), encoded as compact JSON (jsonstrict.dumps of it, byte for byte), reusing each item's
     encoded text kept in `gathered`: only ages, the summary and the timestamp are encoded per call.
     Encoding 50 items afresh was the largest part of a cached wake's CPU."""
@@ -370,7 +400,7 @@ def render_json(gathered: Gathered, backups: list[dict], base_url: str, now: dat
 
 
 def wake_payload(identity: str, base_url: str, include_off_hours: bool, mark_delivered: bool,
-                 env_identities: frozenset[str], seen: Mapping[str, datetime] | None = None) -> dict:
+                 env_identities: frozenset[str], seen: Mapping[str, datetime] | None = None) -> JSONObject:
     """The WakePayload of §9. With mark_delivered (GET /api/wake and pulses: run it in a write unit)
     the buzz items returned are marked delivered in the same unit; without it nothing is written.
     `env_identities` is accepted for symmetry with other domain calls (wake is per identity: no lookups)."""

@@ -7,7 +7,11 @@ and each channel's messages through the (channel, id) index.
 """
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any, TypedDict
+
 from .. import db
+from ..jsonstrict import JSONObject
 from ..models import ChatMessage
 from ..timeutil import from_db
 
@@ -15,8 +19,9 @@ ACTION = "Read the conversation and answer; POST .../read marks it read."
 LATEST_CHARS = 100
 
 
-def _created(value):
-    return from_db(ChatMessage.created_at.python_value(value))
+def _created(value: object) -> datetime:
+    created: datetime = from_db(ChatMessage.created_at.python_value(value))  # python_value: Any in peewee's stubs
+    return created
 
 
 # Fixed SQL: wake is per request, and building this with Peewee cost more than running it.
@@ -29,7 +34,7 @@ _UNREAD_BY_SENDER = (
     " GROUP BY m.channel, c.type, c.name, m.sender")
 
 
-def _unread_by_sender(identity: str) -> list[tuple]:
+def _unread_by_sender(identity: str) -> list[tuple[Any, ...]]:
     """(channel, type, name, sender, count, first id, last id, oldest createdAt) of unread messages."""
     return db.sql_rows(_UNREAD_BY_SENDER, (identity, identity))
 
@@ -41,7 +46,17 @@ def _bodies(message_ids: list[int]) -> dict[int, str]:
     return dict(db.sql_rows(f"SELECT id, body FROM chat_message WHERE id IN ({marks})", message_ids))
 
 
-def _summary(channel: dict, latest: dict[int, str]) -> str:
+class _Unread(TypedDict):
+    """One channel's unread messages, gathered from its (channel, sender) rows."""
+    type: str
+    name: str | None
+    count: int
+    last: int  # the latest message's id
+    senders: list[tuple[str, int]]  # (sender, their first message's id)
+    oldest: datetime | None
+
+
+def _summary(channel: _Unread, latest: dict[int, str]) -> str:
     senders = [sender for sender, _first in sorted(channel["senders"], key=lambda s: s[1])]
     if channel["type"] == "dm":
         other = senders[0]
@@ -51,8 +66,8 @@ def _summary(channel: dict, latest: dict[int, str]) -> str:
     return f'{channel["name"] or "group chat"} — {count} {noun} from {", ".join(senders)}'
 
 
-def chat_items(identity: str) -> list[dict]:
-    channels: dict[str, dict] = {}
+def chat_items(identity: str) -> list[JSONObject]:
+    channels: dict[str, _Unread] = {}
     for channel_id, kind, name, sender, count, first_id, last_id, oldest in _unread_by_sender(identity):
         entry = channels.setdefault(channel_id, {"type": kind, "name": name, "count": 0, "last": 0,
                                                  "senders": [], "oldest": None})

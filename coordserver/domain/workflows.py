@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import db
+from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import Task, TaskWorkflow, Workflow
@@ -23,14 +24,14 @@ TITLE_MAX, URL_MAX, TEXT_MAX = 255, 500, 20_000
 EVENT_TYPE = "workflow_updated"
 
 
-def workflow_json(w: Workflow) -> dict:
+def workflow_json(w: Workflow) -> JSONObject:
     return {"id": w.id, "title": w.title, "description": w.description, "documentUrl": w.document_url,
             "document": w.document, "enabled": w.enabled, "taggedUsers": w.tagged_users,
             "expiresAt": iso(w.expires_at), "reviewAt": iso(w.review_at), "createdBy": w.created_by,
             "updatedAt": iso(w.updated_at), "createdAt": iso(w.created_at)}
 
 
-def attachment_json(link: TaskWorkflow) -> dict:
+def attachment_json(link: TaskWorkflow) -> JSONObject:
     return {"taskId": link.task_id, "workflowId": link.workflow_id, "attachedBy": link.attached_by,
             "attachedAt": iso(link.attached_at)}
 
@@ -45,7 +46,7 @@ def _title(value: object) -> str:
     return value.strip()
 
 
-def _columns(body: dict, env_identities: frozenset[str]) -> dict[str, Any]:
+def _columns(body: JSONObject, env_identities: frozenset[str]) -> dict[str, Any]:
     """Validated columns for the fields present in the body."""
     columns: dict[str, Any] = {}
     if "title" in body:
@@ -75,11 +76,11 @@ def _workflow(workflow_id: object, viewer: Principal, message: str = "Not found"
     return workflow
 
 
-def get_workflow(viewer: Principal, workflow_id: str) -> dict:
+def get_workflow(viewer: Principal, workflow_id: str) -> JSONObject:
     return workflow_json(_workflow(workflow_id, viewer))
 
 
-def list_workflows(viewer: Principal, include_disabled: bool) -> list[dict]:
+def list_workflows(viewer: Principal, include_disabled: bool) -> list[JSONObject]:
     query = Workflow.select()
     if not include_disabled:
         query = query.where(Workflow.enabled == True)  # noqa: E712
@@ -95,7 +96,8 @@ def _emit(workflow: Workflow, action: str, env_admins: frozenset[str]) -> None:
                to=audience(workflow.created_by, workflow.tagged_users, env_admins))
 
 
-def create_workflow(viewer: Principal, body: dict, env_identities: frozenset[str], env_admins: frozenset[str]) -> dict:
+def create_workflow(viewer: Principal, body: JSONObject, env_identities: frozenset[str],
+                    env_admins: frozenset[str]) -> JSONObject:
     if "title" not in body:
         raise Invalid("title is required")
     columns = {"enabled": True}
@@ -113,8 +115,8 @@ def _owned(workflow_id: str, viewer: Principal) -> Workflow:
     return workflow
 
 
-def update_workflow(viewer: Principal, workflow_id: str, body: dict, env_identities: frozenset[str],
-                    env_admins: frozenset[str]) -> dict:
+def update_workflow(viewer: Principal, workflow_id: str, body: JSONObject, env_identities: frozenset[str],
+                    env_admins: frozenset[str]) -> JSONObject:
     columns = _columns(body, env_identities)
     workflow = _owned(workflow_id, viewer)
     if not columns:
@@ -142,14 +144,14 @@ def delete_workflow(viewer: Principal, workflow_id: str, env_admins: frozenset[s
 
 # --- attachments -----------------------------------------------------------------------------
 
-def task_workflows(viewer: Principal, task_id: str) -> list[dict]:
+def task_workflows(viewer: Principal, task_id: str) -> list[JSONObject]:
     swarm.visible_task(task_id, viewer)
     rows = (Workflow.select().join(TaskWorkflow, on=(TaskWorkflow.workflow_id == Workflow.id))
             .where(TaskWorkflow.task_id == task_id).order_by(Workflow.title, Workflow.id))
     return [workflow_json(w) for w in rows if can_see(w.created_by, w.tagged_users, viewer.identity, viewer.is_admin)]
 
 
-def attach(viewer: Principal, task_id: str, workflow_id: object) -> dict:
+def attach(viewer: Principal, task_id: str, workflow_id: object) -> JSONObject:
     if not isinstance(workflow_id, str) or not workflow_id.strip():
         raise Invalid("workflowId required")
     task = swarm.visible_task(task_id, viewer)

@@ -15,9 +15,12 @@ import queue
 import threading
 import uuid
 from collections import defaultdict
-from typing import Callable, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_checkable
 
 from .channels import BUS, EVENTS, Channel
+
+if TYPE_CHECKING:
+    from psycopg2.extensions import connection as PgConnection
 
 log = logging.getLogger("coord.bus")
 
@@ -98,7 +101,9 @@ def _packed(origin: str, messages: list[tuple[str, dict, str]]) -> list[str]:
     if len(events) > 1:
         top = max(events, key=lambda m: m[1].get("maxId") or 0)
         messages = [m for m in messages if m[0] != EVENTS.name or m is top]
-    payloads, current, size = [], [], 0
+    payloads: list[str] = []
+    current: list[str] = []
+    size = 0
     head = '{"o":"' + origin + '","m":['
     for _channel, _payload, text in messages:
         length = len(text.encode()) + 1
@@ -139,15 +144,15 @@ class PostgresBus(LocalBus):
 
     CHANNEL = "coord_bus"
 
-    def __init__(self, dsn_kwargs: dict) -> None:
+    def __init__(self, dsn_kwargs: dict[str, Any]) -> None:
         super().__init__()
         self._dsn = dsn_kwargs
         self._origin = uuid.uuid4().hex[:12]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._send_conn = None
-        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._send_conn: PgConnection | None = None
+        self._outbox: queue.SimpleQueue[tuple[str, Any, str] | None] = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
         self._publish_failures = _FailureRun()
         self._listen_failures = _FailureRun()
@@ -173,7 +178,7 @@ class PostgresBus(LocalBus):
             self._send_conn.close()
         await super().stop()
 
-    def _connect(self):
+    def _connect(self) -> PgConnection:
         import psycopg2
         conn = psycopg2.connect(**self._dsn)
         conn.autocommit = True
@@ -254,6 +259,7 @@ class PostgresBus(LocalBus):
             self._listen_failures.recovered()
             if connected_before:
                 log.info("bus: listening again")
+                assert self._loop is not None  # set by start(), before this thread
                 self._loop.call_soon_threadsafe(self._deliver, BUS.name, {"kind": "reconnected"})
             connected_before, delay = True, RECONNECT_MIN_SECONDS
             try:

@@ -65,12 +65,27 @@ class ControlPayload(TypedDict):
     eventId: int
 
 
+class RoomMeta(TypedDict):
+    """What a notebook room needs to decide who may see and edit its page (domain/notebook.py room_meta)."""
+    createdBy: str
+    taggedUsers: list[str] | None
+    locked: bool
+    lockedBy: str | None
+    archived: bool
+
+
 class NotebookPayload(TypedDict, total=False):
-    kind: Literal["update", "meta", "viewers"] | str
-    origin: str | None
-    update: str
+    kind: Literal["update", "meta", "viewers", "awareness", "awareness_query"] | str
+    origin: str | None  # the room that sent it; None from a unit of work (a "meta" change)
+    update: str  # base64: a Yjs update (kind "update") or a y-protocols awareness update ("awareness")
     relay: int
     viewers: list[str]
+    # kind "meta": a RoomMeta's keys
+    createdBy: str
+    taggedUsers: list[str] | None
+    locked: bool
+    lockedBy: str | None
+    archived: bool
 
 
 class NotebookHeartbeatPayload(TypedDict):
@@ -86,6 +101,12 @@ class StreamsPayload(TypedDict, total=False):
     worker: str
     open: list[str]
     closed: list[str]
+
+
+class AsksPayload(TypedDict):
+    askId: int
+    status: str
+    deadline: str | None
 
 
 class BusPayload(TypedDict):
@@ -116,6 +137,9 @@ PRESENCE_SEEN: Channel[PresenceSeenPayload] = Channel(
     "presence_seen", "last-seen times [identity, iso time, source] another process has persisted")
 STREAMS: Channel[StreamsPayload] = Channel(
     "streams", "which identities hold an event stream on which worker (realtime/streams_elsewhere.py)")
+ASKS: Channel[AsksPayload] = Channel(
+    "asks", "an ask was made or changed state (domain/asks.py): those waiting on it re-read it "
+            "(realtime/ask_waiters.py), and the expiry pass sleeps until the earliest deadline (scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")

@@ -30,6 +30,7 @@ def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
     Fixed SQL rather than Model.create: every logged change pays this, and Peewee's query building
     cost more than the inserts themselves (bench/messages.md)."""
     event_id = db.sql_insert(_INSERT_EVENT, (type_, Event.data.db_value(data), to is None, to_db(db.now())))
+    assert event_id is not None  # an INSERT ... VALUES always inserts its row
     if to is not None:
         targets = _audience(to)
         if targets:

@@ -27,6 +27,7 @@ from ..errors import ApiError, render_error
 from ..gate import client_address
 from ..metrics import process_metrics
 from ..principal import Principal
+from ..realtime.ask_waiters import AskWaiters
 from ..realtime.presence import PresenceTracker
 from ..realtime.revocation import TokenGuard
 from ..redaction import mask_session_ids_in
@@ -51,12 +52,13 @@ def principal_of(ctx) -> Principal:
     return ctx.request.scope["coord.principal"]
 
 
-def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog) -> Server:
+def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog,
+                 asks: AskWaiters | None = None) -> Server:
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list(catalog.tools))
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await tools.call(catalog, caller, ctx.request.scope, params.name, params.arguments)
+        return await tools.call(catalog, caller, ctx.request.scope, params.name, params.arguments, asks)
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
         skills = [types.Resource(name=f"skill:{name}", uri=f"{_SKILL}/{name}", mime_type="text/markdown",
@@ -136,7 +138,8 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
 class McpEndpoint:
     """The ASGI app at /mcp, and coord.services.mcp's lifecycle (start/stop)."""
 
-    def __init__(self, coord, gate, application, presence: PresenceTracker, tokens_guard: TokenGuard):
+    def __init__(self, coord, gate, application, presence: PresenceTracker, tokens_guard: TokenGuard,
+                 asks: AskWaiters | None = None):
         self.coord = coord
         self.gate = gate
         self.hub = WakeListeners(coord, presence, tokens_guard)
@@ -144,7 +147,7 @@ class McpEndpoint:
         # Plain JSON answers: nothing of ours streams while a request runs (push rides the session's GET
         # stream, or the listen request, which is always a stream), and an SSE answer costs far more.
         self.catalog = tools.Catalog(application)
-        server = build_server(self.hub, RouteCaller(application), self.catalog)
+        server = build_server(self.hub, RouteCaller(application), self.catalog, asks)
         self.manager = StreamableHTTPSessionManager(app=server, json_response=True,
                                                     max_request_body_size=2 * MAX_BODY_BYTES,
                                                     session_idle_timeout=SESSION_IDLE_SECONDS,
@@ -166,6 +169,7 @@ class McpEndpoint:
         async with self.manager.run():
             running.set()
             shutting_down = self.coord.shutting_down
+            assert self._stop is not None  # start() made it
             waits = [asyncio.ensure_future(self._stop.wait())]
             if shutting_down is not None:
                 waits.append(asyncio.ensure_future(shutting_down.wait()))

@@ -19,6 +19,9 @@ For each item, follow its `action` text, then make sure it leaves the list:
   `review`: review it, then `move_task` to `complete` or back to `in_progress`.
 - source `buzz`: role `wake` is an alert: open a task for it (`create_task`); role `notify`: just read it.
 - source `backup`: an agent you back up has gone silent: look at what waits for it and pick up what you can.
+- source `ask`: someone asks you a question: decide, then `answer_ask` with one of its options (or text where
+  `allowText` is true). If it is a human's decision, not yours, leave it for them.
+- source `ask_result`: an ask of yours was answered or expired: `get_ask` reads it (and clears the item); act on it.
 When the list is empty, say so and stop. Call the `wake` tool again to check for new items."""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 
@@ -26,7 +26,9 @@ PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")]
         "recipient": Annotated[str, msgspec.Meta(description="The identity to write to")],
         "channelId": Annotated[str, msgspec.Meta(description="A chat channel id (uuid)")],
         "taskId": Annotated[str, msgspec.Meta(description="A task id (uuid)")],
-        "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")]}
+        "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")],
+        "askId": Annotated[RowId, msgspec.Meta(description="An ask id")],
+        "versionId": Annotated[RowId, msgspec.Meta(description="A notebook page version id")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 
@@ -39,15 +41,16 @@ class Shape:
     path: str  # the route's path template, {name} for each parameter
     view: Any  # the Quart view function of the route
     fixed: tuple[str, ...]  # body fields the tool sets itself
+    own: type | None = None  # arguments the tool itself takes (not the route's): a Model, by wire name
 
     @cached_property
     def declared(self) -> dict:
         return getattr(self.view, "__schema__", {}) or {}
 
     @cached_property
-    def path_model(self) -> type:
+    def path_model(self) -> type[Model]:
         fields = [(name, PATH[name]) for name in _PATH_PARAM.findall(self.path)]
-        return msgspec.defstruct("Path", fields, bases=(Model,), kw_only=True)
+        return cast(type[Model], msgspec.defstruct("Path", fields, bases=(Model,), kw_only=True))  # a Model: its base
 
     @cached_property
     def query_model(self) -> type | None:
@@ -58,7 +61,7 @@ class Shape:
         return self.declared.get("body")
 
     def input_schema(self) -> dict:
-        models = [m for m in (self.path_model, self.query_model, self.body_model) if m is not None]
+        models = [m for m in (self.path_model, self.query_model, self.body_model, self.own) if m is not None]
         _refs, components = msgspec.json.schema_components(models, ref_template="#/$defs/{name}")
         properties: dict[str, Any] = {}
         required: list[str] = []
@@ -71,6 +74,17 @@ class Shape:
         if components:
             schema["$defs"] = components
         return schema
+
+    def own_arguments(self, given: dict) -> tuple[dict, Any]:
+        """The arguments meant for the route, and the tool's own (its `own` model, parsed). Raises Refused."""
+        if self.own is None:
+            return given, None
+        names = wire_names(self.own)
+        try:
+            own: Any = convert(self.own, {k: v for k, v in given.items() if k in names})
+        except Invalid as error:
+            raise Refused(error.message) from None
+        return {k: v for k, v in given.items() if k not in names}, own
 
     def request(self, method: str, given: dict) -> tuple[str, dict[str, str], dict | None]:
         """Arguments -> (path, query, body) of the route. Raises Refused."""

@@ -3,13 +3,17 @@ arguments are shaped by the route's models (shapes.py). The table below is the w
 mcp-tools --markdown` prints it."""
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Annotated, Any, Awaitable, Callable
 
 import mcp_types as types
+import msgspec
 
+from ..realtime.ask_waiters import AskWaiters
+from ..schemas.base import Model
 from ..sendroute import SEND_ROUTE
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape, object_schema
@@ -55,6 +59,44 @@ def _doctor(result: dict, _args: dict) -> str:
     return f"Doctor: {result['status']}" + (f" ({'; '.join(problems)})." if problems else ".")
 
 
+def _ask(a: dict, _args: dict) -> str:
+    """One line on an ask's state, and what to do next."""
+    said = a["option"] if a["option"] is not None else json.dumps(a["text"], ensure_ascii=False)
+    if a["status"] == "answered":
+        return f"Ask {a['id']}: {a['answeredBy']} answered {said}."
+    if a["status"] == "expired":
+        return f"Ask {a['id']} expired" + (f"; the default applies: {said}." if a["option"] is not None
+                                           else " unanswered.")
+    if a["status"] == "cancelled":
+        return f"Ask {a['id']} was cancelled."
+    return f"Ask {a['id']} to {', '.join(a['to'])} is open (no answer yet): call get_ask with askId {a['id']} later."
+
+
+def _asks(result: dict, _args: dict) -> str:
+    open_ = sum(1 for a in result["asks"] if a["status"] == "open")
+    return f"{len(result['asks'])} asks, {open_} open."
+
+
+WAIT_MAX = 300  # seconds ask_human may block
+RECHECK_SECONDS = 10.0  # a blocked ask_human reads its ask at least this often (announcements can be missed)
+
+
+class AskWait(Model):
+    """ask_human's own argument: how long to block for an answer."""
+    wait_seconds: Annotated[int, msgspec.Meta(
+        ge=0, le=WAIT_MAX, description=f"seconds to wait for the answer (at most {WAIT_MAX}); then the ask is "
+                                       "returned still open, and get_ask reads it later")] = \
+        msgspec.field(default=60, name="wait_seconds")
+
+
+@dataclass(frozen=True)
+class Follow:
+    """What a tool that goes on after its route's answer (`then`) may use."""
+    caller: RouteCaller
+    scope: dict
+    asks: AskWaiters | None
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -64,6 +106,32 @@ class Tool:
     summary: Callable[[Any, dict], str]
     fixed: dict[str, Any] = field(default_factory=dict)  # body fields the tool always sends
     wrap: str | None = None  # a route answering with a bare array: its key in the structured result
+    own: type[Model] | None = None  # arguments of the tool itself, not sent to the route
+    # After a successful route call: the tool's answer instead (same response model), from the route's and `own`.
+    then: Callable[[Follow, Reply, Any], Awaitable[Reply]] | None = None
+
+
+async def _await_answer(follow: Follow, created: Reply, own: AskWait) -> Reply:
+    """ask_human: after POST /api/asks, block until the ask is no longer open or wait_seconds have passed,
+    then answer with GET /api/asks/{id} (as the asker: reading a closed ask marks its outcome read). A change
+    made by any process wakes it (realtime/ask_waiters.py)."""
+    ask_id = created.json()["id"]
+    loop = asyncio.get_running_loop()
+    until = loop.time() + own.wait_seconds
+    waiters = follow.asks
+    if waiters is None:
+        return created
+    with waiters.watch(ask_id) as changed:
+        while True:
+            changed.clear()
+            current = await follow.caller.call(follow.scope, "GET", f"/api/asks/{ask_id}")
+            remaining = until - loop.time()
+            if not current.ok or current.json()["status"] != "open" or remaining <= 0:
+                return current
+            try:
+                await asyncio.wait_for(changed.wait(), min(remaining, RECHECK_SECONDS))
+            except asyncio.TimeoutError:
+                pass
 
 
 class Catalog:
@@ -77,7 +145,7 @@ class Catalog:
             sample = _SAMPLE.sub(lambda m: "1" if m[1] == "id" else "x", tool.path)
             endpoint, _values = adapter.match(sample, method=tool.method)
             view = app.view_functions[endpoint]
-            self.shapes[tool.name] = Shape(tool.path, view, tuple(tool.fixed))
+            self.shapes[tool.name] = Shape(tool.path, view, tuple(tool.fixed), tool.own)
             answers[tool.name] = _answer(tool, getattr(view, "__schema__", None))
         self.tools = tuple(types.Tool(
             name=t.name, description=t.description, input_schema=self.shapes[t.name].input_schema(),
@@ -89,14 +157,19 @@ class Catalog:
         """For the SDK's Mcp-Param header check, without listing every tool on each call."""
         return self._schemas.get(name)
 
-    def request(self, tool: Tool, arguments: dict) -> tuple[str, dict[str, str], dict | None]:
-        path, query, body = self.shapes[tool.name].request(tool.method, arguments)
-        return path, query, None if body is None else {**body, **tool.fixed}
+    def request(self, tool: Tool, arguments: dict) -> tuple[str, dict[str, str], dict | None, Any]:
+        """(path, query, body) of the tool's route, and the tool's own arguments (Tool.own, parsed)."""
+        shape = self.shapes[tool.name]
+        given, own = shape.own_arguments(arguments)
+        path, query, body = shape.request(tool.method, given)
+        return path, query, None if body is None else {**body, **tool.fixed}, own
 
 
 def _answer(tool: Tool, declared: dict | None) -> type:
-    """The response model the tool's route declares for 200: the tool's outputSchema (its structuredContent)."""
-    answer = ((declared or {}).get("returns") or {}).get(200)
+    """The response model the tool's route declares for its 2xx answer: the tool's outputSchema (its
+    structuredContent)."""
+    returns = (declared or {}).get("returns") or {}
+    answer = next((model for status, model in sorted(returns.items()) if 200 <= status < 300), None)
     if answer is None:
         raise RuntimeError(f"MCP tool {tool.name}: its route declares no response model")
     return answer
@@ -153,6 +226,18 @@ TOOLS: list[Tool] = [
     Tool("notebook_edit", "Change a notebook page; new content is merged into the live document like a "
          "REST PATCH, so editors keep their own edits.", "PATCH", "/api/notebook/{pageId}",
          lambda r, _: f"Saved page '{r['page']['title']}'."),
+    Tool("notebook_versions", "A notebook page's stored versions, newest first: when, who edited since the "
+         "previous one, size, label (without their text).", "GET", "/api/notebook/{pageId}/versions",
+         _count("versions", "versions")),
+    Tool("notebook_version", "One stored version of a notebook page, with its text.", "GET",
+         "/api/notebook/{pageId}/versions/{versionId}",
+         lambda r, _: f"Version {r['version']['id']} ({r['version']['size']} characters, {r['version']['reason']})."),
+    Tool("notebook_checkpoint", "Keep a notebook page's text now as a version, with an optional label.", "POST",
+         "/api/notebook/{pageId}/versions", lambda r, _: f"Kept version {r['version']['id']}."),
+    Tool("notebook_restore", "Make a notebook page's text that of an older version, as an ordinary edit that "
+         "live editors receive; the text replaced is kept as a version first.", "POST",
+         "/api/notebook/{pageId}/versions/{versionId}/restore",
+         lambda r, _: f"Restored page '{r['page']['title']}' (version {r['version']['id']})."),
     Tool("directory", "Directory entries (links) you can see, newest first.", "GET",
          "/api/directory", _count("entries", "entries"), wrap="entries"),
     Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.",
@@ -161,6 +246,15 @@ TOOLS: list[Tool] = [
          _presence),
     Tool("doctor", "Checks of your setup: token, identity, stream, webhooks, pending replies.", "GET",
          "/api/doctor", _doctor),
+    Tool("ask_human", "Ask one identity or a group (a human, or an agent) a question with options, and wait for "
+         "the answer: returns once it is answered or expires, or after wait_seconds with status open (then "
+         "get_ask reads it later).", "POST", "/api/asks", _ask, own=AskWait, then=_await_answer),
+    Tool("get_ask", "One ask you made or were asked; reading the outcome of one you made clears it from your wake.",
+         "GET", "/api/asks/{askId}", _ask),
+    Tool("list_asks", "Asks put to you (role received) or made by you (role sent), newest first.", "GET",
+         "/api/asks", _asks),
+    Tool("answer_ask", "Answer an ask put to you with an option (its number or label) or, where allowed, text; "
+         "the first answer wins.", "POST", "/api/asks/{askId}/answer", _ask),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
@@ -177,15 +271,17 @@ def refusal(message: str, body: dict | None = None) -> types.CallToolResult:
 
 
 async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
-               arguments: dict | None) -> types.CallToolResult:
+               arguments: dict | None, asks: AskWaiters | None = None) -> types.CallToolResult:
     tool = BY_NAME.get(name)
     if tool is None:
         return refusal(f"Unknown tool '{name}'. tools/list names them.")
     try:
-        path, query, body = catalog.request(tool, arguments or {})
+        path, query, body, own = catalog.request(tool, arguments or {})
     except Refused as error:
         return refusal(str(error))
     reply = await caller.call(scope, tool.method, path, query, body)
+    if tool.then is not None and reply.ok:
+        reply = await tool.then(Follow(caller, scope, asks), reply, own)
     return result_of(tool, reply, arguments or {})
 
 

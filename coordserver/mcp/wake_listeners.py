@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ResourceUpdated, event_to_notification
 
@@ -91,7 +92,7 @@ class WakeListeners:
         self.tokens_guard = tokens_guard  # closes the listeners of revoked tokens
         self.sessions: dict[str, Session] = {}
         self.by_identity: dict[str, set] = {}
-        self.manager = None  # the SDK's StreamableHTTPSessionManager, set by the endpoint
+        self.manager: StreamableHTTPSessionManager | None = None  # set by the endpoint
 
     # --- what the WakePulser asks ---------------------------------------------------------------
     def has_listener(self, identity: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Callable
 
 import peewee as pw
 
+from .. import db
 from ..errors import log_background_failure
 from ..models import Message, Task, User
 from ..timeutil import from_db, iso, parse_iso, to_db
@@ -51,7 +52,7 @@ def _update_seen(identity: str, when: datetime, source: str) -> int:
 def _load() -> dict[str, tuple[datetime, str]]:
     return {u.id: (from_db(u.last_seen_at), u.last_seen_source or "api")
             for u in User.select(User.id, User.last_seen_at, User.last_seen_source)
-            .where(User.last_seen_at.is_null(False))}
+            .where(User.last_seen_at.is_null(False)) if u.last_seen_at is not None}  # (the query's own filter)
 
 
 class PresenceTracker:
@@ -169,10 +170,11 @@ def presence_counts(env_identities: frozenset[str], viewer) -> tuple[set[str], d
     (a Principal) may see: four queries in all."""
     from ..domain.identities import actors
     from ..domain.project_access import task_visible
-    unread = dict(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
-                  .where(Message.status == "unread").group_by(Message.recipient).tuples())
-    tasks = dict(Task.select(Task.assignee_user_id, pw.fn.COUNT(Task.id))
-                 .where(Task.status.in_(ACTIVE_TASK_STATUSES) & Task.assignee_user_id.is_null(False)
-                        & task_visible(viewer.identity, viewer.is_admin))
-                 .group_by(Task.assignee_user_id).tuples())
+    unread: dict[str, int] = dict(db.tuples(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
+                                            .where(Message.status == "unread").group_by(Message.recipient)))
+    tasks: dict[str, int] = dict(db.tuples(Task.select(Task.assignee_user_id, pw.fn.COUNT(Task.id))
+                                           .where(Task.status.in_(ACTIVE_TASK_STATUSES)
+                                                  & Task.assignee_user_id.is_null(False)
+                                                  & task_visible(viewer.identity, viewer.is_admin))
+                                           .group_by(Task.assignee_user_id)))
     return actors(env_identities), unread, tasks

@@ -83,12 +83,12 @@ class TokenGuard:
             return
         token_ids = [t for t in data.get("tokenIds") or () if isinstance(t, int)]
         identity, reason = data.get("identity"), data.get("reason") or "revoked"
-        whole = bool(data.get("wholeIdentity")) and isinstance(identity, str)
+        whole = identity if data.get("wholeIdentity") and isinstance(identity, str) else None
         self.revoked.update(token_ids)
-        self.tokens.forget(token_ids, identity if whole else None)
+        self.tokens.forget(token_ids, whole)
         targets = {c for t in token_ids for c in self.by_token.get(t, ())}
-        if whole:
-            targets.update(self.by_identity.get(identity, ()))
+        if whole is not None:
+            targets.update(self.by_identity.get(whole, ()))
         for conn in targets:
             conn.end(reason)
         if targets:

@@ -127,7 +127,8 @@ class Connection:
     def _take(self) -> bytes:
         """Queued frames up to CHUNK_BYTES: a burst of small frames is joined into one write; a
         large frame goes out as the hub's own bytes object, never copied per connection."""
-        parts, size = [], 0
+        parts: list[bytes] = []
+        size = 0
         while self.frames:
             event_id, frame = self.frames[0]
             if parts and size + len(frame) > CHUNK_BYTES:

@@ -13,6 +13,7 @@ import hmac
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 import peewee as pw
@@ -31,7 +32,7 @@ from ..events.channels import EVENTS
 log = logging.getLogger("coord.push")
 
 CURSOR_NAME = "push"
-PUSHED_TYPES = ("message", "chat_message", "broadcast")
+PUSHED_TYPES = ("message", "chat_message", "broadcast", "ask", "ask_answered", "ask_expired")
 BACKOFF_SECONDS = (10, 30, 120, 600, 1800, 3600, 10800)  # waits after attempts 1..7
 MAX_ATTEMPTS = 8
 ATTEMPT_TIMEOUT = 5.0
@@ -60,8 +61,32 @@ def push_text(event_type: str, data: dict) -> str:
         channel = data.get("channelId")
         return (f"{message.get('sender')} wrote in chat channel {channel}: \"{preview}\": "
                 f"GET /api/chat/channels/{channel}/messages")
+    if event_type in ASK_TYPES:
+        return _ask_text(event_type, data)
     title = data.get("title")
     return f"{data.get('appName')} alert \"{title}\" (buzz event {data.get('eventId')}): GET /api/wake"
+
+
+ASK_TYPES = ("ask", "ask_answered", "ask_expired")
+
+
+def _ask_text(event_type: str, data: dict) -> str:
+    ask_id, question = data.get("askId"), _preview(str(data.get("question") or ""))
+    if event_type == "ask":
+        options = data.get("options") or []
+        choose = f" Options: {', '.join(map(str, options))}." if options else ""
+        return (f"{data.get('from')} asks you \"{question}\" (ask {ask_id}).{choose} "
+                f"Answer: POST /api/asks/{ask_id}/answer")
+    if event_type == "ask_answered":
+        said = data.get("option") if data.get("option") is not None else f"\"{_preview(str(data.get('text')))}\""
+        return (f"{data.get('answeredBy')} answered your ask \"{question}\" (ask {ask_id}): {said}. "
+                f"GET /api/asks/{ask_id}")
+    default = f": the default {data.get('option')} applies" if data.get("option") is not None else " unanswered"
+    return f"Your ask \"{question}\" (ask {ask_id}) expired{default}. GET /api/asks/{ask_id}"
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def push_body(event_type: str, data: dict) -> str:
@@ -91,6 +116,10 @@ def _audiences(rows: list) -> dict[int, set[str]]:
     for row in rows:
         if row.type == "message":
             audience = {row.data.get("recipient")}
+        elif row.type == "ask":  # to those asked; its outcome to the asker
+            audience = {i for i in row.data.get("to") or () if isinstance(i, str)}
+        elif row.type in ASK_TYPES:
+            audience = {row.data.get("from")}
         elif row.type == "chat_message":
             sender = (row.data.get("message") or {}).get("sender")
             audience = members.get(row.data.get("channelId"), set()) - {sender}
@@ -133,9 +162,9 @@ def feed(overrides: dict, gaps: GapTracker, sqlite: bool) -> tuple[int, bool]:
     cursor = _lock_cursor(sqlite)
     if cursor is None:
         return 0, False
-    rows, count = gaps.read(cursor.last_event_id, lambda: list(
+    rows, count = gaps.read(cursor.last_event_id, lambda: list(db.tuples(
         Event.select(Event.id, Event.type).where(Event.id > cursor.last_event_id)
-        .order_by(Event.id).limit(FEED_BATCH).tuples()))
+        .order_by(Event.id).limit(FEED_BATCH))))
     usable = rows[:count]
     if not usable:
         return 0, False
@@ -203,7 +232,7 @@ def record_outcome(delivery_id: str, outcome: str, status_code: int | None, erro
         return None
     now = db.now()
     attempts = row.attempts + 1
-    changes = {"attempts": attempts, "claimed_until": None, "last_status": status_code}
+    changes: dict[str, Any] = {"attempts": attempts, "claimed_until": None, "last_status": status_code}
     if outcome == "delivered":
         result = "ok"
         changes.update(status="delivered", delivered_at=to_db(now), last_error=None)
@@ -225,8 +254,8 @@ def next_due_at() -> datetime | None:
 
 
 def backlog_stats() -> dict:
-    counts = dict(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
-                  .group_by(PushDelivery.status).tuples())
+    counts: dict[str, int] = dict(db.tuples(PushDelivery.select(PushDelivery.status, pw.fn.COUNT(PushDelivery.id))
+                            .group_by(PushDelivery.status)))
     oldest = PushDelivery.select(pw.fn.MIN(PushDelivery.created_at)).where(PushDelivery.status == "pending").scalar()
     cursor = WorkerCursor.get_or_none(WorkerCursor.name == CURSOR_NAME)
     latest = Event.select(pw.fn.MAX(Event.id)).scalar() or 0

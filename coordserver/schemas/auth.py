@@ -34,7 +34,7 @@ class CreateInvite(Model):
 class Register(Model):
     """POST /api/auth/register (no token): redeem an invite code for an identity and its token. `code` and
     `identity` are required (checked by api/auth.py register_identity, which the /onboard form shares)."""
-    code: text()
+    code: Annotated[str, text()]
     identity: Identity
     label: Annotated[str, msgspec.Meta(max_length=LABEL_MAX)] | None = None
     display_name: Annotated[str, msgspec.Meta(max_length=DISPLAY_NAME_MAX)] | None = None
@@ -52,7 +52,7 @@ class SetWebhook(Model):
 class SetupProfile(Model):
     """POST /api/auth/setup-profile: the caller's display name (1-100 characters, trimmed)."""
     __messages__ = {"displayName": f"displayName must be 1–{DISPLAY_NAME_MAX} characters"}
-    display_name: text(DISPLAY_NAME_MAX, description="trimmed")
+    display_name: Annotated[str, text(DISPLAY_NAME_MAX, description="trimmed")]
 
 
 class UserFields(Model):
@@ -62,7 +62,7 @@ class UserFields(Model):
                     "avatarUrl": f"avatarUrl must be an http or https URL of at most {AVATAR_URL_MAX} characters, "
                                  "or null",
                     "archivedAt": "archivedAt must be an ISO-8601 timestamp or null"}
-    display_name: text(DISPLAY_NAME_MAX, description="trimmed") | UnsetType = UNSET
+    display_name: Annotated[str, text(DISPLAY_NAME_MAX, description="trimmed")] | UnsetType = UNSET
     is_admin: bool | UnsetType = UNSET
     is_agent: bool | UnsetType = UNSET
     avatar_url: Annotated[str, msgspec.Meta(max_length=AVATAR_URL_MAX, pattern=HTTP_URL.pattern,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Annotated, Any, ClassVar, Mapping, TypeVar
+from typing import Annotated, Any, ClassVar, Mapping, TypeVar, cast, overload
 
 import msgspec
 
@@ -45,11 +45,11 @@ def trimmed(pattern: str) -> str:
     return f"^{WS}*(?:" + pattern[1:-1] + f"){WS}*$"
 
 
-def text(max_length: int | None = None, description: str | None = None, blank: bool = False) -> Any:
-    """A text field whose limits the schema states and the decoder enforces: not blank unless `blank`
-    (missing, null or blank answer `<field> is required`), at most `max_length` characters as sent."""
-    meta = {"pattern": None if blank else NOT_BLANK, "max_length": max_length, "description": description}
-    return Annotated[str, msgspec.Meta(**{k: v for k, v in meta.items() if v is not None})]
+def text(max_length: int | None = None, description: str | None = None, blank: bool = False) -> msgspec.Meta:
+    """`Annotated[str, text(...)]`: a text field whose limits the schema states and the decoder enforces: not
+    blank unless `blank` (missing, null or blank answer `<field> is required`), at most `max_length` characters
+    as sent. (A None is no constraint: msgspec.Meta's own default.)"""
+    return msgspec.Meta(pattern=None if blank else NOT_BLANK, max_length=max_length, description=description)
 
 
 
@@ -79,7 +79,7 @@ def snake_case(model: type[M], name: str, doc: str) -> type[Model]:
     """The same fields named in snake_case on the wire: the v1 rows a few endpoints keep (API.md §1)."""
     fields = [(f.name, f.type) if f.default is msgspec.NODEFAULT else (f.name, f.type, f.default)
               for f in msgspec.structs.fields(model)]
-    copy = msgspec.defstruct(name, fields, bases=(Model,), rename=None, module=model.__module__)
+    copy = cast(type[Model], msgspec.defstruct(name, fields, bases=(Model,), rename=None, module=model.__module__))
     copy.__doc__ = doc
     return copy
 
@@ -88,6 +88,12 @@ class Query(Model):
     """A query-string model: values arrive as text and are converted (`limit=5` -> 5); an empty value is absent."""
 
 
+@overload
+def cut(value: str, limit: int) -> str: ...
+@overload
+def cut(value: None, limit: int) -> None: ...
+@overload
+def cut(value: str | None, limit: int) -> str | None: ...
 def cut(value: str | None, limit: int) -> str | None:
     """Text longer than `limit` is cut to it, not refused (message title and body, by design)."""
     return value[:limit] if value is not None and len(value) > limit else value
@@ -104,6 +110,7 @@ _KINDS = (("`str", "must be a string"), ("`bool", "must be true or false"), ("`i
 def error_text(model: type[Model], error: msgspec.ValidationError, data: Any = None) -> str:
     """msgspec's message as ours: `Expected `str | null`, got `int` - at `$.title`` -> `title must be a string`."""
     found = _AT.match(str(error))
+    assert found is not None  # every text matches (its `at` part is optional)
     what, path = found["what"], found["path"] or ""
     missing = re.match(r"Object missing required field `(\w+)`", what)
     head = _HEAD.match(path)
@@ -126,6 +133,7 @@ def error_text(model: type[Model], error: msgspec.ValidationError, data: Any = N
         return model.__messages__[field]
     if missing and not head:
         return f"{field} is required"
+    assert head is not None  # the field came from the path (without one it came from `missing`: answered above)
     if not head[2] and (NOT_BLANK_TEXT in what
                         or re.match(r"Expected `str[^`]*`, got `null`", what)):
         return f"{field} is required"  # blank or null where text is required
@@ -158,7 +166,7 @@ def convert(model: type[M], data: Any, strict: bool = True) -> M:
         raise Invalid(error_text(model, error, data)) from None
 
 
-def from_body(model: type[M], raw: bytes, required: bool = True, content_type: str | None = None) -> M:
+def from_body(model: type[M], raw: bytes, required: bool = True, content_type: str | bytes | None = None) -> M:
     """A raw request body through jsonstrict (hostile JSON gets its own clear 400), then the model.
     A body sent with a Content-Type other than JSON is refused first (require_json)."""
     require_json(content_type, raw)

@@ -16,7 +16,7 @@ _REQUIRED = "appName and title are required"
 _FOR_USERS = "forUsers must be a comma-separated string or an array of identities"
 AppName = Annotated[str, msgspec.Meta(max_length=APP_NAME_MAX, pattern=trimmed(APP_NAME_RE.pattern), description=f"letters, digits, '.', '_', '-'; at most {APP_NAME_MAX} "
                                                   "characters (part of the ingest URL)")]
-Title = text(TITLE_MAX)
+Title = Annotated[str, text(TITLE_MAX)]
 # Typed loosely for msgspec (a pattern on the text beside a list crashes msgspec 0.22 at exit); the schema below
 # states each form, and domain/buzz.py clean_for_users enforces exactly that (the length in _Routing).
 ForUsers = str | list[str]

@@ -29,7 +29,7 @@ class CreateChannel(Model):
          "required": ["type", "name", "members"]}]}
     type: Literal["dm", "group"]
     identity: Identity | None = None
-    name: text(NAME_MAX) | None = None
+    name: Annotated[str, text(NAME_MAX)] | None = None
     members: Annotated[list[Identity], msgspec.Meta(min_length=1, max_length=MEMBERS_MAX)] | None = None
 
     def __post_init__(self) -> None:
@@ -44,7 +44,7 @@ class CreateChannel(Model):
 class ChatPost(Model):
     """POST /api/chat/channels/{id}/messages. The body is trimmed; longer than the limit is refused."""
     __messages__ = {"body": "body required"}
-    body: text(BODY_MAX)
+    body: Annotated[str, text(BODY_MAX)]
 
     def __post_init__(self) -> None:
         self.body = self.body.strip()
@@ -62,7 +62,7 @@ class ChatMessagesQuery(Query):
 
 class ChatSearchQuery(Query):
     """GET /api/chat/search. `before`/`after` are ISO-8601 times."""
-    q: text(SEARCH_MAX)
+    q: Annotated[str, text(SEARCH_MAX)]
     channel_id: str | None = None
     sender: str | None = None
     before: Time | None = None

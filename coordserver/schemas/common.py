@@ -6,7 +6,8 @@ from typing import Annotated, Any
 import msgspec
 
 from ..domain.fields import WS
-from ..domain.identities import IDENTITY_INPUT_RE, IDENTITY_MAX, IDENTITY_RE
+from ..domain.identities import IDENTITY_INPUT_RE, IDENTITY_MAX
+from ..settings import IDENTITY_RE
 from .base import PATTERN_RULES, Model, Query, trimmed
 
 LIMIT_CAP = 100
@@ -26,9 +27,9 @@ PATTERN_RULES[f"(?:{IDENTITY_INPUT_RE.pattern[1:-1]})"] = IDENTITY_RULE  # as ms
 Time = Annotated[str, msgspec.Meta(description="ISO-8601 time", extra_json_schema={"format": "date-time"})]  # answers: UTC with milliseconds and Z
 
 
-def capped(n: int) -> Any:
-    """Text of at most `n` characters, as the domain's limit says (null where the field allows it)."""
-    return Annotated[str, msgspec.Meta(max_length=n)]
+def capped(n: int) -> msgspec.Meta:
+    """`Annotated[str, capped(n)]`: text of at most `n` characters, as the domain's limit says."""
+    return msgspec.Meta(max_length=n)
 
 
 def clamp_limit(value: int, cap: int = LIMIT_CAP) -> int:

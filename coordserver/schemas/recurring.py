@@ -25,7 +25,7 @@ class TemplateFields(Model):
     schedule (cronExpr, timezone, enabled) changes. null clears detail, projectId and assigneeUserId."""
     __messages__ = {"timezone": _TIMEZONE}
     title: Title | UnsetType = UNSET
-    detail: capped(TEXT_MAX) | None | UnsetType = UNSET
+    detail: Annotated[str, capped(TEXT_MAX)] | None | UnsetType = UNSET
     project_id: str | None | UnsetType = UNSET
     assignee_user_id: Identity | None | UnsetType = UNSET
     initial_status: Status | None | UnsetType = UNSET

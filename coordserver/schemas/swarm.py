@@ -8,7 +8,9 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.projects import TAGGED_MAX
-from ..domain.swarm import COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN, STATUSES, TITLE_MAX
+from ..domain.swarm import (COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN,
+                            TITLE_MAX)
+from ..domain.task_rules import STATUSES
 from .base import Model, Query, text
 from .common import Identity, Limit, Time, capped, clamp_limit
 
@@ -60,7 +62,7 @@ class MoveTask(Model):
 class PageLink(Model):
     """POST and DELETE /api/swarm/tasks/{id}/notebook-pages."""
     __messages__ = {"notebookPageId": "notebookPageId required"}
-    notebook_page_id: text()
+    notebook_page_id: Annotated[str, text()]
 
 
 class DisabledQuery(Query):
@@ -73,7 +75,7 @@ TimeZone = Annotated[str, msgspec.Meta(min_length=1, max_length=TIMEZONE_MAX,
                                        description=f"IANA time zone (default {DEFAULT_TIMEZONE})")]
 Color = Annotated[str, msgspec.Meta(pattern=COLOR_RE.pattern, description="#rrggbb")]
 TaggedUsers = Annotated[list[Identity], msgspec.Meta(max_length=TAGGED_MAX)]
-Title = text(TITLE_MAX)
+Title = Annotated[str, text(TITLE_MAX)]
 
 
 class ProjectFields(Model):
@@ -88,11 +90,11 @@ class ProjectFields(Model):
                     "workHoursTimezone": "workHoursTimezone must be an IANA timezone name such as America/Chicago"}
     title: Title | UnsetType = UNSET  # required on create: the domain says so with color
     color: Color | UnsetType = UNSET
-    description: capped(TEXT_MAX) | None | UnsetType = UNSET
-    website_url: capped(URL_MAX) | None | UnsetType = UNSET
-    onedev_url: capped(URL_MAX) | None | UnsetType = UNSET
-    github_url: capped(URL_MAX) | None | UnsetType = UNSET
-    dokploy_deploy_url: capped(URL_MAX) | None | UnsetType = UNSET
+    description: Annotated[str, capped(TEXT_MAX)] | None | UnsetType = UNSET
+    website_url: Annotated[str, capped(URL_MAX)] | None | UnsetType = UNSET
+    onedev_url: Annotated[str, capped(URL_MAX)] | None | UnsetType = UNSET
+    github_url: Annotated[str, capped(URL_MAX)] | None | UnsetType = UNSET
+    dokploy_deploy_url: Annotated[str, capped(URL_MAX)] | None | UnsetType = UNSET
     project_lead_user_id: Identity | None | UnsetType = UNSET
     developer_lead_user_id: Identity | None | UnsetType = UNSET
     work_hours_start: Hour | None | UnsetType = UNSET
@@ -119,9 +121,9 @@ class TaskFields(Model):
                     "title": "title is required"}
     title: Title | UnsetType = UNSET
     project_id: str | None | UnsetType = UNSET
-    detail: capped(TEXT_MAX) | None | UnsetType = UNSET
-    follow_up: capped(TEXT_MAX) | None | UnsetType = UNSET
-    issue_url: capped(URL_MAX) | None | UnsetType = UNSET
+    detail: Annotated[str, capped(TEXT_MAX)] | None | UnsetType = UNSET
+    follow_up: Annotated[str, capped(TEXT_MAX)] | None | UnsetType = UNSET
+    issue_url: Annotated[str, capped(URL_MAX)] | None | UnsetType = UNSET
     assignee_user_id: Identity | None | UnsetType = UNSET
     next_task_assignee_user_id: Identity | None | UnsetType = UNSET
     must_be_done_after_task_id: str | None | UnsetType = UNSET

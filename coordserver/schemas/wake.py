@@ -66,6 +66,27 @@ class ChatItem(WakeItem, tag="chat"):
     channel_name: str | None
 
 
+class AskItem(WakeItem, tag="ask"):
+    """An open ask put to the caller (alone or in a group): answer with one of `options` (numbered from 1)
+    or, with `allowText`, in text. It leaves when anyone asked answers, or the ask is cancelled or expires."""
+    id: int
+    from_: str = msgspec.field(name="from")
+    question: str
+    options: list[str]
+    allow_text: bool
+    deadline: Time | None
+
+
+class AskResultItem(WakeItem, tag="ask_result"):
+    """The outcome of an ask the caller made: answered (by `answeredBy`, with `option` or `text`) or expired
+    (`option`: the default applied, or null). It leaves when the asker reads the ask (GET /api/asks/{id})."""
+    id: int
+    status: Literal["answered", "expired"]
+    answered_by: str | None
+    option: str | None
+    text: str | None
+
+
 class WakeAction(Model, rename=None):
     """What to do with one kind of item, and the skill page that explains it."""
     item: str
@@ -88,7 +109,7 @@ class WakePayload(Model):
     """What is waiting for an identity, most urgent first."""
     instructions: str
     skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
-    items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, BackupItem, ChatItem]]
+    items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, BackupItem, ChatItem, AskItem, AskResultItem]]
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time

@@ -13,7 +13,7 @@ from .base import Model, text
 from .common import Time, capped
 from .swarm import TaggedUsers
 
-Title = text(TITLE_MAX)
+Title = Annotated[str, text(TITLE_MAX)]
 Url = Annotated[str, msgspec.Meta(max_length=URL_MAX, pattern=HTTP_URL.pattern, description="http or https")]
 _URL = f"documentUrl must be an http or https URL of at most {URL_MAX} characters"
 
@@ -25,7 +25,7 @@ class WorkflowFields(Model):
                     "reviewAt": "reviewAt must be an ISO-8601 timestamp",
                     "taggedUsers": "taggedUsers must be null or an array of at most 100 identities"}
     title: Title | UnsetType = UNSET
-    description: capped(TEXT_MAX) | None | UnsetType = UNSET
+    description: Annotated[str, capped(TEXT_MAX)] | None | UnsetType = UNSET
     document_url: Url | None | UnsetType = UNSET
     document: Any | UnsetType = UNSET  # any JSON, stored as given
     enabled: bool | UnsetType = UNSET
@@ -43,7 +43,7 @@ class NewWorkflow(WorkflowFields, kw_only=True):
 class AttachWorkflow(Model):
     """POST /api/swarm/tasks/{id}/workflows: attach a workflow the caller can see."""
     __messages__ = {"workflowId": "workflowId required"}
-    workflow_id: text()
+    workflow_id: Annotated[str, text()]
 
 
 

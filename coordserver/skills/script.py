@@ -32,7 +32,9 @@ def events(url: str, token: str, last_event_id: str | None):
         headers["Last-Event-ID"] = last_event_id
     request = urllib.request.Request(f"{url}/api/stream", headers=headers)
     with urllib.request.urlopen(request, timeout=READ_TIMEOUT) as response:
-        event_id, event_type, data = None, "message", []
+        event_id: str | None = None
+        event_type = "message"
+        data: list[str] = []
         for raw in response:
             line = raw.decode("utf-8").rstrip("\r\n")
             if not line:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ssl
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Callable
 from urllib.parse import quote
@@ -9,8 +10,9 @@ from urllib.parse import quote
 import certifi
 import httpx
 
-from .models import (BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage, Message,
-                     Page, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
+from .models import (Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage,
+                     JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Task, TaskEvent, User, Wake,
+                     parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
 from .safe_text import neutralise, neutralise_json
 from .v11 import AdminUser, MetricsSample, Workflow
@@ -19,7 +21,7 @@ from .v11 import AdminUser, MetricsSample, Workflow
 class ApiError(Exception):
     """The server refused a request: its status and its error text (plus any extra fields, e.g. `allowed`)."""
 
-    def __init__(self, status: int, message: str, body: dict | None = None):
+    def __init__(self, status: int, message: str, body: JSONObject | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -47,8 +49,9 @@ def error_text(status: int, body: Any, fallback: str = "") -> str:
     """A string `error`, else `message`, else `statusMessage` (other v1 servers' framework errors)."""
     if isinstance(body, dict):
         for key in ("error", "message", "statusMessage"):
-            if isinstance(body.get(key), str) and body[key]:
-                return body[key]
+            text = body.get(key)
+            if isinstance(text, str) and text:
+                return text
     return fallback or f"HTTP {status}"
 
 
@@ -96,7 +99,7 @@ class CoordClient:
     async def __aenter__(self) -> "CoordClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -109,7 +112,7 @@ class CoordClient:
             self.on_reachable()
         return response
 
-    async def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None) -> Any:
+    async def request(self, method: str, path: str, *, json: Any = None, params: JSONObject | None = None) -> Any:
         """The decoded JSON answer, every string in it neutralised for the terminal (safe_text.py)."""
         if params:
             params = {k: v for k, v in params.items() if v is not None}
@@ -136,8 +139,9 @@ class CoordClient:
         return Wake.parse(await self.request("GET", "/api/wake",
                                              params={"includeOffHours": "true" if include_off_hours else None}))
 
-    async def wake_raw(self) -> dict:
-        return await self.request("GET", "/api/wake")
+    async def wake_raw(self) -> JSONObject:
+        wake: JSONObject = await self.request("GET", "/api/wake")
+        return wake
 
     # mailbox
     async def inbox(self, status: str | None = None, limit: int = 100, cursor: str | None = None) -> InboxPage:
@@ -170,8 +174,9 @@ class CoordClient:
     async def ack(self, message_id: int) -> Message:
         return Message.parse(await self.request("POST", f"/api/mailboxes/me/messages/{_q(message_id)}/ack"))
 
-    async def ack_many(self, ids: list[int]) -> dict:
-        return await self.request("POST", "/api/mailboxes/me/messages/ack", json={"ids": ids})
+    async def ack_many(self, ids: list[int]) -> JSONObject:
+        acked: JSONObject = await self.request("POST", "/api/mailboxes/me/messages/ack", json={"ids": ids})
+        return acked
 
     async def reply(self, message_id: int, body: str) -> Message:
         return Message.parse(await self.request("POST", f"/api/mailboxes/me/messages/{_q(message_id)}/reply",
@@ -184,6 +189,37 @@ class CoordClient:
     async def search_inbox(self, query: str, limit: int = 50) -> list[Message]:
         body = await self.request("GET", "/api/mailboxes/me/messages/search", params={"q": query, "limit": limit})
         return [Message.parse(m) for m in body.get("messages") or []]
+
+    # asks (ours: a 404 from another v1 server means unsupported)
+    async def asks(self, role: str | None = None, status: str | None = None, limit: int = 50) -> list[Ask]:
+        """Asks put to me (`role="received"`) or made by me (`"sent"`), both when None; newest first."""
+        body = await self.request("GET", "/api/asks", params={"role": role, "status": status, "limit": limit})
+        return [Ask.parse(a) for a in body.get("asks") or [] if isinstance(a, dict)]
+
+    async def create_ask(self, to: str | list[str], question: str, options: list[str] | None = None,
+                         allow_text: bool = False, deadline: str | None = None, default_option: int | None = None,
+                         context: JSONObject | None = None) -> Ask:
+        """`to`: one identity or a group; `deadline` ISO-8601; `default_option` 1-based; `context` e.g.
+        {"taskId": ...}."""
+        payload: dict[str, Any] = {"to": to, "question": question, "allowText": allow_text}
+        for key, value in (("options", options), ("deadline", deadline), ("defaultOption", default_option),
+                           ("context", context)):
+            if value:
+                payload[key] = value
+        return Ask.parse(await self.request("POST", "/api/asks", json=payload))
+
+    async def get_ask(self, ask_id: int) -> Ask:
+        """One ask; as its asker, reading a closed one marks its outcome read (its wake item leaves)."""
+        return Ask.parse(await self.request("GET", f"/api/asks/{_q(ask_id)}"))
+
+    async def answer_ask(self, ask_id: int, option: int | str | None = None, text: str | None = None) -> Ask:
+        """`option`: its number (1-based) or label; or `text` where the ask allows it. A later answer than the
+        first is ApiError 409 (body `answeredBy`)."""
+        payload: dict[str, Any] = {"option": option} if option is not None else {"text": text}
+        return Ask.parse(await self.request("POST", f"/api/asks/{_q(ask_id)}/answer", json=payload))
+
+    async def cancel_ask(self, ask_id: int) -> Ask:
+        return Ask.parse(await self.request("POST", f"/api/asks/{_q(ask_id)}/cancel"))
 
     # chat
     async def channels(self, archived: bool = False) -> list[Channel]:
@@ -342,6 +378,28 @@ class CoordClient:
         body = await self.request("PATCH", f"/api/notebook/{_q(page_id)}", json=fields)
         return Page.parse(body.get("page") or {})
 
+    async def page_versions(self, page_id: str, limit: int = 50, offset: int = 0) -> list[PageVersion]:
+        """The page's versions, newest first, without their text."""
+        body = await self.request("GET", f"/api/notebook/{_q(page_id)}/versions",
+                                  params={"limit": limit, "offset": offset})
+        return [PageVersion.parse(v) for v in body.get("versions") or []]
+
+    async def page_version(self, page_id: str, version_id: int) -> PageVersion:
+        """One version with its text (`content`)."""
+        body = await self.request("GET", f"/api/notebook/{_q(page_id)}/versions/{int(version_id)}")
+        return PageVersion.parse(body.get("version") or {})
+
+    async def checkpoint_page(self, page_id: str, label: str | None = None) -> PageVersion:
+        """Keep the page's text now as a version, with an optional label."""
+        body = await self.request("POST", f"/api/notebook/{_q(page_id)}/versions", json={"label": label})
+        return PageVersion.parse(body.get("version") or {})
+
+    async def restore_page_version(self, page_id: str, version_id: int) -> tuple[PageVersion, Page]:
+        """Make the page's text that of an older version (live editors converge on it); returns the
+        restore's own version and the page."""
+        body = await self.request("POST", f"/api/notebook/{_q(page_id)}/versions/{int(version_id)}/restore")
+        return PageVersion.parse(body.get("version") or {}), Page.parse(body.get("page") or {})
+
     # directory and buzz
     async def directory(self, query: str | None = None, limit: int = 100) -> list[DirectoryEntry]:
         body = await self.request("GET", "/api/directory", params={"q": query or None, "limit": limit})
@@ -386,7 +444,7 @@ class CoordClient:
     async def update_template(self, template_id: str, **fields: Any) -> Template:
         return Template.parse(await self.request("PATCH", f"/api/swarm/recurring/{_q(template_id)}", json=fields))
 
-    async def preview_schedule(self, cron_expr: str, timezone: str, count: int = 3) -> list:
+    async def preview_schedule(self, cron_expr: str, timezone: str, count: int = 3) -> list[datetime]:
         """The server's next `count` runs of a schedule, checked as create checks it (ours: 404 elsewhere)."""
         body = await self.request("POST", "/api/swarm/recurring/preview",
                                   json={"cronExpr": cron_expr, "timezone": timezone, "count": count})

@@ -4,17 +4,17 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import httpx
 from httpx_sse import aconnect_sse
 
 from .api import error_text, tls_for
-from .models import ServerEvent
+from .models import JSONObject, ServerEvent
 from .safe_text import neutralise_json
 
 LOGGED_TYPES = frozenset({"message", "chat_message", "swarm_task_created", "swarm_task_updated", "broadcast",
-                          "notebook_page_updated"})
+                          "notebook_page_updated", "notebook_version"})
 
 CONNECTING, CONNECTED, RECONNECTING, DISCONNECTED, REFUSED = (
     "connecting", "connected", "reconnecting", "disconnected", "refused")
@@ -159,7 +159,7 @@ def event_number(raw_id: str | None) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-def _server_position(connected: dict) -> tuple[int, str] | None:
+def _server_position(connected: JSONObject) -> tuple[int, str] | None:
     """The newest logged event named by `connected`: (number, id to resume from)."""
     latest = connected.get("lastEventId")
     if not isinstance(latest, int):
@@ -172,7 +172,7 @@ class _Refused(Exception):
     pass
 
 
-def _json(text: str):
+def _json(text: str) -> Any:
     """An event's data, its strings neutralised for the terminal (safe_text.py)."""
     try:
         return neutralise_json(json.loads(text) if text else {})

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeAlias
+
+# A JSON object as a server sends it: the parse methods here read it leniently (any v1 server).
+JSONObject: TypeAlias = dict[str, Any]
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -31,7 +34,7 @@ def parse_id(value: Any) -> Any:
     return value
 
 
-def pick(row: dict, *names: str, default: Any = None) -> Any:
+def pick(row: JSONObject, *names: str, default: Any = None) -> Any:
     """The first present key among camelCase and snake_case spellings."""
     for name in names:
         if name in row and row[name] is not None:
@@ -65,7 +68,7 @@ class Identity:
     is_admin: bool
 
     @classmethod
-    def parse(cls, row: dict) -> "Identity":
+    def parse(cls, row: JSONObject) -> "Identity":
         return cls(str(row.get("identity") or ""), bool(pick(row, "isAdmin", "is_admin", default=False)))
 
 
@@ -89,7 +92,7 @@ class Message:
         return self.status == "unread"
 
     @classmethod
-    def parse(cls, row: dict) -> "Message":
+    def parse(cls, row: JSONObject) -> "Message":
         thread = pick(row, "threadId", "thread_id")
         return cls(
             id=parse_id(row.get("id")), recipient=str(row.get("recipient") or ""), sender=str(row.get("sender") or ""),
@@ -100,6 +103,43 @@ class Message:
             thread_id=None if thread is None else str(thread),
             reply_to=parse_id(pick(row, "replyToMessageId", "reply_to_message_id")),
             response_waiting=bool(pick(row, "responseWaiting", "response_waiting", default=False)))
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A question with options put to one identity or a group (ours: `GET /api/skill/asks`); answered once."""
+    id: int
+    asker: str
+    to: tuple[str, ...]
+    question: str
+    options: tuple[str, ...]
+    allow_text: bool
+    status: str  # open, answered, expired, cancelled
+    created_at: datetime | None
+    deadline: datetime | None = None
+    default_option: int | None = None  # 1-based
+    context: JSONObject | None = None  # messageId, taskId or alertId
+    answered_by: str | None = None
+    option: str | None = None  # the answer's label (on an expired ask: the default applied)
+    text: str | None = None
+    closed_at: datetime | None = None
+    read_at: datetime | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.status == "open"
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "Ask":
+        context = row.get("context")
+        return cls(id=parse_id(row.get("id")), asker=str(row.get("from") or ""),
+                   to=tuple(str(i) for i in row.get("to") or ()), question=str(row.get("question") or ""),
+                   options=tuple(str(o) for o in row.get("options") or ()), allow_text=bool(row.get("allowText")),
+                   status=str(row.get("status") or "open"), created_at=parse_time(row.get("createdAt")),
+                   deadline=parse_time(row.get("deadline")), default_option=row.get("defaultOption"),
+                   context=context if isinstance(context, dict) else None, answered_by=row.get("answeredBy"),
+                   option=row.get("option"), text=row.get("text"), closed_at=parse_time(row.get("closedAt")),
+                   read_at=parse_time(row.get("readAt")))
 
 
 @dataclass(frozen=True)
@@ -126,7 +166,7 @@ class Channel:
         return "@" + ",".join(others or self.members or ["?"])
 
     @classmethod
-    def parse(cls, row: dict) -> "Channel":
+    def parse(cls, row: JSONObject) -> "Channel":
         members = []
         for member in row.get("members") or []:
             name = member.get("identity") if isinstance(member, dict) else member
@@ -148,7 +188,7 @@ class ChatMessage:
     created_at: datetime | None
 
     @classmethod
-    def parse(cls, row: dict, channel_id: str | None = None) -> "ChatMessage":
+    def parse(cls, row: JSONObject, channel_id: str | None = None) -> "ChatMessage":
         return cls(id=parse_id(row.get("id")), channel_id=str(pick(row, "channelId", "channel_id", default=channel_id)),
                    sender=str(row.get("sender") or ""), body=str(row.get("body") or ""),
                    created_at=parse_time(pick(row, "createdAt", "created_at")))
@@ -174,7 +214,7 @@ class Project:
     created_by: str | None = None
 
     @classmethod
-    def parse(cls, row: dict) -> "Project":
+    def parse(cls, row: JSONObject) -> "Project":
         tagged = row.get("taggedUsers")
         return cls(id=str(row.get("id")), title=str(row.get("title") or ""), color=row.get("color"),
                    description=row.get("description"),
@@ -202,7 +242,7 @@ class Task:
     issue_url: str | None = None
 
     @classmethod
-    def parse(cls, row: dict) -> "Task":
+    def parse(cls, row: JSONObject) -> "Task":
         return cls(id=str(row.get("id")), project_id=pick(row, "projectId", "project_id"),
                    title=str(row.get("title") or ""), detail=row.get("detail"),
                    status=str(row.get("status") or "ready"),
@@ -218,8 +258,8 @@ class TaskEvent:
     id: str
     actor: str | None
     kind: str
-    before: dict
-    after: dict
+    before: JSONObject
+    after: JSONObject
     created_at: datetime | None
 
     def describe(self) -> str:
@@ -235,7 +275,7 @@ class TaskEvent:
         return self.kind
 
     @classmethod
-    def parse(cls, row: dict) -> "TaskEvent":
+    def parse(cls, row: JSONObject) -> "TaskEvent":
         before = pick(row, "beforeState", "before_state", default={})
         after = pick(row, "afterState", "after_state", default={})
         return cls(id=str(row.get("id")), actor=pick(row, "actorUserId", "actor_user_id"),
@@ -264,20 +304,31 @@ class WakeItem:
     channel_id: str | None = None  # chat items (API.md §18)
     channel_type: str | None = None
     channel_name: str | None = None
+    # asks (ours): an `ask` item put to me has these four; an `ask_result` (mine, answered or expired) the last three
+    asker: str | None = None
+    question: str | None = None
+    options: tuple[str, ...] = ()
+    allow_text: bool = False
+    answered_by: str | None = None
+    option: str | None = None
+    answer_text: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.source}:{self.id}"
 
     @classmethod
-    def parse(cls, row: dict) -> "WakeItem":
+    def parse(cls, row: JSONObject) -> "WakeItem":
         return cls(source=str(row.get("source") or "other"), id=parse_id(row.get("id")),
                    summary=str(row.get("summary") or ""), action=str(row.get("action") or ""),
                    priority=str(row.get("priority") or "normal"), age=str(row.get("age") or ""),
                    status=row.get("status"), project_id=row.get("projectId"), app_name=row.get("appName"),
                    role=row.get("role"), target_agent=row.get("targetAgent"), ephemeral=bool(row.get("ephemeral")),
                    channel_id=row.get("channelId"), channel_type=row.get("channelType"),
-                   channel_name=row.get("channelName"))
+                   channel_name=row.get("channelName"), asker=row.get("from"), question=row.get("question"),
+                   options=tuple(str(o) for o in row.get("options") or () if isinstance(o, str)),
+                   allow_text=bool(row.get("allowText")), answered_by=row.get("answeredBy"),
+                   option=row.get("option"), answer_text=row.get("text"))
 
 
 @dataclass(frozen=True)
@@ -290,7 +341,7 @@ class OffHours:
     timezone: str
 
     @classmethod
-    def parse(cls, row: dict) -> "OffHours":
+    def parse(cls, row: JSONObject) -> "OffHours":
         return cls(project_title=str(row.get("projectTitle") or ""), tasks=int(row.get("tasks") or 0),
                    start=row.get("workHoursStart"), end=row.get("workHoursEnd"),
                    timezone=str(row.get("workHoursTimezone") or ""))
@@ -310,7 +361,7 @@ class Wake:
     off_hours: tuple[OffHours, ...] = ()  # what work hours hide (servers before it say nothing)
 
     @classmethod
-    def parse(cls, row: dict) -> "Wake":
+    def parse(cls, row: JSONObject) -> "Wake":
         return cls(items=[WakeItem.parse(i) for i in row.get("items") or [] if isinstance(i, dict)],
                    summary=row.get("summary"), instructions=row.get("instructions"),
                    timestamp=parse_time(row.get("timestamp")),
@@ -352,7 +403,7 @@ class DoctorReport:
     total_ms: float | None
 
     @classmethod
-    def parse(cls, row: dict) -> "DoctorReport":
+    def parse(cls, row: JSONObject) -> "DoctorReport":
         probes = [Probe(id=str(p.get("id") or p.get("name") or ""), name=str(p.get("name") or p.get("id") or ""),
                         status=str(p.get("status") or "warn"), summary=str(p.get("summary") or ""),
                         details=p.get("details"), duration_ms=p.get("durationMs"))
@@ -375,12 +426,34 @@ class Page:
     tagged_users: list[str] | None = None
 
     @classmethod
-    def parse(cls, row: dict) -> "Page":
+    def parse(cls, row: JSONObject) -> "Page":
         return cls(id=str(row.get("id")), title=str(row.get("title") or ""), content=row.get("content"),
                    created_by=pick(row, "createdBy", "created_by"), locked=bool(row.get("locked")),
                    locked_by=pick(row, "lockedBy", "locked_by"), tags=list(row.get("tags") or []),
                    updated_at=parse_time(pick(row, "updatedAt", "updated_at")),
                    tagged_users=pick(row, "taggedUsers", "tagged_users"))
+
+
+@dataclass(frozen=True)
+class PageVersion:
+    """A stored version of a notebook page. `reason`: created, time, idle (the last editor left),
+    checkpoint, before_restore (the text a restore replaced), restore. `content` only when asked for one."""
+    id: int
+    page_id: str
+    created_at: datetime | None
+    editors: list[str]  # who edited since the previous version
+    size: int  # characters
+    label: str | None
+    reason: str
+    created_by: str | None
+    content: str | None = None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "PageVersion":
+        return cls(id=int(row.get("id") or 0), page_id=str(row.get("pageId") or ""),
+                   created_at=parse_time(row.get("createdAt")), editors=list(row.get("editors") or []),
+                   size=int(row.get("size") or 0), label=row.get("label"), reason=str(row.get("reason") or ""),
+                   created_by=row.get("createdBy"), content=row.get("content"))
 
 
 @dataclass(frozen=True)
@@ -393,7 +466,7 @@ class DirectoryEntry:
     created_at: datetime | None
 
     @classmethod
-    def parse(cls, row: dict) -> "DirectoryEntry":
+    def parse(cls, row: JSONObject) -> "DirectoryEntry":
         return cls(id=parse_id(row.get("id")), title=str(row.get("title") or ""), url=str(row.get("url") or ""),
                    description=row.get("description"), created_by=pick(row, "createdBy", "created_by"),
                    created_at=parse_time(pick(row, "createdAt", "created_at")))
@@ -409,7 +482,7 @@ class BuzzEvent:
     suppressed: bool = False
 
     @classmethod
-    def parse(cls, row: dict) -> "BuzzEvent":
+    def parse(cls, row: JSONObject) -> "BuzzEvent":
         return cls(id=parse_id(row.get("id")), app_name=str(pick(row, "appName", "app_name", default="")),
                    title=str(row.get("title") or ""), body=pick(row, "bodyText", "body_text"),
                    received_at=parse_time(pick(row, "receivedAt", "received_at")),
@@ -423,7 +496,7 @@ class User:
     is_agent: bool
 
     @classmethod
-    def parse(cls, row: dict) -> "User":
+    def parse(cls, row: JSONObject) -> "User":
         return cls(id=str(row.get("id")), display_name=str(pick(row, "displayName", "display_name", default=row.get("id"))),
                    is_agent=bool(pick(row, "isAgent", "is_agent", default=False)))
 
@@ -432,6 +505,6 @@ class User:
 class ServerEvent:
     """One SSE event: its type, JSON data and log id (None for unlogged events)."""
     type: str
-    data: dict
+    data: JSONObject
     id: int | None = None
-    extra: dict = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)

@@ -11,6 +11,18 @@ stays usable: local edits go on into the document (`online` is False, `pending_e
 and it reconnects by itself with backoff, merges the server's state into the local copy and sends the
 server exactly what it lacks. Only a refusal (bad token, page gone, invalid data) or `close()` ends it.
 
+Who is where travels as Yjs awareness (y-protocols awareness updates in `awareness` frames), so
+JavaScript Yjs editors see coordtui's cursor and coordtui theirs:
+
+    session.set_user("alice", "#e5a50a")       # shown to the others with the cursor
+    session.set_cursor(anchor=3, head=8)       # a selection, in code points (anchor == head: a caret)
+    session.cursors                            # {client id: RemoteCursor} of the others; on_cursors says when
+
+A state is `{"user": {"name", "color"}, "cursor": {"anchor", "head"}}` with code-point indices into
+the text as its sender saw it (a cursor moves with remote edits only when its owner sends it again).
+The local state is renewed every `awareness_renew_seconds` (y-protocols: every 15 s) so the server,
+which drops states silent for 30 s, keeps it; states vanish when their editor leaves.
+
 The document is a pycrdt `Doc` holding a `Text` named "content". pycrdt positions are UTF-8 byte
 offsets; this module converts, so callers only ever see code points. A UI binding its own editor may
 also edit `session.text` directly inside `session.doc.transaction(origin=LOCAL_ORIGIN)`.
@@ -20,10 +32,10 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from pycrdt import Doc, Text, TextEvent
+from pycrdt import Awareness, Doc, Text, TextEvent, TransactionEvent
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -63,6 +75,38 @@ class TextChange:
     length: int = 0
 
 
+@dataclass(frozen=True)
+class RemoteCursor:
+    """Another editor's awareness state: who (as they name themselves), their colour, and their caret
+    (`head`) and selection start (`anchor`) in code points, None when they have not placed one."""
+    client_id: int
+    name: str
+    color: str | None
+    anchor: int | None
+    head: int | None
+
+    @property
+    def selection(self) -> tuple[int, int] | None:
+        """(start, end) of a non-empty selection."""
+        if self.anchor is None or self.head is None or self.anchor == self.head:
+            return None
+        return min(self.anchor, self.head), max(self.anchor, self.head)
+
+
+def cursor_from_state(client_id: int, state: dict[str, Any]) -> RemoteCursor:
+    """Read a y-protocols awareness state leniently: other clients put what they like in it."""
+    raw_user, raw_cursor = state.get("user"), state.get("cursor")
+    user: dict[str, Any] = raw_user if isinstance(raw_user, dict) else {}
+    cursor: dict[str, Any] = raw_cursor if isinstance(raw_cursor, dict) else {}
+    name, color = user.get("name"), user.get("color")
+
+    def index(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return RemoteCursor(client_id, neutralise(name) if isinstance(name, str) else f"editor {client_id}",
+                        neutralise(color) if isinstance(color, str) else None,
+                        index(cursor.get("anchor")), index(cursor.get("head")))
+
+
 def byte_offset(text: str, index: int) -> int:
     return len(text[:index].encode())
 
@@ -74,7 +118,7 @@ def socket_url(base_url: str, page_id: str, token: str | None = None) -> str:
     return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/api/notebook/ws", urlencode(query), ""))
 
 
-def delta_to_changes(before: str, delta: list[dict]) -> tuple[list[TextChange], str]:
+def delta_to_changes(before: str, delta: list[dict[str, Any]]) -> tuple[list[TextChange], str]:
     """Convert a pycrdt delta (byte counts) against the text `before` into code-point changes.
     Returns the changes and the text after them."""
     changes: list[TextChange] = []
@@ -112,14 +156,14 @@ def _chars_for_bytes(text: str, start: int, byte_count: int) -> int:
 
 class NotebookSession:
     def __init__(self, base_url: str, token: str, page_id: str, *, open_timeout: float = 10.0,
-                 backoff: tuple[float, float] = (0.5, 8.0)):
+                 backoff: tuple[float, float] = (0.5, 8.0), awareness_renew_seconds: float = 15.0):
         self.base_url = base_url
         self.backoff = backoff
         self.online = False
         self.reconnects = 0
         self.on_state: list[Callable[[], None]] = []  # online/offline and pending-edit changes
         self._closing = False
-        self._reconnect_task: asyncio.Task | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
         self.page_id = page_id
         self._token = token
         self.open_timeout = open_timeout
@@ -138,16 +182,22 @@ class NotebookSession:
         self._applying_remote = False
         self._quiet = False
         self._ws: ClientConnection | None = None
-        self._outgoing: asyncio.Queue = asyncio.Queue()
-        self._subscribers: list[asyncio.Queue] = []
-        self._tasks: list[asyncio.Task] = []
+        self._outgoing: asyncio.Queue[bytes] = asyncio.Queue()  # CRDT updates to send
+        self._subscribers: list[asyncio.Queue[list[TextChange] | None]] = []  # changes(); None ends one
+        self._tasks: list[asyncio.Task[None]] = []
         self._state_changed = asyncio.Event()
         self._resyncing = False
-        self._resync_task: asyncio.Task | None = None
+        self._resync_task: asyncio.Task[None] | None = None
         self.resyncs = 0  # times this session replaced a diverged copy with the server's
+        self.awareness = Awareness(self.doc)
+        self.awareness.set_local_state(None)  # nothing to show until set_user or set_cursor
+        self.awareness_renew_seconds = awareness_renew_seconds
+        self.cursors: dict[int, RemoteCursor] = {}
+        self.on_cursors: list[Callable[[dict[int, RemoteCursor]], None]] = []
+        self._awareness_out: asyncio.Queue[bytes] = asyncio.Queue()
 
-    def _new_document(self) -> tuple[Doc, Text]:
-        doc = Doc()
+    def _new_document(self) -> tuple[Doc[Text], Text]:
+        doc: Doc[Text] = Doc()
         text = doc.get(TEXT_NAME, type=Text)
         doc.observe(self._on_transaction)
         text.observe(self._on_text_event)
@@ -203,7 +253,7 @@ class NotebookSession:
             if self._closing:
                 await ws.close()
                 return
-            server = Doc()
+            server: Doc[Text] = Doc()
             server.apply_update(state)
             missing = self.doc.get_update(server.get_state())
             self._outgoing = asyncio.Queue()  # `missing` carries every edit queued while offline
@@ -216,6 +266,7 @@ class NotebookSession:
 
     def _went_offline(self) -> None:
         self.online = False
+        self._forget_others()  # the server tells them again on reconnect
         self._notify_state()
         if self._reconnect_task is None or self._reconnect_task.done():
             self._reconnect_task = asyncio.ensure_future(self._reconnect())
@@ -245,7 +296,11 @@ class NotebookSession:
     def _start(self, ws: ClientConnection) -> None:
         self._ws = ws
         self.online = True
-        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
+        self._awareness_out = asyncio.Queue()
+        if self.awareness.get_local_state() is not None:  # a new connection: the server knows nothing of us
+            self._awareness_out.put_nowait(self.awareness.encode_awareness_update([self.awareness.client_id]))
+        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws)),
+                       asyncio.ensure_future(self._write_awareness(ws)), asyncio.ensure_future(self._renew_awareness())]
         self._notify_state()
 
     async def _resync(self) -> None:
@@ -254,6 +309,7 @@ class NotebookSession:
         self._resyncing = True
         try:
             old_ws, old_tasks = self._ws, self._tasks
+            assert old_ws is not None  # a frame of the open socket started this
             await old_ws.close()
             for task in old_tasks:
                 task.cancel()
@@ -291,6 +347,12 @@ class NotebookSession:
                 await asyncio.wait_for(self._outgoing.join(), flush_timeout)
             except asyncio.TimeoutError:
                 pass
+            if self.awareness.get_local_state() is not None:
+                self._set_awareness(None)  # "gone", as y-protocols clients say it when they leave
+                try:
+                    await asyncio.wait_for(self._awareness_out.join(), flush_timeout)
+                except asyncio.TimeoutError:
+                    pass
         if self._ws is not None:
             await self._ws.close()
         for task in self._tasks:
@@ -300,7 +362,7 @@ class NotebookSession:
     async def __aenter__(self) -> "NotebookSession":
         return await self.connect()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property
@@ -348,13 +410,72 @@ class NotebookSession:
         if self.closed:
             raise NotebookError("session is closed", self.close_code)
 
+    # --- awareness (who is where) ------------------------------------------------------------
+    def set_user(self, name: str, color: str | None = None) -> None:
+        """How the others see this editor: a name and a colour (any CSS colour, e.g. "#e5a50a")."""
+        state = dict(self.awareness.get_local_state() or {})
+        state["user"] = {"name": name, **({"color": color} if color else {})}
+        self._set_awareness(state)
+
+    def set_cursor(self, anchor: int | None, head: int | None = None) -> None:
+        """This editor's caret (`head`, code points) and selection start (`anchor`); None hides it."""
+        state = dict(self.awareness.get_local_state() or {})
+        if anchor is None:
+            state.pop("cursor", None)
+        else:
+            state["cursor"] = {"anchor": anchor, "head": anchor if head is None else head}
+        self._set_awareness(state)
+
+    def _set_awareness(self, state: dict[str, Any] | None) -> None:
+        self.awareness.set_local_state(state)
+        if self.online:
+            self._awareness_out.put_nowait(self.awareness.encode_awareness_update([self.awareness.client_id]))
+
+    def _apply_awareness(self, update: bytes) -> None:
+        try:
+            self.awareness.apply_awareness_update(update, REMOTE_ORIGIN)
+        except (IndexError, ValueError, UnicodeDecodeError, RuntimeError):  # RuntimeError: truncated
+            return  # a malformed relay changes nobody's cursor
+        self._cursors_changed()
+
+    def _forget_others(self) -> None:
+        others = [c for c in self.awareness.states if c != self.awareness.client_id]
+        if others:
+            self.awareness.remove_awareness_states(others, REMOTE_ORIGIN)
+            self._cursors_changed()
+
+    def _cursors_changed(self) -> None:
+        self.cursors = {client_id: cursor_from_state(client_id, state)
+                        for client_id, state in self.awareness.states.items()
+                        if client_id != self.awareness.client_id and isinstance(state, dict)}
+        for callback in self.on_cursors:
+            callback(self.cursors)
+
+    async def _write_awareness(self, ws: ClientConnection) -> None:
+        queue = self._awareness_out
+        while True:
+            update = await queue.get()
+            try:
+                await ws.send(json.dumps({"type": "awareness", "update": list(update)}, separators=(",", ":")))
+            except ConnectionClosed:
+                return
+            finally:
+                queue.task_done()
+
+    async def _renew_awareness(self) -> None:
+        while True:
+            await asyncio.sleep(self.awareness_renew_seconds)
+            state = self.awareness.get_local_state()
+            if state is not None:
+                self._set_awareness(state)
+
     # --- remote changes ----------------------------------------------------------------------
     def changes(self) -> AsyncIterator[list[TextChange]]:
         """Remote edits as they arrive (ends when the session closes)."""
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[list[TextChange] | None] = asyncio.Queue()
         self._subscribers.append(queue)
 
-        async def iterate():
+        async def iterate() -> AsyncIterator[list[TextChange]]:
             try:
                 while True:
                     item = await queue.get()
@@ -370,7 +491,7 @@ class NotebookSession:
         """Wait until `predicate(self)` holds: checked after every frame and state change, and at
         least every 0.2 s, since a predicate may also read state outside this session (another
         editor's text) that changes without a frame arriving here."""
-        async def loop():
+        async def loop() -> None:
             while not predicate(self):
                 self._state_changed.clear()
                 if predicate(self):
@@ -384,14 +505,15 @@ class NotebookSession:
         await asyncio.wait_for(loop(), timeout)
 
     # --- internals ---------------------------------------------------------------------------
-    def _on_transaction(self, event) -> None:
+    def _on_transaction(self, event: TransactionEvent) -> None:
         if not self._applying_remote:
             self._outgoing.put_nowait(event.update)
             if not self.online:
                 self._notify_state()
 
     def _on_text_event(self, event: TextEvent) -> None:
-        changes, self._shadow = delta_to_changes(self._shadow, event.delta)
+        # pycrdt declares TextEvent's attributes in __slots__ only, without types
+        changes, self._shadow = delta_to_changes(self._shadow, event.delta)  # type: ignore[attr-defined]
         if self._applying_remote and changes and not self._quiet:
             self._emit(changes)
 
@@ -450,10 +572,12 @@ class NotebookSession:
             queue.put_nowait(None)
         self._state_changed.set()
 
-    def _handle(self, message: dict) -> None:
+    def _handle(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind in ("update", "sync"):
             self._apply_remote(bytes(message["update"]))
+        elif kind == "awareness":
+            self._apply_awareness(bytes(message["update"]))
         elif kind == "viewers":
             self.viewers = list(message.get("viewers") or [])
             for callback in self.on_viewers:
@@ -485,10 +609,10 @@ def _reason(closed: ConnectionClosed) -> str:
     return neutralise(closed.rcvd.reason if closed.rcvd is not None else "") or "connection closed"
 
 
-UPDATE_FRAMES = frozenset({"sync", "update"})
+UPDATE_FRAMES = frozenset({"sync", "update", "awareness"})  # awareness names are neutralised in cursor_from_state
 
 
-def _frame(raw: str | bytes) -> dict:
+def _frame(raw: str | bytes) -> dict[str, Any]:
     """One server frame, decoded. Text frames (viewers, read-only, errors) are neutralised for the terminal
     (safe_text.py); sync and update frames carry only a CRDT update, a list of bytes: the document's text is
     neutralised where it is shown (panes/collab.py), never in the shared document itself."""

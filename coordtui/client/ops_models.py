@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .models import parse_id, parse_time, pick
+from .models import JSONObject, parse_id, parse_time, pick
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Webhook:
     last_hit_at: datetime | None
 
     @classmethod
-    def parse(cls, row: dict) -> "Webhook":
+    def parse(cls, row: JSONObject) -> "Webhook":
         for_users = pick(row, "forUsers", "for_users")
         if isinstance(for_users, list):
             for_users = ",".join(str(u) for u in for_users)
@@ -47,7 +47,7 @@ class Template:
     next_run_at: datetime | None
 
     @classmethod
-    def parse(cls, row: dict) -> "Template":
+    def parse(cls, row: JSONObject) -> "Template":
         return cls(id=str(row.get("id")), title=str(row.get("title") or ""), detail=row.get("detail"),
                    project_id=pick(row, "projectId", "project_id"), assignee=pick(row, "assigneeUserId", "assignee_user_id"),
                    cron_expr=str(pick(row, "cronExpr", "cron_expr", default="")),
@@ -68,7 +68,7 @@ class TokenRecord:
     revoked_at: datetime | None
 
     @classmethod
-    def parse(cls, row: dict) -> "TokenRecord":
+    def parse(cls, row: JSONObject) -> "TokenRecord":
         return cls(id=parse_id(row.get("id")), identity=str(row.get("identity") or ""),
                    is_admin=bool(pick(row, "isAdmin", "is_admin", default=False)), label=row.get("label"),
                    created_at=parse_time(pick(row, "createdAt", "created_at")),
@@ -97,7 +97,7 @@ class Invite:
     onboard_url: str | None = None
 
     @classmethod
-    def parse(cls, row: dict, onboard_url: str | None = None) -> "Invite":
+    def parse(cls, row: JSONObject, onboard_url: str | None = None) -> "Invite":
         return cls(id=parse_id(row.get("id")), code=str(row.get("code") or ""),
                    identity_hint=pick(row, "identityHint", "identity_hint"),
                    is_admin=bool(pick(row, "isAdmin", "is_admin", default=False)),

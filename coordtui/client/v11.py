@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .models import parse_time, pick
+from .models import JSONObject, parse_time, pick
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Workflow:
     created_by: str | None
 
     @classmethod
-    def parse(cls, row: dict) -> "Workflow":
+    def parse(cls, row: JSONObject) -> "Workflow":
         return cls(id=str(row.get("id")), title=str(row.get("title") or ""), description=row.get("description"),
                    document_url=pick(row, "documentUrl", "document_url"), enabled=bool(row.get("enabled", True)),
                    expires_at=parse_time(pick(row, "expiresAt", "expires_at")),
@@ -51,7 +51,7 @@ class AdminUser:
     last_seen_at: datetime | None
 
     @classmethod
-    def parse(cls, row: dict) -> "AdminUser":
+    def parse(cls, row: JSONObject) -> "AdminUser":
         return cls(id=str(row.get("id")), display_name=str(pick(row, "displayName", "display_name",
                                                                 default=row.get("id"))),
                    is_admin=bool(pick(row, "isAdmin", "is_admin", default=False)),
@@ -97,7 +97,7 @@ class MetricsSample:
     outbox: float
     loop_lag: float | None
     at: float = 0.0  # the client's monotonic clock when scraped
-    raw: dict = field(default_factory=dict, repr=False)
+    raw: JSONObject = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, text: str, at: float = 0.0) -> "MetricsSample":

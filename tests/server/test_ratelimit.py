@@ -24,6 +24,7 @@ from coordserver.ratelimit import LIMITS, RateLimiter, route_class
     ("POST", "/api/mailboxes/me/messages", "other"),
     ("POST", "/api/mailboxes/bob/messages/ack", "other"),
     ("POST", "/api/mailboxes/bob/sent", "other"),
+    ("POST", "/api/asks", "send"), ("GET", "/api/asks", "other"), ("POST", "/api/asks/3/answer", "other"),
     ("GET", "/api/wake", "wake"), ("GET", "/api/wake/carol", "wake"), ("GET", "/api/wakeup", "other"),
     ("GET", "/api/presence", "presence"), ("GET", "/api/presence/x", "other"),
     ("POST", "/api/ingest/ci/token", "ingest"),

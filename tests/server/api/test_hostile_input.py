@@ -166,7 +166,7 @@ def test_every_json_route_refuses_hostile_bodies(hostile_server):
 # Where each integer field is read; a new integer field fails the test until it is listed here.
 _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId": ("alice", "/api/mailboxes/bob/messages"),
                    "workHoursStart": ("alice", "/api/swarm/projects"), "workHoursEnd": ("alice", "/api/swarm/projects"),
-                   "count": ("alice", "/api/swarm/recurring/preview"),
+                   "count": ("alice", "/api/swarm/recurring/preview"), "defaultOption": ("alice", "/api/asks"),
                    "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}")}
 
 

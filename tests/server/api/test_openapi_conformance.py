@@ -41,6 +41,9 @@ REFERENCE_REFUSALS = re.compile("|".join([
     r"^Unknown timezone: ",                                # a name of the right shape that is no IANA zone
     r"^Webhook URL refused: ",                             # netcheck: a host the server must not call
     r"^An agent cannot be its own backup$",
+    r"^deadline must be in the future$",                   # POST /api/asks: the server's clock decides
+    r"^Unknown option for this ask: ",                     # an answer naming an option the ask does not have
+    r"^This ask takes one of its options, not text$",      # a text answer to an options-only ask
 ]))
 
 
