@@ -11,9 +11,11 @@ shared text (`self.raw`, its mirror), never in the shown one, whose placeholders
 """
 from __future__ import annotations
 
-from pycrdt import Text, TextEvent, UndoManager
+from typing import Any
+
+from pycrdt import Subscription, Text, TextEvent, UndoManager
 from textual.widgets import TextArea
-from textual.widgets.text_area import Edit, EditResult
+from textual.widgets.text_area import Document, Edit, EditResult
 
 from ..client.notebook import LOCAL_ORIGIN as LOCAL  # the provider sends every non-remote transaction
 from ..client.safe_text import neutralise
@@ -30,15 +32,22 @@ def char_index(text: str, offset: int) -> int:
 class CollabTextArea(TextArea):
     """Call `bind(text)` once the document is synced; `unbind()` when the page closes."""
 
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("soft_wrap", True)
-        super().__init__(*args, **kwargs)
+    def __init__(self, text: str = "", *, soft_wrap: bool = True, **kwargs: Any) -> None:
+        super().__init__(text, soft_wrap=soft_wrap, **kwargs)
         self.shared: Text | None = None
         self.undo_manager: UndoManager | None = None
-        self._subscription = None
+        self._subscription: Subscription | None = None
         self._applying_remote = False
         self.remote_edits = 0
         self.raw = ""  # the shared text as it is (self.text is what is shown: the same, neutralised)
+
+    @property
+    def plain_document(self) -> Document:
+        """The text as TextArea keeps it: a Document (no syntax language is set), which converts between
+        indexes and locations (DocumentBase, its declared type, does not)."""
+        document = self.document
+        assert isinstance(document, Document)
+        return document
 
     def bind(self, shared: Text) -> None:
         self.unbind()
@@ -76,8 +85,8 @@ class CollabTextArea(TextArea):
             return super().edit(shown)
         before = self.raw
         top, bottom = sorted((edit.from_location, edit.to_location))
-        start = self.document.get_index_from_location(top)
-        end = self.document.get_index_from_location(bottom)
+        start = self.plain_document.get_index_from_location(top)
+        end = self.plain_document.get_index_from_location(bottom)
         result = super().edit(shown)
         start_b, end_b = byte_offset(before, start), byte_offset(before, end)
         doc = self.shared.doc
@@ -93,9 +102,10 @@ class CollabTextArea(TextArea):
     def _on_shared_change(self, event: TextEvent) -> None:
         if event.transaction.origin == LOCAL:
             return
-        self._apply_delta(event.delta)
+        delta: list[dict[str, Any]] = event.delta  # type: ignore[attr-defined]  # pycrdt lists it in __slots__ only
+        self._apply_delta(delta)
 
-    def _apply_delta(self, delta: list[dict]) -> None:
+    def _apply_delta(self, delta: list[dict[str, Any]]) -> None:
         self._applying_remote = True
         try:
             with self.prevent(TextArea.Changed):
@@ -107,15 +117,16 @@ class CollabTextArea(TextArea):
                     elif "insert" in op:
                         inserted = op["insert"] if isinstance(op["insert"], str) else ""
                         index = char_index(current, position)
-                        self.insert(inserted, self.document.get_location_from_index(index),
+                        self.insert(inserted, self.plain_document.get_location_from_index(index),
                                     maintain_selection_offset=True)
                         current = current[:index] + inserted + current[index:]
                         position += len(inserted.encode("utf-8"))
                     elif "delete" in op:
                         start = char_index(current, position)
                         end = char_index(current, position + op["delete"])
-                        self.delete(self.document.get_location_from_index(start),
-                                    self.document.get_location_from_index(end), maintain_selection_offset=True)
+                        self.delete(self.plain_document.get_location_from_index(start),
+                                    self.plain_document.get_location_from_index(end),
+                                    maintain_selection_offset=True)
                         current = current[:start] + current[end:]
                 self.raw = current
             self.remote_edits += 1

@@ -1,8 +1,10 @@
 """Notebook: the page list and a collaborative editor bound to the CRDT session of the open page."""
 from __future__ import annotations
 
+from typing import Any, Awaitable
+
 from rich.markup import escape
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -13,25 +15,24 @@ from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession
 from ..screens.form import Field, FormScreen
+from ..session import Session
 from .base import Pane
 from .collab import CollabTextArea
 from ..tables import PlainTable
 
 
-class NotebookPane(Pane):
-    TITLE = "Notes"
-    ID = "notebook"
+class NotebookPane(Pane[list[Page]]):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list")]
     BINDINGS = [Binding("n", "new_page", "New page", id="notebook.new"),
                 Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.pages: dict[str, Page] = {}
         self.page_id: str | None = None
-        self.session = None
+        self.page_session: NotebookSession | None = None  # the open page's live document
         self.viewers: list[str] = []
         self.readonly_reason: str | None = None
         self.parked: set[NotebookSession] = set()  # pages left with offline edits, still reconnecting to send them
@@ -55,7 +56,7 @@ class NotebookPane(Pane):
         table = self.query_one("#notebook-pages", DataTable)
         table.clear()
         self.pages = {p.id: p for p in pages}
-        now = self.coord.now()
+        now = self.session.now()
         for page in pages:
             if not self.matches(page.title, *(page.tags or [])):
                 continue
@@ -76,7 +77,7 @@ class NotebookPane(Pane):
         self.query_one("#notebook-status", Static).update(text)
 
     def editing_state(self) -> str:
-        session = self.session
+        session = self.page_session
         if self.readonly_reason:
             return f"[red]read-only ({escape(self.readonly_reason)})[/red]"
         if session is None or not session.synced:
@@ -99,8 +100,8 @@ class NotebookPane(Pane):
         editor.read_only = True
         self.render_status()
         self.show_stored_text(page_id)
-        session = NotebookSession(self.client.base_url, self.client.token, page_id, backoff=self.coord.backoff)
-        self.session = session
+        session = NotebookSession(self.client.base_url, self.client.token, page_id, backoff=self.session.backoff)
+        self.page_session = session
         session.on_viewers.append(lambda viewers: self.apply_session_state())
         session.on_readonly.append(lambda readonly, reason: self.apply_session_state())
         session.on_state.append(lambda: self.apply_session_state())
@@ -108,7 +109,7 @@ class NotebookPane(Pane):
         try:
             await session.open()
         except Exception as exc:  # refused: 4004 not visible, 4001 token
-            self.session = None
+            self.page_session = None
             self.readonly_reason = str(exc) or "cannot open the page"
             self.notify(self.readonly_reason, title="Notebook", severity="error")
             self.render_status()
@@ -128,14 +129,14 @@ class NotebookPane(Pane):
         if self.page_id == page_id and editor.shared is None:
             editor.load_text(page.content or "")
 
-    def session_closed(self, session, message: str | None) -> None:
-        if session is self.session:
+    def session_closed(self, session: NotebookSession, message: str | None) -> None:
+        if session is self.page_session:
             self.readonly_reason = f"disconnected{': ' + message if message else ''}"
             self.query_one("#notebook-editor", CollabTextArea).read_only = True
             self.render_status()
 
     def apply_session_state(self) -> None:
-        session = self.session
+        session = self.page_session
         if session is None:
             return
         editor = self.query_one("#notebook-editor", CollabTextArea)
@@ -149,8 +150,8 @@ class NotebookPane(Pane):
     async def close_session(self) -> None:
         editor = self.query_one("#notebook-editor", CollabTextArea)
         editor.unbind()
-        if self.session is not None:
-            session, self.session = self.session, None
+        if self.page_session is not None:
+            session, self.page_session = self.page_session, None
             if not session.online and session.pending_edits and not session.closed:
                 self.park(session)
             else:
@@ -173,10 +174,10 @@ class NotebookPane(Pane):
 
     def unsent_edits(self) -> int:
         """Edits typed offline, on the open page and pages left, that quitting now would drop."""
-        return sum(s.pending_edits for s in [self.session, *self.parked] if s is not None and not s.online)
+        return sum(s.pending_edits for s in [self.page_session, *self.parked] if s is not None and not s.online)
 
     async def on_unmount(self) -> None:
-        for session in [self.session, *self.parked]:
+        for session in [self.page_session, *self.parked]:
             if session is not None:
                 await session.close()
 
@@ -188,14 +189,14 @@ class NotebookPane(Pane):
         else:
             super().focus_default()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         if event.key == "escape" and self.query_one("#notebook-editor").has_focus:
             self.query_one("#notebook-pages", DataTable).focus()
             event.stop()
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:
-        def create(values: dict):
+        def create(values: dict[str, Any]) -> Awaitable[Page]:
             tags = [t.strip() for t in values["tags"].split(",") if t.strip()] or None
             return self.client.create_page(values["title"], "", tags)
         page = await self.app.push_screen_wait(FormScreen("New page", [

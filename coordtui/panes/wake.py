@@ -1,19 +1,22 @@
 """Wake: everything waiting for you, grouped by source, high priority first, with ages."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client import limits
 from ..client.transitions import step
-from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
+from ..client.models import PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem
 from ..screens.form import Field, FormScreen, reply_form
+from ..screens.task_move import move_task_dialog
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
@@ -29,9 +32,7 @@ def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
     return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
 
 
-class WakePane(Pane):
-    TITLE = "Wake"
-    ID = "wake"
+class WakePane(Pane[Wake]):
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
@@ -44,11 +45,33 @@ class WakePane(Pane):
                 Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class Shown(Message):
+        """The pane showed `wake` (the server's answer or pulse; `channels` fetched with it from an older server
+        whose wake has no chat items): its one-shot items are kept, and the Wake badge counts it."""
+        wake: Wake
+        channels: list[Channel] | None
+
+    @dataclass
+    class Painted(Message):
+        """A wake list reached the screen (the first one's time is measured: bench/tui.py)."""
+
+    @dataclass
+    class ItemOpened(Message):
+        """enter on an item: where it leads (the channel, the message, the task)."""
+        item: WakeItem
+
+    @dataclass
+    class AlertDismissed(Message):
+        """`a` on a kept alert: it leaves the alert store."""
+        key: str
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
-        self._signature: tuple = ()
+        self._channels: list[Channel] | None = None  # fetched by load() with the wake it returns (older servers)
+        self._signature: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -58,14 +81,19 @@ class WakePane(Pane):
 
     async def load(self) -> Wake:
         wake = await self.client.wake()
+        self._channels = None
         if not any(item.source == "chat" for item in wake.items):  # an older server: chat from the channels
-            self.coord.counts.set_channels(await self.client.channels())
+            self._channels = await self.client.channels()
         return wake
 
     def show(self, wake: Wake) -> None:
-        self.coord.wake_seen(wake)
-        self.coord.counts_seen(wake=wake)
-        wake = self.coord.wake_view(wake)
+        # the channels fetched with this wake, once: a wake shown again (a filter) is viewed with the counted ones
+        channels, self._channels = self._channels, None
+        self.post_message(self.Shown(wake, channels))
+        self.paint(self.session.wake_view(wake, channels))
+
+    def paint(self, wake: Wake) -> None:
+        """The wake list as shown (the server's, with chat items and kept alerts: Session.wake_view)."""
         self.wake = wake
         summary = wake.summary or "All clear: nothing is waiting for you."
         if wake.hidden_text():
@@ -77,7 +105,7 @@ class WakePane(Pane):
         if signature != self._signature:  # bursts often change only the counts in the summary
             self._signature = signature
             self._fill_table(wake)
-        self.call_after_refresh(self.coord.wake_painted)
+        self.call_after_refresh(self.post_message, self.Painted())
 
     def _fill_table(self, wake: Wake) -> None:
         table = self.query_one("#wake-table", DataTable)
@@ -117,9 +145,9 @@ class WakePane(Pane):
         return self.items.get(key) if key else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        item = self.items.get(event.row_key.value)
+        item = self.items.get(event.row_key.value or "")
         if item is not None:
-            self.coord.open_wake_item(item)
+            self.post_message(self.ItemOpened(item))
 
     def action_next_unread(self, step: int) -> None:
         """The next (step 1) or previous (-1) alert, unread mail or chat row, wrapping around; headers skipped."""
@@ -141,16 +169,21 @@ class WakePane(Pane):
     @work(group="wake-action", exit_on_error=False)
     async def action_ack(self) -> None:
         item = self._need("message", "message_pending", "buzz")
-        if item is not None and item.source == "buzz":
+        if item is None:
+            return
+        if item.source == "buzz":
             self.dismiss_alert(item)
             return
-        if item and await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
+        if await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
             self.request_reload()
 
     def dismiss_alert(self, item: WakeItem) -> None:
-        self.coord.alerts.dismiss(item.key)
+        """The alert leaves the store (the app's) and the list (here, at once), and the badge counts one less."""
+        self.post_message(self.AlertDismissed(item.key))
         if self.wake is not None:
-            self.show(replace(self.wake, items=[i for i in self.wake.items if i.key != item.key]))
+            shown = replace(self.wake, items=[i for i in self.wake.items if i.key != item.key])
+            self.post_message(self.Shown(shown, None))
+            self.paint(shown)
 
     @work(group="wake-action", exit_on_error=False)
     async def action_pending(self) -> None:
@@ -183,10 +216,11 @@ class WakePane(Pane):
         if await self.act(self.client.move_task(str(item.id), target), f"{item.summary} → {target}"):
             self.request_reload()
 
-    def action_move(self) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_move(self) -> None:
         item = self._need("swarm")
-        if item is not None:
-            self.coord.move_task_dialog(str(item.id), item.summary, on_done=self.request_reload, status=item.status)
+        if item is not None and await move_task_dialog(self, self.client, str(item.id), item.summary, item.status):
+            self.request_reload()
 
     @work(group="wake-action", exit_on_error=False)
     async def action_task_from_alert(self) -> None:
@@ -197,7 +231,7 @@ class WakePane(Pane):
             Field("title", "Title", item.summary[:limits.TASK_TITLE], required=True, max_len=limits.TASK_TITLE),
             Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text",
                   max_len=limits.TASK_DETAIL),
-            Field("assignee", "Assignee", self.coord.identity or "")], "Create",
+            Field("assignee", "Assignee", self.session.identity or "")], "Create",
             submit=lambda v: self.client.create_task(v["title"], detail=v["detail"] or None,
                                                      assigneeUserId=v["assignee"] or None)))
         if created:
