@@ -16,12 +16,12 @@ import time
 from collections import deque
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Protocol, TypeVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
@@ -58,7 +58,7 @@ from .tables import ListTree, PlainTable
 from .typeahead import KeysInOrder
 from .unread import tab_labels
 
-P = TypeVar("P", bound=Pane)
+P = TypeVar("P", bound=Pane[Any])
 
 
 class BundledServer(Protocol):
@@ -75,9 +75,9 @@ class CoordApp(KeysInOrder, App[None]):
     TITLE = "coord"
     COMMANDS = App.COMMANDS | {OpsCommands}
     # digits switch panes from lists; alt+digit (priority) from anywhere, inputs and editors included
-    BINDINGS = [Binding(spec.key, f"pane('{spec.id}')", spec.title, show=False, id=f"app.pane.{spec.id}")
-                for spec in PANES] + [
-        Binding(f"alt+{spec.key}", f"pane('{spec.id}')", spec.title, show=False, priority=True) for spec in PANES] + [
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(spec.key, f"pane('{spec.id}')", spec.title, show=False, id=f"app.pane.{spec.id}") for spec in PANES),
+        *(Binding(f"alt+{spec.key}", f"pane('{spec.id}')", spec.title, show=False, priority=True) for spec in PANES),
         Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
         Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True)]
@@ -268,10 +268,12 @@ class CoordApp(KeysInOrder, App[None]):
         self.render_connection()
 
     def render_connection(self) -> None:
-        if not self.is_mounted:
+        try:
+            conn, who_label = self.query_one("#conn", Static), self.query_one("#who", Static)
+        except NoMatches:  # not composed yet
             return
         text, colour = state_look(self.conn_state)
-        self.query_one("#conn", Static).update(Text(text, style=f"bold {colour}"))
+        conn.update(Text(text, style=f"bold {colour}"))
         who = ""
         if self.session.identity:
             who = f"{self.session.identity}{' (admin)' if self.session.is_admin else ''}"
@@ -279,7 +281,7 @@ class CoordApp(KeysInOrder, App[None]):
             where = self.profile.name if self.profile.name not in ("command line", "environment") else \
                 self.profile.url.split("://", 1)[-1]
             who += f" @ {where}"
-        self.query_one("#who", Static).update(who)
+        who_label.update(who)
 
     # events, in batches
     def on_stream_event(self, event: ServerEvent) -> None:
@@ -368,7 +370,7 @@ class CoordApp(KeysInOrder, App[None]):
             raise NoMatches("no screen")
         return self.screen_stack[0]
 
-    def panes(self) -> list[Pane]:
+    def panes(self) -> list[Pane[Any]]:
         """From the panes' screen: events still reach them while a dialog is open."""
         return list(self.screen_stack[0].query(Pane)) if self.screen_stack else []
 
@@ -389,17 +391,11 @@ class CoordApp(KeysInOrder, App[None]):
         return self.pane_of(ChatPane)
 
     @property
-    def swarm_pane(self) -> SwarmPane:
-        return self.pane_of(SwarmPane)
-
-    @property
     def notebook_pane(self) -> NotebookPane:
         return self.pane_of(NotebookPane)
 
     @property
-    def active_pane(self) -> Pane | None:
-        if not self.is_mounted:
-            return None
+    def active_pane(self) -> Pane[Any] | None:
         try:  # the panes' screen, also while a dialog is on top of it
             main = self.screen_stack[0]
             active = main.query_one("#panes", TabbedContent).active
@@ -412,7 +408,7 @@ class CoordApp(KeysInOrder, App[None]):
         except NoMatches:  # while the app is being torn down
             return None
 
-    def show_pane(self, pane: Pane) -> None:
+    def show_pane(self, pane: Pane[Any]) -> None:
         self.query_one("#panes", TabbedContent).active = spec_of(pane).tab_id
 
     def action_pane(self, pane_id: str) -> None:
@@ -429,8 +425,6 @@ class CoordApp(KeysInOrder, App[None]):
 
     def render_badges(self) -> None:
         """The tab labels with Live's counts, as wide as the terminal allows."""
-        if not self.is_mounted:
-            return
         badges = self.live.counts.badges()
         labels = tab_labels([spec.title for spec in PANES], [badges.get(spec.id) for spec in PANES],
                             self.size.width)
@@ -445,8 +439,6 @@ class CoordApp(KeysInOrder, App[None]):
 
     def render_updated(self) -> None:
         """The top bar's "updated 12s ago" (or "refreshing…") for the pane in view."""
-        if not self.is_mounted:
-            return
         pane = self.active_pane
         text = ""
         if pane is not None and pane.busy:

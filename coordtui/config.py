@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -36,7 +37,7 @@ def config_path() -> Path:
     return config_dir() / "profiles.json"
 
 
-def _load() -> dict:
+def _load() -> dict[str, Any]:
     path = config_path()
     if not path.exists():
         return {"default": None, "profiles": {}}

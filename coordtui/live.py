@@ -121,7 +121,8 @@ class Live:
         if chat_open is not None and chat_open == event.data.get("channelId"):
             return  # being read as it arrives
         known = {c.id: c for c in self.counts.channels or []} | chat_channels
-        channel = known.get(event.data.get("channelId"))
+        channel_id = event.data.get("channelId")
+        channel = known.get(channel_id) if isinstance(channel_id, str) else None
         self.quiet_toast("chat", in_view, f"Chat {channel.label(identity or '')}" if channel else "New chat",
                          f"{sender}: {str(message.get('body') or '')[:100]}")
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 from rich.text import Text
 from textual import work
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from ..client import limits
@@ -107,20 +107,21 @@ def new_ask(host: OpsHost, to: str = "") -> None:
         return host.client.create_ask(
             recipients(values["to"]), values["question"], options or None, allow_text=bool(values["allow_text"]),
             deadline=deadline_value(values["deadline"], host.session.now()),
-            default_option=int(default) if default.isdigit() else (default or None))  # type: ignore[arg-type]
+            default_option=int(default) if default.isdigit() else (default or None))
 
     run_form(host, "Ask a question", ask_fields(to), "Ask", submit,
              lambda ask: f"Asked {', '.join(ask.to)} (#{ask.id}): the answer arrives in Wake")
 
 
-class AsksScreen(OpsScreen):
+class AsksScreen(OpsScreen[Ask]):
     """Questions put to me and by me, newest first: digits answer the marked ones (or the highlighted one)."""
 
     TITLE_TEXT = "Asks"
     COLUMNS = (" ", "ID", "From", "To", "Question", "Options", "State", "Age")
     GIVE_WAY = ("Options", "To", "Age", "Question")
     HINT = "1-9 answer · space mark · * mark all open · t in words · c cancel mine · n new"
-    BINDINGS = [Binding(str(n), f"answer({n})", f"Answer {n}", show=n == 1) for n in range(1, 10)] + [
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(str(n), f"answer({n})", f"Answer {n}", show=n == 1) for n in range(1, 10)),
         Binding("space", "mark", "Mark"), Binding("asterisk", "mark_all", "Mark all open", show=False),
         Binding("t", "text", "In words"), Binding("c", "cancel_ask", "Cancel"), Binding("n", "new", "New")]
 

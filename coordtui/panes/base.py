@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable, ClassVar, Literal
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Literal, TypeVar
 
 from rich.markup import escape
-from textual.binding import Binding
+from textual import events
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Input, TabPane
+from textual.widgets import ContentSwitcher, Input, Static, TabPane
 
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import ServerEvent
@@ -25,8 +26,11 @@ from ..tables import row_matches
 # The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
 OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask"]
 
+Data = TypeVar("Data")  # what a pane's load() fetches and its show() renders
+Result = TypeVar("Result")
 
-class Pane(Widget, can_focus=False):
+
+class Pane(Widget, Generic[Data], can_focus=False):
     """A live view. Subclasses implement `load()` (SDK calls) and `show(data)` (widgets).
 
     `request_reload()` never stacks requests: while one load runs, further requests set a flag and exactly one
@@ -38,12 +42,13 @@ class Pane(Widget, can_focus=False):
     POLL_SECONDS: ClassVar[float | None] = None  # for data no event announces: reloaded this often while in view
     FRESH_FOR: ClassVar[float] = 10.0  # a pane returning to view older than this reloads at once
     SERVER_FILTER: ClassVar[bool] = False  # `/` asks the server (on enter) instead of filtering what is shown
-    BINDINGS = [Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
 
     @dataclass
     class Refreshed(Message):
         """The pane showed fresh data (the top bar's "updated 0s ago" when it is in view)."""
-        pane: Pane
+        pane: Pane[Any]
 
     @dataclass
     class UndoOffered(Message):
@@ -72,7 +77,7 @@ class Pane(Widget, can_focus=False):
         self.unsupported = False
         self.updated_at: datetime | None = None
         self.filter_text = ""
-        self._last_data: Any = None
+        self._last_data: Data | None = None
 
     @property
     def client(self) -> CoordClient:
@@ -122,13 +127,13 @@ class Pane(Widget, can_focus=False):
         return self._loading
 
     # Every pane defines these two: fetch through the SDK, then render what was fetched.
-    async def load(self) -> Any:
+    async def load(self) -> Data:
         raise TypeError(f"{type(self).__name__} must define load()")
 
-    def show(self, data: Any) -> None:
+    def show(self, data: Data) -> None:
         raise TypeError(f"{type(self).__name__} must define show()")
 
-    def render_data(self, data: Any) -> None:
+    def render_data(self, data: Data) -> None:
         """Shows fresh data and remembers it, so a filter can re-show it without asking the server."""
         self._last_data = data
         self.updated_at = self.session.now()
@@ -178,7 +183,7 @@ class Pane(Widget, can_focus=False):
         self.focus_list()
         self.refilter()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         boxes = self.query(f"#{self.id}-filter")
         if event.key != "escape" or not boxes:
             return
@@ -210,11 +215,11 @@ class Pane(Widget, can_focus=False):
     def show_error(self, exc: Exception) -> None:
         """Says why the pane is empty: in its summary line, and once as a toast."""
         self.unsupported = isinstance(exc, ApiError) and exc.unsupported
-        if self.unsupported:
+        if isinstance(exc, ApiError) and exc.unsupported:
             text = f"This server does not support this view ({exc.message})."
         else:
             text = str(exc)
-        for summary in self.query(".pane-summary"):
+        for summary in self.query(".pane-summary").results(Static):
             summary.update(f"[red]{escape(text)}[/red]")
             break
         if text != self.last_error:
@@ -244,10 +249,11 @@ class Pane(Widget, can_focus=False):
     def offer_undo(self, what: str, undo: Callable[[], Awaitable[object]]) -> None:
         self.post_message(self.UndoOffered(what, undo))
 
-    async def act(self, coro, success: str | None = None) -> Any:
-        """Runs one SDK call for a key action; refusals become a toast, never an exception."""
+    async def act(self, call: Awaitable[Result], success: str | None = None) -> Result | Literal[True] | None:
+        """Runs one SDK call for a key action; refusals become a toast, never an exception. What the call
+        answered (True when it answers nothing), or None when it was refused or the server was unreachable."""
         try:
-            result = await coro
+            result = await call
         except ApiError as exc:
             text = exc.message + (f" (allowed: {', '.join(exc.allowed)})" if exc.allowed else "")
             self.notify(text, title="Refused", severity="error", timeout=6)

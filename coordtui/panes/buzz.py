@@ -14,7 +14,7 @@ from .base import Pane
 from ..tables import PlainTable
 
 
-class BuzzPane(Pane):
+class BuzzPane(Pane[list[BuzzEvent]]):
     EVENT_TYPES = frozenset({"broadcast", "resync", "reconnected"})
     KEYS = [("ctrl+r", "refresh"), ("w", "webhooks: list, create, edit, delete, ingest URLs")]
     BINDINGS = [Binding("w", "ops('webhooks')", "Webhooks")]

@@ -4,6 +4,7 @@ bindings, the help screen, the tab badges and the snapshot tests are all built f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .base import Pane
 from .buzz import BuzzPane
@@ -21,7 +22,7 @@ from .wake import WakePane
 class PaneSpec:
     id: str
     title: str
-    cls: type[Pane]
+    cls: type[Pane[Any]]
     key: str  # switches to it from a list; alt+key from anywhere
 
     @property
@@ -42,6 +43,6 @@ PANES: tuple[PaneSpec, ...] = (
 )
 
 
-def spec_of(pane: Pane) -> PaneSpec:
+def spec_of(pane: Pane[Any]) -> PaneSpec:
     """The list's entry for a pane on screen."""
     return next(spec for spec in PANES if spec.id == pane.id)

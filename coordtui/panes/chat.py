@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -25,7 +25,10 @@ TYPING_SHOWN_FOR = 6.0
 TYPING_SENT_EVERY = 3.0
 
 
-class ChatPane(Pane):
+ChatData = tuple[list[Channel], list[ChatMessage] | None]  # the channels; the open one's history, when fetched
+
+
+class ChatPane(Pane[ChatData]):
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
             ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),
@@ -75,7 +78,7 @@ class ChatPane(Pane):
         self.query_one("#chat-input", Input).cursor_blink = False
         self.set_interval(1.0, self.render_typing)
 
-    async def load(self):
+    async def load(self) -> ChatData:
         channels = await self.client.channels()
         messages = None
         if self.current is None and channels:
@@ -87,13 +90,13 @@ class ChatPane(Pane):
             messages = await self.client.chat_messages(self.current, limit=100)
         current = next((c for c in channels if c.id == self.current), None)
         if current is not None and current.unread and self.active:
-            await self.client.mark_read(self.current)
+            await self.client.mark_read(current.id)
             self.post_message(self.CountsStale())
             channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
                                                                  c.last_at) for c in channels]
         return channels, messages
 
-    def show(self, data) -> None:
+    def show(self, data: ChatData) -> None:
         channels, messages = data
         table = self.query_one("#chat-channels", DataTable)
         table.clear()
@@ -106,7 +109,7 @@ class ChatPane(Pane):
             unread = Text(str(channel.unread), style="bold cyan") if channel.unread else Text("")
             style = "bold" if channel.unread else ""
             table.add_row(Text(channel.label(me), style=style), unread, key=channel.id)
-        if self.current in table.rows:
+        if self.current is not None and self.current in table.rows:
             table.move_cursor(row=table.get_row_index(self.current))
         if messages is not None:
             self.messages = {m.id: m for m in messages}
@@ -165,7 +168,8 @@ class ChatPane(Pane):
         self.request_reload()  # the other channels' counts and order
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.open_channel(event.row_key.value)
+        if event.row_key.value is not None:  # the rows' keys are the channels' ids
+            self.open_channel(event.row_key.value)
         self.query_one("#chat-input", Input).focus()
 
     def open_channel(self, channel_id: str) -> None:
@@ -178,7 +182,7 @@ class ChatPane(Pane):
 
     def unsent_drafts(self) -> int:
         """Channels with text typed and not sent (the open channel's input included)."""
-        kept = {channel for channel, text in self.drafts.items() if text.strip()}
+        kept: set[str | None] = {channel for channel, text in self.drafts.items() if text.strip()}
         if self.query_one("#chat-input", Input).value.strip():
             kept.add(self.current)
         return len(kept)
@@ -239,7 +243,7 @@ class ChatPane(Pane):
         self.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
         self.request_reload()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         if event.key == "escape" and self.query_one("#chat-input", Input).has_focus:
             self.query_one("#chat-channels", DataTable).focus()
             event.stop()

@@ -11,14 +11,16 @@ shared text (`self.raw`, its mirror), never in the shown one, whose placeholders
 """
 from __future__ import annotations
 
-from pycrdt import Text, TextEvent, UndoManager
+from typing import Any
+
+from pycrdt import Subscription, Text, TextEvent, UndoManager
 from rich.color import Color, ColorParseError
 from rich.segment import Segment
 from rich.style import Style
 from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import TextArea
-from textual.widgets.text_area import Edit, EditResult
+from textual.widgets.text_area import Document, Edit, EditResult
 
 from ..client.notebook import LOCAL_ORIGIN as LOCAL  # the provider sends every non-remote transaction
 from ..client.notebook import RemoteCursor
@@ -68,16 +70,23 @@ class CollabTextArea(TextArea):
     class RemoteEdited(Message):
         """Someone else's edit reached the text (a view rendered from it follows)."""
 
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("soft_wrap", True)
-        super().__init__(*args, **kwargs)
+    def __init__(self, text: str = "", *, soft_wrap: bool = True, **kwargs: Any) -> None:
+        super().__init__(text, soft_wrap=soft_wrap, **kwargs)
         self.shared: Text | None = None
         self.undo_manager: UndoManager | None = None
-        self._subscription = None
+        self._subscription: Subscription | None = None
         self._applying_remote = False
         self.remote_edits = 0
         self.raw = ""  # the shared text as it is (self.text is what is shown: the same, neutralised)
         self.remote_cursors: list[RemoteCursor] = []  # the other editors' carets and selections (awareness)
+
+    @property
+    def plain_document(self) -> Document:
+        """The text as TextArea keeps it: a Document (no syntax language is set), which converts between
+        indexes and locations (DocumentBase, its declared type, does not)."""
+        document = self.document
+        assert isinstance(document, Document)
+        return document
 
     def bind(self, shared: Text) -> None:
         self.unbind()
@@ -110,7 +119,7 @@ class CollabTextArea(TextArea):
     def screen_offset(self, index: int) -> tuple[int, int]:
         """Where a position of the text is drawn: (x in the widget, y in the wrapped document)."""
         index = max(0, min(index, len(self.text)))
-        offset = self.wrapped_document.location_to_offset(self.document.get_location_from_index(index))
+        offset = self.wrapped_document.location_to_offset(self.plain_document.get_location_from_index(index))
         return offset.x + self.gutter_width - self.scroll_offset.x, offset.y
 
     def render_line(self, y: int) -> Strip:
@@ -144,8 +153,8 @@ class CollabTextArea(TextArea):
             return super().edit(shown)
         before = self.raw
         top, bottom = sorted((edit.from_location, edit.to_location))
-        start = self.document.get_index_from_location(top)
-        end = self.document.get_index_from_location(bottom)
+        start = self.plain_document.get_index_from_location(top)
+        end = self.plain_document.get_index_from_location(bottom)
         result = super().edit(shown)
         start_b, end_b = byte_offset(before, start), byte_offset(before, end)
         doc = self.shared.doc
@@ -161,9 +170,10 @@ class CollabTextArea(TextArea):
     def _on_shared_change(self, event: TextEvent) -> None:
         if event.transaction.origin == LOCAL:
             return
-        self._apply_delta(event.delta)
+        delta: list[dict[str, Any]] = event.delta  # type: ignore[attr-defined]  # pycrdt lists it in __slots__ only
+        self._apply_delta(delta)
 
-    def _apply_delta(self, delta: list[dict]) -> None:
+    def _apply_delta(self, delta: list[dict[str, Any]]) -> None:
         self._applying_remote = True
         try:
             with self.prevent(TextArea.Changed):
@@ -175,15 +185,16 @@ class CollabTextArea(TextArea):
                     elif "insert" in op:
                         inserted = op["insert"] if isinstance(op["insert"], str) else ""
                         index = char_index(current, position)
-                        self.insert(inserted, self.document.get_location_from_index(index),
+                        self.insert(inserted, self.plain_document.get_location_from_index(index),
                                     maintain_selection_offset=True)
                         current = current[:index] + inserted + current[index:]
                         position += len(inserted.encode("utf-8"))
                     elif "delete" in op:
                         start = char_index(current, position)
                         end = char_index(current, position + op["delete"])
-                        self.delete(self.document.get_location_from_index(start),
-                                    self.document.get_location_from_index(end), maintain_selection_offset=True)
+                        self.delete(self.plain_document.get_location_from_index(start),
+                                    self.plain_document.get_location_from_index(end),
+                                    maintain_selection_offset=True)
                         current = current[:start] + current[end:]
                 self.raw = current
             self.remote_edits += 1

@@ -15,7 +15,7 @@ from .base import Pane
 from ..tables import PlainTable, cursor_key
 
 
-class DirectoryPane(Pane):
+class DirectoryPane(Pane[list[DirectoryEntry]]):
     EVENT_TYPES = frozenset({"resync", "reconnected"})
     POLL_SECONDS = 15.0  # no event announces link changes
     SERVER_FILTER = True
@@ -45,7 +45,8 @@ class DirectoryPane(Pane):
         self.query_one("#directory-summary", Static).update(f"{label}{counted(len(entries), 'link')}")
 
     def selected(self) -> DirectoryEntry | None:
-        return self.entries.get(cursor_key(self.query_one("#directory-table", DataTable)))
+        key = cursor_key(self.query_one("#directory-table", DataTable))
+        return self.entries.get(key) if key is not None else None
 
     @work(group="directory-action", exit_on_error=False)
     async def action_add(self) -> None:

@@ -19,7 +19,8 @@ STATUS_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 REFRESH_SECONDS = 5.0
 
 
-def detail_lines(details) -> list[str]:
+def detail_lines(details: object) -> list[str]:
+    """A probe's details (JSON: any shape) as lines of text."""
     if details is None:
         return []
     if isinstance(details, dict):
@@ -30,7 +31,7 @@ def detail_lines(details) -> list[str]:
     return [str(details)]
 
 
-class DoctorPane(Pane):
+class DoctorPane(Pane[DoctorReport]):
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
             ("t", "tokens (admin)"), ("i", "invites (admin)"), ("U", "users (admin)"),
             ("", "admins: requests/s, p99 latency, open streams, push outbox, event-loop lag (last minute)")]

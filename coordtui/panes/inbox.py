@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -38,7 +39,10 @@ def thread_key(message: Message) -> str:
     return message.thread_id or str(message.id)
 
 
-class InboxPane(Pane):
+MailData = tuple[list[Message], list[Message], int]  # received (in order), sent, unread count
+
+
+class InboxPane(Pane[MailData]):
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
             ("r", "reply"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
@@ -80,18 +84,19 @@ class InboxPane(Pane):
         """Received mail names its sender, sent mail its recipients."""
         return (" ", "From" if self.view == "received" else "To", "Title", "Age")
 
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Reply and ack act on mail received: in Sent they are neither offered nor bound."""
         if action in ("reply", "ack") and self.view == "sent":
             return False
         return True
 
-    async def load(self):
+    async def load(self) -> MailData:
         if self.query_text:
             found = await self.client.search_inbox(self.query_text)
             return found, [], len(found)
         unread = await self.client.inbox("unread", limit=100)  # urgent first, then oldest: the first 100 to act on
         everything = await self.client.inbox(limit=100)
+        sent: list[Message]
         try:
             sent = await self.client.sent(limit=100)
         except ApiError as exc:  # (ours) on other v1 servers? the thread view then shows received mail only
@@ -100,7 +105,7 @@ class InboxPane(Pane):
             sent = []
         return order_inbox(unread.messages + everything.messages), sent, unread.total
 
-    def show(self, data) -> None:
+    def show(self, data: MailData) -> None:
         messages, self.sent, unread = data
         if not self.query_text:
             self.post_message(self.MailCounted(unread))
@@ -131,7 +136,7 @@ class InboxPane(Pane):
         self._place_cursor(table, selected)
         self.show_thread()
 
-    def _place_cursor(self, table: DataTable, selected: Message | None) -> None:
+    def _place_cursor(self, table: DataTable[Any], selected: Message | None) -> None:
         """On the message opened from Wake once it is listed, else where it was before the refill."""
         if self.to_select is not None and self.loads >= self.to_select_by and self.to_select not in self.messages:
             self.to_select = None  # not among the messages listed: the cursor stays where it was
@@ -195,7 +200,7 @@ class InboxPane(Pane):
                                                              "Mark read")):
             return
         done = await self.act(self.client.ack_many([m.id for m in unread]))
-        if done:
+        if isinstance(done, dict) and done:
             self.notify(f"Marked {len(done.get('success') or [])} read", timeout=3)
             self.request_reload()
 
@@ -248,7 +253,7 @@ class InboxPane(Pane):
             self.query_one("#inbox-table", DataTable).focus()
             self.request_reload()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         search = self.query_one("#inbox-search", Input)
         if event.key == "escape" and (search.has_focus or self.query_text):
             search.value = ""
@@ -282,7 +287,9 @@ class InboxPane(Pane):
     @work(group="inbox-action", exit_on_error=False)
     async def action_ack(self) -> None:
         message = self.selected()
-        if message is not None and await self.act(self.client.ack(message.id), f"Acknowledged {message.id}"):
+        if message is None:
+            return
+        if await self.act(self.client.ack(message.id), f"Acknowledged {message.id}"):
             self.request_reload()
 
     @work(group="inbox-action", exit_on_error=False)

@@ -1,6 +1,8 @@
 """Notebook: the page list and a collaborative editor bound to the CRDT session of the open page."""
 from __future__ import annotations
 
+from typing import Any, Awaitable
+
 from rich.markup import escape
 from rich.text import Text
 from textual import events, work
@@ -39,7 +41,7 @@ def find_all(text: str, query: str) -> list[int]:
     return starts
 
 
-class NotebookPane(Pane):
+class NotebookPane(Pane[list[Page]]):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list"),
@@ -186,9 +188,9 @@ class NotebookPane(Pane):
         """My caret and selection, for the other editors to see (code points, as the awareness state carries)."""
         editor = event.text_area
         session = self.page_session
-        if editor.id != "notebook-editor" or session is None or not session.synced or editor.shared is None:
+        if not isinstance(editor, CollabTextArea) or session is None or not session.synced or editor.shared is None:
             return
-        document = editor.document
+        document = editor.plain_document
         session.set_cursor(document.get_index_from_location(event.selection.start),
                            document.get_index_from_location(event.selection.end))
 
@@ -229,7 +231,7 @@ class NotebookPane(Pane):
         def placed(cursor: RemoteCursor) -> str:
             where = ""
             if cursor.head is not None:
-                row, _col = editor.document.get_location_from_index(min(cursor.head, len(editor.text)))
+                row, _col = editor.plain_document.get_location_from_index(min(cursor.head, len(editor.text)))
                 where = f" line {row + 1}"
             mark = " (following)" if cursor.client_id == self.following else ""
             return f"[{cursor_colour(cursor)}]{escape(cursor.name)}[/]{where}{mark}"
@@ -238,7 +240,7 @@ class NotebookPane(Pane):
         parts += [placed(cursor) for cursor in by_name.values()]
         return ", ".join(parts) or "-"
 
-    def session_closed(self, session, message: str | None) -> None:
+    def session_closed(self, session: NotebookSession, message: str | None) -> None:
         if session is self.page_session:
             self.readonly_reason = f"disconnected{': ' + message if message else ''}"
             self.query_one("#notebook-editor", CollabTextArea).read_only = True
@@ -404,7 +406,7 @@ class NotebookPane(Pane):
                 block.scroll_visible(animate=False)
             return
         editor = self.query_one("#notebook-editor", CollabTextArea)
-        document = editor.document
+        document = editor.plain_document
         editor.selection = Selection(document.get_location_from_index(start),
                                      document.get_location_from_index(start + length))
         editor.scroll_cursor_visible()
@@ -421,7 +423,7 @@ class NotebookPane(Pane):
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:
-        def create(values: dict):
+        def create(values: dict[str, Any]) -> Awaitable[Page]:
             tags = [t.strip() for t in values["tags"].split(",") if t.strip()] or None
             return self.client.create_page(values["title"], "", tags)
         page = await self.app.push_screen_wait(FormScreen("New page", [

@@ -35,7 +35,7 @@ def order_presence(entries: list[PresenceEntry], now: datetime) -> list[Presence
     return sorted(entries, key=lambda e: (STATE_RANK[presence_state(e, now)], e.identity))
 
 
-class PresencePane(Pane):
+class PresencePane(Pane[list[PresenceEntry]]):
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
     POLL_SECONDS = 30.0  # active turns idle and away with time alone

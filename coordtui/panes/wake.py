@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.actions import SkipAction
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.timer import Timer
 from textual.message import Message
 from textual.widgets import DataTable, Static
@@ -46,7 +47,7 @@ def item_text(item: WakeItem) -> Text:
     return text
 
 
-class WakePane(Pane):
+class WakePane(Pane[Wake]):
     ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
@@ -56,15 +57,16 @@ class WakePane(Pane):
             ("1-9", "answer the highlighted question with that option (other rows: switch pane)"),
             ("A", "all questions to and from you (batch answer)"), ("Q", "ask someone a question"),
             ("n / N", "next / previous unread item (alert, mail, chat)")]
-    BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
                 Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
                 Binding("A", "ops('asks')", "Asks", show=False, id="wake.asks"),
                 Binding("Q", "ops('ask')", "Ask", show=False, id="wake.ask"),
                 Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
-                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread")] + [
-                Binding(str(n), f"answer({n})", f"Answer {n}", show=False, id=f"wake.answer_{n}") for n in range(1, 10)]
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread"),
+                *(Binding(str(n), f"answer({n})", f"Answer {n}", show=False, id=f"wake.answer_{n}")
+                  for n in range(1, 10))]
 
     @dataclass
     class Shown(Message):
@@ -91,7 +93,8 @@ class WakePane(Pane):
         super().__init__(session, title=title, id=id)
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
-        self._signature: tuple = ()
+        self._channels: list[Channel] | None = None  # fetched by load() with the wake it returns (older servers)
+        self._signature: tuple[object, ...] = ()
         self.answering: dict[str, tuple[Timer, str]] = {}  # item key -> (the timer that sends it, the option)
 
     def compose(self) -> ComposeResult:
@@ -100,15 +103,16 @@ class WakePane(Pane):
         table.add_columns("Pri", "Age", "Item")
         yield table
 
-    async def load(self) -> tuple[Wake, list[Channel] | None]:
+    async def load(self) -> Wake:
         wake = await self.client.wake()
-        channels = None
+        self._channels = None
         if not any(item.source == "chat" for item in wake.items):  # an older server: chat from the channels
-            channels = await self.client.channels()
-        return wake, channels
+            self._channels = await self.client.channels()
+        return wake
 
-    def show(self, data: tuple[Wake, list[Channel] | None]) -> None:
-        wake, channels = data
+    def show(self, wake: Wake) -> None:
+        # the channels fetched with this wake, once: a wake shown again (a filter) is viewed with the counted ones
+        channels, self._channels = self._channels, None
         self.post_message(self.Shown(wake, channels))
         self.paint(self.session.wake_view(wake, channels))
 
@@ -152,7 +156,7 @@ class WakePane(Pane):
         pulses = [e for e in events if e.type == "wake_pulse"]
         if pulses:
             if self.active:
-                self.render_data((Wake.parse(pulses[-1].data), None))
+                self.render_data(Wake.parse(pulses[-1].data))
             else:
                 self.stale = True
         super().handle_events(events)
@@ -168,7 +172,7 @@ class WakePane(Pane):
         return self.items.get(key) if key else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        item = self.items.get(event.row_key.value)
+        item = self.items.get(event.row_key.value or "")
         if item is not None:
             self.post_message(self.ItemOpened(item))
 
@@ -235,10 +239,12 @@ class WakePane(Pane):
     @work(group="wake-action", exit_on_error=False)
     async def action_ack(self) -> None:
         item = self._need("message", "message_pending", "buzz")
-        if item is not None and item.source == "buzz":
+        if item is None:
+            return
+        if item.source == "buzz":
             self.dismiss_alert(item)
             return
-        if item and await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
+        if await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
             self.request_reload()
 
     def dismiss_alert(self, item: WakeItem) -> None:

@@ -2,6 +2,9 @@
 GET /api/swarm/tasks/{id}/events."""
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Awaitable, Callable
+
 from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
@@ -11,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..client.api import ApiError, ConnectionFailed
-from ..client.models import age_text
+from ..client.models import Task, TaskEvent, age_text
 from ..client.v11 import Workflow
 from ..keybar import KeyBar
 from ..session import Session
@@ -29,8 +32,8 @@ class TaskDetailScreen(ModalScreen[None]):
         super().__init__()
         self.session = session
         self.task_id = task_id
-        self.current_task = None
-        self.history = []
+        self.current_task: Task | None = None
+        self.history: list[TaskEvent] = []
         self.workflows: list[Workflow] | None = None  # None: the server has no workflows (404)
 
     def compose(self) -> ComposeResult:
@@ -85,7 +88,7 @@ class TaskDetailScreen(ModalScreen[None]):
             lines.append("  (none)")
         target.update("\n".join(lines))
 
-    def workflow_lines(self, now) -> list[str]:
+    def workflow_lines(self, now: datetime) -> list[str]:
         if self.workflows is None:
             return []
         lines = ["[b]Workflows[/b] [dim](a attach · d detach)[/dim]"]
@@ -137,7 +140,8 @@ class TaskDetailScreen(ModalScreen[None]):
         await self.pick("Detach a workflow", labelled(self.workflows, self.session.now()), "Detach",
                         lambda flow_id: self.session.connected_client().detach_workflow(self.task_id, flow_id))
 
-    async def pick(self, title: str, choices: dict[str, str], label: str, call) -> None:
+    async def pick(self, title: str, choices: dict[str, str], label: str,
+                   call: Callable[[str], Awaitable[None]]) -> None:
         names = tuple(choices)
         form = FormScreen(f"{title}: {self.current_task.title if self.current_task else ''}",
                           [Field("workflow", "Workflow", names[0], kind="select", options=names)], label,
@@ -146,7 +150,7 @@ class TaskDetailScreen(ModalScreen[None]):
             self.load()
 
 
-def labelled(flows: list[Workflow], now) -> dict[str, str]:
+def labelled(flows: list[Workflow], now: datetime) -> dict[str, str]:
     """Select labels (title and state, numbered when titles repeat) to workflow ids."""
     choices: dict[str, str] = {}
     for flow in flows:

@@ -82,6 +82,10 @@ async def test_webhook_create_shows_a_copyable_ingest_url_edit_and_delete(server
         assert url == hook["ingestUrl"] and "/api/ingest/grafana/" in url
         box = app.screen.query_one("#secret-0")
         assert box.read_only
+        box.focus()
+        await pilot.press("x", "backspace", "ctrl+u")
+        assert box.value == url, "the URL the server issued was edited"
+        app.screen.query_one("#copy-0").focus()
         await pilot.press("c")
         assert app.clipboard == url
         await pilot.press("escape")
