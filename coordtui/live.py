@@ -99,7 +99,7 @@ class Live:
                 self.counts.due = True
             if event.type == "wake_pulse":
                 self.counts_seen(wake=Wake.parse(event.data))
-            elif event.type == "message" and not event.data.get("urgent"):
+            elif event.type == "message" and event.data.get("sender") and not event.data.get("urgent"):
                 self.quiet_toast("inbox", in_view, "New mail", f"{event.data.get('sender')}: {event.data.get('title')}")
             elif event.type == "chat_message":
                 self.chat_arrived(event, in_view, chat_open, chat_channels)
