@@ -396,6 +396,7 @@ class BuzzEvent(BaseModel):
     notify_delivered_at = pw.DateTimeField(null=True)
     suppressed = pw.BooleanField(default=False)
     dedup_key = pw.CharField(max_length=255, null=True)
+    alert_id = pw.BigIntegerField(null=True)  # the alert it belongs to (BuzzAlert; null before schema 7)
 
     class Meta:
         indexes = (
@@ -403,6 +404,40 @@ class BuzzEvent(BaseModel):
             (("notify_agent", "notify_delivered_at"), False),
             (("webhook_id", "dedup_key", "received_at"), False),
             (("webhook_id", "received_at"), False),
+            (("alert_id", "id"), False),  # an alert's recent events
+        )
+
+
+class BuzzAlert(BaseModel):
+    """The persistent state above buzz events (domain/alerts.py): one per webhook and group key, open, acked,
+    snoozed or resolved. The routing columns are the webhook's as of its latest ingest, so visibility and
+    wake are indexed queries on this table alone."""
+    id = pw.AutoField()
+    webhook_id = pw.BigIntegerField()
+    group_key = pw.CharField(max_length=255)
+    app_name = pw.CharField(max_length=50)
+    title = pw.CharField(max_length=255)
+    for_users = pw.CharField(max_length=255, null=True)
+    wake_agent = pw.CharField(max_length=50, null=True)
+    notify_agent = pw.CharField(max_length=50, null=True)
+    state = pw.CharField(max_length=10, default="open")  # open, acked, snoozed, resolved
+    count = pw.IntegerField(default=0)  # firings (a resolved notification is not one)
+    first_at = pw.DateTimeField()
+    last_at = pw.DateTimeField()
+    opened_at = pw.DateTimeField()  # when it last became open (created or reopened): time to acknowledge
+    acked_by = pw.CharField(max_length=50, null=True)
+    acked_at = pw.DateTimeField(null=True)
+    snoozed_until = pw.DateTimeField(null=True)
+    resolved_at = pw.DateTimeField(null=True)
+    resolved_by = pw.CharField(max_length=50, null=True)  # null when the source resolved it
+    last_event_id = pw.BigIntegerField(null=True)
+
+    class Meta:
+        indexes = (
+            (("webhook_id", "group_key"), True),  # the ingest's lookup; one alert per group
+            (("wake_agent", "state"), False),  # wake: the identity's open alerts
+            (("state", "snoozed_until"), False),  # the snooze pass: snoozed alerts by their end
+            (("state", "last_at"), False),  # listings by state, newest first
         )
 
 
@@ -500,5 +535,5 @@ ALL_MODELS = [
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, DirectoryEntry,
-    Ask, AskRecipient,
+    Ask, AskRecipient, BuzzAlert,
 ]

@@ -23,6 +23,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..models import BuzzEvent, BuzzWebhook
+from . import alerts
 from ..timeutil import from_db, iso, to_db
 from .fields import flag
 from .identities import is_known, valid_identity
@@ -57,7 +58,7 @@ def event_json(event: BuzzEvent) -> JSONObject:
             "forUsers": event.for_users, "receivedAt": iso(event.received_at), "contentType": event.content_type,
             "bodyText": event.body_text, "bodyJson": event.body_json,
             "wakeDeliveredAt": iso(event.wake_delivered_at), "notifyDeliveredAt": iso(event.notify_delivered_at),
-            "suppressed": event.suppressed}
+            "suppressed": event.suppressed, "alertId": event.alert_id}
 
 
 # --- field validation ------------------------------------------------------------------------
@@ -194,16 +195,9 @@ def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:
     webhook.delete_instance()
 
 
-def _names(column: pw.Field[Any], identity: str) -> pw.NodeList:
-    """`column` (a normalised comma list) names `identity` exactly; LIKE wildcards in it are escaped."""
-    pattern = "%," + identity.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ",%"
-    padded = pw.Value(",").concat(column).concat(",")
-    return pw.NodeList((padded, pw.SQL("LIKE"), pw.Value(pattern), pw.SQL("ESCAPE '\\'")))
-
-
 def list_events(identity: str, app_name: str | None, limit: int) -> list[JSONObject]:
     """Newest first; only events addressed to everyone or naming the caller (filtered before the limit)."""
-    query = BuzzEvent.select().where(BuzzEvent.for_users.is_null() | _names(BuzzEvent.for_users, identity))
+    query = BuzzEvent.select().where(BuzzEvent.for_users.is_null() | alerts.names(BuzzEvent.for_users, identity))
     if app_name:
         query = query.where(BuzzEvent.app_name == app_name)
     return [event_json(e) for e in query.order_by(BuzzEvent.id.desc()).limit(limit)]
@@ -358,7 +352,7 @@ def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
     text = body_text(raw, content_type)
     payload = _json_payload(text, content_type)
     parsed = {"content_type": content_type, "body_text": text if payload is None else None,
-              "body_json": payload, "title": None, "dedup_key": None}
+              "body_json": payload, "title": None, "dedup_key": None, "group_key": None, "resolves": False}
     if not isinstance(payload, dict):
         return parsed
     if isinstance(payload.get("title"), str) and payload["title"].strip():
@@ -375,7 +369,33 @@ def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
         parsed["dedup_key"] = _short_key(github_delivery and f"github:{github_delivery}")
     if payload.get("dedupKey") not in (None, ""):
         parsed["dedup_key"] = _short_key(payload["dedupKey"])
+    parsed["group_key"] = _group_key(payload, github_event) or parsed["dedup_key"]
+    parsed["resolves"] = is_alertmanager(payload) and payload.get("status") == "resolved"
     return parsed
+
+
+def _github_group(event: str, payload: JSONObject) -> str:
+    """The repository plus the workflow (or check), or the PR (an issue's comments join its PR's or
+    issue's alert: GitHub numbers both alike); any other event groups by repository and event."""
+    for key, kind in (("workflow_run", "workflow"), ("check_run", "check")):
+        if event == key and isinstance(payload.get(key), dict):
+            return f"github:{_repo(payload)}:{kind}:{payload[key].get('name', '?')}"
+    for key in ("pull_request", "issue"):
+        if isinstance(payload.get(key), dict) and payload[key].get("number") is not None:
+            return f"github:{_repo(payload)}:#{payload[key]['number']}"
+    return f"github:{_repo(payload)}:{event}"
+
+
+def _group_key(payload: JSONObject, github_event: str | None) -> str | None:
+    """Which alert an ingest belongs to, before the dedupKey and title fallbacks (skill page `buzz`)."""
+    try:
+        if is_alertmanager(payload):
+            return _short_key(payload.get("groupKey")) or _short_key(payload.get("fingerprint"))
+        if github_event:
+            return _short_key(_github_group(github_event, payload))
+    except (TypeError, AttributeError, ValueError, KeyError):
+        logger.info("ingest payload of an unexpected shape; grouped by its other keys")
+    return _short_key(payload.get("groupKey"))
 
 
 def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
@@ -399,11 +419,7 @@ def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now: datetime) -> bo
 
 
 def _audience(webhook: BuzzWebhook) -> list[str] | None:
-    if webhook.for_users is None:
-        return None
-    names = set(webhook.for_users.split(","))
-    names.update(a for a in (webhook.wake_agent, webhook.notify_agent) if a)
-    return sorted(names)
+    return alerts.audience(webhook.for_users, webhook.wake_agent, webhook.notify_agent)
 
 
 def _serialise_ingests(webhook: BuzzWebhook) -> None:
@@ -434,17 +450,33 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
         _check_rate(webhook, now, limit)
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
     title = (parsed["title"] or webhook.title)[:TITLE_MAX]
+    group_key = parsed.get("group_key") or _short_key(title) or title
+    alert = alerts.find(webhook.id, group_key)
+    created = alert is None and not suppressed  # a repeat never starts an alert
+    if alert is None and not suppressed:
+        alert = alerts.create_for(webhook, group_key, title, bool(parsed.get("resolves")), now)
     event = BuzzEvent.create(
         webhook_id=webhook.id, app_name=webhook.app_name, title=title, for_users=webhook.for_users,
         received_at=to_db(now), content_type=parsed["content_type"], body_text=parsed["body_text"],
         body_json=parsed["body_json"], wake_agent=webhook.wake_agent, notify_agent=webhook.notify_agent,
-        suppressed=suppressed, dedup_key=parsed["dedup_key"])
+        suppressed=suppressed, dedup_key=parsed["dedup_key"], alert_id=alert.id if alert else None)
     if suppressed:
         return {"ok": True, "eventId": event.id, "suppressed": True}
+    assert alert is not None
+    alerts.record(alert, webhook, event.id, title, bool(parsed.get("resolves")), created, now)
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
-    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id},
+    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
+                             "alertId": alert.id},
                to=_audience(webhook))
     for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None}:
         pulse: WakePayload = {"identity": agent}
         db.after_commit(WAKE, pulse)
-    return {"ok": True, "eventId": event.id}
+    return {"ok": True, "eventId": event.id, "alertId": alert.id}
+
+
+def alert_detail(identity: str, is_admin: bool, alert_id: int) -> JSONObject:
+    """An alert the caller may see, with its most recent events (newest first)."""
+    alert = alerts.visible(identity, is_admin, alert_id)
+    events = (BuzzEvent.select().where(BuzzEvent.alert_id == alert.id).order_by(BuzzEvent.id.desc())
+              .limit(alerts.RECENT_EVENTS))
+    return {**alerts.alert_json(alert), "events": [event_json(e) for e in events]}

@@ -105,6 +105,7 @@ class BuzzEvent(Model):
     wake_delivered_at: Time | None
     notify_delivered_at: Time | None
     suppressed: bool
+    alert_id: int | None = None  # the alert it belongs to (none for a repeat that started none)
 
 
 class BuzzEvents(Model):
@@ -116,3 +117,4 @@ class Ingested(Ok):
     """An accepted ingest: its event id; `suppressed` when it repeated a recent dedup key."""
     event_id: int
     suppressed: bool | UnsetType = UNSET
+    alert_id: int | UnsetType = UNSET  # the alert it counts on (absent for a suppressed repeat)
