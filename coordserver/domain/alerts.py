@@ -70,6 +70,7 @@ def _changed(alert: BuzzAlert, change: Change, by: str | None) -> None:
     """Log `alert_changed` for the alert's audience, pulse its wake agent and tell every process's
     scheduler (a snooze's end)."""
     log.append("alert_changed", {"type": "alert_changed", "alertId": alert.id, "change": change, "by": by,
+                                 "wakeAgent": alert.wake_agent, "notifyAgent": alert.notify_agent,
                                  "alert": alert_json(alert)},
                to=audience(alert.for_users, alert.wake_agent, alert.notify_agent))
     if alert.wake_agent:

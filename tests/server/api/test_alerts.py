@@ -15,6 +15,7 @@ import pytest
 from coordserver.events import log as event_log
 from coordserver.timeutil import FrozenClock, iso
 from tests.helpers import client, eventually, ok
+from tests.server.realtime.test_push import ALLOW_LOOPBACK, receiver, register, verify  # noqa: F401 (a fixture)
 from tests.sse_helpers import open_stream
 
 START = datetime(2026, 2, 17, 12, 0, tzinfo=UTC)
@@ -246,6 +247,20 @@ async def test_stream_events_and_their_replay_after_a_restart(make_server, datab
     assert [(f.event, f.data["change"]) for f in replayed] == [("alert_changed", "unacked"),
                                                                  ("alert_changed", "resolved")]
     assert [to for _d, to, _all in logged(again)] == [["bob", "carol"]] * 4  # as its buzz events: forUsers, agents
+
+
+def test_a_state_change_is_pushed_to_the_agents_but_not_to_whoever_made_it(make_server, receiver):
+    srv = make_server(env=ALLOW_LOOPBACK)
+    target = receiver()
+    token = register(srv, "carol", target.url)
+    with client(srv, "alice") as alice, client(srv, "bob") as bob:
+        hook = webhook(alice, wakeAgent="bob", notifyAgent="carol")
+        alert_id = fire(srv, hook, {"title": "Disk full", "groupKey": "db"})["alertId"]
+        ok(bob.post(f"/api/buzz/alerts/{alert_id}/ack"))
+    pushed = [verify(call, token) for call in target.wait_calls(3)]
+    changes = [p["event"].get("change") for p in pushed if p["event"]["type"] == "alert_changed"]
+    assert changes == ["opened", "acked"]
+    assert any(f'(alert {alert_id}) acked by bob' in p["message"] for p in pushed)
 
 
 # --- snoozes end by themselves -----------------------------------------------------------------
