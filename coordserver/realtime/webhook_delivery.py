@@ -64,7 +64,8 @@ def push_text(event_type: str, data: dict) -> str:
     if event_type in ASK_TYPES:
         return _ask_text(event_type, data)
     if event_type == "alert_changed":
-        alert = data.get("alert") if isinstance(data.get("alert"), dict) else {}
+        given = data.get("alert")
+        alert = given if isinstance(given, dict) else {}
         by = f" by {data.get('by')}" if data.get("by") else ""
         return (f"{alert.get('appName')} alert \"{alert.get('title')}\" (alert {data.get('alertId')}) "
                 f"{data.get('change')}{by}; {alert.get('count')} firings: GET /api/buzz/alerts/{data.get('alertId')}")
