@@ -397,6 +397,7 @@ class BuzzEvent(BaseModel):
     suppressed = pw.BooleanField(default=False)
     dedup_key = pw.CharField(max_length=255, null=True)
     alert_id = pw.BigIntegerField(null=True)  # the alert it belongs to (BuzzAlert; null before schema 7)
+    silenced_by = pw.BigIntegerField(null=True)  # the BuzzSilence that hid it (stored and counted, no effects)
 
     class Meta:
         indexes = (
@@ -431,6 +432,7 @@ class BuzzAlert(BaseModel):
     resolved_at = pw.DateTimeField(null=True)
     resolved_by = pw.CharField(max_length=50, null=True)  # null when the source resolved it
     last_event_id = pw.BigIntegerField(null=True)
+    silenced_by = pw.BigIntegerField(null=True)  # the silence that hid its latest firing (it is then not in wake)
 
     class Meta:
         indexes = (
@@ -439,6 +441,25 @@ class BuzzAlert(BaseModel):
             (("state", "snoozed_until"), False),  # the snooze pass: snoozed alerts by their end
             (("state", "last_at"), False),  # listings by state, newest first
         )
+
+
+class BuzzSilence(BaseModel):
+    """Ingests of a webhook (or of every webhook of an app name) that match are stored and counted on their
+    alert but have no effects, until `ends_at` or until ended (domain/silences.py)."""
+    id = pw.AutoField()
+    app_name = pw.CharField(max_length=50, null=True)
+    webhook_id = pw.BigIntegerField(null=True)
+    title_match = pw.CharField(max_length=255, null=True)  # a substring, or /a regular expression/
+    labels = JSONField(null=True)  # {name: value}: every one must be among the event's labels
+    comment = pw.TextField(default="")
+    created_by = pw.CharField(max_length=50)
+    created_at = pw.DateTimeField()
+    ends_at = pw.DateTimeField()
+    ended_at = pw.DateTimeField(null=True)  # ended early (DELETE)
+    ended_by = pw.CharField(max_length=50, null=True)
+
+    class Meta:
+        indexes = ((("ends_at",), False),)  # the ingest's lookup: silences still running
 
 
 # --- notebook and directory ------------------------------------------------------------------
@@ -535,5 +556,5 @@ ALL_MODELS = [
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, DirectoryEntry,
-    Ask, AskRecipient, BuzzAlert,
+    Ask, AskRecipient, BuzzAlert, BuzzSilence,
 ]

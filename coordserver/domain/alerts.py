@@ -53,7 +53,7 @@ def alert_json(alert: BuzzAlert) -> dict[str, Any]:
             "firstAt": iso(alert.first_at), "lastAt": iso(alert.last_at), "ackedBy": alert.acked_by,
             "ackedAt": iso(alert.acked_at), "snoozedUntil": iso(alert.snoozed_until),
             "resolvedAt": iso(alert.resolved_at), "resolvedBy": alert.resolved_by,
-            "lastEventId": alert.last_event_id}
+            "lastEventId": alert.last_event_id, "silencedBy": alert.silenced_by}
 
 
 def audience(for_users: str | None, wake_agent: str | None, notify_agent: str | None) -> list[str] | None:
@@ -105,7 +105,8 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
     fields: dict[Any, Any] = {
         BuzzAlert.last_at: stamp, BuzzAlert.last_event_id: event_id, BuzzAlert.title: title,
         BuzzAlert.app_name: webhook.app_name, BuzzAlert.for_users: webhook.for_users,
-        BuzzAlert.wake_agent: webhook.wake_agent, BuzzAlert.notify_agent: webhook.notify_agent}
+        BuzzAlert.wake_agent: webhook.wake_agent, BuzzAlert.notify_agent: webhook.notify_agent,
+        BuzzAlert.silenced_by: None}
     change: Change | None = "opened" if created and not resolves else None
     if resolves:
         if alert.state != "resolved":
@@ -123,6 +124,13 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
     alert = BuzzAlert.get_by_id(alert.id)
     _changed(alert, change, None)
     return alert
+
+
+def record_silenced(alert: BuzzAlert, event_id: int, silence_id: int, now: datetime) -> None:
+    """A silenced firing counts on its alert and hides it from wake; it changes no state and logs nothing."""
+    BuzzAlert.update({BuzzAlert.count: BuzzAlert.count + 1, BuzzAlert.last_at: to_db(now),
+                      BuzzAlert.last_event_id: event_id, BuzzAlert.silenced_by: silence_id}).where(
+        BuzzAlert.id == alert.id).execute()
 
 
 def _reopened(stamp: datetime) -> dict[Any, Any]:
@@ -289,8 +297,9 @@ def next_snooze_end() -> datetime | None:
 # --- wake ------------------------------------------------------------------------------------
 
 def wake_items(identity: str, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """Open alerts for which `identity` is the wake agent, oldest activity first: one item per alert."""
-    where = (BuzzAlert.wake_agent == identity) & (BuzzAlert.state == "open")
+    """Open alerts for which `identity` is the wake agent, oldest activity first: one item per alert (not
+    those whose latest firing a silence hid)."""
+    where = (BuzzAlert.wake_agent == identity) & (BuzzAlert.state == "open") & BuzzAlert.silenced_by.is_null()
     rows = list(BuzzAlert.select().where(where).order_by(BuzzAlert.last_at, BuzzAlert.id).limit(limit + 1))
     total = len(rows) if len(rows) <= limit else BuzzAlert.select().where(where).count()
     return [{"source": "alert", "id": a.id, "summary": f"{a.title} ({_firings(a.count)})",

@@ -23,7 +23,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..models import BuzzEvent, BuzzWebhook
-from . import alerts
+from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag
 from .identities import is_known, valid_identity
@@ -58,7 +58,7 @@ def event_json(event: BuzzEvent) -> JSONObject:
             "forUsers": event.for_users, "receivedAt": iso(event.received_at), "contentType": event.content_type,
             "bodyText": event.body_text, "bodyJson": event.body_json,
             "wakeDeliveredAt": iso(event.wake_delivered_at), "notifyDeliveredAt": iso(event.notify_delivered_at),
-            "suppressed": event.suppressed, "alertId": event.alert_id}
+            "suppressed": event.suppressed, "alertId": event.alert_id, "silencedBy": event.silenced_by}
 
 
 # --- field validation ------------------------------------------------------------------------
@@ -451,19 +451,25 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
     title = (parsed["title"] or webhook.title)[:TITLE_MAX]
     group_key = parsed.get("group_key") or _short_key(title) or title
+    silenced = None if suppressed else silences.silencing(webhook, title, parsed["body_json"], now)
+    resolves = bool(parsed.get("resolves")) and silenced is None
     alert = alerts.find(webhook.id, group_key)
     created = alert is None and not suppressed  # a repeat never starts an alert
     if alert is None and not suppressed:
-        alert = alerts.create_for(webhook, group_key, title, bool(parsed.get("resolves")), now)
+        alert = alerts.create_for(webhook, group_key, title, resolves, now)
     event = BuzzEvent.create(
         webhook_id=webhook.id, app_name=webhook.app_name, title=title, for_users=webhook.for_users,
         received_at=to_db(now), content_type=parsed["content_type"], body_text=parsed["body_text"],
         body_json=parsed["body_json"], wake_agent=webhook.wake_agent, notify_agent=webhook.notify_agent,
-        suppressed=suppressed, dedup_key=parsed["dedup_key"], alert_id=alert.id if alert else None)
+        suppressed=suppressed, dedup_key=parsed["dedup_key"], alert_id=alert.id if alert else None,
+        silenced_by=silenced)
     if suppressed:
         return {"ok": True, "eventId": event.id, "suppressed": True}
     assert alert is not None
-    alerts.record(alert, webhook, event.id, title, bool(parsed.get("resolves")), created, now)
+    if silenced is not None:
+        alerts.record_silenced(alert, event.id, silenced, now)
+        return {"ok": True, "eventId": event.id, "alertId": alert.id, "silencedBy": silenced}
+    alerts.record(alert, webhook, event.id, title, resolves, created, now)
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
     log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
                              "alertId": alert.id},

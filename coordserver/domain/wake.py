@@ -182,7 +182,8 @@ def _buzz_summary(event: BuzzEvent) -> str:
 def buzz_items(identity: str, role: str) -> tuple[list[JSONObject], int]:
     agent, delivered = ((BuzzEvent.wake_agent, BuzzEvent.wake_delivered_at) if role == "wake"
                         else (BuzzEvent.notify_agent, BuzzEvent.notify_delivered_at))
-    where = (agent == identity) & delivered.is_null() & (BuzzEvent.suppressed == False)  # noqa: E712
+    where = ((agent == identity) & delivered.is_null() & (BuzzEvent.suppressed == False)  # noqa: E712
+             & BuzzEvent.silenced_by.is_null())
     rows, total = _limited(BuzzEvent.select(BuzzEvent.id, BuzzEvent.title, BuzzEvent.body_text, BuzzEvent.app_name,
                                             BuzzEvent.received_at, BuzzEvent.alert_id)
                            .where(where).order_by(BuzzEvent.id),

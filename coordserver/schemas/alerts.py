@@ -46,6 +46,7 @@ class Alert(Model, omit_defaults=False):
     resolved_at: Time | None
     resolved_by: str | None
     last_event_id: int | None
+    silenced_by: int | None  # the silence that hid its latest firing (it is then in no wake)
 
 
 class Alerts(Model):

@@ -106,6 +106,7 @@ class BuzzEvent(Model):
     notify_delivered_at: Time | None
     suppressed: bool
     alert_id: int | None = None  # the alert it belongs to (none for a repeat that started none)
+    silenced_by: int | None = None  # the silence that hid it: stored and counted, with no effects
 
 
 class BuzzEvents(Model):
@@ -118,3 +119,4 @@ class Ingested(Ok):
     event_id: int
     suppressed: bool | UnsetType = UNSET
     alert_id: int | UnsetType = UNSET  # the alert it counts on (absent for a suppressed repeat)
+    silenced_by: int | UnsetType = UNSET  # the silence that hid it (it has no effects)

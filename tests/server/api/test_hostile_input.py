@@ -168,6 +168,7 @@ _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId"
                    "workHoursStart": ("alice", "/api/swarm/projects"), "workHoursEnd": ("alice", "/api/swarm/projects"),
                    "count": ("alice", "/api/swarm/recurring/preview"), "defaultOption": ("alice", "/api/asks"),
                    "minutes": ("alice", f"/api/buzz/alerts/{_UNKNOWN_ID}/snooze"),
+                   "webhookId": ("alice", "/api/buzz/silences/preview"),
                    "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}")}
 
 

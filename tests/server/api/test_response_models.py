@@ -241,6 +241,16 @@ def _alerts(alice, bob, anyone) -> None:
     snoozed = bob.post(f"{alert}/snooze", json={"minutes": 30}).json()
     bob.post(f"{alert}/snooze", json={"until": snoozed["snoozedUntil"]})  # (the tour's clock: 30 min ahead)
     alice.post(f"{alert}/resolve")
+    quiet = bob.post("/api/buzz/silences", json={"appName": "prom", "match": {"title": "Latency",
+                                                                            "labels": {"severity": "page"}},
+                                                 "minutes": 30, "comment": "looking"}).json()
+    anyone.post(f"/api/ingest/prom/{hook['token']}", json={"title": "Latency", "groupKey": "web",
+                                                           "labels": {"severity": "page"}})
+    bob.post("/api/buzz/silences/preview", json={"webhookId": hook["id"], "match": {"title": "Latency"}})
+    bob.post("/api/buzz/silences", json={"webhookId": hook["id"], "match": {"title": "/x+/"},
+                                         "endsAt": snoozed["snoozedUntil"]})
+    bob.delete(f"/api/buzz/silences/{quiet['id']}")
+    bob.get("/api/buzz/silences")
     bob.get(alert)
     bob.get("/api/buzz/alerts", params={"state": "resolved", "appName": "prom"})
 
