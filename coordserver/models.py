@@ -378,6 +378,10 @@ class BuzzWebhook(BaseModel):
     enabled = pw.BooleanField(default=True)
     created_at = pw.DateTimeField()
     last_hit_at = pw.DateTimeField(null=True)
+    runbook_page_id = pw.CharField(max_length=36, null=True)  # a notebook page its alerts point to
+    runbook_url = pw.CharField(max_length=2000, null=True)  # or a URL
+    escalate_after_minutes = pw.IntegerField(null=True)  # an alert open this long wakes escalate_to
+    escalate_to = pw.CharField(max_length=255, null=True)  # identities, a normalised comma list
 
 
 class BuzzEvent(BaseModel):
@@ -433,12 +437,18 @@ class BuzzAlert(BaseModel):
     resolved_by = pw.CharField(max_length=50, null=True)  # null when the source resolved it
     last_event_id = pw.BigIntegerField(null=True)
     silenced_by = pw.BigIntegerField(null=True)  # the silence that hid its latest firing (it is then not in wake)
+    runbook_page_id = pw.CharField(max_length=36, null=True)  # the webhook's, as of its latest ingest or change
+    runbook_url = pw.CharField(max_length=2000, null=True)
+    escalate_to = pw.CharField(max_length=255, null=True)
+    escalate_at = pw.DateTimeField(null=True)  # when it escalates if still open (opened_at + the webhook's delay)
+    escalated_at = pw.DateTimeField(null=True)  # it escalated (escalate_to were woken) since it last opened
 
     class Meta:
         indexes = (
             (("webhook_id", "group_key"), True),  # the ingest's lookup; one alert per group
             (("wake_agent", "state"), False),  # wake: the identity's open alerts
             (("state", "snoozed_until"), False),  # the snooze pass: snoozed alerts by their end
+            (("state", "escalate_at"), False),  # the escalation pass: open alerts by when they escalate
             (("state", "last_at"), False),  # listings by state, newest first
         )
 

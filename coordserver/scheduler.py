@@ -9,9 +9,10 @@
   bus (ASKS, from any process) and sleeps until the earliest one. Every process runs it; each ask's
   expiry is a conditional update, so exactly one pass (one process) expires it and logs its event.
   "Now" is the injected clock's (tests advance a FrozenClock).
-- Alert snoozes: snoozed alerts whose end has come reopen (domain/alerts.unsnooze_due), in the same
-  loop and the same way: the pass hears of snooze ends on the bus (ALERTS) and sleeps until the earliest
-  of those and the ask deadlines; each reopening is a conditional update, so one process does it.
+- Alert snoozes and escalations: snoozed alerts whose end has come reopen (domain/alerts.unsnooze_due),
+  open alerts past their escalation time escalate (escalate_due), in the same loop and the same way: the
+  pass hears of those times on the bus (ALERTS) and sleeps until the earliest of them and the ask
+  deadlines; each change is a conditional update, so one process makes it.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class Scheduler:
         self.asks_expired = 0  # by this process's passes
         self._next_alert_due: datetime | None = None  # the earliest snooze end the last pass saw
         self.alerts_unsnoozed = 0  # by this process's passes
+        self.alerts_escalated = 0  # by this process's passes
 
     @property
     def interval(self) -> float:
@@ -106,20 +108,25 @@ class Scheduler:
         return expired
 
     async def unsnooze_alerts(self) -> int:
-        """One snooze pass now (until no due alert is left); returns how many alerts this process reopened."""
-        reopened = 0
-        while True:
-            done = await self.coord.store.write_alone(alerts.unsnooze_due)
-            reopened += done
-            if done < alerts.UNSNOOZE_BATCH:
-                break
+        """One alert pass now: snoozes that ended, then escalations due (each until none is left). Returns how
+        many alerts this process reopened."""
+        reopened = await self._until_done(alerts.unsnooze_due)
         self.alerts_unsnoozed += reopened
-        self._next_alert_due = await self.coord.store.read(alerts.next_snooze_end)
+        self.alerts_escalated += await self._until_done(alerts.escalate_due)
+        self._next_alert_due = await self.coord.store.read(alerts.next_due)
         return reopened
 
+    async def _until_done(self, unit) -> int:
+        total = 0
+        while True:
+            done = await self.coord.store.write_alone(unit)
+            total += done
+            if done < alerts.UNSNOOZE_BATCH:
+                return total
+
     def _on_alert(self, payload: AlertsPayload) -> None:
-        """A snooze ending before the time the pass sleeps towards: wake it."""
-        at = _instant(payload.get("snoozedUntil") if isinstance(payload, dict) else None)
+        """A snooze end or escalation before the time the pass sleeps towards: wake it."""
+        at = _instant(payload.get("dueAt") if isinstance(payload, dict) else None)
         if at is not None and (self._next_alert_due is None or at < self._next_alert_due):
             self._next_alert_due = at
             self._asks_changed.set()

@@ -12,7 +12,8 @@ Every state change logs `alert_changed` in the same unit, addressed like the web
 pulses its wake agent's wake and announces ALERTS (the scheduler sleeps until the next snooze end).
 
 Who sees an alert: as for buzz events (addressed to everyone, or naming the caller), and whoever may act.
-Who may act: the webhook's wake and notify agents, its forUsers, its owner, admins; others who see it 403.
+Who may act: the webhook's wake and notify agents, its forUsers, its escalateTo, its owner, admins; others
+who see it 403.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ UNSNOOZE_BATCH = 100  # alerts one snooze pass reopens at most (the pass repeats
 RECENT_EVENTS = 20  # events GET /api/buzz/alerts/{id} shows
 
 State = Literal["open", "acked", "snoozed", "resolved"]
-Change = Literal["opened", "reopened", "acked", "unacked", "snoozed", "unsnoozed", "resolved"]
+Change = Literal["opened", "reopened", "acked", "unacked", "snoozed", "unsnoozed", "resolved", "escalated"]
 
 
 def _stamp() -> datetime:
@@ -53,7 +54,19 @@ def alert_json(alert: BuzzAlert) -> dict[str, Any]:
             "firstAt": iso(alert.first_at), "lastAt": iso(alert.last_at), "ackedBy": alert.acked_by,
             "ackedAt": iso(alert.acked_at), "snoozedUntil": iso(alert.snoozed_until),
             "resolvedAt": iso(alert.resolved_at), "resolvedBy": alert.resolved_by,
-            "lastEventId": alert.last_event_id, "silencedBy": alert.silenced_by}
+            "lastEventId": alert.last_event_id, "silencedBy": alert.silenced_by, "runbook": runbook(alert),
+            "escalateAt": iso(alert.escalate_at), "escalatedAt": iso(alert.escalated_at)}
+
+
+def runbook(alert: BuzzAlert | BuzzWebhook) -> dict[str, Any] | None:
+    """Where the runbook is: a notebook page (`pageId`) or a URL; null when the webhook names none."""
+    if alert.runbook_page_id is None and alert.runbook_url is None:
+        return None
+    return {"pageId": alert.runbook_page_id, "url": alert.runbook_url}
+
+
+def _identities(column_value: str | None) -> list[str]:
+    return column_value.split(",") if column_value else []
 
 
 def audience(for_users: str | None, wake_agent: str | None, notify_agent: str | None) -> list[str] | None:
@@ -69,14 +82,17 @@ def audience(for_users: str | None, wake_agent: str | None, notify_agent: str | 
 def _changed(alert: BuzzAlert, change: Change, by: str | None) -> None:
     """Log `alert_changed` for the alert's audience, pulse its wake agent and tell every process's
     scheduler (a snooze's end)."""
+    escalated = _identities(alert.escalate_to) if change == "escalated" else []
+    to = audience(alert.for_users, alert.wake_agent, alert.notify_agent)
     log.append("alert_changed", {"type": "alert_changed", "alertId": alert.id, "change": change, "by": by,
                                  "wakeAgent": alert.wake_agent, "notifyAgent": alert.notify_agent,
-                                 "alert": alert_json(alert)},
-               to=audience(alert.for_users, alert.wake_agent, alert.notify_agent))
-    if alert.wake_agent:
-        db.after_commit(WAKE, WakePayload(identity=alert.wake_agent))
+                                 "escalateTo": escalated, "alert": alert_json(alert)},
+               to=None if to is None else [*to, *escalated])
+    for identity in {alert.wake_agent, *_identities(alert.escalate_to)} - {None}:
+        assert identity is not None
+        db.after_commit(WAKE, WakePayload(identity=identity))
     db.after_commit(ALERTS, AlertsPayload(alertId=alert.id, state=alert.state,
-                                          snoozedUntil=iso(alert.snoozed_until)))
+                                          dueAt=iso(alert.snoozed_until or alert.escalate_at)))
 
 
 # --- ingest (called by buzz.ingest under the webhook's row lock) --------------------------------
@@ -94,8 +110,24 @@ def create_for(webhook: BuzzWebhook, group_key: str, title: str, resolves: bool,
         webhook_id=webhook.id, group_key=group_key, app_name=webhook.app_name, title=title,
         for_users=webhook.for_users, wake_agent=webhook.wake_agent, notify_agent=webhook.notify_agent,
         state="resolved" if resolves else "open", count=0, first_at=stamp, last_at=stamp, opened_at=stamp,
-        resolved_at=stamp if resolves else None)
+        resolved_at=stamp if resolves else None, runbook_page_id=webhook.runbook_page_id,
+        runbook_url=webhook.runbook_url, escalate_to=webhook.escalate_to,
+        escalate_at=None if resolves else _escalation(webhook, now))
     return alert
+
+
+def _escalation(webhook: BuzzWebhook | None, opened: datetime) -> datetime | None:
+    """When an alert that opens at `opened` escalates if still open: the webhook's delay, or never."""
+    if webhook is None or not webhook.escalate_after_minutes or not webhook.escalate_to:
+        return None
+    return to_db(opened + timedelta(minutes=webhook.escalate_after_minutes))
+
+
+def _opening(alert: BuzzAlert, stamp: datetime) -> dict[Any, Any]:
+    """What (re)opening an alert at `stamp` sets: a fresh escalation delay."""
+    webhook = BuzzWebhook.get_or_none(BuzzWebhook.id == alert.webhook_id)
+    return {BuzzAlert.opened_at: stamp, BuzzAlert.escalate_at: _escalation(webhook, stamp),
+            BuzzAlert.escalated_at: None}
 
 
 def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, resolves: bool, created: bool,
@@ -106,7 +138,8 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
         BuzzAlert.last_at: stamp, BuzzAlert.last_event_id: event_id, BuzzAlert.title: title,
         BuzzAlert.app_name: webhook.app_name, BuzzAlert.for_users: webhook.for_users,
         BuzzAlert.wake_agent: webhook.wake_agent, BuzzAlert.notify_agent: webhook.notify_agent,
-        BuzzAlert.silenced_by: None}
+        BuzzAlert.silenced_by: None, BuzzAlert.runbook_page_id: webhook.runbook_page_id,
+        BuzzAlert.runbook_url: webhook.runbook_url, BuzzAlert.escalate_to: webhook.escalate_to}
     change: Change | None = "opened" if created and not resolves else None
     if resolves:
         if alert.state != "resolved":
@@ -117,6 +150,7 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
         fields[BuzzAlert.count] = BuzzAlert.count + 1
         if alert.state == "resolved" and not created:
             fields.update(_reopened(stamp))
+            fields.update({BuzzAlert.escalate_at: _escalation(webhook, stamp), BuzzAlert.escalated_at: None})
             change = "reopened"
     BuzzAlert.update(fields).where(BuzzAlert.id == alert.id).execute()
     if change is None:
@@ -154,7 +188,7 @@ def _visible_where(identity: str, is_admin: bool) -> pw.Expression | None:
     owned = BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.owner == identity)
     return (BuzzAlert.for_users.is_null() | names(BuzzAlert.for_users, identity)
             | (BuzzAlert.wake_agent == identity) | (BuzzAlert.notify_agent == identity)
-            | BuzzAlert.webhook_id.in_(owned))
+            | names(BuzzAlert.escalate_to, identity) | BuzzAlert.webhook_id.in_(owned))
 
 
 def visible(identity: str, is_admin: bool, alert_id: int) -> BuzzAlert:
@@ -170,7 +204,7 @@ def visible(identity: str, is_admin: bool, alert_id: int) -> BuzzAlert:
 def _may_act(alert: BuzzAlert, identity: str, is_admin: bool) -> bool:
     if is_admin or identity in (alert.wake_agent, alert.notify_agent):
         return True
-    if alert.for_users and identity in alert.for_users.split(","):
+    if identity in _identities(alert.for_users) or identity in _identities(alert.escalate_to):
         return True
     owner = BuzzWebhook.select(BuzzWebhook.owner).where(BuzzWebhook.id == alert.webhook_id).scalar()
     return bool(owner == identity)
@@ -209,7 +243,9 @@ def _refused(alert: BuzzAlert, wanted: str) -> Conflict:
 
 def _apply(identity: str, is_admin: bool, alert_id: int, wanted: str, from_states: tuple[str, ...],
            fields: dict[Any, Any], change: Change) -> dict[str, Any]:
-    _actable(identity, is_admin, alert_id)
+    found = _actable(identity, is_admin, alert_id)
+    if fields.get(BuzzAlert.state) == "open":
+        fields = {**fields, **_opening(found, _stamp())}
     won = BuzzAlert.update(fields).where((BuzzAlert.id == alert_id) & BuzzAlert.state.in_(from_states)).execute()
     alert = BuzzAlert.get_by_id(alert_id)
     if not won:
@@ -227,8 +263,7 @@ def ack(identity: str, is_admin: bool, alert_id: int) -> dict[str, Any]:
 
 def unack(identity: str, is_admin: bool, alert_id: int) -> dict[str, Any]:
     return _apply(identity, is_admin, alert_id, "unack", ("acked",),
-                  {BuzzAlert.state: "open", BuzzAlert.acked_by: None, BuzzAlert.acked_at: None,
-                   BuzzAlert.opened_at: _stamp()}, "unacked")
+                  {BuzzAlert.state: "open", BuzzAlert.acked_by: None, BuzzAlert.acked_at: None}, "unacked")
 
 
 def snooze_end(minutes: int | None, until: str | None, now: datetime) -> datetime:
@@ -278,7 +313,8 @@ def unsnooze_due(limit: int = UNSNOOZE_BATCH) -> int:
            .order_by(BuzzAlert.snoozed_until, BuzzAlert.id).limit(limit)]
     reopened = 0
     for alert_id in due:
-        won = BuzzAlert.update({BuzzAlert.state: "open", BuzzAlert.snoozed_until: None, BuzzAlert.opened_at: now}) \
+        opening = _opening(BuzzAlert.get_by_id(alert_id), now)
+        won = BuzzAlert.update({BuzzAlert.state: "open", BuzzAlert.snoozed_until: None, **opening}) \
             .where((BuzzAlert.id == alert_id) & (BuzzAlert.state == "snoozed")
                    & (BuzzAlert.snoozed_until <= now)).execute()
         if won:
@@ -287,11 +323,36 @@ def unsnooze_due(limit: int = UNSNOOZE_BATCH) -> int:
     return reopened
 
 
-def next_snooze_end() -> datetime | None:
-    """The earliest end of a snooze (the pass sleeps until then)."""
-    value: datetime | str | None = BuzzAlert.select(pw.fn.MIN(BuzzAlert.snoozed_until)).where(
+def _escalating(now: datetime) -> pw.Expression:
+    return ((BuzzAlert.state == "open") & BuzzAlert.escalated_at.is_null() & (BuzzAlert.escalate_at <= now)
+            & BuzzAlert.silenced_by.is_null())
+
+
+def escalate_due(limit: int = UNSNOOZE_BATCH) -> int:
+    """One escalation pass (a unit of its own): open alerts past their escalation time wake their webhook's
+    `escalateTo` (a high wake item and a push; `alert_changed` with change `escalated` says so in the history).
+    A conditional update: of two processes' passes, one escalates each alert."""
+    now = _stamp()
+    due = [a.id for a in BuzzAlert.select(BuzzAlert.id).where(_escalating(now))
+           .order_by(BuzzAlert.escalate_at, BuzzAlert.id).limit(limit)]
+    escalated = 0
+    for alert_id in due:
+        won = BuzzAlert.update({BuzzAlert.escalated_at: now}).where(
+            (BuzzAlert.id == alert_id) & _escalating(now)).execute()
+        if won:
+            _changed(BuzzAlert.get_by_id(alert_id), "escalated", None)
+            escalated += 1
+    return escalated
+
+
+def next_due() -> datetime | None:
+    """The earliest end of a snooze or escalation of an open alert (the pass sleeps until then)."""
+    snoozes: datetime | str | None = BuzzAlert.select(pw.fn.MIN(BuzzAlert.snoozed_until)).where(
         BuzzAlert.state == "snoozed").scalar()
-    return from_db(value)
+    escalations: datetime | str | None = BuzzAlert.select(pw.fn.MIN(BuzzAlert.escalate_at)).where(
+        (BuzzAlert.state == "open") & BuzzAlert.escalated_at.is_null()).scalar()
+    due = [at for at in (from_db(snoozes), from_db(escalations)) if at is not None]
+    return min(due) if due else None
 
 
 # --- wake ------------------------------------------------------------------------------------
@@ -299,13 +360,24 @@ def next_snooze_end() -> datetime | None:
 def wake_items(identity: str, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Open alerts for which `identity` is the wake agent, oldest activity first: one item per alert (not
     those whose latest firing a silence hid)."""
-    where = (BuzzAlert.wake_agent == identity) & (BuzzAlert.state == "open") & BuzzAlert.silenced_by.is_null()
+    watched = (BuzzAlert.wake_agent == identity) & BuzzAlert.silenced_by.is_null()
+    escalated = BuzzAlert.escalated_at.is_null(False) & names(BuzzAlert.escalate_to, identity)
+    where = (BuzzAlert.state == "open") & (watched | escalated)
     rows = list(BuzzAlert.select().where(where).order_by(BuzzAlert.last_at, BuzzAlert.id).limit(limit + 1))
     total = len(rows) if len(rows) <= limit else BuzzAlert.select().where(where).count()
-    return [{"source": "alert", "id": a.id, "summary": f"{a.title} ({_firings(a.count)})",
-             "action": f"Ack it if you take it on (POST /api/buzz/alerts/{a.id}/ack), or snooze or resolve it.",
-             "priority": "high", "appName": a.app_name, "title": a.title, "count": a.count, "state": a.state,
-             "firstAt": iso(a.first_at), "ephemeral": False, "_at": from_db(a.last_at)} for a in rows[:limit]], total
+    return [_item(a, identity) for a in rows[:limit]], total
+
+
+def _item(a: BuzzAlert, identity: str) -> dict[str, Any]:
+    escalated = a.escalated_at is not None and identity in _identities(a.escalate_to)
+    summary = f"{a.title} ({_firings(a.count)})"
+    if escalated:
+        summary = f"Escalated to you, unacknowledged: {summary}"
+    return {"source": "alert", "id": a.id, "summary": summary,
+            "action": f"Ack it if you take it on (POST /api/buzz/alerts/{a.id}/ack), or snooze or resolve it.",
+            "priority": "high", "appName": a.app_name, "title": a.title, "count": a.count, "state": a.state,
+            "firstAt": iso(a.first_at), "runbook": runbook(a), "escalated": escalated, "ephemeral": False,
+            "_at": from_db(a.last_at)}
 
 
 def _firings(count: int) -> str:

@@ -22,10 +22,10 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
-from ..models import BuzzEvent, BuzzWebhook
+from ..models import BuzzAlert, BuzzEvent, BuzzWebhook, NotebookPage
 from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
-from .fields import flag
+from .fields import flag, optional_http_url
 from .identities import is_known, valid_identity
 from ..events.channels import WAKE, WakePayload
 
@@ -38,6 +38,8 @@ APP_NAME_MAX = 50
 TITLE_MAX = 255
 APP_NAME_RULE = "appName may contain only letters, digits, '.', '_' and '-' (it is part of the ingest URL)"
 FOR_USERS_MAX = 255
+RUNBOOK_URL_MAX = 2000
+ESCALATE_MINUTES_MAX = 7 * 24 * 60
 
 
 # --- wire shapes -----------------------------------------------------------------------------
@@ -50,7 +52,10 @@ def webhook_json(webhook: BuzzWebhook, base_url: str) -> JSONObject:
     return {"id": webhook.id, "appName": webhook.app_name, "token": webhook.token, "title": webhook.title,
             "owner": webhook.owner, "forUsers": webhook.for_users, "wakeAgent": webhook.wake_agent,
             "notifyAgent": webhook.notify_agent, "enabled": webhook.enabled, "createdAt": iso(webhook.created_at),
-            "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook)}
+            "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook),
+            "runbookPageId": webhook.runbook_page_id, "runbookUrl": webhook.runbook_url,
+            "escalateAfterMinutes": webhook.escalate_after_minutes,
+            "escalateTo": webhook.escalate_to.split(",") if webhook.escalate_to else None}
 
 
 def event_json(event: BuzzEvent) -> JSONObject:
@@ -83,7 +88,7 @@ def clean_title(value: object) -> str:
     return value
 
 
-def clean_for_users(value: Any) -> str | None:
+def clean_for_users(value: Any, key: str = "forUsers") -> str | None:
     """A comma-separated string or an array of identities; stored normalised ("alice,bob") or null."""
     if value is None:
         return None
@@ -92,7 +97,7 @@ def clean_for_users(value: Any) -> str | None:
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
         parts = value
     else:
-        raise Invalid("forUsers must be a comma-separated string or an array of identities")
+        raise Invalid(f"{key} must be a comma-separated string or an array of identities")
     names: list[str] = []
     for part in parts:
         if not part.strip():
@@ -100,15 +105,31 @@ def clean_for_users(value: Any) -> str | None:
         try:
             name = valid_identity(part)
         except Invalid:
-            raise Invalid(f"forUsers contains an invalid identity: {part.strip()[:60]}") from None
+            raise Invalid(f"{key} contains an invalid identity: {part.strip()[:60]}") from None
         if name not in names:
             names.append(name)
     if not names:
         return None
     joined = ",".join(names)
     if len(joined) > FOR_USERS_MAX:
-        raise Invalid(f"forUsers is longer than {FOR_USERS_MAX} characters")
+        raise Invalid(f"{key} is longer than {FOR_USERS_MAX} characters")
     return joined
+
+
+def clean_runbook_page(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or NotebookPage.get_or_none(NotebookPage.id == value.strip()) is None:
+        raise Invalid("runbookPageId is not a notebook page")
+    return value.strip()
+
+
+def clean_escalate_minutes(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= ESCALATE_MINUTES_MAX:
+        raise Invalid(f"escalateAfterMinutes must be 1 to {ESCALATE_MINUTES_MAX}, or null")
+    return value
 
 
 def clean_agent(value: Any, key: str) -> str | None:
@@ -134,7 +155,10 @@ _CLEANERS: dict[str, Callable[[Any], Any]] = {
     "appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
     "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
     "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
-    "enabled": lambda value: flag(value, "enabled")}
+    "enabled": lambda value: flag(value, "enabled"), "runbookPageId": clean_runbook_page,
+    "runbookUrl": lambda value: optional_http_url(value, "runbookUrl", RUNBOOK_URL_MAX, ", or null"),
+    "escalateAfterMinutes": clean_escalate_minutes,
+    "escalateTo": lambda value: clean_for_users(value, "escalateTo")}
 
 
 def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
@@ -142,18 +166,22 @@ def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     fields: JSONObject = {key: clean(body[key]) for key, clean in _CLEANERS.items() if key in body}
     for key in ("wakeAgent", "notifyAgent"):
         _require_known(fields.get(key), key, env_identities)
+    for identity in (fields.get("escalateTo") or "").split(","):
+        _require_known(identity or None, "escalateTo", env_identities)
     return fields
 
 
 def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: frozenset[str]) -> JSONObject:
-    """`appName` and `title` required; `forUsers`, `wakeAgent`, `notifyAgent` optional. Starts enabled."""
+    """`appName` and `title` required; routing, runbook and escalation fields optional. Starts enabled."""
     if not body.get("appName") or not body.get("title"):
         raise Invalid("appName and title are required")
     fields = _cleaned({key: value for key, value in body.items() if key != "enabled"}, env_identities)
     webhook = BuzzWebhook.create(
         app_name=fields["appName"], token=secrets.token_hex(7), title=fields["title"], owner=owner,
         for_users=fields.get("forUsers"), wake_agent=fields.get("wakeAgent"), notify_agent=fields.get("notifyAgent"),
-        enabled=True, created_at=to_db(db.now()))
+        enabled=True, created_at=to_db(db.now()), runbook_page_id=fields.get("runbookPageId"),
+        runbook_url=fields.get("runbookUrl"), escalate_after_minutes=fields.get("escalateAfterMinutes"),
+        escalate_to=fields.get("escalateTo"))
     return webhook_json(webhook, base_url)
 
 
@@ -174,12 +202,15 @@ def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhoo
 
 
 _COLUMNS = {"title": "title", "appName": "app_name", "enabled": "enabled", "forUsers": "for_users",
-            "wakeAgent": "wake_agent", "notifyAgent": "notify_agent"}
+            "wakeAgent": "wake_agent", "notifyAgent": "notify_agent", "runbookPageId": "runbook_page_id",
+            "runbookUrl": "runbook_url", "escalateAfterMinutes": "escalate_after_minutes", "escalateTo": "escalate_to"}
+_CARRIED = ("runbook_page_id", "runbook_url", "escalate_to")  # what its alerts carry, changed with it
 
 
 def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObject, base_url: str,
                    env_identities: frozenset[str]) -> JSONObject:
-    """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent (null clears the last three)."""
+    """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent, runbookPageId, runbookUrl,
+    escalateAfterMinutes, escalateTo (null clears all but the first three)."""
     changes = _cleaned(body, env_identities)
     if not changes:
         raise Invalid("No fields to update")
@@ -187,6 +218,9 @@ def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObj
     for key, value in changes.items():
         setattr(webhook, _COLUMNS[key], value)
     webhook.save()
+    carried = {column: getattr(webhook, column) for column in _CARRIED if column in map(_COLUMNS.get, changes)}
+    if carried:
+        BuzzAlert.update(carried).where(BuzzAlert.webhook_id == webhook.id).execute()
     return webhook_json(webhook, base_url)
 
 

@@ -198,7 +198,7 @@ def _neutral_units() -> frozenset[Callable]:
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
                       identities.touch_token, presence._persist, event_log.prune,
                       # an expiry pass logs (so announces) what it expires; one that finds nothing writes nothing
-                      asks.expire_due, alerts.unsnooze_due,
+                      asks.expire_due, alerts.unsnooze_due, alerts.escalate_due,
                       # marks buzz delivered; announces wake_changed itself when it marked any
                       wake.wake_payload})
 

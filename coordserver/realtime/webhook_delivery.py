@@ -126,8 +126,10 @@ def _audiences(rows: list) -> dict[int, set[str]]:
             audience = {i for i in row.data.get("to") or () if isinstance(i, str)}
         elif row.type in ASK_TYPES:
             audience = {row.data.get("from")}
-        elif row.type == "alert_changed":  # its agents, but not whoever made the change
-            audience = {row.data.get("wakeAgent"), row.data.get("notifyAgent")} - {row.data.get("by")}
+        elif row.type == "alert_changed":  # its agents and those it escalated to, but not whoever made the change
+            escalated = {i for i in row.data.get("escalateTo") or () if isinstance(i, str)}
+            agents = {row.data.get("wakeAgent"), row.data.get("notifyAgent")}
+            audience = (agents | escalated) - {row.data.get("by")}
         elif row.type == "chat_message":
             sender = (row.data.get("message") or {}).get("sender")
             audience = members.get(row.data.get("channelId"), set()) - {sender}

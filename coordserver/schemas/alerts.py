@@ -28,6 +28,12 @@ class AlertsQuery(Query):
         self.limit = clamp_limit(self.limit)
 
 
+class Runbook(Model, omit_defaults=False):
+    """The webhook's runbook: a notebook page (open it in Notes) or a URL."""
+    page_id: str | None
+    url: str | None
+
+
 class Alert(Model, omit_defaults=False):
     """One alert: a webhook's events of one group key. `count`: its firings; `ackedBy`/`ackedAt` while acked,
     `snoozedUntil` while snoozed, `resolvedAt`/`resolvedBy` once resolved (resolvedBy null: the source did)."""
@@ -47,6 +53,9 @@ class Alert(Model, omit_defaults=False):
     resolved_by: str | None
     last_event_id: int | None
     silenced_by: int | None  # the silence that hid its latest firing (it is then in no wake)
+    runbook: Runbook | None
+    escalate_at: Time | None  # when it escalates if still open then
+    escalated_at: Time | None  # it escalated since it last opened
 
 
 class Alerts(Model):

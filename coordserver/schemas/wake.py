@@ -5,6 +5,7 @@ from typing import Literal, Union
 
 import msgspec
 
+from .alerts import Runbook
 from .base import Model, Query
 from .common import Time
 from .swarm import Status
@@ -61,6 +62,8 @@ class AlertItem(WakeItem, tag="alert"):
     count: int
     state: Literal["open"]
     first_at: Time
+    runbook: Runbook | None
+    escalated: bool  # it escalated to the caller (unacknowledged too long), not watched by them
 
 
 class BackupItem(WakeItem, tag="backup"):

@@ -263,6 +263,52 @@ def test_a_state_change_is_pushed_to_the_agents_but_not_to_whoever_made_it(make_
     assert any(f'(alert {alert_id}) acked by bob' in p["message"] for p in pushed)
 
 
+# --- runbook and escalation --------------------------------------------------------------------
+
+def test_the_runbook_travels_with_alerts_and_their_wake_items(srv):
+    with client(srv, "alice") as alice, client(srv, "bob") as bob:
+        page = ok(alice.post("/api/notebook", json={"title": "Disk full runbook", "content": "1. look"}))["page"]
+        hook = webhook(alice, runbookPageId=page["id"])
+        assert hook["runbookPageId"] == page["id"] and hook["runbookUrl"] is None
+        alert_id = fire(srv, hook, {"title": "Disk full"})["alertId"]
+        assert ok(bob.get(f"/api/buzz/alerts/{alert_id}"))["runbook"] == {"pageId": page["id"], "url": None}
+        [item] = alert_items(bob)
+        assert item["runbook"] == {"pageId": page["id"], "url": None} and item["escalated"] is False
+        url = "https://runbooks.example.com/disk"
+        ok(alice.patch(f"/api/buzz/webhooks/{hook['id']}", json={"runbookPageId": None, "runbookUrl": url}))
+        assert alert_items(bob)[0]["runbook"] == {"pageId": None, "url": url}
+        for refused in ({"runbookPageId": "no-such-page"}, {"runbookUrl": "ftp://x"},
+                        {"escalateAfterMinutes": 0}, {"escalateTo": "nobody-known"}):
+            answer = alice.patch(f"/api/buzz/webhooks/{hook['id']}", json=refused)
+            assert answer.status_code == 400 and answer.json()["error"], refused
+
+
+def test_an_unacknowledged_alert_escalates_once_on_the_injected_clock(make_server, database_url):
+    clock = FrozenClock(START)
+    srv = make_server(clock=clock, database_url=database_url, **FAST)
+    with client(srv, "alice") as alice, client(srv, "bob") as bob, client(srv, "carol") as carol:
+        hook = webhook(alice, escalateAfterMinutes=15, escalateTo=["carol"])
+        assert hook["escalateAfterMinutes"] == 15 and hook["escalateTo"] == ["carol"]
+        late = fire(srv, hook, {"title": "Queue stuck"})["alertId"]
+        handled = fire(srv, hook, {"title": "Cert expiring"})["alertId"]
+        assert ok(bob.get(f"/api/buzz/alerts/{late}"))["escalateAt"] == iso(START + timedelta(minutes=15))
+        ok(bob.post(f"/api/buzz/alerts/{handled}/ack"))
+        clock.advance(minutes=14)
+        assert alert_items(carol) == []
+        clock.advance(minutes=1)
+        [item] = eventually(lambda: alert_items(carol), lambda items: len(items) == 1)
+        assert (item["id"], item["escalated"], item["priority"]) == (late, True, "high")
+        assert item["summary"].startswith("Escalated to you, unacknowledged: Queue stuck")
+        assert ok(bob.get(f"/api/buzz/alerts/{late}"))["escalatedAt"] == iso(START + timedelta(minutes=15))
+        clock.advance(minutes=30)
+        assert srv.call(srv.coord.services.scheduler.unsnooze_alerts) == 0
+        ok(carol.post(f"/api/buzz/alerts/{late}/ack"))  # escalateTo may act; the item leaves
+        assert alert_items(carol) == []
+    escalations = [(d["alertId"], d["escalateTo"], to) for d, to, _all in logged(srv) if d["change"] == "escalated"]
+    assert escalations == [(late, ["carol"], [])]  # (addressed to everyone: the webhook names no forUsers)
+    assert srv.coord.services.scheduler.alerts_escalated == 1
+
+
 # --- snoozes end by themselves -----------------------------------------------------------------
 
 def test_a_snooze_ends_on_the_injected_clock(make_server, database_url):

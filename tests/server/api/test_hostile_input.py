@@ -169,6 +169,7 @@ _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId"
                    "count": ("alice", "/api/swarm/recurring/preview"), "defaultOption": ("alice", "/api/asks"),
                    "minutes": ("alice", f"/api/buzz/alerts/{_UNKNOWN_ID}/snooze"),
                    "webhookId": ("alice", "/api/buzz/silences/preview"),
+                   "escalateAfterMinutes": ("alice", "/api/buzz/webhooks"),
                    "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}")}
 
 

@@ -232,7 +232,8 @@ def _asks(alice, bob) -> None:
 def _alerts(alice, bob, anyone) -> None:
     """Alerts (alice's wake keeps one open alert; the other goes through every state)."""
     hook = alice.post("/api/buzz/webhooks", json={"appName": "prom", "title": "Prometheus", "wakeAgent": "alice",
-                                                  "forUsers": "bob"}).json()
+                                                  "forUsers": "bob", "runbookUrl": "https://runbooks.example.com/p",
+                                                  "escalateAfterMinutes": 30, "escalateTo": ["carol"]}).json()
     handled = anyone.post(f"/api/ingest/prom/{hook['token']}", json={"title": "Disk full", "groupKey": "db"}).json()
     anyone.post(f"/api/ingest/prom/{hook['token']}", json={"title": "Latency", "groupKey": "web"})
     alert = f"/api/buzz/alerts/{handled['alertId']}"
