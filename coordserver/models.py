@@ -442,6 +442,10 @@ class BuzzAlert(BaseModel):
     escalate_to = pw.CharField(max_length=255, null=True)
     escalate_at = pw.DateTimeField(null=True)  # when it escalates if still open (opened_at + the webhook's delay)
     escalated_at = pw.DateTimeField(null=True)  # it escalated (escalate_to were woken) since it last opened
+    flapping = pw.BooleanField(default=False)  # resolved by its source too often within the flap window
+    flap_started_at = pw.DateTimeField(null=True)  # the flap window it counts resolutions in
+    flap_resolutions = pw.IntegerField(default=0)
+    woken_at = pw.DateTimeField(null=True)  # while flapping: when it last woke anyone (once per window)
 
     class Meta:
         indexes = (

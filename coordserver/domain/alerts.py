@@ -17,6 +17,7 @@ who see it 403.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -34,6 +35,14 @@ NOT_FOUND = "Alert not found"
 SNOOZE_MAX_MINUTES = 30 * 24 * 60
 UNSNOOZE_BATCH = 100  # alerts one snooze pass reopens at most (the pass repeats while it finds more)
 RECENT_EVENTS = 20  # events GET /api/buzz/alerts/{id} shows
+
+@dataclass(frozen=True)
+class FlapRule:
+    """An alert resolved by its source more than `resolutions` times within `window` is flapping: it wakes at
+    most once per window (settings: COORD_FLAP_RESOLUTIONS, COORD_FLAP_WINDOW_MINUTES)."""
+    resolutions: int = 3
+    window: timedelta = timedelta(minutes=30)
+
 
 State = Literal["open", "acked", "snoozed", "resolved"]
 Change = Literal["opened", "reopened", "acked", "unacked", "snoozed", "unsnoozed", "resolved", "escalated"]
@@ -55,7 +64,8 @@ def alert_json(alert: BuzzAlert) -> dict[str, Any]:
             "ackedAt": iso(alert.acked_at), "snoozedUntil": iso(alert.snoozed_until),
             "resolvedAt": iso(alert.resolved_at), "resolvedBy": alert.resolved_by,
             "lastEventId": alert.last_event_id, "silencedBy": alert.silenced_by, "runbook": runbook(alert),
-            "escalateAt": iso(alert.escalate_at), "escalatedAt": iso(alert.escalated_at)}
+            "escalateAt": iso(alert.escalate_at), "escalatedAt": iso(alert.escalated_at),
+            "flapping": bool(alert.flapping)}
 
 
 def runbook(alert: BuzzAlert | BuzzWebhook) -> dict[str, Any] | None:
@@ -79,7 +89,7 @@ def audience(for_users: str | None, wake_agent: str | None, notify_agent: str | 
     return sorted(names)
 
 
-def _changed(alert: BuzzAlert, change: Change, by: str | None) -> None:
+def _changed(alert: BuzzAlert, change: Change, by: str | None, pulse: bool = True) -> None:
     """Log `alert_changed` for the alert's audience, pulse its wake agent and tell every process's
     scheduler (a snooze's end)."""
     escalated = _identities(alert.escalate_to) if change == "escalated" else []
@@ -88,7 +98,7 @@ def _changed(alert: BuzzAlert, change: Change, by: str | None) -> None:
                                  "wakeAgent": alert.wake_agent, "notifyAgent": alert.notify_agent,
                                  "escalateTo": escalated, "alert": alert_json(alert)},
                to=None if to is None else [*to, *escalated])
-    for identity in {alert.wake_agent, *_identities(alert.escalate_to)} - {None}:
+    for identity in ({alert.wake_agent, *_identities(alert.escalate_to)} - {None}) if pulse else ():
         assert identity is not None
         db.after_commit(WAKE, WakePayload(identity=identity))
     db.after_commit(ALERTS, AlertsPayload(alertId=alert.id, state=alert.state,
@@ -131,9 +141,11 @@ def _opening(alert: BuzzAlert, stamp: datetime) -> dict[Any, Any]:
 
 
 def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, resolves: bool, created: bool,
-           now: datetime) -> BuzzAlert:
-    """The ingest `event_id` counts on `alert` (one UPDATE); a state change is logged."""
+           now: datetime, flap: FlapRule = FlapRule()) -> bool:
+    """The ingest `event_id` counts on `alert` (one UPDATE); a state change is logged. Returns whether the
+    ingest may wake anyone (a flapping alert wakes once per flap window)."""
     stamp = to_db(now)
+    assert stamp is not None
     fields: dict[Any, Any] = {
         BuzzAlert.last_at: stamp, BuzzAlert.last_event_id: event_id, BuzzAlert.title: title,
         BuzzAlert.app_name: webhook.app_name, BuzzAlert.for_users: webhook.for_users,
@@ -141,23 +153,41 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
         BuzzAlert.silenced_by: None, BuzzAlert.runbook_page_id: webhook.runbook_page_id,
         BuzzAlert.runbook_url: webhook.runbook_url, BuzzAlert.escalate_to: webhook.escalate_to}
     change: Change | None = "opened" if created and not resolves else None
+    flapping = bool(alert.flapping)
     if resolves:
         if alert.state != "resolved":
             fields.update({BuzzAlert.state: "resolved", BuzzAlert.resolved_at: stamp, BuzzAlert.resolved_by: None,
                            BuzzAlert.snoozed_until: None})
             change = "resolved"
+            flapping = _count_resolution(alert, now, flap, fields)
     else:
         fields[BuzzAlert.count] = BuzzAlert.count + 1
         if alert.state == "resolved" and not created:
             fields.update(_reopened(stamp))
             fields.update({BuzzAlert.escalate_at: _escalation(webhook, stamp), BuzzAlert.escalated_at: None})
             change = "reopened"
+    woken = from_db(alert.woken_at)
+    wakes = not flapping or woken is None or now - woken >= flap.window
+    if flapping and wakes:
+        fields[BuzzAlert.woken_at] = stamp
     BuzzAlert.update(fields).where(BuzzAlert.id == alert.id).execute()
-    if change is None:
-        return alert
-    alert = BuzzAlert.get_by_id(alert.id)
-    _changed(alert, change, None)
-    return alert
+    if change is not None:
+        _changed(BuzzAlert.get_by_id(alert.id), change, None, pulse=wakes)
+    return wakes
+
+
+def _count_resolution(alert: BuzzAlert, now: datetime, flap: FlapRule, fields: dict[Any, Any]) -> bool:
+    """Counts a resolution by the source in the alert's flap window (a new window when the last is over);
+    returns whether the alert flaps now."""
+    started = from_db(alert.flap_started_at)
+    if started is None or now - started > flap.window:
+        started, resolutions = now, 1
+    else:
+        resolutions = alert.flap_resolutions + 1
+    flapping = resolutions > flap.resolutions
+    fields.update({BuzzAlert.flap_started_at: to_db(started), BuzzAlert.flap_resolutions: resolutions,
+                   BuzzAlert.flapping: flapping})
+    return flapping
 
 
 def record_silenced(alert: BuzzAlert, event_id: int, silence_id: int, now: datetime) -> None:

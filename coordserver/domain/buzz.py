@@ -475,7 +475,8 @@ def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
         raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
 
 
-def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None) -> JSONObject:
+def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
+           flap: alerts.FlapRule = alerts.FlapRule()) -> JSONObject:
     """`limit`: ingests per webhook per minute across every process (None when rate limits are off)."""
     webhook = _webhook_for(app_name, token)
     _serialise_ingests(webhook)
@@ -503,12 +504,12 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
     if silenced is not None:
         alerts.record_silenced(alert, event.id, silenced, now)
         return {"ok": True, "eventId": event.id, "alertId": alert.id, "silencedBy": silenced}
-    alerts.record(alert, webhook, event.id, title, resolves, created, now)
+    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap)
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
     log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
                              "alertId": alert.id},
                to=_audience(webhook))
-    for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None}:
+    for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None and wakes}:
         pulse: WakePayload = {"identity": agent}
         db.after_commit(WAKE, pulse)
     return {"ok": True, "eventId": event.id, "alertId": alert.id}

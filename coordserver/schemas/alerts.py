@@ -56,6 +56,7 @@ class Alert(Model, omit_defaults=False):
     runbook: Runbook | None
     escalate_at: Time | None  # when it escalates if still open then
     escalated_at: Time | None  # it escalated since it last opened
+    flapping: bool  # resolved by its source too often lately: it wakes at most once per flap window
 
 
 class Alerts(Model):

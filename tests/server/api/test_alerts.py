@@ -150,6 +150,27 @@ def test_alertmanager_resolved_resolves_and_a_new_firing_reopens(srv):
     assert changes == [("opened", None), ("acked", "bob"), ("resolved", None), ("reopened", None)]
 
 
+def test_an_alert_resolved_too_often_flaps_and_calms_down_after_a_window(make_server, database_url):
+    clock = FrozenClock(START)
+    srv = make_server(clock=clock, database_url=database_url, flap_resolutions=2, flap_window_minutes=10)
+    with client(srv, "alice") as alice:
+        hook = webhook(alice)
+
+        def cycle() -> dict:
+            alert_id = fire(srv, hook, alertmanager())["alertId"]
+            clock.advance(minutes=1)
+            fire(srv, hook, alertmanager(status="resolved"))
+            clock.advance(minutes=1)
+            return ok(alice.get(f"/api/buzz/alerts/{alert_id}"))
+        assert [cycle()["flapping"] for _ in range(3)] == [False, False, True]  # more than 2 in 10 minutes
+        found = cycle()
+        assert (found["flapping"], found["count"], found["state"]) == (True, 4, "resolved")
+        clock.advance(minutes=11)
+        assert cycle()["flapping"] is False  # a new window
+    changes = [d["change"] for d, _to, _all in logged(srv)]
+    assert changes.count("resolved") == 5 and changes.count("reopened") == 4  # the history keeps every change
+
+
 # --- acting ------------------------------------------------------------------------------------
 
 def test_ack_unack_snooze_resolve_and_their_conflicts(srv):
