@@ -34,6 +34,9 @@ class SilenceTarget(Model):
     __messages__ = {"minutes": f"minutes must be 1 to {MINUTES_MAX}", "endsAt": "endsAt must be an ISO-8601 timestamp",
                     "match": _MATCHES}
     __schema_extra__ = {"allOf": [{"oneOf": [{"required": ["appName"]}, {"required": ["webhookId"]}]}]}
+    # match must hold title, labels or both (the nested model's own schema cannot say it: only routes' models get
+    # their extra schema)
+    __field_schemas__ = {"match": {"allOf": [{"$ref": "#/components/schemas/SilenceMatch"}], "minProperties": 1}}
     match: SilenceMatch
     app_name: Annotated[str, msgspec.Meta(min_length=1, max_length=50)] | UnsetType = UNSET
     webhook_id: RowId | UnsetType = UNSET
