@@ -22,6 +22,7 @@ from datetime import datetime
 
 from .domain import alerts, asks, recurring
 from .errors import log_background_failure
+from .metrics import process_metrics
 from .events.channels import ALERTS, ASKS, BUS, AlertsPayload, AsksPayload
 from .timeutil import from_db, parse_iso
 
@@ -112,7 +113,10 @@ class Scheduler:
         many alerts this process reopened."""
         reopened = await self._until_done(alerts.unsnooze_due)
         self.alerts_unsnoozed += reopened
-        self.alerts_escalated += await self._until_done(alerts.escalate_due)
+        escalated = await self._until_done(alerts.escalate_due)
+        self.alerts_escalated += escalated
+        if escalated:
+            process_metrics().buzz_escalated.inc(escalated)
         self._next_alert_due = await self.coord.store.read(alerts.next_due)
         return reopened
 

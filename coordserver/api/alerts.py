@@ -10,6 +10,7 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import alerts, buzz
+from ..timeutil import parse_iso
 from ..schemas.alerts import Alert, AlertDetail, Alerts, AlertsQuery, Snooze
 from .common import accepts, body, path_int, query
 
@@ -41,7 +42,11 @@ async def ack(alert_id: str) -> dict[str, Any]:
     """"I'm on it": an open or snoozed alert becomes acked by the caller (409 when someone acked it first)."""
     principal = require_identity()
     number = path_int(alert_id)
-    return await coord().store.write(alerts.ack, principal.identity, principal.is_admin, number)
+    c = coord()
+    acked = await c.store.write(alerts.ack, principal.identity, principal.is_admin, number)
+    waited = parse_iso(acked["ackedAt"]) - parse_iso(acked["openedAt"])
+    c.services.metrics.process.alert_ack_seconds.observe(max(0.0, waited.total_seconds()))
+    return acked
 
 
 @bp.post("/<rowid:alert_id>/unack")

@@ -86,4 +86,7 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
                              request.headers.get("X-GitHub-Delivery"))
     limit = c.settings.ingest_per_webhook if c.settings.rate_limits else None
     flap = alerts.FlapRule(c.settings.flap_resolutions, timedelta(minutes=c.settings.flap_window_minutes))
-    return await c.store.write(buzz.ingest, appName, token, parsed, limit, flap)
+    result = await c.store.write(buzz.ingest, appName, token, parsed, limit, flap)
+    if "silencedBy" in result:
+        c.services.metrics.process.buzz_silenced.inc()
+    return result

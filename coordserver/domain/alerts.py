@@ -60,7 +60,8 @@ def _stamp() -> datetime:
 def alert_json(alert: BuzzAlert) -> dict[str, Any]:
     return {"id": alert.id, "webhookId": alert.webhook_id, "appName": alert.app_name, "title": alert.title,
             "groupKey": alert.group_key, "state": alert.state, "count": alert.count,
-            "firstAt": iso(alert.first_at), "lastAt": iso(alert.last_at), "ackedBy": alert.acked_by,
+            "firstAt": iso(alert.first_at), "lastAt": iso(alert.last_at), "openedAt": iso(alert.opened_at),
+            "ackedBy": alert.acked_by,
             "ackedAt": iso(alert.acked_at), "snoozedUntil": iso(alert.snoozed_until),
             "resolvedAt": iso(alert.resolved_at), "resolvedBy": alert.resolved_by,
             "lastEventId": alert.last_event_id, "silencedBy": alert.silenced_by, "runbook": runbook(alert),

@@ -46,6 +46,7 @@ class Alert(Model, omit_defaults=False):
     count: int
     first_at: Time
     last_at: Time
+    opened_at: Time  # when it last became open (time to acknowledge counts from here)
     acked_by: str | None
     acked_at: Time | None
     snoozed_until: Time | None
