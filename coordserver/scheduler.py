@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from .domain import alerts, asks, recurring
 from .errors import log_background_failure
-from .metrics import process_metrics
 from .events.channels import ALERTS, ASKS, BUS, AlertsPayload, AsksPayload
 from .timeutil import from_db, parse_iso
 
@@ -30,8 +30,9 @@ log = logging.getLogger("coord.scheduler")
 
 
 class Scheduler:
-    def __init__(self, coord):
+    def __init__(self, coord, on_escalated: Callable[[int], None] = lambda _count: None):
         self.coord = coord
+        self._on_escalated = on_escalated  # counts escalations (the metrics' counter)
         self.last_tick_at: datetime | None = None  # the injected clock's time of the last finished pass
         self.last_lag_seconds: float = 0.0  # how late the most overdue instant of that pass was handled
         self._task: asyncio.Task | None = None
@@ -116,7 +117,7 @@ class Scheduler:
         escalated = await self._until_done(alerts.escalate_due)
         self.alerts_escalated += escalated
         if escalated:
-            process_metrics().buzz_escalated.inc(escalated)
+            self._on_escalated(escalated)
         self._next_alert_due = await self.coord.store.read(alerts.next_due)
         return reopened
 

@@ -9,6 +9,7 @@ from quart import Blueprint
 from ..auth import require_identity
 from ..context import coord
 from ..domain import silences
+from ..schemas.base import RowId
 from ..schemas.silences import NewSilence, Silence, SilencePreview, Silences, SilenceTarget
 from .common import accepts, body, path_int
 
@@ -41,8 +42,8 @@ async def preview() -> dict[str, Any]:
     return await coord().store.read(silences.preview, principal.identity, principal.is_admin, target.fields())
 
 
-@bp.delete("/<rowid:silence_id>")
-@accepts(returns=Silence)
+@bp.delete("/<other_than(preview):silence_id>")  # so that /preview answers (and OPTIONS lists) POST alone
+@accepts(returns=Silence, path={"silence_id": RowId})
 async def end(silence_id: str) -> dict[str, Any]:
     """End a running silence now."""
     principal = require_identity()

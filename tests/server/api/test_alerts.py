@@ -15,6 +15,7 @@ import pytest
 from coordserver.events import log as event_log
 from coordserver.timeutil import FrozenClock, iso
 from tests.helpers import client, eventually, ok
+from tests.server.api.test_metrics import scrape, value
 from tests.server.realtime.test_push import ALLOW_LOOPBACK, receiver, register, verify  # noqa: F401 (a fixture)
 from tests.sse_helpers import open_stream
 
@@ -307,6 +308,7 @@ def test_the_runbook_travels_with_alerts_and_their_wake_items(srv):
 def test_an_unacknowledged_alert_escalates_once_on_the_injected_clock(make_server, database_url):
     clock = FrozenClock(START)
     srv = make_server(clock=clock, database_url=database_url, **FAST)
+    escalations_before = value(scrape(srv.url), "coord_buzz_escalations_total")
     with client(srv, "alice") as alice, client(srv, "bob") as bob, client(srv, "carol") as carol:
         hook = webhook(alice, escalateAfterMinutes=15, escalateTo=["carol"])
         assert hook["escalateAfterMinutes"] == 15 and hook["escalateTo"] == ["carol"]
@@ -328,6 +330,7 @@ def test_an_unacknowledged_alert_escalates_once_on_the_injected_clock(make_serve
     escalations = [(d["alertId"], d["escalateTo"], to) for d, to, _all in logged(srv) if d["change"] == "escalated"]
     assert escalations == [(late, ["carol"], [])]  # (addressed to everyone: the webhook names no forUsers)
     assert srv.coord.services.scheduler.alerts_escalated == 1
+    assert value(scrape(srv.url), "coord_buzz_escalations_total") == escalations_before + 1
 
 
 # --- snoozes end by themselves -----------------------------------------------------------------

@@ -47,6 +47,7 @@ REFERENCE_REFUSALS = re.compile("|".join([
     r"^until must be (in the future|within \d+ minutes)$",  # a snooze's end: the server's clock decides
     r"^endsAt must be in the future, within \d+ minutes$",  # a silence's end, likewise
     r"^match\.title is not a regular expression: ",       # /.../ that Python's re does not compile
+    r"^runbookPageId is not a notebook page$",             # a page id of the right shape that names no page
 ]))
 
 
