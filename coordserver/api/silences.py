@@ -2,18 +2,21 @@
 domain/silences.py."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
 from ..domain import silences
-from ..schemas.base import RowId
+from ..schemas.base import INT_MAX
 from ..schemas.silences import NewSilence, Silence, SilencePreview, Silences, SilenceTarget
 from .common import accepts, body, path_int
 
 bp = Blueprint("silences", __name__, url_prefix="/api/buzz/silences")
+PathRowId = Annotated[int, msgspec.Meta(ge=0, le=INT_MAX)]  # path_int's range, as <rowid:...> is documented
 
 
 @bp.post("")
@@ -43,7 +46,7 @@ async def preview() -> dict[str, Any]:
 
 
 @bp.delete("/<other_than(preview):silence_id>")  # so that /preview answers (and OPTIONS lists) POST alone
-@accepts(returns=Silence, path={"silence_id": RowId})
+@accepts(returns=Silence, path={"silence_id": PathRowId})
 async def end(silence_id: str) -> dict[str, Any]:
     """End a running silence now."""
     principal = require_identity()
