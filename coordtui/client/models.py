@@ -13,11 +13,9 @@ def parse_time(value: Any) -> datetime | None:
     """ISO-8601 with `Z` or an offset, or database text like `2026-02-17 12:00:00.123+00`; naive = UTC."""
     if not isinstance(value, str) or not value.strip():
         return None
-    text = value.strip().replace(" ", "T", 1)
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    elif len(text) >= 3 and text[-3] in "+-" and text[-2:].isdigit() and "T" in text and ":" not in text[-3:]:
-        text += ":00"  # "+00" -> "+00:00"
+    text = value.strip()
+    if text.endswith("z"):  # Python's ISO parser (3.11+) reads "Z", "+00" and a space for "T", not "z"
+        text = text[:-1] + "Z"
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
