@@ -26,7 +26,6 @@ class Admission:
 
 class Gate:
     def __init__(self, coord, resolver: TokenResolver, limiter: RateLimiter, presence: PresenceTracker):
-        self._coord = coord
         self._presence = presence
         self._resolver = resolver
         self._limiter = limiter

@@ -12,7 +12,7 @@ from .auth import TokenResolver
 from .gate import Gate
 from .mcp.endpoint import McpEndpoint
 from .mcp.wake_listeners import WakeListeners
-from .metrics import AppMetrics
+from .metrics import AppMetrics, process_metrics
 from .ratelimit import RateLimiter
 from .realtime.ask_waiters import AskWaiters
 from .realtime.loopmon import LoopMonitor
@@ -76,7 +76,8 @@ def build(coord, app) -> Services:
     wake_cache = WakeCache(coord)
     asks = AskWaiters(coord)
     endpoint = McpEndpoint(coord, gate, app, presence, tokens_guard, asks)
-    loopmon, scheduler = LoopMonitor(coord), Scheduler(coord)
+    loopmon = LoopMonitor(coord)
+    scheduler = Scheduler(coord, on_escalated=lambda count: process_metrics().buzz_escalated.inc(count))
     notebook = NotebookRooms(coord)
     return Services(tokens=tokens, tokens_guard=tokens_guard, presence=presence,
                     loopmon=loopmon, wake=WakePulser(coord, sse, endpoint.hub, wake_cache, presence),

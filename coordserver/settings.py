@@ -145,6 +145,8 @@ class Settings:
     rate_limits: bool = True
     rate_limit_overrides: dict[str, int] = field(default_factory=dict)
     ingest_per_webhook: int = 60  # per 60 s window; like every rate limit, off with rate_limits
+    flap_resolutions: int = 3  # an alert resolved by its source more often than this within the window flaps
+    flap_window_minutes: int = 30
     trusted_proxy: bool = False
     hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
@@ -199,6 +201,8 @@ class Settings:
                 if isinstance(v, int)
             },
             ingest_per_webhook=_positive_int(env.get("COORD_INGEST_PER_WEBHOOK"), "COORD_INGEST_PER_WEBHOOK", 60),
+            flap_resolutions=_positive_int(env.get("COORD_FLAP_RESOLUTIONS"), "COORD_FLAP_RESOLUTIONS", 3),
+            flap_window_minutes=_positive_int(env.get("COORD_FLAP_WINDOW_MINUTES"), "COORD_FLAP_WINDOW_MINUTES", 30),
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),

@@ -109,6 +109,12 @@ class AsksPayload(TypedDict):
     deadline: str | None
 
 
+class AlertsPayload(TypedDict):
+    alertId: int
+    state: str
+    dueAt: str | None
+
+
 class BusPayload(TypedDict):
     kind: Literal["reconnected"]
 
@@ -140,6 +146,9 @@ STREAMS: Channel[StreamsPayload] = Channel(
 ASKS: Channel[AsksPayload] = Channel(
     "asks", "an ask was made or changed state (domain/asks.py): those waiting on it re-read it "
             "(realtime/ask_waiters.py), and the expiry pass sleeps until the earliest deadline (scheduler.py)")
+ALERTS: Channel[AlertsPayload] = Channel(
+    "alerts", "an alert changed state (domain/alerts.py): the alert pass sleeps until the earliest snooze end "
+              "or escalation (scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")

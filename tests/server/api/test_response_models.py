@@ -97,10 +97,11 @@ def test_every_json_operation_answers_as_its_model_says(tour_server, as_user, ch
     _notebook(alice, task)
     _directory_and_buzz(alice, bob, anyone)
     _asks(alice, bob)
+    _alerts(alice, bob, anyone)
     tour_server.tour_clock.advance(hours=2)  # dora, whom alice backs up, has been silent for longer than its 1 h
     wake = admin.get("/api/wake/alice", params={"includeOffHours": "true"}).json()
     assert {item["source"] for item in wake["items"]} == {"message", "message_pending", "swarm", "buzz", "chat",
-                                                          "backup", "ask", "ask_result"}
+                                                          "backup", "ask", "ask_result", "alert"}
     for who in (alice, bob):
         who.get("/api/wake")
     alice.get("/api/presence")
@@ -238,6 +239,33 @@ def _asks(alice, bob) -> None:
     withdrawn = alice.post("/api/asks", json={"to": "bob", "question": "Lunch?", "allowText": True}).json()
     alice.post(f"/api/asks/{withdrawn['id']}/cancel")
     alice.get("/api/asks", params={"role": "sent"})
+
+
+def _alerts(alice, bob, anyone) -> None:
+    """Alerts (alice's wake keeps one open alert; the other goes through every state)."""
+    hook = alice.post("/api/buzz/webhooks", json={"appName": "prom", "title": "Prometheus", "wakeAgent": "alice",
+                                                  "forUsers": "bob", "runbookUrl": "https://runbooks.example.com/p",
+                                                  "escalateAfterMinutes": 30, "escalateTo": ["carol"]}).json()
+    handled = anyone.post(f"/api/ingest/prom/{hook['token']}", json={"title": "Disk full", "groupKey": "db"}).json()
+    anyone.post(f"/api/ingest/prom/{hook['token']}", json={"title": "Latency", "groupKey": "web"})
+    alert = f"/api/buzz/alerts/{handled['alertId']}"
+    bob.post(f"{alert}/ack")
+    bob.post(f"{alert}/unack")
+    snoozed = bob.post(f"{alert}/snooze", json={"minutes": 30}).json()
+    bob.post(f"{alert}/snooze", json={"until": snoozed["snoozedUntil"]})  # (the tour's clock: 30 min ahead)
+    alice.post(f"{alert}/resolve")
+    quiet = bob.post("/api/buzz/silences", json={"appName": "prom", "match": {"title": "Latency",
+                                                                            "labels": {"severity": "page"}},
+                                                 "minutes": 30, "comment": "looking"}).json()
+    anyone.post(f"/api/ingest/prom/{hook['token']}", json={"title": "Latency", "groupKey": "web",
+                                                           "labels": {"severity": "page"}})
+    bob.post("/api/buzz/silences/preview", json={"webhookId": hook["id"], "match": {"title": "Latency"}})
+    bob.post("/api/buzz/silences", json={"webhookId": hook["id"], "match": {"title": "/x+/"},
+                                         "endsAt": snoozed["snoozedUntil"]})
+    bob.delete(f"/api/buzz/silences/{quiet['id']}")
+    bob.get("/api/buzz/silences")
+    bob.get(alert)
+    bob.get("/api/buzz/alerts", params={"state": "resolved", "appName": "prom"})
 
 
 def _directory_and_buzz(alice, bob, anyone) -> None:
