@@ -546,8 +546,35 @@ class CoordApp(KeysInOrder, App[None]):
             inbox.request_reload()
         elif item.source == "swarm":
             self.open_task(str(item.id))
+        elif item.source in ("ask", "ask_result"):
+            self.run_worker(self.open_ask(item), group="open-ask", exit_on_error=False)
         else:
             self.notify(f"{item.summary}\n\n{item.action}", title=item.source, timeout=10)
+
+    async def open_ask(self, item: WakeItem) -> None:
+        """enter on a question: what it is about (its message or task); on an answer to mine: the outcome,
+        which reading marks read (its wake item leaves)."""
+        try:
+            ask = await self.session.connected_client().get_ask(item.id)
+        except (ApiError, ConnectionFailed) as exc:
+            self.notify(exc.message if isinstance(exc, ApiError) else str(exc), title="Not opened",
+                        severity="error", timeout=6)
+            return
+        if item.source == "ask_result":
+            self.notify(item.summary, title="Answer", timeout=10)
+            self.wake_pane.request_reload()
+            self.live.recount()
+        context = ask.context or {}
+        if context.get("taskId"):
+            self.open_task(str(context["taskId"]))
+        elif context.get("messageId"):
+            inbox = self.inbox_pane
+            inbox.select_message(context["messageId"])
+            self.show_pane(inbox)
+            inbox.request_reload()
+        elif item.source == "ask":
+            about = f" (about alert {context['alertId']})" if context.get("alertId") else ""
+            self.notify(f"{ask.question}{about}", title=f"Question from {ask.asker}", timeout=10)
 
     def open_task(self, task_id: str) -> None:
         self.push_screen(TaskDetailScreen(self.session, task_id))

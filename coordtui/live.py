@@ -99,7 +99,7 @@ class Live:
                 self.counts.due = True
             if event.type == "wake_pulse":
                 self.counts_seen(wake=Wake.parse(event.data))
-            elif event.type == "message" and not event.data.get("urgent"):
+            elif event.type == "message" and event.data.get("sender") and not event.data.get("urgent"):
                 self.quiet_toast("inbox", in_view, "New mail", f"{event.data.get('sender')}: {event.data.get('title')}")
             elif event.type == "chat_message":
                 self.chat_arrived(event, in_view, chat_open, chat_channels)
@@ -151,12 +151,12 @@ class Live:
         if self._seen_urgent is not None:
             for key, item in urgent.items():
                 if key not in self._seen_urgent and item.source != "message":  # mail toasts on its own event
-                    self.alert(item.summary)
+                    self.alert(item.summary, title="Question" if item.source == "ask" else "Urgent")
         self._seen_urgent = (self._seen_urgent or set()) | set(urgent)
 
-    def alert(self, text: str) -> None:
-        self.host.notify(text, title="Urgent", severity="warning", timeout=8)
-        self.send_desktop("Urgent", text)
+    def alert(self, text: str, title: str = "Urgent") -> None:
+        self.host.notify(text, title=title, severity="warning", timeout=8)
+        self.send_desktop(title, text)
         if self.ring_bell:
             self.host.bell()
 

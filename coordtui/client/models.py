@@ -45,6 +45,11 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
     return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
 
 
+def numbered(options: tuple[str, ...] | list[str]) -> str:
+    """An ask's options as '1 deploy · 2 wait': the digit that answers each one."""
+    return " · ".join(f"{number} {label}" for number, label in enumerate(options, start=1))
+
+
 def age_text(then: datetime | None, now: datetime) -> str:
     """Two largest units, no seconds, like the server's wake ages."""
     if then is None:

@@ -24,7 +24,7 @@ from ..session import Session
 from ..tables import row_matches
 
 # The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
-OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group"]
+OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask"]
 
 Data = TypeVar("Data")  # what a pane's load() fetches and its show() renders
 Result = TypeVar("Result")

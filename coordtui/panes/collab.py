@@ -14,15 +14,50 @@ from __future__ import annotations
 from typing import Any
 
 from pycrdt import Subscription, Text, TextEvent, UndoManager
+from rich.color import Color, ColorParseError
+from rich.segment import Segment
+from rich.style import Style
+from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import TextArea
 from textual.widgets.text_area import Document, Edit, EditResult
 
 from ..client.notebook import LOCAL_ORIGIN as LOCAL  # the provider sends every non-remote transaction
+from ..client.notebook import RemoteCursor
 from ..client.safe_text import neutralise
 
 
 def byte_offset(text: str, index: int) -> int:
     return len(text[:index].encode("utf-8"))
+
+
+EDITOR_COLOURS = ("#e5a50a", "#3584e4", "#2ec27e", "#c061cb", "#ff7800", "#26a269", "#e01b24", "#62a0ea")
+
+
+def colour_for(name: str) -> str:
+    """An editor's colour when it names none: the same for the same name in every coordtui."""
+    return EDITOR_COLOURS[sum(name.encode("utf-8")) % len(EDITOR_COLOURS)]
+
+
+def cursor_colour(cursor: RemoteCursor) -> str:
+    """Their own colour when it is one a terminal can show, else one chosen from their name."""
+    if cursor.color:
+        try:
+            Color.parse(cursor.color)
+            return cursor.color
+        except ColorParseError:
+            pass
+    return colour_for(cursor.name)
+
+
+def restyle(strip: Strip, start: int, end: int, style: Style) -> Strip:
+    """`strip` with cells start..end drawn in `style` on top of their own."""
+    start, end = max(0, start), min(end, strip.cell_length)
+    if start >= end:
+        return strip
+    left, middle, right = strip.divide([start, end, strip.cell_length])
+    marked = Strip(list(Segment.apply_style(middle, post_style=style)), middle.cell_length)
+    return Strip.join([left, marked, right])
 
 
 def char_index(text: str, offset: int) -> int:
@@ -32,6 +67,9 @@ def char_index(text: str, offset: int) -> int:
 class CollabTextArea(TextArea):
     """Call `bind(text)` once the document is synced; `unbind()` when the page closes."""
 
+    class RemoteEdited(Message):
+        """Someone else's edit reached the text (a view rendered from it follows)."""
+
     def __init__(self, text: str = "", *, soft_wrap: bool = True, **kwargs: Any) -> None:
         super().__init__(text, soft_wrap=soft_wrap, **kwargs)
         self.shared: Text | None = None
@@ -40,6 +78,7 @@ class CollabTextArea(TextArea):
         self._applying_remote = False
         self.remote_edits = 0
         self.raw = ""  # the shared text as it is (self.text is what is shown: the same, neutralised)
+        self.remote_cursors: list[RemoteCursor] = []  # the other editors' carets and selections (awareness)
 
     @property
     def plain_document(self) -> Document:
@@ -72,6 +111,35 @@ class CollabTextArea(TextArea):
         self.shared = None
         self.undo_manager = None
         self._subscription = None
+
+    def show_cursors(self, cursors: list[RemoteCursor]) -> None:
+        self.remote_cursors = list(cursors)
+        self.refresh()
+
+    def screen_offset(self, index: int) -> tuple[int, int]:
+        """Where a position of the text is drawn: (x in the widget, y in the wrapped document)."""
+        index = max(0, min(index, len(self.text)))
+        offset = self.wrapped_document.location_to_offset(self.plain_document.get_location_from_index(index))
+        return offset.x + self.gutter_width - self.scroll_offset.x, offset.y
+
+    def render_line(self, y: int) -> Strip:
+        """The line as TextArea draws it, with the other editors' selections underlined and their carets as a
+        block, each in the editor's colour."""
+        strip = super().render_line(y)
+        row = self.scroll_offset.y + y
+        for cursor in self.remote_cursors:
+            colour = cursor_colour(cursor)
+            if cursor.selection is not None:
+                (x0, y0), (x1, y1) = (self.screen_offset(i) for i in cursor.selection)
+                if y0 <= row <= y1:
+                    start = x0 if row == y0 else self.gutter_width
+                    end = x1 if row == y1 else strip.cell_length
+                    strip = restyle(strip, start, end, Style(underline=True, color=colour))
+            if cursor.head is not None:
+                x, caret_row = self.screen_offset(cursor.head)
+                if caret_row == row:
+                    strip = restyle(strip, x, x + 1, Style(bgcolor=colour, color="black"))
+        return strip
 
     def load_text(self, text: str) -> None:
         """Shows `text` neutralised (the stored text shown before the live document arrives, too)."""
@@ -132,6 +200,7 @@ class CollabTextArea(TextArea):
             self.remote_edits += 1
         finally:
             self._applying_remote = False
+        self.post_message(self.RemoteEdited())
 
     def undo(self) -> None:
         if self.undo_manager is None:

@@ -3,27 +3,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.timer import Timer
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.api import ApiError
 from ..client.transitions import step
-from ..client.models import PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem
-from ..screens.form import Field, FormScreen, reply_form
+from ..client.models import PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem, numbered
+from ..screens.form import Field, FormScreen, answer_text_form, reply_form
 from ..screens.task_move import move_task_dialog
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
-SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
+SOURCE_ORDER = {"ask": 0, "backup": 1, "buzz": 2, "message": 3, "message_pending": 4, "ask_result": 5, "chat": 6,
+                "swarm": 7}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
-SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
-                 "message_pending": "Awaiting your answer", "chat": "Unread chat", "swarm": "Tasks"}
+SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "buzz": "Buzz alerts",
+                 "message": "Unread mail", "message_pending": "Awaiting your answer",
+                 "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
 
 
@@ -32,18 +38,35 @@ def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
     return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
 
 
+def item_text(item: WakeItem) -> Text:
+    """The row's text: an ask put to me shows the digit of each option after its question."""
+    text = Text(item.summary)
+    if item.source == "ask" and (item.options or item.allow_text):
+        choices = numbered(item.options) + (" · t in words" if item.allow_text else "")
+        text.append(f"  [{choices.lstrip(' ·')}]", style="bold cyan")
+    return text
+
+
 class WakePane(Pane[Wake]):
+    ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
-                             "reconnected"})
+                             "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
-            ("t", "create a task from a buzz alert"), ("n / N", "next / previous unread item (alert, mail, chat)")]
-    BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
+            ("t", "create a task from a buzz alert / answer a question in words"),
+            ("1-9", "answer the highlighted question with that option (other rows: switch pane)"),
+            ("A", "all questions to and from you (batch answer)"), ("Q", "ask someone a question"),
+            ("n / N", "next / previous unread item (alert, mail, chat)")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
                 Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
+                Binding("A", "ops('asks')", "Asks", show=False, id="wake.asks"),
+                Binding("Q", "ops('ask')", "Ask", show=False, id="wake.ask"),
                 Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
-                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread")]
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread"),
+                *(Binding(str(n), f"answer({n})", f"Answer {n}", show=False, id=f"wake.answer_{n}")
+                  for n in range(1, 10))]
 
     @dataclass
     class Shown(Message):
@@ -72,6 +95,7 @@ class WakePane(Pane[Wake]):
         self.items: dict[str, WakeItem] = {}
         self._channels: list[Channel] | None = None  # fetched by load() with the wake it returns (older servers)
         self._signature: tuple[object, ...] = ()
+        self.answering: dict[str, tuple[Timer, str]] = {}  # item key -> (the timer that sends it, the option)
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -118,8 +142,11 @@ class WakePane(Pane[Wake]):
                           key=f"group:{source}")
             for item in items:
                 self.items[item.key] = item
+                text = item_text(item)
+                if item.key in self.answering:
+                    text.append(f"  → answering: {self.answering[item.key][1]} (u takes it back)", style="bold yellow")
                 table.add_row(Text(item.priority, style=PRIORITY_STYLE.get(item.priority, "")), item.age,
-                              Text(item.summary), key=item.key)
+                              text, key=item.key)
         if selected and selected in self.items:
             table.move_cursor(row=table.get_row_index(selected))
         elif self.items:
@@ -165,6 +192,49 @@ class WakePane(Pane[Wake]):
             self.notify(f"Select a {' or '.join(sources)} item first", severity="warning", timeout=3)
             return None
         return item
+
+    def action_answer(self, option: int) -> None:
+        """A digit on a question put to me answers it with that option, after ANSWER_GRACE seconds in which u
+        takes it back (a digit pressed by reflex to switch panes must not decide for anyone); elsewhere the
+        key does what the app binds it to (switching panes)."""
+        item = self.selected()
+        if item is None or item.source != "ask" or option > len(item.options):
+            raise SkipAction()
+        label = item.options[option - 1]
+        earlier = self.answering.pop(item.key, None)
+        if earlier is not None:
+            earlier[0].stop()
+        timer = self.set_timer(self.ANSWER_GRACE, lambda: self.answer(item, option))
+        self.answering[item.key] = (timer, label)
+
+        async def take_back() -> None:
+            pending = self.answering.pop(item.key, None)
+            if pending is None:
+                raise ApiError(409, "the answer was sent already")
+            pending[0].stop()
+            self.repaint()
+        self.offer_undo(f"Answering {item.asker}: {label}", take_back)
+        self.repaint()
+
+    def repaint(self) -> None:
+        if self.wake is not None:
+            self._fill_table(self.wake)
+
+    @work(group="wake-action", exit_on_error=False)
+    async def answer(self, item: WakeItem, option: int) -> None:
+        if self.answering.pop(item.key, None) is None:
+            return  # taken back
+        label = item.options[option - 1]
+        if await self.act(self.client.answer_ask(item.id, option=option), f"Answered {item.asker}: {label}"):
+            self.request_reload()
+        else:
+            self.repaint()
+
+    @work(group="wake-action", exit_on_error=False)
+    async def answer_in_words(self, item: WakeItem) -> None:
+        if await self.app.push_screen_wait(answer_text_form(self.client, item.id, item.question or item.summary)):
+            self.notify(f"Answered {item.asker}", timeout=3)
+            self.request_reload()
 
     @work(group="wake-action", exit_on_error=False)
     async def action_ack(self) -> None:
@@ -224,6 +294,11 @@ class WakePane(Pane[Wake]):
 
     @work(group="wake-action", exit_on_error=False)
     async def action_task_from_alert(self) -> None:
+        """t: a task from the highlighted alert; on a question that may be answered in words, that answer."""
+        asked = self.selected()
+        if asked is not None and asked.source == "ask" and asked.allow_text:
+            self.answer_in_words(asked)
+            return
         item = self._need("buzz")
         if item is None:
             return

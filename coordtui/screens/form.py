@@ -317,6 +317,13 @@ def reply_form(client: CoordClient, message_id: int, about: str) -> FormScreen:
                       "Send", submit=lambda values: client.reply(message_id, values["body"]))
 
 
+def answer_text_form(client: CoordClient, ask_id: int, question: str) -> FormScreen:
+    """An ask answered in words (where its asker allows text): the first answer wins, a later one is refused."""
+    return FormScreen(f"Answer: {question[:60]}", [Field("text", "Answer", kind="text", required=True,
+                                                         max_len=limits.ASK_TEXT, wire="text")],
+                      "Answer", submit=lambda values: client.answer_ask(ask_id, text=values["text"]))
+
+
 def edit_in_editor(app: App[Any], text: str) -> str | None:
     """Runs $VISUAL or $EDITOR (default vi) on a temporary copy of `text`; None when the editor fails."""
     command = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")

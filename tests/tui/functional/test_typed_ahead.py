@@ -259,6 +259,81 @@ async def task_from_alert(server, pilot, app):
     assert task["detail"].startswith(text + "From buzz event") and task["assigneeUserId"] == "bob"
 
 
+# ---- asks --------------------------------------------------------------------------------------------------------
+
+def ask_of(server, who: str, ask_id: int) -> dict:
+    return api(server, who, "GET", f"/api/asks/{ask_id}")
+
+
+@scenario("carol", "coordtui.screens.form:answer_text_form")
+async def ask_in_words(server, pilot, app):
+    asked = api(server, "alice", "POST", "/api/asks", json={"to": "carol", "question": "Which region?",
+                                                            "allowText": True})
+    await on_pane(pilot, app, "1", "wake")
+    key = f"ask:{asked['id']}"
+    await until(pilot, lambda: key in row_keys(app, "#wake-table"), "in wake")
+    select_row(app, "#wake-table", key)
+    text = body("in words")
+    await pilot.press("t", *typed(text), "ctrl+s")
+    await until(pilot, lambda: ask_of(server, "alice", asked["id"])["status"] == "answered", "answered")
+    assert ask_of(server, "alice", asked["id"])["text"] == text
+
+
+@scenario("bob", "coordtui.ops.asks:new_ask")
+async def new_ask(server, pilot, app):
+    await on_pane(pilot, app, "1", "wake")
+    question = body("question")
+    await pilot.press("Q", *typed("alice"), "tab", *typed(question), "tab", *typed("tonight"), "enter",
+                      *typed("tomorrow"), "tab", "space", "tab", *typed("30"), "ctrl+s")
+    received = lambda: api(server, "alice", "GET", "/api/asks", params={"role": "received"})["asks"]  # noqa: E731
+    await until(pilot, lambda: any(a["question"] == question for a in received()), "asked")
+    asked = next(a for a in received() if a["question"] == question)
+    assert (asked["from"], asked["options"], asked["allowText"]) == ("bob", ["tonight", "tomorrow"], True)
+    assert asked["deadline"]
+
+
+@scenario("bob", "coordtui.ops.asks:AsksScreen.action_cancel_ask")
+async def cancel_ask(server, pilot, app):
+    asked = api(server, "bob", "POST", "/api/asks", json={"to": "alice", "question": "Lunch?",
+                                                          "options": ["yes", "no"]})
+    await on_ops(pilot, app, "1", "wake", "A")
+    select_ops_row(app, str(asked["id"]))
+    await pilot.press("c", "enter")
+    await until(pilot, lambda: ask_of(server, "bob", asked["id"])["status"] == "cancelled", "cancelled")
+
+
+# ---- page history ------------------------------------------------------------------------------------------------
+
+async def on_history(server, pilot, app, text: str) -> str:
+    page_id = api(server, "alice", "POST", "/api/notebook", json={"title": "History " + text[:20],
+                                                                  "content": text})["page"]["id"]
+    await on_pane(pilot, app, "7", "notebook")
+    await until(pilot, lambda: page_id in row_keys(app, "#notebook-pages"), "listed")
+    select_row(app, "#notebook-pages", page_id)
+    await pilot.press("h")
+    await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "history")
+    return page_id
+
+
+def page_versions(server, page_id: str) -> list[dict]:
+    return api(server, "alice", "GET", f"/api/notebook/{page_id}/versions")["versions"]
+
+
+@scenario("alice", "coordtui.screens.page_history:PageHistoryScreen.action_checkpoint")
+async def checkpoint_page(server, pilot, app):
+    page_id = await on_history(server, pilot, app, "checkpoint me")
+    label = title("Before the drill")[:60]
+    await pilot.press("c", *typed(label), "ctrl+s")
+    await until(pilot, lambda: any(v.get("label") == label for v in page_versions(server, page_id)), "kept")
+
+
+@scenario("alice", "coordtui.screens.page_history:PageHistoryScreen.action_restore")
+async def restore_version(server, pilot, app):
+    page_id = await on_history(server, pilot, app, "restore me")
+    await pilot.press("r", "y")
+    await until(pilot, lambda: any(v["reason"] == "restore" for v in page_versions(server, page_id)), "restored")
+
+
 # ---- chat --------------------------------------------------------------------------------------------------------
 
 @scenario("alice", "coordtui.panes.chat:ChatPane.action_open_dm")

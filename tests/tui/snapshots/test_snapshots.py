@@ -87,8 +87,9 @@ def prepare(pane: str, after=None):
         while app.conn_state != "connected" or app.session.identity is None:
             assert asyncio.get_running_loop().time() < deadline, "never connected"
             await pilot.pause(0.05)
-        await pilot.press(PANE_KEYS[pane])
         target = pane_by_id(app, pane)
+        if app.active_pane is not target:  # a digit on Wake's highlighted question would answer it
+            await pilot.press(PANE_KEYS[pane])
         while target.loads == 0 or target.busy or app._pending or app.live.counting:
             assert asyncio.get_running_loop().time() < deadline, f"{pane} never loaded"
             await pilot.pause(0.05)
@@ -230,3 +231,81 @@ def test_offline_editor_snapshot(snap_compare, tmp_path):
 
 def status_text(app) -> str:
     return str(app.query_one("#notebook-status").render())
+
+
+def own_server(tmp_path):
+    from coordserver.server import ServerThread
+    from coordserver.settings import Settings
+    from tests.conftest import base_env
+    return ServerThread(Settings.from_env(base_env(f"sqlite:///{tmp_path / 'coord.db'}")),
+                        clock=FrozenClock(FROZEN_NOW - timedelta(hours=2))).start()
+
+
+def test_wake_ask_snapshot(snap_compare, tmp_path):
+    """A question put to me at the top of Wake, its options numbered: a digit answers it."""
+    server = own_server(tmp_path)
+    with client(server, "bob") as bob:
+        bob.post("/api/asks", json={"to": "alice", "question": "Deploy now or wait for the window?",
+                                    "options": ["now", "wait", "skip this release"], "allowText": True})
+        bob.post("/api/mailboxes/alice/messages", json={"title": "Release notes draft", "body": "Have a look"})
+    try:
+        assert snap_compare(snapshot_app(server), run_before=prepare("wake"), terminal_size=(100, 24))
+    finally:
+        server.stop()
+
+
+def test_page_history_snapshot(snap_compare, tmp_path):
+    """A page's versions and the coloured diff of the oldest against the page now."""
+    server = own_server(tmp_path)
+    with client(server, "alice") as alice:
+        page_id = alice.post("/api/notebook", json={"title": "Failover runbook", "content":
+                             "# Failover\n\n1. Page the DBA\n2. Promote the replica\n"}).json()["page"]["id"]
+        alice.post(f"/api/notebook/{page_id}/versions", json={"label": "before the drill"})
+        alice.patch(f"/api/notebook/{page_id}", json={"content": "# Failover\n\n1. Page the DBA\n"
+                                                                 "2. Check replication lag\n3. Promote the replica\n"})
+
+    async def open_history(pilot):
+        app = pilot.app
+        await pilot.press(PANE_KEYS["notebook"])
+        await wait_for(pilot, lambda: page_id in app.notebook_pane.pages, what="pages")
+        table = app.query_one("#notebook-pages")
+        table.focus()
+        table.move_cursor(row=table.get_row_index(page_id))
+        await pilot.press("h")
+        await wait_for(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, what="history")
+        history = app.screen.query_one("#history-table")
+        history.move_cursor(row=history.row_count - 1)
+        await wait_for(pilot, lambda: "Check replication lag" in str(app.screen.query_one("#history-diff").render()),
+                       what="the diff")
+        await pilot.pause(0.2)
+    try:
+        assert snap_compare(snapshot_app(server), run_before=prepare("wake", open_history), terminal_size=(100, 30))
+    finally:
+        server.stop()
+
+
+def test_remote_cursor_snapshot(snap_compare, tmp_path):
+    """Another editor's caret and selection drawn in their colour, named in the status line."""
+    from coordtui.client.notebook import NotebookSession
+    from tests.conftest import TOKENS
+    server = own_server(tmp_path)
+    with client(server, "alice") as alice:
+        page_id = alice.post("/api/notebook", json={"title": "Runbook", "content":
+                             "# Runbook\n\n1. Check the dashboards\n2. Page the on-call\n"}).json()["page"]["id"]
+
+    async def bob_edits(pilot):
+        app = pilot.app
+        editor = await open_notebook_page(pilot, app, page_id)
+        await wait_for(pilot, lambda: "editing · saved" in status_text(app), what="editing")
+        bob = await NotebookSession(server.url, TOKENS["bob"], page_id).connect()  # gone with the server
+        bob.set_user("bob", "#e01b24")
+        start = bob.value.index("dashboards")
+        bob.set_cursor(start, start + len("dashboards"))
+        await wait_for(pilot, lambda: editor.remote_cursors and "bob line 3" in status_text(app), what="bob's caret")
+        editor.focus()
+        editor.move_cursor(editor.document.end)
+        await pilot.pause(0.3)
+    try:
+        assert snap_compare(snapshot_app(server), run_before=prepare("wake", bob_edits), terminal_size=(80, 24))
+    finally:
+        server.stop()
