@@ -64,7 +64,7 @@ def test_caller_report(make_server):
     assert probes["stream"]["details"]["open"] == 1 and probes["stream"]["summary"] == "1 event stream open"
     assert probes["pending"]["details"]["wakeItems"] == 2  # the v1 buzz item and its alert (issue 26)
     # doctor looks at wake without delivering it
-    assert [i["source"] for i in bob.get("/api/wake").json()["items"]] == ["buzz"]
+    assert [i["source"] for i in bob.get("/api/wake").json()["items"]] == ["buzz", "alert"]
 
 
 def test_caller_webhook_delivery_results(make_server):
