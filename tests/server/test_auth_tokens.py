@@ -78,7 +78,8 @@ async def test_no_token_and_unknown_tokens_are_no_one(world):
 async def test_database_and_environment_tokens(world):
     token_id, plaintext = world.issue("dana", expires_at=START + timedelta(days=1))
     admin_id, admin_plaintext = world.issue("root", is_admin=True)
-    assert await world.resolver.resolve(plaintext) == Principal("dana", False, token_id, "db", START + timedelta(days=1))
+    assert await world.resolver.resolve(plaintext) == Principal("dana", False, token_id, "db",
+                                                                START + timedelta(days=1))
     assert await world.resolver.resolve(admin_plaintext) == Principal("root", True, admin_id, "db", None)
     assert await world.resolver.resolve(TOKENS["alice"]) == Principal("alice", False, None, "env")
     assert await world.resolver.resolve(TOKENS["admin"]) == Principal("admin", True, None, "env")

@@ -95,7 +95,9 @@ def test_words_past_the_32nd_are_not_searched(inbox):
 def test_a_term_with_quotes_is_searched_as_its_words(inbox):
     """condition() takes any terms safely: a quote inside one is text, not query syntax."""
     def search(terms):
-        return inbox.run_sync(lambda: [m.title for m in Message.select().where(
-            (Message.recipient == "ann") & fulltext.condition(Message, "message_fts", messages._MESSAGE_DOCUMENT, terms))])
+        def unit():
+            matching = fulltext.condition(Message, "message_fts", messages._MESSAGE_DOCUMENT, terms)
+            return [m.title for m in Message.select().where((Message.recipient == "ann") & matching)]
+        return inbox.run_sync(unit)
     assert search(['rollout"starts']) == ["Deploy plan"]
     assert search(['"marks"']) == ['Quote "marks"']

@@ -272,8 +272,8 @@ async def test_a_backup_change_reaches_both_backups_wakes(store):
     assert (first["webhookUrl"], first["webhookToken"]) == ("https://h/oz", "…4321")
     assert store.published == [(WAKE_CHANGED, {"identity": "bob"})]
     store.published.clear()
-    record = await store.write(identities.update_token, token.id, {"backupAgent": "carol", "staleTriggerHours": 2**31 - 1},
-                               frozenset({"bob", "carol"}))
+    record = await store.write(identities.update_token, token.id,
+                               {"backupAgent": "carol", "staleTriggerHours": 2**31 - 1}, frozenset({"bob", "carol"}))
     assert sorted(p["identity"] for _, p in store.published) == ["bob", "carol"]
     assert (record["backupAgent"], record["staleTriggerHours"]) == ("carol", 2**31 - 1)
     store.published.clear()
@@ -325,7 +325,8 @@ def test_each_state_of_a_name(store):
     states = {name: run(store, identities.name_state, name, ENV)
               for name in ("admin", "envy", "arch", "live", "expiring", "dormant", "expired", "rowonly", "tokonly",
                            "free")}
-    assert states == {"admin": "environment", "envy": "environment", "arch": "archived", "live": "live", "expiring": "live",
+    assert states == {"admin": "environment", "envy": "environment", "arch": "archived", "live": "live",
+                      "expiring": "live",
                       "dormant": "dormant", "expired": "dormant", "rowonly": "dormant", "tokonly": "dormant",
                       "free": None}
     assert run(store, identities.name_state, "admin", frozenset()) == "environment"  # the operator, always
@@ -439,7 +440,8 @@ def test_setting_and_clearing_a_webhook(store):
     # a config left without a secret gets a generated one, and says so
     run(store, lambda: WebhookConfig.update(token="").where(WebhookConfig.identity == "wes").execute())
     again = run(store, identities.set_webhook, "wes", "https://h/4", None)
-    assert len(again["webhookToken"]) == 64 and run(store, WebhookConfig.get_by_id, "wes").token == again["webhookToken"]
+    assert len(again["webhookToken"]) == 64
+    assert run(store, WebhookConfig.get_by_id, "wes").token == again["webhookToken"]
 
 
 def test_the_webhook_state_counts_deliveries(store):

@@ -113,7 +113,8 @@ async def test_archiving_revokes_and_unarchiving_lets_the_environment_token_serv
 @pytest.mark.parametrize("body, message", [
     ({"isAdmin": "yes"}, "isAdmin must be true or false"),
     ({"isAgent": None}, "isAgent must be true or false"),
-    ({"avatarUrl": "https://" + "x" * 493}, "avatarUrl must be an http or https URL of at most 500 characters, or null"),
+    ({"avatarUrl": "https://" + "x" * 493},
+     "avatarUrl must be an http or https URL of at most 500 characters, or null"),
     ({"avatarUrl": 5}, "avatarUrl must be an http or https URL of at most 500 characters, or null"),
     ({"archivedAt": 5}, "archivedAt must be an ISO-8601 timestamp or null"),
 ])
@@ -177,7 +178,8 @@ def test_user_stats(store):
 def test_environment_admins_get_an_admin_row(store):
     issue(store, "root")  # an existing row, not an admin yet, named by its owner
     run(store, lambda: User.update(display_name="Rooty").where(User.id == "root").execute())
-    run(store, users.ensure_admin_rows, {"root": ("Root", None), "boss": ("B" * 120, None), "sup": ("Sup", "The Super")})
+    run(store, users.ensure_admin_rows,
+        {"root": ("Root", None), "boss": ("B" * 120, None), "sup": ("Sup", "The Super")})
     rows = run(store, lambda: {u.id: (u.display_name, u.is_admin, u.is_agent) for u in User.select()})
     assert rows == {"root": ("Rooty", True, False), "boss": ("B" * 100, True, False), "sup": ("The Super", True, False)}
     assert run(store, lambda: User.get_by_id("boss").created_at) == NOW

@@ -134,7 +134,8 @@ def test_who_hears_of_a_projects_tasks(world):
 
 def test_tags_are_stored_once_each_and_replaced(store):
     pid = run(store, make_project, "P", ["b", "a", "b"])
-    tags = lambda: run(store, lambda: sorted(t.identity for t in ProjectTag.select().where(ProjectTag.project_id == pid)))
+    def tags():
+        return run(store, lambda: sorted(t.identity for t in ProjectTag.select().where(ProjectTag.project_id == pid)))
     assert tags() == ["a", "b"]
     run(store, project_access.store_tags, pid, ["c"])
     assert tags() == ["c"]
@@ -166,7 +167,8 @@ def test_creating_a_project_with_defaults(store):
 
 
 def test_creating_a_project_with_every_field(store):
-    body = {"title": "Site", "color": "#000000", "description": "d", "websiteUrl": "https://w", "onedevUrl": "https://o",
+    body = {"title": "Site", "color": "#000000", "description": "d", "websiteUrl": "https://w",
+            "onedevUrl": "https://o",
             "githubUrl": "https://g", "dokployDeployUrl": "https://k", "projectLeadUserId": "PL",
             "developerLeadUserId": None, "workHoursStart": 0, "workHoursEnd": 23, "workHoursTimezone": "Europe/Paris",
             "blockingMode": True, "taggedUsers": ["tag", "bob", "tag"]}
@@ -176,7 +178,8 @@ def test_creating_a_project_with_every_field(store):
 
 
 @pytest.mark.parametrize("body, message", [
-    ({"color": "#000000"}, "title and color are required"), ({"title": " ", "color": "#000000"}, "title and color are required"),
+    ({"color": "#000000"}, "title and color are required"),
+    ({"title": " ", "color": "#000000"}, "title and color are required"),
     ({"title": "T"}, "title and color are required"), ({"title": "T", "color": ""}, "title and color are required"),
     ({"title": 5, "color": "#000000"}, "title and color are required"),
     ({"title": "T", "color": 5}, "title and color are required"),
@@ -186,12 +189,15 @@ def test_creating_a_project_with_every_field(store):
     ({"title": "T", "color": "#000000", "description": 5}, "description must be a string"),
     ({"title": "T", "color": "#000000", "description": "x" * 20_001}, "description is longer than 20000 characters"),
     ({"title": "T", "color": "#000000", "githubUrl": "x" * 501}, "githubUrl is longer than 500 characters"),
-    ({"title": "T", "color": "#000000", "developerLeadUserId": "ghost"}, "Unknown identity for developerLeadUserId: ghost"),
+    ({"title": "T", "color": "#000000", "developerLeadUserId": "ghost"},
+     "Unknown identity for developerLeadUserId: ghost"),
     ({"title": "T", "color": "#000000", "workHoursStart": -1}, "workHoursStart must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursEnd": 24}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursEnd": True}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursEnd": 9.0}, "workHoursEnd must be an hour from 0 to 23 (or null)"),
     ({"title": "T", "color": "#000000", "workHoursTimezone": "Mars/Base"}, "Unknown timezone: Mars/Base"),
+    ({"title": "T", "color": "#000000", "workHoursTimezone": ""},
+     "workHoursTimezone must be an IANA timezone name such as America/Chicago"),
     ({"title": "T", "color": "#000000", "taggedUsers": "tag"},
      "taggedUsers must be null or an array of at most 100 identities"),
     ({"title": "T", "color": "#000000", "taggedUsers": ["tag"] * 101},
@@ -210,6 +216,16 @@ def test_tagged_users_of_exactly_a_hundred_and_none_for_empty(store):
     assert projects.tagged_users(None, known) is None
     assert run(store, projects.tagged_users, [], known) is None
     assert run(store, projects.tagged_users, sorted(known, reverse=True), known) == sorted(known)
+
+
+def test_projects_of_one_title_are_listed_by_creation_time_then_id(store):
+    stepped_back = []  # each made an hour before the one made just before it (a clock stepped back)
+    for _ in range(6):
+        stepped_back.append(create(store, user("cre"), {"title": "Same", "color": "#000000"})["id"])
+        store.clock.advance(hours=-1)
+    at_once = [create(store, user("cre"), {"title": "Twin", "color": "#000000"})["id"] for _ in range(6)]
+    listed = [p["id"] for p in run(store, projects.list_projects, user("cre"), False)]
+    assert listed == [*reversed(stepped_back), *sorted(at_once)]
 
 
 def test_the_project_list(world):
@@ -240,7 +256,8 @@ async def test_updating_a_project(world):
 
 
 @pytest.mark.parametrize("viewer, body, message", [
-    (user("tag"), {"developerLeadUserId": "bob"}, "Only the project's leads (bob, dl) or an admin may change its leads"),
+    (user("tag"), {"developerLeadUserId": "bob"},
+     "Only the project's leads (bob, dl) or an admin may change its leads"),
     (user("tag"), {"projectLeadUserId": None}, "Only the project's leads (bob, dl) or an admin may change its leads"),
     (user("tag"), {"taggedUsers": ["tag", "bob"]},
      "Only the project's creator, its leads or an admin may change taggedUsers"),
@@ -282,6 +299,9 @@ async def test_archiving_a_project_keeps_the_first_instant(world):
     assert again["archivedAt"] == first["archivedAt"] and again["updatedAt"] == first["updatedAt"]
     with pytest.raises(NotFound):
         await world.write(projects.archive_project, user("out"), world.ids["closed"])
+    # a tagged member, and an admin by its token, archive the restricted project
+    assert (await world.write(projects.archive_project, user("tag"), world.ids["closed"]))["archivedAt"]
+    assert (await world.write(projects.archive_project, admin("out"), world.ids["leadless"]))["archivedAt"]
 
 
 async def test_a_lead_change_waits_for_one_in_progress_elsewhere(pg_cluster):

@@ -46,7 +46,8 @@ def test_append_addresses_everyone_some_or_no_one(store):
         ("d", {"n": 4}, [])])
     assert everyone < some < no_one < empty
     assert targets(store) == {some: ["alice", "carol"]}  # deduplicated, no empty name
-    rows = store.run_sync(lambda: [(e.id, e.type, e.data, e.to_all, e.created_at) for e in Event.select().order_by(Event.id)])
+    rows = store.run_sync(lambda: [(e.id, e.type, e.data, e.to_all, e.created_at)
+                                   for e in Event.select().order_by(Event.id)])
     naive_start = START.replace(tzinfo=None)
     assert rows == [(everyone, "a", {"n": 1}, True, naive_start), (some, "b", {"n": 2}, False, naive_start),
                     (no_one, "c", {"n": 3}, False, naive_start), (empty, "d", {"n": 4}, False, naive_start)]

@@ -236,7 +236,8 @@ def test_doctor_report():
     assert DoctorReport.parse({}) == DoctorReport("warn", False, None, [], [], [], None)
 
 
-@pytest.mark.parametrize("row", spellings({"createdBy": "ann", "lockedBy": "bob", "updatedAt": T1, "taggedUsers": ["ann"]},
+@pytest.mark.parametrize("row", spellings({"createdBy": "ann", "lockedBy": "bob", "updatedAt": T1,
+                                           "taggedUsers": ["ann"]},
                                           {"created_by": "ann", "locked_by": "bob", "updated_at": T1,
                                            "tagged_users": ["ann"]},
                                           {"id": 4, "title": "Notes", "content": "# hi", "locked": 1, "tags": ["a"]}))
@@ -248,7 +249,8 @@ def test_page_defaults():
     assert Page.parse({"id": "p"}) == Page("p", "", None, None, False, None, [], None, None)
 
 
-@pytest.mark.parametrize("row", spellings({"createdBy": "ann", "createdAt": T1}, {"created_by": "ann", "created_at": T1},
+@pytest.mark.parametrize("row", spellings({"createdBy": "ann", "createdAt": T1},
+                                          {"created_by": "ann", "created_at": T1},
                                           {"id": "6", "title": "Docs", "url": "https://d", "description": "all"}))
 def test_directory_entry(row):
     assert DirectoryEntry.parse(row) == DirectoryEntry(6, "Docs", "https://d", "all", "ann", AT1)
@@ -284,7 +286,8 @@ def test_user_defaults():
 @pytest.mark.parametrize("row", spellings(
     {"appName": "ci", "forUsers": ["ann", "bob"], "wakeAgent": "ann", "notifyAgent": "bob", "ingestUrl": "https://i",
      "lastHitAt": T1},
-    {"app_name": "ci", "for_users": ["ann", "bob"], "wake_agent": "ann", "notify_agent": "bob", "ingest_url": "https://i",
+    {"app_name": "ci", "for_users": ["ann", "bob"], "wake_agent": "ann", "notify_agent": "bob",
+     "ingest_url": "https://i",
      "last_hit_at": T1},
     {"id": "3", "title": "Builds", "owner": "carol", "enabled": False}))
 def test_webhook(row):
