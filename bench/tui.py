@@ -110,7 +110,7 @@ async def measure(url: str, token: str, sender_token: str, recipient: str, rate:
             await asyncio.sleep(0.005)
         results["first_wake_s"] = app.first_wake_painted - started
         results["wake_rows"] = app.query_one("#wake-table").row_count
-        results["wake_summary"] = app.pane("wake").wake.summary
+        results["wake_summary"] = app.wake_pane.wake.summary
         while app.conn_state != "connected":
             await asyncio.sleep(0.01)
 

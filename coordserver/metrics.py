@@ -40,6 +40,9 @@ log = logging.getLogger("coord")
 _prepared_dir: str | None = None  # the supervisor's directory (prepare_dir), for mark_process_dead
 
 
+_ACK_BUCKETS = (30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
+
+
 def _multiprocess_dir() -> str | None:
     """COORD_METRICS_DIR, handed on to prometheus-client (which reads PROMETHEUS_MULTIPROC_DIR)."""
     directory = metrics_dir()
@@ -127,6 +130,12 @@ class ProcessMetrics:
         self.push_deliveries = Counter("coord_push_deliveries_total", "Webhook push attempts by outcome",
                                        ["result"], registry=own)
         self.wake_pulses = Counter("coord_wake_pulses_total", "Wake pulses sent", registry=own)
+        self.buzz_silenced = Counter("coord_buzz_silenced_ingests_total", "Buzz ingests a silence hid (stored and "
+                                     "counted, no effects)", registry=own)
+        self.buzz_escalated = Counter("coord_buzz_escalations_total", "Buzz alerts escalated (open past their "
+                                      "webhook's escalateAfterMinutes)", registry=own)
+        self.alert_ack_seconds = Histogram("coord_buzz_alert_time_to_ack_seconds", "From an alert opening to its "
+                                           "acknowledgement", buckets=_ACK_BUCKETS, registry=own)
         self.scrape_duration = Histogram("coord_metrics_scrape_duration_seconds", "Time a /api/metrics answer "
                                          "took to gather and render, inside the server", buckets=_SCRAPE_BUCKETS,
                                          registry=own)
@@ -137,6 +146,7 @@ class ProcessMetrics:
             mine = [Children(metric) if supported(metric) else metric
                     for metric in (self.info, self.http_requests, self.http_duration, self.sse_streams,
                                    self.notebook_sockets, self.events, self.push_deliveries, self.wake_pulses,
+                                   self.buzz_silenced, self.buzz_escalated, self.alert_ack_seconds,
                                    self.scrape_duration)]
         standard = [ProcessCollector(registry=self.sources), PlatformCollector(registry=self.sources),
                     GCCollector(registry=self.sources)]
@@ -195,7 +205,7 @@ def row_counts() -> dict:
     waits for this read, and under load each statement's round trip waited for the GIL behind the busy
     event loop again (bench/RESULTS.md, 2026-11-24)."""
     from .domain.task_rules import STATUSES
-    from .models import ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
+    from .models import BuzzAlert, ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
     from .sql import tuples
 
     def count(query):
@@ -213,7 +223,10 @@ def row_counts() -> dict:
     numbers = together.tuples()[0]
     tasks = dict.fromkeys(STATUSES, 0)
     tasks.update(tuples(Task.select(Task.status, pw.fn.COUNT(pw.SQL("*"))).group_by(Task.status)))
-    return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks}
+    alerts = dict.fromkeys(("open", "acked", "snoozed"), 0)  # resolved ones are history, not a backlog
+    alerts.update(tuples(BuzzAlert.select(BuzzAlert.state, pw.fn.COUNT(pw.SQL("*")))
+                         .where(BuzzAlert.state != "resolved").group_by(BuzzAlert.state)))
+    return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks, "alerts": alerts}
 
 
 _HELP = {
@@ -239,6 +252,10 @@ class _AppFigures:
         for status, number in sorted(self.counts["tasks"].items()):
             tasks.add_metric([status], number)
         yield tasks
+        alerts = GaugeMetricFamily("coord_buzz_alerts", "Buzz alerts not resolved, per state", labels=["state"])
+        for state, number in sorted(self.counts["alerts"].items()):
+            alerts.add_metric([state], number)
+        yield alerts
         yield GaugeMetricFamily("coord_scheduler_lag_seconds", "Recurring-task scheduler: seconds overdue "
                                 "(admin doctor's lag, 0 while on time)", value=self.scheduler_lag)
         yield GaugeMetricFamily("coord_event_loop_lag_seconds", "Event-loop lag: the longest over the last "

@@ -378,6 +378,10 @@ class BuzzWebhook(BaseModel):
     enabled = pw.BooleanField(default=True)
     created_at = pw.DateTimeField()
     last_hit_at = pw.DateTimeField(null=True)
+    runbook_page_id = pw.CharField(max_length=36, null=True)  # a notebook page its alerts point to
+    runbook_url = pw.CharField(max_length=2000, null=True)  # or a URL
+    escalate_after_minutes = pw.IntegerField(null=True)  # an alert open this long wakes escalate_to
+    escalate_to = pw.CharField(max_length=255, null=True)  # identities, a normalised comma list
 
 
 class BuzzEvent(BaseModel):
@@ -396,6 +400,8 @@ class BuzzEvent(BaseModel):
     notify_delivered_at = pw.DateTimeField(null=True)
     suppressed = pw.BooleanField(default=False)
     dedup_key = pw.CharField(max_length=255, null=True)
+    alert_id = pw.BigIntegerField(null=True)  # the alert it belongs to (BuzzAlert; null before schema 7)
+    silenced_by = pw.BigIntegerField(null=True)  # the BuzzSilence that hid it (stored and counted, no effects)
 
     class Meta:
         indexes = (
@@ -403,7 +409,71 @@ class BuzzEvent(BaseModel):
             (("notify_agent", "notify_delivered_at"), False),
             (("webhook_id", "dedup_key", "received_at"), False),
             (("webhook_id", "received_at"), False),
+            (("alert_id", "id"), False),  # an alert's recent events
         )
+
+
+class BuzzAlert(BaseModel):
+    """The persistent state above buzz events (domain/alerts.py): one per webhook and group key, open, acked,
+    snoozed or resolved. The routing columns are the webhook's as of its latest ingest, so visibility and
+    wake are indexed queries on this table alone."""
+    id = pw.AutoField()
+    webhook_id = pw.BigIntegerField()
+    group_key = pw.CharField(max_length=255)
+    app_name = pw.CharField(max_length=50)
+    title = pw.CharField(max_length=255)
+    for_users = pw.CharField(max_length=255, null=True)
+    wake_agent = pw.CharField(max_length=50, null=True)
+    notify_agent = pw.CharField(max_length=50, null=True)
+    state = pw.CharField(max_length=10, default="open")  # open, acked, snoozed, resolved
+    count = pw.IntegerField(default=0)  # firings (a resolved notification is not one)
+    first_at = pw.DateTimeField()
+    last_at = pw.DateTimeField()
+    opened_at = pw.DateTimeField()  # when it last became open (created or reopened): time to acknowledge
+    acked_by = pw.CharField(max_length=50, null=True)
+    acked_at = pw.DateTimeField(null=True)
+    snoozed_until = pw.DateTimeField(null=True)
+    resolved_at = pw.DateTimeField(null=True)
+    resolved_by = pw.CharField(max_length=50, null=True)  # null when the source resolved it
+    last_event_id = pw.BigIntegerField(null=True)
+    silenced_by = pw.BigIntegerField(null=True)  # the silence that hid its latest firing (it is then not in wake)
+    runbook_page_id = pw.CharField(max_length=36, null=True)  # the webhook's, as of its latest ingest or change
+    runbook_url = pw.CharField(max_length=2000, null=True)
+    escalate_to = pw.CharField(max_length=255, null=True)
+    escalate_at = pw.DateTimeField(null=True)  # when it escalates if still open (opened_at + the webhook's delay)
+    escalated_at = pw.DateTimeField(null=True)  # it escalated (escalate_to were woken) since it last opened
+    flapping = pw.BooleanField(default=False)  # resolved by its source too often within the flap window
+    flap_started_at = pw.DateTimeField(null=True)  # the flap window it counts resolutions in
+    flap_resolutions = pw.IntegerField(default=0)
+    woken_at = pw.DateTimeField(null=True)  # while flapping: when it last woke anyone (once per window)
+
+    class Meta:
+        indexes = (
+            (("webhook_id", "group_key"), True),  # the ingest's lookup; one alert per group
+            (("wake_agent", "state"), False),  # wake: the identity's open alerts
+            (("state", "snoozed_until"), False),  # the snooze pass: snoozed alerts by their end
+            (("state", "escalate_at"), False),  # the escalation pass: open alerts by when they escalate
+            (("state", "last_at"), False),  # listings by state, newest first
+        )
+
+
+class BuzzSilence(BaseModel):
+    """Ingests of a webhook (or of every webhook of an app name) that match are stored and counted on their
+    alert but have no effects, until `ends_at` or until ended (domain/silences.py)."""
+    id = pw.AutoField()
+    app_name = pw.CharField(max_length=50, null=True)
+    webhook_id = pw.BigIntegerField(null=True)
+    title_match = pw.CharField(max_length=255, null=True)  # a substring, or /a regular expression/
+    labels = JSONField(null=True)  # {name: value}: every one must be among the event's labels
+    comment = pw.TextField(default="")
+    created_by = pw.CharField(max_length=50)
+    created_at = pw.DateTimeField()
+    ends_at = pw.DateTimeField()
+    ended_at = pw.DateTimeField(null=True)  # ended early (DELETE)
+    ended_by = pw.CharField(max_length=50, null=True)
+
+    class Meta:
+        indexes = ((("ends_at",), False),)  # the ingest's lookup: silences still running
 
 
 # --- notebook and directory ------------------------------------------------------------------
@@ -441,6 +511,29 @@ class NotebookReadBase(BaseModel):
     identity = pw.CharField(max_length=50)
     state = pw.BlobField()
     read_at = pw.DateTimeField(index=True)
+
+    class Meta:
+        primary_key = pw.CompositeKey("page_id", "identity")
+
+
+class NotebookVersion(BaseModel):
+    """A stored snapshot of a page's text (domain/notebook_versions.py). Kept for the retention window;
+    a page's newest version is never pruned."""
+    id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
+    page_id = pw.CharField(max_length=36, index=True)
+    content = pw.TextField()
+    editors = JSONField(null=True)  # the identities who edited since the previous version
+    reason = pw.CharField(max_length=20)  # created, time, idle, checkpoint, before_restore, restore
+    label = pw.CharField(max_length=200, null=True)
+    created_by = pw.CharField(max_length=50, null=True)  # who asked (checkpoint, restore)
+    created_at = pw.DateTimeField(index=True)
+
+
+class NotebookPendingEditor(BaseModel):
+    """Who edited a page since its newest version: named by the next version, then dropped."""
+    page_id = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50)
+    edited_at = pw.DateTimeField()
 
     class Meta:
         primary_key = pw.CompositeKey("page_id", "identity")
@@ -499,6 +592,6 @@ ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
-    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, DirectoryEntry,
-    Ask, AskRecipient,
+    BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, NotebookVersion,
+    NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient, BuzzAlert, BuzzSilence,
 ]

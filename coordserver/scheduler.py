@@ -9,24 +9,30 @@
   bus (ASKS, from any process) and sleeps until the earliest one. Every process runs it; each ask's
   expiry is a conditional update, so exactly one pass (one process) expires it and logs its event.
   "Now" is the injected clock's (tests advance a FrozenClock).
+- Alert snoozes and escalations: snoozed alerts whose end has come reopen (domain/alerts.unsnooze_due),
+  open alerts past their escalation time escalate (escalate_due), in the same loop and the same way: the
+  pass hears of those times on the bus (ALERTS) and sleeps until the earliest of them and the ask
+  deadlines; each change is a conditional update, so one process makes it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
-from .domain import asks, recurring
+from .domain import alerts, asks, recurring
 from .errors import log_background_failure
-from .events.channels import ASKS, BUS, AsksPayload
+from .events.channels import ALERTS, ASKS, BUS, AlertsPayload, AsksPayload
 from .timeutil import from_db, parse_iso
 
 log = logging.getLogger("coord.scheduler")
 
 
 class Scheduler:
-    def __init__(self, coord):
+    def __init__(self, coord, on_escalated: Callable[[int], None] = lambda _count: None):
         self.coord = coord
+        self._on_escalated = on_escalated  # counts escalations (the metrics' counter)
         self.last_tick_at: datetime | None = None  # the injected clock's time of the last finished pass
         self.last_lag_seconds: float = 0.0  # how late the most overdue instant of that pass was handled
         self._task: asyncio.Task | None = None
@@ -35,6 +41,9 @@ class Scheduler:
         self._next_deadline: datetime | None = None  # the earliest open deadline the last pass saw
         self._unsubscribe: list = []
         self.asks_expired = 0  # by this process's passes
+        self._next_alert_due: datetime | None = None  # the earliest snooze end the last pass saw
+        self.alerts_unsnoozed = 0  # by this process's passes
+        self.alerts_escalated = 0  # by this process's passes
 
     @property
     def interval(self) -> float:
@@ -50,6 +59,7 @@ class Scheduler:
     async def start(self) -> None:
         self._task = self.coord.spawn(self._run(), "scheduler")
         self._unsubscribe = [self.coord.bus.subscribe(ASKS, self._on_ask),
+                             self.coord.bus.subscribe(ALERTS, self._on_alert),
                              self.coord.bus.subscribe(BUS, lambda _payload: self._asks_changed.set())]
         self._asks_task = self.coord.spawn(self._run_asks(), "ask-expiry")
 
@@ -99,6 +109,33 @@ class Scheduler:
         self._next_deadline = await self.coord.store.read(asks.next_deadline)
         return expired
 
+    async def unsnooze_alerts(self) -> int:
+        """One alert pass now: snoozes that ended, then escalations due (each until none is left). Returns how
+        many alerts this process reopened."""
+        reopened = await self._until_done(alerts.unsnooze_due)
+        self.alerts_unsnoozed += reopened
+        escalated = await self._until_done(alerts.escalate_due)
+        self.alerts_escalated += escalated
+        if escalated:
+            self._on_escalated(escalated)
+        self._next_alert_due = await self.coord.store.read(alerts.next_due)
+        return reopened
+
+    async def _until_done(self, unit) -> int:
+        total = 0
+        while True:
+            done = await self.coord.store.write_alone(unit)
+            total += done
+            if done < alerts.UNSNOOZE_BATCH:
+                return total
+
+    def _on_alert(self, payload: AlertsPayload) -> None:
+        """A snooze end or escalation before the time the pass sleeps towards: wake it."""
+        at = _instant(payload.get("dueAt") if isinstance(payload, dict) else None)
+        if at is not None and (self._next_alert_due is None or at < self._next_alert_due):
+            self._next_alert_due = at
+            self._asks_changed.set()
+
     def _on_ask(self, payload: AsksPayload) -> None:
         """A new open ask with a deadline earlier than the one the pass sleeps towards: wake it."""
         deadline = payload.get("deadline") if isinstance(payload, dict) else None
@@ -115,9 +152,10 @@ class Scheduler:
     def _asks_delay(self) -> float:
         """Seconds until the next pass: the interval, or less when the earliest deadline comes sooner (by
         the injected clock, so a test's FrozenClock never makes it wait longer than the interval)."""
-        if self._next_deadline is None:
+        due = [at for at in (self._next_deadline, self._next_alert_due) if at is not None]
+        if not due:
             return self.interval
-        until = (self._next_deadline - self.coord.clock.now()).total_seconds()
+        until = (min(due) - self.coord.clock.now()).total_seconds()
         return max(0.02, min(self.interval, until))  # (a floor: a pass that keeps failing never spins)
 
     async def _run_asks(self) -> None:
@@ -128,6 +166,10 @@ class Scheduler:
                 await self.expire_asks()
             except Exception:
                 log_background_failure(log, "ask expiry pass failed")
+            try:
+                await self.unsnooze_alerts()
+            except Exception:
+                log_background_failure(log, "alert snooze pass failed")
             changed = asyncio.ensure_future(self._asks_changed.wait())
             stop = asyncio.ensure_future(stopping.wait())
             try:
@@ -136,3 +178,12 @@ class Scheduler:
             finally:
                 changed.cancel()
                 stop.cancel()
+
+
+def _instant(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_iso(value)
+    except ValueError:
+        return None

@@ -12,10 +12,11 @@ from .auth import TokenResolver
 from .gate import Gate
 from .mcp.endpoint import McpEndpoint
 from .mcp.wake_listeners import WakeListeners
-from .metrics import AppMetrics
+from .metrics import AppMetrics, process_metrics
 from .ratelimit import RateLimiter
 from .realtime.ask_waiters import AskWaiters
 from .realtime.loopmon import LoopMonitor
+from .realtime.notebook.history import PageHistory
 from .realtime.notebook.rooms import NotebookRooms
 from .realtime.presence import PresenceTracker
 from .realtime.webhook_delivery import PushService
@@ -35,6 +36,7 @@ class Services:
     wake: WakePulser
     wake_cache: WakeCache
     notebook: NotebookRooms
+    history: PageHistory  # notebook page versions: the timed pass and pruning
     scheduler: Scheduler
     sse: SSEHub
     push: PushService
@@ -55,7 +57,7 @@ class Services:
     def lifecycle(self) -> list:
         """The parts with start()/stop(), started in this order and stopped in reverse."""
         return [self.tokens, self.presence, self.tokens_guard, self.loopmon, self.wake, self.wake_cache,
-                self.notebook, self.scheduler, self.sse, self.push, self.asks, self.mcp_endpoint]
+                self.notebook, self.history, self.scheduler, self.sse, self.push, self.asks, self.mcp_endpoint]
 
 
 def build(coord, app) -> Services:
@@ -74,9 +76,12 @@ def build(coord, app) -> Services:
     wake_cache = WakeCache(coord)
     asks = AskWaiters(coord)
     endpoint = McpEndpoint(coord, gate, app, presence, tokens_guard, asks)
-    loopmon, scheduler = LoopMonitor(coord), Scheduler(coord)
+    loopmon = LoopMonitor(coord)
+    scheduler = Scheduler(coord, on_escalated=lambda count: process_metrics().buzz_escalated.inc(count))
+    notebook = NotebookRooms(coord)
     return Services(tokens=tokens, tokens_guard=tokens_guard, presence=presence,
                     loopmon=loopmon, wake=WakePulser(coord, sse, endpoint.hub, wake_cache, presence),
-                    wake_cache=wake_cache, notebook=NotebookRooms(coord), scheduler=scheduler, sse=sse,
+                    wake_cache=wake_cache, notebook=notebook,
+                    history=PageHistory(coord, notebook.env_admins), scheduler=scheduler, sse=sse,
                     push=PushService(coord), metrics=AppMetrics(coord, scheduler, loopmon), ratelimit=limiter,
                     gate=gate, mcp=endpoint.hub, mcp_endpoint=endpoint, asks=asks)

@@ -145,6 +145,8 @@ class Settings:
     rate_limits: bool = True
     rate_limit_overrides: dict[str, int] = field(default_factory=dict)
     ingest_per_webhook: int = 60  # per 60 s window; like every rate limit, off with rate_limits
+    flap_resolutions: int = 3  # an alert resolved by its source more often than this within the window flaps
+    flap_window_minutes: int = 30
     trusted_proxy: bool = False
     hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
@@ -162,6 +164,12 @@ class Settings:
     # Rooms re-announce their viewers to other processes this often; an announcement three intervals
     # old is dropped, so the viewers of a process that died without saying goodbye disappear.
     notebook_viewers_refresh_seconds: float = 20.0
+    # Page versions: one when the content changed and this long has passed since the newest version
+    notebook_version_seconds: float = 300.0
+    notebook_version_check_seconds: float = 30.0  # how often a process looks for pages due a timed version
+    notebook_version_retention_days: float = 90.0  # older versions are pruned (a page's newest stays)
+    # y-protocols: an editor's awareness (cursor) not renewed within this long is dropped
+    notebook_awareness_timeout_seconds: float = 30.0
     metrics_enabled: bool = True  # GET /api/metrics; COORD_METRICS=off answers 404
     metrics_token: str | None = field(default=None, repr=False)  # COORD_METRICS_TOKEN: the scraper's bearer secret; unset = no auth
 
@@ -193,6 +201,8 @@ class Settings:
                 if isinstance(v, int)
             },
             ingest_per_webhook=_positive_int(env.get("COORD_INGEST_PER_WEBHOOK"), "COORD_INGEST_PER_WEBHOOK", 60),
+            flap_resolutions=_positive_int(env.get("COORD_FLAP_RESOLUTIONS"), "COORD_FLAP_RESOLUTIONS", 3),
+            flap_window_minutes=_positive_int(env.get("COORD_FLAP_WINDOW_MINUTES"), "COORD_FLAP_WINDOW_MINUTES", 30),
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),
@@ -204,6 +214,9 @@ class Settings:
             notebook_save_seconds=float(env.get("COORD_NOTEBOOK_SAVE_SECONDS") or 5),
             notebook_unload_seconds=float(env.get("COORD_NOTEBOOK_UNLOAD_SECONDS") or 10),
             notebook_viewers_refresh_seconds=float(env.get("COORD_NOTEBOOK_VIEWERS_REFRESH_SECONDS") or 20),
+            notebook_version_seconds=float(env.get("COORD_NOTEBOOK_VERSION_SECONDS") or 300),
+            notebook_version_retention_days=float(env.get("COORD_NOTEBOOK_VERSION_RETENTION_DAYS") or 90),
+            notebook_awareness_timeout_seconds=float(env.get("COORD_NOTEBOOK_AWARENESS_TIMEOUT_SECONDS") or 30),
             metrics_enabled=_flag(env.get("COORD_METRICS"), True),
             metrics_token=(env.get("COORD_METRICS_TOKEN") or "").strip() or None,
         )

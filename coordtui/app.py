@@ -1,115 +1,138 @@
-"""The coordtui App: connection state, the panes, and events routed to them in batches."""
+"""The coordtui App: the connection, the panes, and what they report, routed.
+
+Who does what:
+- the Session (session.py) holds what the app knows of the server (client, identity, unread counts, kept
+  alerts) and the clock; panes and screens are given it and only read it;
+- Live (live.py), held as `self.live`, keeps the counts, alerts, toasts and the undo slot; it asks the app
+  for the few things in LiveHost, and the app draws what it decides (tab badges);
+- operator screens and actions (ops/) are given an OpsHost (`self.ops`);
+- panes never call into the app: they report up with typed messages (Pane.Refreshed, WakePane.Shown, ...)
+  that the `@on(...)` handlers below route, and the app reaches them through typed properties (`chat_pane`).
+"""
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import deque
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Protocol, TypeVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Select, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
-from .alerts import AlertStore, store_path
-from .client import limits
+from .alerts import store_path
 from .client.api import ApiError, ConnectionFailed, CoordClient
-from .client.events import CONNECTED, CONNECTING, DISCONNECTED, RECONNECTING, REFUSED, EventStream
-from .client.models import ServerEvent, Task, Wake, WakeItem, counted
-from .client.transitions import allowed_moves
+from .client.events import CONNECTED, CONNECTING, DISCONNECTED, REFUSED, EventStream
+from .client.models import ServerEvent, WakeItem, counted
 from .config import Profile
+from .connection import state_look
 from .keybar import KeyBar
 from .keys import load_keys, unknown_ids
-from .live import LiveMixin
-from .ops.commands import OpsActions, OpsCommands
+from .live import Live, since_text
+from .ops.base import OpsHost
+from .ops.commands import OpsCommands, open_ops
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
+from .panes.catalog import PANES, spec_of
 from .panes.chat import ChatPane
-from .panes.directory import DirectoryPane
-from .panes.doctor import DoctorPane
 from .panes.inbox import InboxPane
 from .panes.notebook import NotebookPane
-from .panes.presence import PresencePane
 from .panes.swarm import SwarmPane
 from .panes.wake import WakePane
 from .screens.confirm import ConfirmScreen
 from .screens.connect import ConnectScreen
-from .screens.form import Field, FormScreen
-from .screens.help import HelpScreen
+from .screens.form import FormScreen
+from .screens.help import HelpScreen, PaneHelp
 from .screens.task_detail import TaskDetailScreen
+from .session import Session
 from .tables import ListTree, PlainTable
 from .typeahead import KeysInOrder
+from .unread import tab_labels
 
-# One name per pane, short enough for nine tabs with badges in 80 columns: the tab, help and README use it.
-PANES: list[tuple[str, str, type[Pane]]] = [
-    (cls.ID, cls.TITLE, cls) for cls in (WakePane, InboxPane, ChatPane, SwarmPane, PresencePane, DoctorPane,
-                                         NotebookPane, DirectoryPane, BuzzPane)]
-
-STATE_LOOK = {CONNECTED: ("● connected", "green"), CONNECTING: ("◌ connecting", "yellow"),
-              RECONNECTING: ("◌ reconnecting", "yellow"), DISCONNECTED: ("○ disconnected", "red"),
-              REFUSED: ("✕ token refused", "red")}
+P = TypeVar("P", bound=Pane[Any])
 
 
-class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
+class BundledServer(Protocol):
+    """The server `--serve` runs or attaches to (bundled.Bundled; tests also pass an embedded.EmbeddedServer)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    def stop(self) -> None: ...
+
+
+class CoordApp(KeysInOrder, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
     COMMANDS = App.COMMANDS | {OpsCommands}
     # digits switch panes from lists; alt+digit (priority) from anywhere, inputs and editors included
-    BINDINGS = [Binding(str(n), f"pane('{pid}')", label, show=False, id=f"app.pane.{pid}") for n, (pid, label, _) in
-                enumerate(PANES, start=1)] + [
-        Binding(f"alt+{n}", f"pane('{pid}')", label, show=False, priority=True) for n, (pid, label, _) in
-        enumerate(PANES, start=1)] + [
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(spec.key, f"pane('{spec.id}')", spec.title, show=False, id=f"app.pane.{spec.id}") for spec in PANES),
+        *(Binding(f"alt+{spec.key}", f"pane('{spec.id}')", spec.title, show=False, priority=True) for spec in PANES),
         Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
         Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True)]
 
     conn_state = reactive(CONNECTING)
 
-    def __init__(self, profile: Profile | None, *, bell: bool = False, embedded=None,
+    def __init__(self, profile: Profile | None, *, bell: bool = False, embedded: BundledServer | None = None,
                  clock: Callable[[], datetime] | None = None, batch_interval: float = 0.06,
                  stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0), notify: bool = False):
         super().__init__()
-        self.init_live(notify)
         self.key_config = load_keys()
+        self.session = Session(clock=clock, backoff=backoff,
+                               open_marks_read=bool(self.key_config.options["open_marks_read"]))
+        self.live = Live(self.session, self, desktop=notify, bell=bell)
+        self.ops = OpsHost(self, self.session, self.show_channel)
         self.profile = profile
-        self.ring_bell = bell
         self.embedded = embedded
-        self.clock = clock
         self.batch_interval = batch_interval
         self.use_stream = stream
-        self.backoff = backoff
-        self.client: CoordClient | None = None
-        self.identity: str | None = None
-        self.is_admin = False
         self.stream: EventStream | None = None
         self.conn_detail = ""
         self._pending: list[ServerEvent] = []
-        self._seen_urgent: set[str] | None = None
-        self.alerts = AlertStore()  # one-shot wake items, kept whatever pane is active
         self._ever_connected = False
         self._quit_asked = False
-        self.form_drafts: dict[str, dict] = {}  # cancelled forms' typed text, by form (screens/form.py)
+        self.form_drafts: dict[str, dict[str, Any]] = {}  # cancelled forms' typed text, by form (screens/form.py)
         self.events_received = 0
         self.recent_events: deque[ServerEvent] = deque(maxlen=200)
         self.batches = 0
         self.first_wake_painted: float | None = None
 
-    def now(self) -> datetime:
-        return self.clock() if self.clock else datetime.now(timezone.utc)
-
-    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
-               markup: bool = False) -> None:
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
         """Every toast (widgets' notify() lands here too) is plain text: what toasts say is mostly the server's
         (titles, senders, error messages), and markup in it would be obeyed: `[link=URL]` shows one text and
         opens another. The text is already neutralised for the terminal by the SDK (client/safe_text.py)."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    # what Live asks of the app (live.LiveHost); notify, bell and run_worker are Textual's
+    def write_terminal(self, text: str) -> None:
+        if self._driver is not None:
+            self._driver.write(text)
+            self._driver.flush()
+
+    def badges_changed(self) -> None:
+        self.render_badges()
+
+    def wake_changed(self, refilter: bool) -> None:
+        try:
+            wake = self.wake_pane
+        except NoMatches:
+            return
+        if refilter and wake.active:
+            wake.refilter()
+        elif not wake.active:
+            wake.stale = True
 
     # layout
     def compose(self) -> ComposeResult:
@@ -119,9 +142,9 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
             yield Static("", id="updated")
             yield Static("", id="conn")
         with TabbedContent(id="panes"):
-            for number, (pane_id, label, cls) in enumerate(PANES, start=1):
-                with TabPane(f"{number} {label}", id=f"tab-{pane_id}"):
-                    yield cls(id=pane_id)
+            for spec in PANES:
+                with TabPane(f"{spec.key} {spec.title}", id=spec.tab_id):
+                    yield spec.cls(self.session, title=spec.title, id=spec.id)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -142,7 +165,7 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
             self.exit()
             return
         self.profile = profile
-        self.client = CoordClient(profile.url, profile.token)
+        self.session.client = CoordClient(profile.url, profile.token)
         self.start_session()
 
     def action_connect(self) -> None:
@@ -159,9 +182,9 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         connects with `profile`."""
         self.workers.cancel_group(self, "sse")
         self.stream = None
-        if self.client is not None:
-            await self.client.aclose()
-        self.identity, self.is_admin, self._ever_connected = None, False, False
+        if self.session.client is not None:
+            await self.session.client.aclose()
+        self.session.identity, self.session.is_admin, self._ever_connected = None, False, False
         self.conn_state, self.conn_detail = CONNECTING, ""
         for pane in self.panes():
             pane.stale = True
@@ -170,7 +193,7 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
     @work(exclusive=True, group="session", exit_on_error=False)
     async def start_session(self) -> None:
         try:
-            who = await self.client.verify()
+            who = await self.session.connected_client().verify()
         except ApiError as exc:
             self.conn_state, self.conn_detail = REFUSED, exc.message
             if exc.status in (401, 403):  # a wrong token: ask for another, saying why, the fields as they were
@@ -191,14 +214,15 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
 
     @work(exclusive=True, group="sse", exit_on_error=False)
     async def run_stream(self) -> None:
-        self.stream = EventStream(self.client.base_url, self.client.token, self.on_stream_event,
-                                  self.on_stream_state, min_backoff=self.backoff[0], max_backoff=self.backoff[1])
-        self.client.on_reachable = self.stream.retry_now
+        client = self.session.connected_client()
+        self.stream = EventStream(client.base_url, client.token, self.on_stream_event, self.on_stream_state,
+                                  min_backoff=self.session.backoff[0], max_backoff=self.session.backoff[1])
+        client.on_reachable = self.stream.retry_now
         await self.stream.run()
 
     async def on_unmount(self) -> None:
-        if self.client is not None:
-            await self.client.aclose()
+        if self.session.client is not None:
+            await self.session.client.aclose()
         if self.embedded is not None:
             await asyncio.to_thread(self.embedded.stop)  # --serve: the bundled server ends with the app
 
@@ -207,8 +231,8 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         reconnected = state == CONNECTED and self.conn_state != CONNECTED and self._ever_connected
         if state == CONNECTED:
             self._ever_connected = True
-            if self.identity is None and detail:
-                self.identity = detail
+            if self.session.identity is None and detail:
+                self.session.identity = detail
                 self.verify_later()
         self.conn_detail = detail
         self.conn_state = state
@@ -216,23 +240,22 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
             self._pending.append(ServerEvent("reconnected", {}))
 
     def set_identity(self, identity: str, is_admin: bool) -> None:
-        self.identity, self.is_admin = identity, is_admin
-        self.alerts.attach(store_path(self.server_key(), identity))
-        self.buzz_seen.attach(store_path(self.server_key(), identity, "buzz-seen"))
+        self.session.identity, self.session.is_admin = identity, is_admin
+        self.session.alerts.attach(store_path(self.server_key(), identity))
+        self.live.buzz_seen.attach(store_path(self.server_key(), identity, "buzz-seen"))
         self.render_connection()
-        self.counts.due = True
-        self.refresh_counts()
+        self.live.recount()
 
     def server_key(self) -> str:
         """What names this server across runs: the bundled server's port changes every start, its data dir does not."""
         if self.embedded is not None:
             return f"bundled:{Path(self.embedded.data_dir).resolve()}"
-        return self.profile.url
+        return self.profile.url if self.profile is not None else ""
 
     @work(group="session", exit_on_error=False)
     async def verify_later(self) -> None:
         try:
-            who = await self.client.verify()
+            who = await self.session.connected_client().verify()
         except (ApiError, ConnectionFailed):
             return
         self.set_identity(who.identity, who.is_admin)
@@ -245,18 +268,20 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         self.render_connection()
 
     def render_connection(self) -> None:
-        if not self.is_mounted:
+        try:
+            conn, who_label = self.query_one("#conn", Static), self.query_one("#who", Static)
+        except NoMatches:  # not composed yet
             return
-        text, colour = STATE_LOOK.get(self.conn_state, (self.conn_state, "white"))
-        self.query_one("#conn", Static).update(Text(text, style=f"bold {colour}"))
+        text, colour = state_look(self.conn_state)
+        conn.update(Text(text, style=f"bold {colour}"))
         who = ""
-        if self.identity:
-            who = f"{self.identity}{' (admin)' if self.is_admin else ''}"
+        if self.session.identity:
+            who = f"{self.session.identity}{' (admin)' if self.session.is_admin else ''}"
         if self.profile is not None:
             where = self.profile.name if self.profile.name not in ("command line", "environment") else \
                 self.profile.url.split("://", 1)[-1]
             who += f" @ {where}"
-        self.query_one("#who", Static).update(who)
+        who_label.update(who)
 
     # events, in batches
     def on_stream_event(self, event: ServerEvent) -> None:
@@ -271,50 +296,106 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         self.batches += 1
         for pane in self.panes():
             pane.handle_events(batch)
-        self.note_events(batch)
-        for event in batch:
-            if event.type == "message" and event.data.get("urgent"):
-                self.alert(f"Urgent from {event.data.get('sender')}: {event.data.get('title')}")
-            elif event.type == "wake_pulse":
-                self.wake_seen(Wake.parse(event.data))
+        active = self.active_pane
+        try:
+            chat = self.chat_pane
+        except NoMatches:
+            return
+        self.live.note_events(batch, in_view=active.id if active is not None else None,
+                              chat_open=chat.current if chat.active else None, chat_channels=chat.channels)
 
-    def wake_seen(self, wake: Wake) -> None:
-        """Every wake answer and pulse passes here, whichever pane is active: one-shot items join the
-        alert store, and high-priority items that were not there before toast (not on the first load)."""
-        if self.alerts.absorb(wake, self.now()):
-            for wake_pane in self.query(WakePane):
-                if not wake_pane.active:
-                    wake_pane.stale = True
-        urgent = {i.key: i for i in wake.items if i.priority == "high"}
-        if self._seen_urgent is not None:
-            for key, item in urgent.items():
-                if key not in self._seen_urgent and item.source != "message":  # mail toasts on its own event
-                    self.alert(item.summary)
-        self._seen_urgent = (self._seen_urgent or set()) | set(urgent)
+    # what the panes report
+    @on(Pane.Refreshed)
+    def pane_refreshed(self, message: Pane.Refreshed) -> None:
+        if message.pane.active:
+            self.render_updated()
 
-    @on(BuzzPane.Viewed)
-    def on_buzz_viewed(self, message: BuzzPane.Viewed) -> None:
-        self.buzz_viewed(message.newest)
+    @on(Pane.UndoOffered)
+    def undo_offered(self, message: Pane.UndoOffered) -> None:
+        self.live.offer_undo(message.what, message.undo)
 
-    def wake_painted(self) -> None:
+    @on(Pane.CountsStale)
+    def counts_stale(self, message: Pane.CountsStale) -> None:
+        self.live.recount()
+
+    @on(Pane.OpsAsked)
+    def ops_asked(self, message: Pane.OpsAsked) -> None:
+        open_ops(self.ops, message.name)
+
+    @on(WakePane.Shown)
+    def wake_shown(self, message: WakePane.Shown) -> None:
+        if message.channels is not None:
+            self.session.counts.set_channels(message.channels)
+        self.live.wake_seen(message.wake)
+        self.live.counts_seen(wake=message.wake)
+
+    @on(WakePane.Painted)
+    def wake_painted(self, message: WakePane.Painted) -> None:
         if self.first_wake_painted is None:
             self.first_wake_painted = time.perf_counter()
 
-    def alert(self, text: str) -> None:
-        self.notify(text, title="Urgent", severity="warning", timeout=8)
-        self.send_desktop("Urgent", text)
-        if self.ring_bell:
-            self.bell()
+    @on(WakePane.ItemOpened)
+    def wake_item_opened(self, message: WakePane.ItemOpened) -> None:
+        self.open_wake_item(message.item)
+
+    @on(WakePane.AlertDismissed)
+    def alert_dismissed(self, message: WakePane.AlertDismissed) -> None:
+        self.session.alerts.dismiss(message.key)
+
+    @on(InboxPane.MailCounted)
+    def mail_counted(self, message: InboxPane.MailCounted) -> None:
+        self.live.counts_seen(mail=message.unread)
+
+    @on(ChatPane.ChannelsShown)
+    def channels_shown(self, message: ChatPane.ChannelsShown) -> None:
+        self.live.counts_seen(channels=message.channels)
+
+    @on(ChatPane.ChannelRead)
+    def channel_read(self, message: ChatPane.ChannelRead) -> None:
+        self.live.counts_seen(channels=self.session.counts.read(message.channel_id))
+        self.live.recount()  # a count fetched before this read must not have the last word
+
+    @on(SwarmPane.TaskOpened)
+    def task_opened(self, message: SwarmPane.TaskOpened) -> None:
+        self.open_task(message.task_id)
+
+    @on(BuzzPane.Viewed)
+    def buzz_viewed(self, message: BuzzPane.Viewed) -> None:
+        self.live.buzz_viewed(message.newest)
 
     # panes
-    def panes(self) -> list[Pane]:
+    def main_screen(self) -> Screen[Any]:
+        """The panes' screen, also while a dialog is on top of it."""
+        if not self.screen_stack:  # torn down
+            raise NoMatches("no screen")
+        return self.screen_stack[0]
+
+    def panes(self) -> list[Pane[Any]]:
         """From the panes' screen: events still reach them while a dialog is open."""
         return list(self.screen_stack[0].query(Pane)) if self.screen_stack else []
 
+    def pane_of(self, cls: type[P]) -> P:
+        """The pane of that class (NoMatches before the panes are composed, or once torn down)."""
+        return self.main_screen().query_one(cls)
+
     @property
-    def active_pane(self) -> Pane | None:
-        if not self.is_mounted:
-            return None
+    def wake_pane(self) -> WakePane:
+        return self.pane_of(WakePane)
+
+    @property
+    def inbox_pane(self) -> InboxPane:
+        return self.pane_of(InboxPane)
+
+    @property
+    def chat_pane(self) -> ChatPane:
+        return self.pane_of(ChatPane)
+
+    @property
+    def notebook_pane(self) -> NotebookPane:
+        return self.pane_of(NotebookPane)
+
+    @property
+    def active_pane(self) -> Pane[Any] | None:
         try:  # the panes' screen, also while a dialog is on top of it
             main = self.screen_stack[0]
             active = main.query_one("#panes", TabbedContent).active
@@ -327,18 +408,49 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         except NoMatches:  # while the app is being torn down
             return None
 
-    def pane(self, pane_id: str) -> Pane:
-        return self.main_screen().query_one(f"#{pane_id}", Pane)
+    def show_pane(self, pane: Pane[Any]) -> None:
+        self.query_one("#panes", TabbedContent).active = spec_of(pane).tab_id
 
     def action_pane(self, pane_id: str) -> None:
-        self.query_one("#panes", TabbedContent).active = f"tab-{pane_id}"
+        """The digit keys (bindings built from the pane list)."""
+        spec = next(spec for spec in PANES if spec.id == pane_id)
+        self.query_one("#panes", TabbedContent).active = spec.tab_id
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pane = self.active_pane
-        if pane is not None and self.client is not None:
+        if pane is not None and self.session.client is not None:
             pane.activated()
             pane.focus_default()
             self.render_updated()
+
+    def render_badges(self) -> None:
+        """The tab labels with Live's counts, as wide as the terminal allows."""
+        badges = self.live.counts.badges()
+        labels = tab_labels([spec.title for spec in PANES], [badges.get(spec.id) for spec in PANES],
+                            self.size.width)
+        try:
+            tabs = self.main_screen().query_one("#panes", TabbedContent)
+            for spec, text in zip(PANES, labels):
+                tab = tabs.get_tab(spec.tab_id)
+                if tab.label_text != text:
+                    tab.label = text
+        except NoMatches:  # torn down
+            return
+
+    def render_updated(self) -> None:
+        """The top bar's "updated 12s ago" (or "refreshing…") for the pane in view."""
+        pane = self.active_pane
+        text = ""
+        if pane is not None and pane.busy:
+            text = "refreshing…"
+        elif pane is not None and pane.updated_at is not None:
+            text = f"updated {since_text((self.session.now() - pane.updated_at).total_seconds())} ago"
+        try:
+            label = self.main_screen().query_one("#updated", Static)
+        except NoMatches:
+            return
+        if str(label.content) != text:
+            label.update(text)
 
     async def action_quit(self) -> None:
         """Quitting would drop what was typed and not sent (notebook edits typed offline, an open form's text,
@@ -362,8 +474,8 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
         """What quitting now would lose, in words ("3 notebook edits typed offline", "the text in the open form")."""
         lost = []
         try:
-            edits = self.pane("notebook").unsent_edits()
-            drafts = self.pane("chat").unsent_drafts()
+            edits = self.notebook_pane.unsent_edits()
+            drafts = self.chat_pane.unsent_drafts()
         except NoMatches:
             edits = drafts = 0
         if edits:
@@ -401,13 +513,21 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
 
     def action_help(self) -> None:
         pane = self.active_pane
-        self.push_screen(HelpScreen(pane, self.key_config))
+        section = PaneHelp(pane.title, pane.KEYS, type(pane)) if pane is not None else None
+        self.push_screen(HelpScreen([(spec.key, spec.title) for spec in PANES], section, self.key_config))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    @work(group="undo", exit_on_error=False)
+    async def action_undo(self) -> None:
+        if await self.live.undo():
+            pane = self.active_pane
+            if pane is not None:
+                pane.request_reload()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for number, (pane_id, label, cls) in enumerate(PANES, start=1):
-            yield SystemCommand(f"Pane: {cls.TITLE}", f"Show the {cls.TITLE} pane (key {number})",
-                                lambda pane_id=pane_id: self.action_pane(pane_id))
+        for spec in PANES:
+            yield SystemCommand(f"Pane: {spec.title}", f"Show the {spec.title} pane (key {spec.key})",
+                                lambda pane_id=spec.id: self.action_pane(pane_id))
         yield SystemCommand("Refresh pane", "Reload the active pane from the server (ctrl+r)", self.action_reload)
         yield SystemCommand("Keys", "List the keys (?)", self.action_help)
         yield SystemCommand("Connect…", "Another server URL, token or profile (this one ends)", self.action_connect)
@@ -415,71 +535,60 @@ class CoordApp(OpsActions, LiveMixin, KeysInOrder, App):
     # cross-pane actions
     def open_wake_item(self, item: WakeItem) -> None:
         if item.source == "chat":
-            self.open_chat_item(item)
+            chat = self.chat_pane
+            chat.input_next = True
+            self.show_pane(chat)
+            chat.open_for_reading(str(item.channel_id or item.id))
         elif item.source in ("message", "message_pending"):
-            inbox = self.pane("inbox")
+            inbox = self.inbox_pane
             inbox.select_message(item.id)
-            self.action_pane("inbox")
+            self.show_pane(inbox)
             inbox.request_reload()
         elif item.source == "swarm":
             self.open_task(str(item.id))
+        elif item.source in ("ask", "ask_result"):
+            self.run_worker(self.open_ask(item), group="open-ask", exit_on_error=False)
         else:
             self.notify(f"{item.summary}\n\n{item.action}", title=item.source, timeout=10)
 
-    def open_task(self, task_id: str) -> None:
-        self.push_screen(TaskDetailScreen(task_id))
-
-    @work(group="task-move", exit_on_error=False)
-    async def move_task(self, task_id: str, status: str, reason: str | None = None, assignee: str | None = None,
-                        on_done: Callable | None = None) -> None:
-        if status == "holding" and not reason:
-            task = await self.push_screen_wait(FormScreen("Why is it holding?", [
-                Field("reason", "Reason", required=True, max_len=limits.TASK_REASON)], "Move",
-                submit=lambda v: self.client.move_task(task_id, status, v["reason"], assignee)))
-        else:
-            try:
-                task = await self.client.move_task(task_id, status, reason, assignee)
-            except ApiError as exc:
-                allowed = f" Allowed from here: {', '.join(exc.allowed)}." if exc.allowed else ""
-                self.notify(f"{exc.message}.{allowed}", title="Move refused", severity="error", timeout=8)
-                return
-            except ConnectionFailed as exc:
-                self.notify(str(exc), title="Not connected", severity="error")
-                return
-        self.moved(task, on_done)
-
-    def moved(self, task: Task | None, on_done: Callable | None) -> None:
-        if not isinstance(task, Task):
+    async def open_ask(self, item: WakeItem) -> None:
+        """enter on a question: what it is about (its message or task); on an answer to mine: the outcome,
+        which reading marks read (its wake item leaves)."""
+        try:
+            ask = await self.session.connected_client().get_ask(item.id)
+        except (ApiError, ConnectionFailed) as exc:
+            self.notify(exc.message if isinstance(exc, ApiError) else str(exc), title="Not opened",
+                        severity="error", timeout=6)
             return
-        self.notify(f"{task.title} → {task.status}", timeout=3)
-        if on_done is not None:
-            on_done(task)
+        if item.source == "ask_result":
+            self.notify(item.summary, title="Answer", timeout=10)
+            self.wake_pane.request_reload()
+            self.live.recount()
+        context = ask.context or {}
+        if context.get("taskId"):
+            self.open_task(str(context["taskId"]))
+        elif context.get("messageId"):
+            inbox = self.inbox_pane
+            inbox.select_message(context["messageId"])
+            self.show_pane(inbox)
+            inbox.request_reload()
+        elif item.source == "ask":
+            about = f" (about alert {context['alertId']})" if context.get("alertId") else ""
+            self.notify(f"{ask.question}{about}", title=f"Question from {ask.asker}", timeout=10)
 
-    @work(group="task-move", exit_on_error=False)
-    async def move_task_dialog(self, task_id: str, title: str, on_done: Callable | None = None,
-                               status: str | None = None) -> None:
-        """Starts on the status, offering only the moves the state table allows from `status`."""
-        moves = allowed_moves(status)
-        form = FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
-            Field("status", "New status", moves[0], kind="select", options=moves),
-            Field("reason", "Reason (holding, closed)", max_len=limits.TASK_REASON),
-            Field("assignee", "Reassign to (optional)")], "Move", focus="status")
+    def open_task(self, task_id: str) -> None:
+        self.push_screen(TaskDetailScreen(self.session, task_id))
 
-        async def submit(values: dict):
-            try:
-                return await self.client.move_task(task_id, values["status"], values["reason"] or None,
-                                                   values["assignee"] or None)
-            except ApiError as exc:
-                if exc.status == 409 and exc.allowed:  # moved meanwhile: offer what the server allows now
-                    form.query_one("#field-status", Select).set_options([(Text(s), s) for s in exc.allowed])
-                raise
-        form.submit = submit
-        task = await self.push_screen_wait(form)
-        self.moved(task, on_done)
+    def show_channel(self, channel_id: str) -> None:
+        """The Chat pane in view with `channel_id` open (a group chat just created: ops/chat.py)."""
+        chat = self.chat_pane
+        self.show_pane(chat)
+        chat.request_reload()
+        self.call_later(lambda: chat.open_channel(channel_id))
 
 
 def binding_ids() -> set[str]:
     """Every binding id keys.toml may name: the app's, the panes' and the form's."""
-    classes = [CoordApp, FormScreen, PlainTable, ListTree] + [cls for _, _, cls in PANES]
+    classes: list[type[Any]] = [CoordApp, FormScreen, PlainTable, ListTree] + [spec.cls for spec in PANES]
     return {b.id for cls in classes for base in cls.__mro__ for b in base.__dict__.get("BINDINGS", [])
             if isinstance(b, Binding) and b.id}

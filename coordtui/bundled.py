@@ -15,30 +15,26 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import httpx
-import platformdirs
 
-LOCK_FILE = "serve.lock"
-TOKEN_FILE = "local-admin.token"  # written by embedded.EmbeddedServer
-ATTACH_WAIT = 30.0  # how long to wait for an owner that holds the lock but has not published its URL yet
+from .config import LOCK_FILE, TOKEN_FILE
 
-
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("coord"))
-
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
+if sys.platform == "win32":
     import msvcrt
+else:
+    import fcntl
+
+if TYPE_CHECKING:  # imported when serving starts: an attached window may never serve
+    from .embedded import EmbeddedServer
+
+ATTACH_WAIT = 30.0  # how long to wait for an owner that holds the lock but has not published its URL yet
 
 
 class ServeLock:
@@ -52,10 +48,10 @@ class ServeLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            else:
+            if sys.platform == "win32":
                 msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            else:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             return False
@@ -63,7 +59,7 @@ class ServeLock:
         self.fd = fd
         return True
 
-    def publish(self, **info) -> None:
+    def publish(self, **info: object) -> None:
         assert self.fd is not None
         data = json.dumps(info).encode()
         os.ftruncate(self.fd, 0)
@@ -80,7 +76,7 @@ class ServeLock:
             os.close(self.fd)  # closing drops the lock
             self.fd = None
 
-    def read(self) -> dict:
+    def read(self) -> dict[str, Any]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8") or "{}")
         except (OSError, ValueError):
@@ -114,7 +110,7 @@ class Bundled:
     url: str
     token: str
     lock: ServeLock
-    server: object | None = None  # embedded.EmbeddedServer while this process serves
+    server: EmbeddedServer | None = None  # while this process serves
     on_takeover: Callable[[str], None] | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _watcher: threading.Thread | None = None
@@ -164,7 +160,7 @@ class Bundled:
         self.lock.release()
 
 
-def _start(data_dir: Path, lock: ServeLock, port: int = 0):
+def _start(data_dir: Path, lock: ServeLock, port: int = 0) -> EmbeddedServer:
     from .embedded import EmbeddedServer
     server = EmbeddedServer(data_dir, port=port).start()
     lock.publish(url=server.url, port=server.port, pid=os.getpid())
@@ -182,6 +178,7 @@ def serve_or_attach(data_dir: Path, wait: float = ATTACH_WAIT) -> Bundled:
             except BaseException:
                 lock.release()
                 raise
+            assert server.token is not None  # start() issued or read it
             return Bundled(data_dir, server.url, server.token, lock, server)
         info = lock.read()
         token_path = data_dir / TOKEN_FILE

@@ -11,15 +11,21 @@ import json
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, NoReturn, Optional, TypeVar
 from urllib.parse import urlsplit
 
 import typer
 from typer.core import TyperGroup
 
-from .bundled import default_data_dir
 from .client.api import ApiError, ConnectionFailed, CoordClient
-from .config import ConfigError, Profile, load_profile
+from .config import ConfigError, Profile, default_data_dir, load_profile
+
+if TYPE_CHECKING:
+    from typer._click.core import Context as ClickContext  # typer vendors click: what TyperGroup.parse_args takes
+
+    from .bundled import Bundled  # imported when --serve asks for it: it starts the server
+
+T = TypeVar("T")
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -50,7 +56,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
 
 
 class GlobalOptionsGroup(TyperGroup):
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_options(list(args)))
 
 
@@ -104,7 +110,8 @@ def check_url(url: str, where: str = "--url") -> str:
 def resolve(options: Options) -> Profile | None:
     """--url with --token/--token-file/COORD_TOKEN, then --profile, then COORD_URL + COORD_TOKEN, then the default
     saved profile."""
-    env_token = lambda: os.environ.get("COORD_TOKEN") or _read_token_file(os.environ.get("COORD_TOKEN_FILE"))  # noqa: E731
+    def env_token() -> str | None:
+        return os.environ.get("COORD_TOKEN") or _read_token_file(os.environ.get("COORD_TOKEN_FILE"))
     token = options.token or _read_token_file(options.token_file)
     if options.url or token:
         url = options.url or os.environ.get("COORD_URL")
@@ -114,9 +121,11 @@ def resolve(options: Options) -> Profile | None:
                               "COORD_TOKEN; the URL from COORD_URL)")
         return Profile("command line", check_url(url), token)
     if options.profile:
-        profile = load_profile(options.profile)
-        check_url(profile.url, f"profile {profile.name!r}: url")
-        return profile
+        named = load_profile(options.profile)
+        if named is None:  # not so: given a name, load_profile refuses an unknown one rather than answer None
+            raise ConfigError(f"no saved profile named {options.profile!r}")
+        check_url(named.url, f"profile {named.name!r}: url")
+        return named
     url = os.environ.get("COORD_URL")
     if url:
         token = env_token()
@@ -128,7 +137,7 @@ def resolve(options: Options) -> Profile | None:
     return profile
 
 
-def _fail(code: int, message: str) -> None:
+def _fail(code: int, message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -138,7 +147,7 @@ def _usage(ok: bool, message: str) -> None:
         _fail(EXIT_USAGE, message)
 
 
-def _bundled(options: Options):
+def _bundled(options: Options) -> Bundled:
     from .bundled import serve_or_attach
     try:
         return serve_or_attach(options.data or default_data_dir())
@@ -162,8 +171,8 @@ def _connection(ctx: typer.Context) -> Profile:
     return profile
 
 
-def _call(profile: Profile, fn):
-    async def main():
+def _call(profile: Profile, fn: Callable[[CoordClient], Awaitable[T]]) -> T:
+    async def main() -> T:
         async with CoordClient(profile.url, profile.token) as client:
             return await fn(client)
     try:
@@ -174,8 +183,9 @@ def _call(profile: Profile, fn):
         _fail(EXIT_UNREACHABLE, str(exc))
 
 
-def _jsonable(value):
-    if dataclasses.is_dataclass(value):
+def _jsonable(value: object) -> Any:
+    """A dataclass from the SDK (or a list or dict of them) as JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
@@ -186,7 +196,7 @@ def _jsonable(value):
     return value
 
 
-def _print_json(value) -> None:
+def _print_json(value: object) -> None:
     typer.echo(json.dumps(_jsonable(value), indent=2))
 
 

@@ -1,12 +1,24 @@
-"""Saved connection profiles: a JSON file (mode 0600) in platformdirs.user_config_dir("coord")."""
+"""Where coordtui keeps things: saved connection profiles (a JSON file, mode 0600, in
+platformdirs.user_config_dir("coord")), and the bundled server's data dir with the files in it that
+`coordtui --serve` windows share (bundled.py, embedded.py)."""
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
+
+
+LOCK_FILE = "serve.lock"  # in the data dir: held by the process that serves it (bundled.py)
+TOKEN_FILE = "local-admin.token"  # in the data dir: the bundled server's local admin token (embedded.py)
+
+
+def default_data_dir() -> Path:
+    """The bundled server's data (its SQLite database, the lock, the local admin token) when --data names none."""
+    return Path(platformdirs.user_data_dir("coord"))
 
 
 @dataclass(frozen=True)
@@ -25,7 +37,7 @@ def config_path() -> Path:
     return config_dir() / "profiles.json"
 
 
-def _load() -> dict:
+def _load() -> dict[str, Any]:
     path = config_path()
     if not path.exists():
         return {"default": None, "profiles": {}}

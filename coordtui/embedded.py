@@ -8,7 +8,7 @@ from pathlib import Path
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
 
-from .bundled import TOKEN_FILE, default_data_dir
+from .config import TOKEN_FILE, default_data_dir
 
 LOCAL_ADMIN = "admin"
 
@@ -16,7 +16,7 @@ LOCAL_ADMIN = "admin"
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        return int(probe.getsockname()[1])
 
 
 
@@ -57,9 +57,11 @@ class EmbeddedServer:
             if token and self._token_valid(token):
                 return token
         from coordserver.domain import identities
-        store = self.thread.coord.store
-        _, plaintext = self.thread.call(lambda: store.write(
+        thread = self._running()
+        store = thread.coord.store
+        issued: tuple[object, str] = thread.call(lambda: store.write(
             identities.issue_token, LOCAL_ADMIN, True, "coordtui --serve local admin", "coordtui"))
+        plaintext = issued[1]
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(plaintext + "\n")
@@ -69,11 +71,16 @@ class EmbeddedServer:
     def _token_valid(self, token: str) -> bool:
         import httpx
         try:
-            response = httpx.post(f"{self.thread.url}/api/auth/verify",
+            response = httpx.post(f"{self._running().url}/api/auth/verify",
                                   headers={"Authorization": f"Bearer {token}"}, timeout=10)
         except httpx.HTTPError:
             return False
         return response.status_code == 200
+
+    def _running(self) -> ServerThread:
+        if self.thread is None:
+            raise RuntimeError("server not started")
+        return self.thread
 
     def stop(self) -> None:
         if self.thread is not None:
@@ -83,5 +90,5 @@ class EmbeddedServer:
     def __enter__(self) -> "EmbeddedServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

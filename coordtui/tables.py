@@ -3,12 +3,12 @@ go to the first/last row, PageUp/PageDown a page; `/` filters, bound by the pane
 DataTable helpers."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Tree
 from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
 
@@ -20,20 +20,21 @@ def plain(cell: Any) -> Any:
 
 
 # the keys every list adds to Textual's (arrows, PageUp/PageDown); ids for keys.toml
-LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False, id="list.down"),
+LIST_KEYS: list[BindingType] = [Binding("j", "cursor_down", "Down", show=False, id="list.down"),
              Binding("k", "cursor_up", "Up", show=False, id="list.up")]
 
 
-class PlainTable(DataTable):
+class PlainTable(DataTable[Any]):
     """A DataTable whose str cells are shown as written, never interpreted as markup. Home/End go to the
     first/last row (DataTable's scroll sideways)."""
 
-    BINDINGS = LIST_KEYS + [Binding("home", "scroll_top", "First", show=False, id="list.first"),
-                            Binding("end", "scroll_bottom", "Last", show=False, id="list.last")]
+    BINDINGS: ClassVar[list[BindingType]] = LIST_KEYS + [
+        Binding("home", "scroll_top", "First", show=False, id="list.first"),
+        Binding("end", "scroll_bottom", "Last", show=False, id="list.last")]
     # column labels, least important first: what gives way when the rows are wider than the table; the
     # other columns (revoked, expired, archived: what matters) are never cut
     give_way: tuple[str, ...] = ()
-    natural_widths: dict = {}  # by column key: the content's width, kept for a resize once fitted
+    natural_widths: dict[ColumnKey, int] = {}  # by column key: the content's width, kept for a resize once fitted
 
     def fit_columns(self) -> None:
         """Columns as wide as their content when there is room, else the give-way columns narrower."""
@@ -79,12 +80,13 @@ def fitted_widths(natural: list[int], labels: list[int], order: list[int], room:
     return widths
 
 
-class ListTree(Tree):
+class ListTree(Tree[str]):
     """A Tree that moves like every other list."""
 
-    BINDINGS = LIST_KEYS + [Binding("home", "scroll_home", "First", show=False, id="list.first"),
-                            Binding("end", "scroll_end", "Last", show=False, id="list.last"),
-                            Binding("pageup", "page_up", show=False), Binding("pagedown", "page_down", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = LIST_KEYS + [
+        Binding("home", "scroll_home", "First", show=False, id="list.first"),
+        Binding("end", "scroll_end", "Last", show=False, id="list.last"),
+        Binding("pageup", "page_up", show=False), Binding("pagedown", "page_down", show=False)]
 
 
 def row_matches(filter_text: str, *texts: object) -> bool:
@@ -93,7 +95,7 @@ def row_matches(filter_text: str, *texts: object) -> bool:
     return all(word in haystack for word in filter_text.casefold().split())
 
 
-def cursor_key(table: DataTable) -> str | None:
+def cursor_key(table: DataTable[Any]) -> str | None:
     """The row key under the table's cursor, or None when the table is empty or the cursor is off the rows."""
     if table.row_count == 0:
         return None
@@ -103,7 +105,7 @@ def cursor_key(table: DataTable) -> str | None:
         return None
 
 
-def jump_to_next(table: DataTable, rows: list[int], step: int) -> None:
+def jump_to_next(table: DataTable[Any], rows: list[int], step: int) -> None:
     """Move the cursor to the next (step 1) or previous (-1) of `rows` from where it is, wrapping around."""
     here = table.cursor_row
     later = [row for row in rows if (row - here) * step > 0]

@@ -22,11 +22,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from textual import events
 from textual.app import App
+from textual.dom import DOMNode
 from textual.message import Message
-from textual.message_pump import MessagePump
 from textual.timer import Timer
 
 HELD = (events.Key, events.Paste, events.MouseDown, events.MouseUp)
@@ -46,7 +47,7 @@ class InputSettled(Message):
 @dataclass
 class _Flight:
     serial: int
-    path: list[MessagePump]
+    path: list[DOMNode]
     focused: object
     screen: object
     workers: frozenset[int]  # ids of the workers there were: one started since may open a form at its first step
@@ -54,10 +55,14 @@ class _Flight:
     started: float
 
 
-class KeysInOrder(App):
-    """Mixin for the App: keys, pastes and mouse presses take effect one after another, in the order typed."""
+class KeysInOrder(App[None]):
+    """Mixin for the App: keys, pastes and mouse presses take effect one after another, in the order typed.
 
-    def __init__(self, *args, **kwargs) -> None:
+    A mixin, not an object the app holds: Textual hands every input event to `App.on_event` and offers no other
+    place to hold one back before it is dispatched, so this overrides it (and reads the App's focus, screen,
+    queues and workers)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held_input: deque[events.Event] = deque()
         self._flight: _Flight | None = None
@@ -78,13 +83,13 @@ class KeysInOrder(App):
             await super().on_event(event)  # Textual's own dispatch: priority bindings, else to the focused widget
             self._send_marker(target, rounds=1)
 
-    def _input_target(self) -> MessagePump:
+    def _input_target(self) -> DOMNode:
         try:
             return self.focused or self.screen
         except Exception:  # no screen yet (starting) or any more (exiting)
             return self
 
-    def _send_marker(self, target: MessagePump, rounds: int) -> None:
+    def _send_marker(self, target: DOMNode, rounds: int) -> None:
         self._serial += 1
         try:
             screen = self.screen
@@ -125,10 +130,10 @@ class KeysInOrder(App):
     def _worker_ids(self) -> frozenset[int]:
         return frozenset(id(worker) for worker in self.workers)
 
-    def _path(self, target: MessagePump) -> list[MessagePump]:
+    def _path(self, target: DOMNode) -> list[DOMNode]:
         return target.ancestors_with_self if target is not self else []
 
-    def _busy(self, path: list[MessagePump]) -> bool:
+    def _busy(self, path: list[DOMNode]) -> bool:
         """Whether a queue on the path still holds messages (the App's own queue holds the next inputs)."""
         return any(not node._message_queue.empty() for node in path if node is not self)
 

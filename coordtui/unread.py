@@ -7,7 +7,9 @@ app then refetches once per burst (`UnreadCounts.due` is a flag, not a queue).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
+from .alerts import AlertStore
 from .client.models import BuzzEvent, Channel, Wake, WakeItem
 
 CHAT_ACTION = "Read the conversation and answer; opening it marks it read."
@@ -39,6 +41,19 @@ def with_chat(wake: Wake, channels: list[Channel] | None, me: str) -> Wake:
     if not extra:
         return wake
     return replace(wake, items=wake.items + extra)
+
+
+def wake_view(wake: Wake, channels: list[Channel] | None, me: str, alerts: AlertStore, now: datetime) -> Wake:
+    """The wake list as shown: the server's items, chat items built from the channels when an older
+    server sends none, and one-shot alerts kept until dismissed."""
+    wake = with_chat(wake, channels, me)
+    present = {item.key for item in wake.items}
+    kept = [alert.shown(now) for alert in alerts.alerts() if alert.item.key not in present]
+    if not kept:
+        return wake
+    note = f"{len(kept)} earlier alert{'s' if len(kept) > 1 else ''} kept on screen (a dismisses)"
+    summary = f"{wake.summary} · {note}" if wake.summary else note
+    return replace(wake, items=wake.items + kept, summary=summary)
 
 
 def tab_labels(titles: list[str], counts: list[int | None], width: int) -> list[str]:

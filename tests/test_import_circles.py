@@ -10,19 +10,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("coordserver", "coordtui")
 
-# Circles of the client that its own rework cuts (issue 25, coordtui): listed so the server stays
-# guarded meanwhile. The test fails if one grows, if a new one appears, or once one is gone (then
-# delete its line here).
-KNOWN_CLIENT_CIRCLES = [
-    {"coordtui.bundled", "coordtui.embedded"},
-    {"coordtui.app", "coordtui.live", "coordtui.ops.admin", "coordtui.ops.base", "coordtui.ops.chat",
-     "coordtui.ops.commands", "coordtui.ops.projects", "coordtui.ops.templates", "coordtui.ops.users",
-     "coordtui.ops.webhooks", "coordtui.panes.base", "coordtui.panes.buzz", "coordtui.panes.chat",
-     "coordtui.panes.directory", "coordtui.panes.doctor", "coordtui.panes.inbox", "coordtui.panes.notebook",
-     "coordtui.panes.presence", "coordtui.panes.swarm", "coordtui.panes.wake"},
-]
-
-
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -99,10 +86,7 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 def test_no_import_circles():
     found = circles(import_graph(modules()))
-    unexpected = [sorted(c) for c in found if c not in KNOWN_CLIENT_CIRCLES]
-    assert not unexpected, "import circles:\n" + "\n".join(" <-> ".join(c) for c in unexpected)
-    gone = [sorted(c) for c in KNOWN_CLIENT_CIRCLES if c not in found]
-    assert not gone, f"these circles are cut: delete them from KNOWN_CLIENT_CIRCLES: {gone}"
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(sorted(c)) for c in found)
 
 
 def test_deferred_and_type_only_imports_count():

@@ -1,11 +1,13 @@
 """Buzz webhook configs (served under /api/broadcast and, identically, /api/buzz) and the public ingest."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 from quart import Blueprint, request
 
 from ..auth import require_identity
 from ..context import coord
-from ..domain import buzz
+from ..domain import alerts, buzz
 from ..schemas.buzz import BuzzEvents, BuzzEventsQuery, BuzzWebhook, BuzzWebhooks, Ingested, NewWebhook, WebhookFields
 from ..schemas.common import Ok
 from .common import accepts, body, path_int, query
@@ -83,4 +85,8 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
     parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
                              request.headers.get("X-GitHub-Delivery"))
     limit = c.settings.ingest_per_webhook if c.settings.rate_limits else None
-    return await c.store.write(buzz.ingest, appName, token, parsed, limit)
+    flap = alerts.FlapRule(c.settings.flap_resolutions, timedelta(minutes=c.settings.flap_window_minutes))
+    result = await c.store.write(buzz.ingest, appName, token, parsed, limit, flap)
+    if "silencedBy" in result:
+        c.services.metrics.process.buzz_silenced.inc()
+    return result

@@ -100,7 +100,8 @@ async def _receive_frames(room, peer: Peer) -> None:
         except (ValueError, UnicodeDecodeError):
             peer.close(CLOSE_INVALID_DATA, "Frames must be JSON objects")
             return
-        if message.get("type") != "update":
+        kind = message.get("type")
+        if kind not in ("update", "awareness"):
             continue  # unknown client frames are ignored (forward compatibility)
         raw = message.get("update")
         try:
@@ -110,4 +111,7 @@ async def _receive_frames(room, peer: Peer) -> None:
         except (TypeError, ValueError):
             peer.close(CLOSE_INVALID_DATA, "update must be an array of byte values")
             return
-        room.receive(peer, update)
+        if kind == "awareness":
+            room.receive_awareness(peer, update)
+        else:
+            room.receive(peer, update)

@@ -22,9 +22,10 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
-from ..models import BuzzEvent, BuzzWebhook
+from ..models import BuzzAlert, BuzzEvent, BuzzWebhook, NotebookPage
+from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
-from .fields import flag
+from .fields import flag, optional_http_url
 from .identities import is_known, valid_identity
 from ..events.channels import WAKE, WakePayload
 
@@ -37,6 +38,8 @@ APP_NAME_MAX = 50
 TITLE_MAX = 255
 APP_NAME_RULE = "appName may contain only letters, digits, '.', '_' and '-' (it is part of the ingest URL)"
 FOR_USERS_MAX = 255
+RUNBOOK_URL_MAX = 2000
+ESCALATE_MINUTES_MAX = 7 * 24 * 60
 
 
 # --- wire shapes -----------------------------------------------------------------------------
@@ -49,7 +52,10 @@ def webhook_json(webhook: BuzzWebhook, base_url: str) -> JSONObject:
     return {"id": webhook.id, "appName": webhook.app_name, "token": webhook.token, "title": webhook.title,
             "owner": webhook.owner, "forUsers": webhook.for_users, "wakeAgent": webhook.wake_agent,
             "notifyAgent": webhook.notify_agent, "enabled": webhook.enabled, "createdAt": iso(webhook.created_at),
-            "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook)}
+            "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook),
+            "runbookPageId": webhook.runbook_page_id, "runbookUrl": webhook.runbook_url,
+            "escalateAfterMinutes": webhook.escalate_after_minutes,
+            "escalateTo": webhook.escalate_to.split(",") if webhook.escalate_to else None}
 
 
 def event_json(event: BuzzEvent) -> JSONObject:
@@ -57,7 +63,7 @@ def event_json(event: BuzzEvent) -> JSONObject:
             "forUsers": event.for_users, "receivedAt": iso(event.received_at), "contentType": event.content_type,
             "bodyText": event.body_text, "bodyJson": event.body_json,
             "wakeDeliveredAt": iso(event.wake_delivered_at), "notifyDeliveredAt": iso(event.notify_delivered_at),
-            "suppressed": event.suppressed}
+            "suppressed": event.suppressed, "alertId": event.alert_id, "silencedBy": event.silenced_by}
 
 
 # --- field validation ------------------------------------------------------------------------
@@ -82,7 +88,7 @@ def clean_title(value: object) -> str:
     return value
 
 
-def clean_for_users(value: Any) -> str | None:
+def clean_for_users(value: Any, key: str = "forUsers") -> str | None:
     """A comma-separated string or an array of identities; stored normalised ("alice,bob") or null."""
     if value is None:
         return None
@@ -91,7 +97,7 @@ def clean_for_users(value: Any) -> str | None:
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
         parts = value
     else:
-        raise Invalid("forUsers must be a comma-separated string or an array of identities")
+        raise Invalid(f"{key} must be a comma-separated string or an array of identities")
     names: list[str] = []
     for part in parts:
         if not part.strip():
@@ -99,15 +105,31 @@ def clean_for_users(value: Any) -> str | None:
         try:
             name = valid_identity(part)
         except Invalid:
-            raise Invalid(f"forUsers contains an invalid identity: {part.strip()[:60]}") from None
+            raise Invalid(f"{key} contains an invalid identity: {part.strip()[:60]}") from None
         if name not in names:
             names.append(name)
     if not names:
         return None
     joined = ",".join(names)
     if len(joined) > FOR_USERS_MAX:
-        raise Invalid(f"forUsers is longer than {FOR_USERS_MAX} characters")
+        raise Invalid(f"{key} is longer than {FOR_USERS_MAX} characters")
     return joined
+
+
+def clean_runbook_page(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or NotebookPage.get_or_none(NotebookPage.id == value.strip()) is None:
+        raise Invalid("runbookPageId is not a notebook page")
+    return value.strip()
+
+
+def clean_escalate_minutes(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= ESCALATE_MINUTES_MAX:
+        raise Invalid(f"escalateAfterMinutes must be 1 to {ESCALATE_MINUTES_MAX}, or null")
+    return value
 
 
 def clean_agent(value: Any, key: str) -> str | None:
@@ -133,7 +155,10 @@ _CLEANERS: dict[str, Callable[[Any], Any]] = {
     "appName": clean_app_name, "title": clean_title, "forUsers": clean_for_users,
     "wakeAgent": lambda value: clean_agent(value, "wakeAgent"),
     "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
-    "enabled": lambda value: flag(value, "enabled")}
+    "enabled": lambda value: flag(value, "enabled"), "runbookPageId": clean_runbook_page,
+    "runbookUrl": lambda value: optional_http_url(value, "runbookUrl", RUNBOOK_URL_MAX, ", or null"),
+    "escalateAfterMinutes": clean_escalate_minutes,
+    "escalateTo": lambda value: clean_for_users(value, "escalateTo")}
 
 
 def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
@@ -141,18 +166,22 @@ def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     fields: JSONObject = {key: clean(body[key]) for key, clean in _CLEANERS.items() if key in body}
     for key in ("wakeAgent", "notifyAgent"):
         _require_known(fields.get(key), key, env_identities)
+    for identity in (fields.get("escalateTo") or "").split(","):
+        _require_known(identity or None, "escalateTo", env_identities)
     return fields
 
 
 def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: frozenset[str]) -> JSONObject:
-    """`appName` and `title` required; `forUsers`, `wakeAgent`, `notifyAgent` optional. Starts enabled."""
+    """`appName` and `title` required; routing, runbook and escalation fields optional. Starts enabled."""
     if not body.get("appName") or not body.get("title"):
         raise Invalid("appName and title are required")
     fields = _cleaned({key: value for key, value in body.items() if key != "enabled"}, env_identities)
     webhook = BuzzWebhook.create(
         app_name=fields["appName"], token=secrets.token_hex(7), title=fields["title"], owner=owner,
         for_users=fields.get("forUsers"), wake_agent=fields.get("wakeAgent"), notify_agent=fields.get("notifyAgent"),
-        enabled=True, created_at=to_db(db.now()))
+        enabled=True, created_at=to_db(db.now()), runbook_page_id=fields.get("runbookPageId"),
+        runbook_url=fields.get("runbookUrl"), escalate_after_minutes=fields.get("escalateAfterMinutes"),
+        escalate_to=fields.get("escalateTo"))
     return webhook_json(webhook, base_url)
 
 
@@ -173,12 +202,15 @@ def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhoo
 
 
 _COLUMNS = {"title": "title", "appName": "app_name", "enabled": "enabled", "forUsers": "for_users",
-            "wakeAgent": "wake_agent", "notifyAgent": "notify_agent"}
+            "wakeAgent": "wake_agent", "notifyAgent": "notify_agent", "runbookPageId": "runbook_page_id",
+            "runbookUrl": "runbook_url", "escalateAfterMinutes": "escalate_after_minutes", "escalateTo": "escalate_to"}
+_CARRIED = ("runbook_page_id", "runbook_url", "escalate_to")  # what its alerts carry, changed with it
 
 
 def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObject, base_url: str,
                    env_identities: frozenset[str]) -> JSONObject:
-    """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent (null clears the last three)."""
+    """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent, runbookPageId, runbookUrl,
+    escalateAfterMinutes, escalateTo (null clears all but the first three)."""
     changes = _cleaned(body, env_identities)
     if not changes:
         raise Invalid("No fields to update")
@@ -186,6 +218,9 @@ def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObj
     for key, value in changes.items():
         setattr(webhook, _COLUMNS[key], value)
     webhook.save()
+    carried = {column: getattr(webhook, column) for column in _CARRIED if column in map(_COLUMNS.get, changes)}
+    if carried:
+        BuzzAlert.update(carried).where(BuzzAlert.webhook_id == webhook.id).execute()
     return webhook_json(webhook, base_url)
 
 
@@ -194,16 +229,9 @@ def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:
     webhook.delete_instance()
 
 
-def _names(column: pw.Field[Any], identity: str) -> pw.NodeList:
-    """`column` (a normalised comma list) names `identity` exactly; LIKE wildcards in it are escaped."""
-    pattern = "%," + identity.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ",%"
-    padded = pw.Value(",").concat(column).concat(",")
-    return pw.NodeList((padded, pw.SQL("LIKE"), pw.Value(pattern), pw.SQL("ESCAPE '\\'")))
-
-
 def list_events(identity: str, app_name: str | None, limit: int) -> list[JSONObject]:
     """Newest first; only events addressed to everyone or naming the caller (filtered before the limit)."""
-    query = BuzzEvent.select().where(BuzzEvent.for_users.is_null() | _names(BuzzEvent.for_users, identity))
+    query = BuzzEvent.select().where(BuzzEvent.for_users.is_null() | alerts.names(BuzzEvent.for_users, identity))
     if app_name:
         query = query.where(BuzzEvent.app_name == app_name)
     return [event_json(e) for e in query.order_by(BuzzEvent.id.desc()).limit(limit)]
@@ -358,7 +386,7 @@ def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
     text = body_text(raw, content_type)
     payload = _json_payload(text, content_type)
     parsed = {"content_type": content_type, "body_text": text if payload is None else None,
-              "body_json": payload, "title": None, "dedup_key": None}
+              "body_json": payload, "title": None, "dedup_key": None, "group_key": None, "resolves": False}
     if not isinstance(payload, dict):
         return parsed
     if isinstance(payload.get("title"), str) and payload["title"].strip():
@@ -375,7 +403,33 @@ def parse_body(raw: bytes, content_type: str | None, github_event: str | None,
         parsed["dedup_key"] = _short_key(github_delivery and f"github:{github_delivery}")
     if payload.get("dedupKey") not in (None, ""):
         parsed["dedup_key"] = _short_key(payload["dedupKey"])
+    parsed["group_key"] = _group_key(payload, github_event) or parsed["dedup_key"]
+    parsed["resolves"] = is_alertmanager(payload) and payload.get("status") == "resolved"
     return parsed
+
+
+def _github_group(event: str, payload: JSONObject) -> str:
+    """The repository plus the workflow (or check), or the PR (an issue's comments join its PR's or
+    issue's alert: GitHub numbers both alike); any other event groups by repository and event."""
+    for key, kind in (("workflow_run", "workflow"), ("check_run", "check")):
+        if event == key and isinstance(payload.get(key), dict):
+            return f"github:{_repo(payload)}:{kind}:{payload[key].get('name', '?')}"
+    for key in ("pull_request", "issue"):
+        if isinstance(payload.get(key), dict) and payload[key].get("number") is not None:
+            return f"github:{_repo(payload)}:#{payload[key]['number']}"
+    return f"github:{_repo(payload)}:{event}"
+
+
+def _group_key(payload: JSONObject, github_event: str | None) -> str | None:
+    """Which alert an ingest belongs to, before the dedupKey and title fallbacks (skill page `buzz`)."""
+    try:
+        if is_alertmanager(payload):
+            return _short_key(payload.get("groupKey")) or _short_key(payload.get("fingerprint"))
+        if github_event:
+            return _short_key(_github_group(github_event, payload))
+    except (TypeError, AttributeError, ValueError, KeyError):
+        logger.info("ingest payload of an unexpected shape; grouped by its other keys")
+    return _short_key(payload.get("groupKey"))
 
 
 def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
@@ -399,11 +453,7 @@ def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now: datetime) -> bo
 
 
 def _audience(webhook: BuzzWebhook) -> list[str] | None:
-    if webhook.for_users is None:
-        return None
-    names = set(webhook.for_users.split(","))
-    names.update(a for a in (webhook.wake_agent, webhook.notify_agent) if a)
-    return sorted(names)
+    return alerts.audience(webhook.for_users, webhook.wake_agent, webhook.notify_agent)
 
 
 def _serialise_ingests(webhook: BuzzWebhook) -> None:
@@ -425,7 +475,8 @@ def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
         raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
 
 
-def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None) -> JSONObject:
+def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
+           flap: alerts.FlapRule = alerts.FlapRule()) -> JSONObject:
     """`limit`: ingests per webhook per minute across every process (None when rate limits are off)."""
     webhook = _webhook_for(app_name, token)
     _serialise_ingests(webhook)
@@ -434,17 +485,39 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
         _check_rate(webhook, now, limit)
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
     title = (parsed["title"] or webhook.title)[:TITLE_MAX]
+    group_key = parsed.get("group_key") or _short_key(title) or title
+    silenced = None if suppressed else silences.silencing(webhook, title, parsed["body_json"], now)
+    resolves = bool(parsed.get("resolves")) and silenced is None
+    alert = alerts.find(webhook.id, group_key)
+    created = alert is None and not suppressed  # a repeat never starts an alert
+    if alert is None and not suppressed:
+        alert = alerts.create_for(webhook, group_key, title, resolves, now)
     event = BuzzEvent.create(
         webhook_id=webhook.id, app_name=webhook.app_name, title=title, for_users=webhook.for_users,
         received_at=to_db(now), content_type=parsed["content_type"], body_text=parsed["body_text"],
         body_json=parsed["body_json"], wake_agent=webhook.wake_agent, notify_agent=webhook.notify_agent,
-        suppressed=suppressed, dedup_key=parsed["dedup_key"])
+        suppressed=suppressed, dedup_key=parsed["dedup_key"], alert_id=alert.id if alert else None,
+        silenced_by=silenced)
     if suppressed:
         return {"ok": True, "eventId": event.id, "suppressed": True}
+    assert alert is not None
+    if silenced is not None:
+        alerts.record_silenced(alert, event.id, silenced, now)
+        return {"ok": True, "eventId": event.id, "alertId": alert.id, "silencedBy": silenced}
+    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap)
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
-    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id},
+    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
+                             "alertId": alert.id},
                to=_audience(webhook))
-    for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None}:
+    for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None and wakes}:
         pulse: WakePayload = {"identity": agent}
         db.after_commit(WAKE, pulse)
-    return {"ok": True, "eventId": event.id}
+    return {"ok": True, "eventId": event.id, "alertId": alert.id}
+
+
+def alert_detail(identity: str, is_admin: bool, alert_id: int) -> JSONObject:
+    """An alert the caller may see, with its most recent events (newest first)."""
+    alert = alerts.visible(identity, is_admin, alert_id)
+    events = (BuzzEvent.select().where(BuzzEvent.alert_id == alert.id).order_by(BuzzEvent.id.desc())
+              .limit(alerts.RECENT_EVENTS))
+    return {**alerts.alert_json(alert), "events": [event_json(e) for e in events]}

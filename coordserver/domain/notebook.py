@@ -21,7 +21,7 @@ from ..events.channels import NOTEBOOK, NotebookPayload, RoomMeta
 from ..models import NotebookPage, NotebookReadBase, NotebookRelay
 from ..timeutil import iso, to_db
 from .identities import valid_identity
-from . import visibility
+from . import notebook_versions as versions, visibility
 from .visibility import can_see, is_owner
 
 TEXT_NAME = "content"
@@ -217,6 +217,7 @@ def create_page(principal: Principal, fields: JSONObject, env_admins: frozenset[
         review_at=to_db(fields.get("reviewAt")), locked=False, locked_by=None, archived_at=None,
         created_at=now, updated_at=now)
     _emit(page, principal.identity, "meta", env_admins)
+    versions.first_version(page, env_admins)
     return page_json(page)
 
 
@@ -276,6 +277,8 @@ def update_page(page_id: str, principal: Principal, changes: JSONObject, env_adm
         kinds.add("content")
     if not kinds:
         return {"page": page, "change": None, "merge": content}
+    if "content" in kinds:
+        versions.note_editors(page.id, [principal.identity])
     change = "lock" if "lock" in kinds else "content" if "content" in kinds else "meta"
     result = _save_change(page, principal, change, env_admins)
     result["merge"] = content
@@ -344,6 +347,8 @@ def save_document(page_id: str, state: bytes, state_vector: bytes, editors: list
     page.save()
     if changed and editors:
         _emit(page, editors[-1], "content", env_admins)
+    # Named even when another process saved the merged text first: these editors made part of it.
+    versions.note_editors(page_id, editors)
     _prune_relays()
     return missing if has_content(missing) else None
 

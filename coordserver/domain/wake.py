@@ -19,6 +19,7 @@ from ..jsonstrict import JSONObject
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
 from . import asks
+from .alerts import wake_items as open_alert_items
 from .project_access import task_visible_fast
 from .wake_chat import chat_items
 from ..events.channels import WAKE_CHANGED, WakeChangedPayload
@@ -57,12 +58,14 @@ _ACTIONS = {
     "backup": ("backup", "An agent you back up has gone silent with work waiting: check on it or take over.",
                "/api/skill/wake"),
     "chat": ("chat", "Read the chat conversations waiting for you and answer them.", "/api/skill/chat"),
+    "alert": ("alerts", "Open alerts you watch, one per problem: ack one you take on, or snooze or resolve it.",
+              "/api/skill/buzz"),
     "ask": ("asks", "Questions put to you: answer each with one of its options (or in text where allowed).",
             "/api/skill/asks"),
     "ask_result": ("ask_results", "Your questions were answered or expired: read each outcome, then act on it.",
                    "/api/skill/asks"),
 }
-_SOURCE_ORDER = ["buzz", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
+_SOURCE_ORDER = ["buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -179,16 +182,19 @@ def _buzz_summary(event: BuzzEvent) -> str:
 def buzz_items(identity: str, role: str) -> tuple[list[JSONObject], int]:
     agent, delivered = ((BuzzEvent.wake_agent, BuzzEvent.wake_delivered_at) if role == "wake"
                         else (BuzzEvent.notify_agent, BuzzEvent.notify_delivered_at))
-    where = (agent == identity) & delivered.is_null() & (BuzzEvent.suppressed == False)  # noqa: E712
+    where = ((agent == identity) & delivered.is_null() & (BuzzEvent.suppressed == False)  # noqa: E712
+             & BuzzEvent.silenced_by.is_null())
     rows, total = _limited(BuzzEvent.select(BuzzEvent.id, BuzzEvent.title, BuzzEvent.body_text, BuzzEvent.app_name,
-                                            BuzzEvent.received_at).where(where).order_by(BuzzEvent.id),
+                                            BuzzEvent.received_at, BuzzEvent.alert_id)
+                           .where(where).order_by(BuzzEvent.id),
                            BuzzEvent.select().where(where))
     if role == "wake":
         action, priority = "You watch this feed: open a ready task and look into it.", "high"
     else:
         action, priority = "For your information: read it; nothing else is needed.", "low"
     return [{"source": "buzz", "id": e.id, "role": role, "summary": _buzz_summary(e), "action": action,
-             "priority": priority, "appName": e.app_name, "ephemeral": True, "_at": from_db(e.received_at)}
+             "priority": priority, "appName": e.app_name, "alertId": e.alert_id, "ephemeral": True,
+             "_at": from_db(e.received_at)}
             for e in rows], total
 
 
@@ -250,7 +256,8 @@ def backup_items(identity: str, now: datetime, include_off_hours: bool,
 
 def _summary(counts: dict[str, int]) -> str | None:
     parts = []
-    for key, one, many in (("alert", "alert", "alerts"), ("ask", "question for you", "questions for you"),
+    for key, one, many in (("alert", "alert", "alerts"), ("open_alert", "open alert", "open alerts"),
+                           ("ask", "question for you", "questions for you"),
                            ("backup", "backup alert", "backup alerts"),
                            ("message", "unread message", "unread messages"),
                            ("message_pending", "reply owed", "replies owed"),
@@ -318,11 +325,12 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
         alerts, notes = delivered_alerts, delivered_notes
     chats = chat_items(identity)
     asked, asked_total = asks.asked_items(identity, MAX_ITEMS_PER_SOURCE)
+    watched, watched_total = open_alert_items(identity, MAX_ITEMS_PER_SOURCE)
     outcomes, outcome_total = asks.result_items(identity, MAX_ITEMS_PER_SOURCE)
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
               "message_pending": pending_total, "chat": len(chats), "swarm": task_total, "ask": asked_total,
-              "ask_result": outcome_total}
-    return Gathered(alerts + notes + asked + messages + pending + outcomes + chats + tasks, counts, now,
+              "ask_result": outcome_total, "open_alert": watched_total}
+    return Gathered(alerts + notes + watched + asked + messages + pending + outcomes + chats + tasks, counts, now,
                     tasks_change_at(identity, now),
                     off_hours=hidden, backups_at=len(alerts) + len(notes))
 

@@ -75,9 +75,9 @@ class RoomMeta(TypedDict):
 
 
 class NotebookPayload(TypedDict, total=False):
-    kind: Literal["update", "meta", "viewers"] | str
+    kind: Literal["update", "meta", "viewers", "awareness", "awareness_query"] | str
     origin: str | None  # the room that sent it; None from a unit of work (a "meta" change)
-    update: str
+    update: str  # base64: a Yjs update (kind "update") or a y-protocols awareness update ("awareness")
     relay: int
     viewers: list[str]
     # kind "meta": a RoomMeta's keys
@@ -107,6 +107,12 @@ class AsksPayload(TypedDict):
     askId: int
     status: str
     deadline: str | None
+
+
+class AlertsPayload(TypedDict):
+    alertId: int
+    state: str
+    dueAt: str | None
 
 
 class BusPayload(TypedDict):
@@ -140,6 +146,9 @@ STREAMS: Channel[StreamsPayload] = Channel(
 ASKS: Channel[AsksPayload] = Channel(
     "asks", "an ask was made or changed state (domain/asks.py): those waiting on it re-read it "
             "(realtime/ask_waiters.py), and the expiry pass sleeps until the earliest deadline (scheduler.py)")
+ALERTS: Channel[AlertsPayload] = Channel(
+    "alerts", "an alert changed state (domain/alerts.py): the alert pass sleeps until the earliest snooze end "
+              "or escalation (scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")

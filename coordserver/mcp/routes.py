@@ -24,7 +24,7 @@ class Reply:
 
     @property
     def ok(self) -> bool:
-        return self.status == 200
+        return 200 <= self.status < 300  # 201 for a route that makes something
 
     def json(self) -> Any:
         return json.loads(self.body)

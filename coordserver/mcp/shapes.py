@@ -27,7 +27,9 @@ PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")]
         "channelId": Annotated[str, msgspec.Meta(description="A chat channel id (uuid)")],
         "taskId": Annotated[str, msgspec.Meta(description="A task id (uuid)")],
         "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")],
-        "askId": Annotated[RowId, msgspec.Meta(description="An ask id")]}
+        "askId": Annotated[RowId, msgspec.Meta(description="An ask id")],
+        "versionId": Annotated[RowId, msgspec.Meta(description="A notebook page version id")],
+        "alertId": Annotated[RowId, msgspec.Meta(description="A buzz alert id")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 

@@ -77,6 +77,27 @@ def _asks(result: dict, _args: dict) -> str:
     return f"{len(result['asks'])} asks, {open_} open."
 
 
+def _alert(verb: str) -> Callable[[Any, dict], str]:
+    return lambda a, _args: (f"{verb} alert {a['id']} '{a['title']}': {a['state']}, {a['count']} firings"
+                             + (f", acked by {a['ackedBy']}" if a.get("ackedBy") else "") + ".")
+
+
+def _alerts(result: dict, _args: dict) -> str:
+    states: dict[str, int] = {}
+    for alert in result["alerts"]:
+        states[alert["state"]] = states.get(alert["state"], 0) + 1
+    return f"{len(result['alerts'])} alerts" + (f" ({', '.join(f'{n} {s}' for s, n in states.items())})"
+                                                if states else "") + "."
+
+
+def _silence(s: dict, _args: dict) -> str:
+    return f"Silence {s['id']} on {s['appName'] or 'webhook ' + str(s['webhookId'])} until {s['endsAt']}."
+
+
+def _preview(p: dict, _args: dict) -> str:
+    return f"Would have hidden {p['events']} events of the last 24 h, of {len(p['alerts'])} alerts."
+
+
 WAIT_MAX = 300  # seconds ask_human may block
 RECHECK_SECONDS = 10.0  # a blocked ask_human reads its ask at least this often (announcements can be missed)
 
@@ -166,8 +187,10 @@ class Catalog:
 
 
 def _answer(tool: Tool, declared: dict | None) -> type:
-    """The response model the tool's route declares for 200: the tool's outputSchema (its structuredContent)."""
-    answer = ((declared or {}).get("returns") or {}).get(200)
+    """The response model the tool's route declares for its 2xx answer: the tool's outputSchema (its
+    structuredContent)."""
+    returns = (declared or {}).get("returns") or {}
+    answer = next((model for status, model in sorted(returns.items()) if 200 <= status < 300), None)
     if answer is None:
         raise RuntimeError(f"MCP tool {tool.name}: its route declares no response model")
     return answer
@@ -224,6 +247,18 @@ TOOLS: list[Tool] = [
     Tool("notebook_edit", "Change a notebook page; new content is merged into the live document like a "
          "REST PATCH, so editors keep their own edits.", "PATCH", "/api/notebook/{pageId}",
          lambda r, _: f"Saved page '{r['page']['title']}'."),
+    Tool("notebook_versions", "A notebook page's stored versions, newest first: when, who edited since the "
+         "previous one, size, label (without their text).", "GET", "/api/notebook/{pageId}/versions",
+         _count("versions", "versions")),
+    Tool("notebook_version", "One stored version of a notebook page, with its text.", "GET",
+         "/api/notebook/{pageId}/versions/{versionId}",
+         lambda r, _: f"Version {r['version']['id']} ({r['version']['size']} characters, {r['version']['reason']})."),
+    Tool("notebook_checkpoint", "Keep a notebook page's text now as a version, with an optional label.", "POST",
+         "/api/notebook/{pageId}/versions", lambda r, _: f"Kept version {r['version']['id']}."),
+    Tool("notebook_restore", "Make a notebook page's text that of an older version, as an ordinary edit that "
+         "live editors receive; the text replaced is kept as a version first.", "POST",
+         "/api/notebook/{pageId}/versions/{versionId}/restore",
+         lambda r, _: f"Restored page '{r['page']['title']}' (version {r['version']['id']})."),
     Tool("directory", "Directory entries (links) you can see, newest first.", "GET",
          "/api/directory", _count("entries", "entries"), wrap="entries"),
     Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.",
@@ -241,6 +276,20 @@ TOOLS: list[Tool] = [
          "/api/asks", _asks),
     Tool("answer_ask", "Answer an ask put to you with an option (its number or label) or, where allowed, text; "
          "the first answer wins.", "POST", "/api/asks/{askId}/answer", _ask),
+    Tool("list_alerts", "Buzz alerts you can see (one per problem, with its firing count), newest activity "
+         "first; filter by state (open, acked, snoozed, resolved) and appName.", "GET", "/api/buzz/alerts",
+         _alerts),
+    Tool("ack_alert", "Acknowledge an alert: you are on it (it leaves the others' wake; 409 names who was first).",
+         "POST", "/api/buzz/alerts/{alertId}/ack", _alert("Acked")),
+    Tool("snooze_alert", "Snooze an alert for minutes, or until a time: it is open again then, by itself.",
+         "POST", "/api/buzz/alerts/{alertId}/snooze", _alert("Snoozed")),
+    Tool("resolve_alert", "Resolve an alert (the problem is over); a new firing reopens it.", "POST",
+         "/api/buzz/alerts/{alertId}/resolve", _alert("Resolved")),
+    Tool("preview_silence", "What a silence would hide: events of the last 24 h it matches, and their alerts. "
+         "Nothing is created; run it before silence_alerts.", "POST", "/api/buzz/silences/preview", _preview),
+    Tool("silence_alerts", "Silence ingests of a webhook or app name matching a title (substring or /regex/) "
+         "and/or labels, for minutes or until endsAt: stored and counted, with no wake, stream event or push.",
+         "POST", "/api/buzz/silences", _silence),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -192,13 +192,13 @@ def _leaves_wakes_alone(payload: dict) -> bool:
 
 def _neutral_units() -> frozenset[Callable]:
     """Background units that write often and never change what any wake shows."""
-    from ..domain import asks, identities
+    from ..domain import alerts, asks, identities
     from ..events import log as event_log
     from ..realtime import presence, webhook_delivery as push
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
                       identities.touch_token, presence._persist, event_log.prune,
                       # an expiry pass logs (so announces) what it expires; one that finds nothing writes nothing
-                      asks.expire_due,
+                      asks.expire_due, alerts.unsnooze_due, alerts.escalate_due,
                       # marks buzz delivered; announces wake_changed itself when it marked any
                       wake.wake_payload})
 

@@ -32,7 +32,7 @@ from ..events.channels import EVENTS
 log = logging.getLogger("coord.push")
 
 CURSOR_NAME = "push"
-PUSHED_TYPES = ("message", "chat_message", "broadcast", "ask", "ask_answered", "ask_expired")
+PUSHED_TYPES = ("message", "chat_message", "broadcast", "ask", "ask_answered", "ask_expired", "alert_changed")
 BACKOFF_SECONDS = (10, 30, 120, 600, 1800, 3600, 10800)  # waits after attempts 1..7
 MAX_ATTEMPTS = 8
 ATTEMPT_TIMEOUT = 5.0
@@ -63,6 +63,12 @@ def push_text(event_type: str, data: dict) -> str:
                 f"GET /api/chat/channels/{channel}/messages")
     if event_type in ASK_TYPES:
         return _ask_text(event_type, data)
+    if event_type == "alert_changed":
+        given = data.get("alert")
+        alert = given if isinstance(given, dict) else {}
+        by = f" by {data.get('by')}" if data.get("by") else ""
+        return (f"{alert.get('appName')} alert \"{alert.get('title')}\" (alert {data.get('alertId')}) "
+                f"{data.get('change')}{by}; {alert.get('count')} firings: GET /api/buzz/alerts/{data.get('alertId')}")
     title = data.get("title")
     return f"{data.get('appName')} alert \"{title}\" (buzz event {data.get('eventId')}): GET /api/wake"
 
@@ -120,6 +126,10 @@ def _audiences(rows: list) -> dict[int, set[str]]:
             audience = {i for i in row.data.get("to") or () if isinstance(i, str)}
         elif row.type in ASK_TYPES:
             audience = {row.data.get("from")}
+        elif row.type == "alert_changed":  # its agents and those it escalated to, but not whoever made the change
+            escalated = {i for i in row.data.get("escalateTo") or () if isinstance(i, str)}
+            agents = {row.data.get("wakeAgent"), row.data.get("notifyAgent")}
+            audience = (agents | escalated) - {row.data.get("by")}
         elif row.type == "chat_message":
             sender = (row.data.get("message") or {}).get("sender")
             audience = members.get(row.data.get("channelId"), set()) - {sender}

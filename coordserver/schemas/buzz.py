@@ -7,7 +7,9 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.buzz import APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, FOR_USERS_MAX, TITLE_MAX
+from ..domain.buzz import (APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, ESCALATE_MINUTES_MAX, FOR_USERS_MAX,
+                           RUNBOOK_URL_MAX, TITLE_MAX)
+from ..domain.fields import HTTP_URL
 from .base import Model, Query, at_least_one, text, trimmed
 from .common import IDENTITY_LIST_PATTERN, IDENTITY_OR_BLANK_PATTERN, IdentityOrBlank
 from .common import Limit, Ok, Time, clamp_limit
@@ -41,15 +43,27 @@ class BuzzEventsQuery(Query):
 class _Routing(Model):
     """Who a webhook's events are for, and which agents they wake or notify."""
     __messages__ = {"forUsers": _FOR_USERS, "wakeAgent": "wakeAgent must be an identity",
-                    "notifyAgent": "notifyAgent must be an identity"}
-    __field_schemas__ = {"forUsers": _FOR_USERS_SCHEMA}
+                    "notifyAgent": "notifyAgent must be an identity",
+                    "escalateTo": _FOR_USERS.replace("forUsers", "escalateTo"),
+                    "runbookUrl": f"runbookUrl must be an http or https URL of at most {RUNBOOK_URL_MAX} characters, "
+                                  "or null",
+                    "escalateAfterMinutes": f"escalateAfterMinutes must be 1 to {ESCALATE_MINUTES_MAX}, or null"}
+    __field_schemas__ = {"forUsers": _FOR_USERS_SCHEMA, "escalateTo": {
+        **_FOR_USERS_SCHEMA, "description": "identities an alert still open after escalateAfterMinutes wakes"}}
     for_users: ForUsers | None | UnsetType = UNSET
     wake_agent: Agent | None | UnsetType = UNSET
     notify_agent: Agent | None | UnsetType = UNSET
+    runbook_page_id: Annotated[str, msgspec.Meta(max_length=36, description="a notebook page")] | None | UnsetType = \
+        UNSET
+    runbook_url: Annotated[str, msgspec.Meta(max_length=RUNBOOK_URL_MAX, pattern=HTTP_URL.pattern)] | None | UnsetType \
+        = UNSET
+    escalate_after_minutes: Annotated[int, msgspec.Meta(ge=1, le=ESCALATE_MINUTES_MAX)] | None | UnsetType = UNSET
+    escalate_to: ForUsers | None | UnsetType = UNSET
 
     def __post_init__(self) -> None:
-        if isinstance(self.for_users, str) and len(self.for_users) > FOR_USERS_MAX:  # as sent, as the schema says
-            raise ValueError(f"forUsers is longer than {FOR_USERS_MAX} characters")
+        for name, value in (("forUsers", self.for_users), ("escalateTo", self.escalate_to)):
+            if isinstance(value, str) and len(value) > FOR_USERS_MAX:  # as sent, as the schema says
+                raise ValueError(f"{name} is longer than {FOR_USERS_MAX} characters")
 
 
 class NewWebhook(_Routing, kw_only=True):
@@ -84,6 +98,10 @@ class BuzzWebhook(Model):
     created_at: Time
     last_hit_at: Time | None
     ingest_url: str
+    runbook_page_id: str | None = None
+    runbook_url: str | None = None
+    escalate_after_minutes: int | None = None
+    escalate_to: list[str] | None = None
 
 
 class BuzzWebhooks(Model):
@@ -105,6 +123,8 @@ class BuzzEvent(Model):
     wake_delivered_at: Time | None
     notify_delivered_at: Time | None
     suppressed: bool
+    alert_id: int | None = None  # the alert it belongs to (none for a repeat that started none)
+    silenced_by: int | None = None  # the silence that hid it: stored and counted, with no effects
 
 
 class BuzzEvents(Model):
@@ -116,3 +136,5 @@ class Ingested(Ok):
     """An accepted ingest: its event id; `suppressed` when it repeated a recent dedup key."""
     event_id: int
     suppressed: bool | UnsetType = UNSET
+    alert_id: int | UnsetType = UNSET  # the alert it counts on (absent for a suppressed repeat)
+    silenced_by: int | UnsetType = UNSET  # the silence that hid it (it has no effects)

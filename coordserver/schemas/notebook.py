@@ -9,8 +9,9 @@ from msgspec import UNSET, UnsetType
 from ..realtime.notebook.peer import MAX_PAGE_CHARS
 from ..settings import MAX_BODY_BYTES
 from ..domain.notebook import TITLE_MAX
-from .base import NOT_BLANK, Model
-from .common import Identity, TextSearchQuery, Time
+from ..domain.notebook_versions import LABEL_MAX
+from .base import NOT_BLANK, Model, Query
+from .common import Identity, Limit, TextSearchQuery, Time, clamp_limit
 
 # The live document's cap, and no more than a REST body can carry (API.md: 50,000 bytes, else 413).
 Content = Annotated[str, msgspec.Meta(max_length=min(MAX_PAGE_CHARS, MAX_BODY_BYTES),
@@ -81,3 +82,61 @@ class Pages(Model):
 class Viewers(Model):
     """Who is viewing a page: fresh heartbeats and editors."""
     viewers: list[str]
+
+
+# --- page versions ---------------------------------------------------------------------------
+
+VersionLabel = Annotated[str, msgspec.Meta(max_length=LABEL_MAX)]
+
+
+class VersionsQuery(Query):
+    """GET /api/notebook/{id}/versions: newest first, paged by offset."""
+    limit: Limit = 50
+    offset: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
+
+    def __post_init__(self) -> None:
+        self.limit = clamp_limit(self.limit)
+
+
+class Checkpoint(Model):
+    """POST /api/notebook/{id}/versions: a version of the page now, with an optional label."""
+    label: VersionLabel | None = None
+
+
+class VersionSummary(Model):
+    """A stored version of a page's text. `reason`: created, time (the content changed and the newest
+    version was old enough), idle (the last live editor left), checkpoint, before_restore, restore."""
+    id: int
+    page_id: str
+    created_at: Time
+    editors: list[str]  # the identities who edited since the previous version
+    size: int  # characters
+    label: str | None
+    reason: str
+    created_by: str | None  # who asked for it (checkpoint, restore, created)
+
+
+class Version(VersionSummary):
+    """A version with its text."""
+    content: str
+
+
+class Versions(Model):
+    """A page's versions, newest first."""
+    versions: list[VersionSummary]
+
+
+class VersionAnswer(Model):
+    """One version with its text."""
+    version: Version
+
+
+class CheckpointAnswer(Model):
+    """The version just made."""
+    version: VersionSummary
+
+
+class RestoreAnswer(Model):
+    """The restore's own version and the page with its text now."""
+    version: VersionSummary
+    page: Page

@@ -5,6 +5,7 @@ from typing import Literal, Union
 
 import msgspec
 
+from .alerts import Runbook
 from .base import Model, Query
 from .common import Time
 from .swarm import Status
@@ -49,6 +50,20 @@ class BuzzItem(WakeItem, tag="buzz"):
     id: int
     role: Literal["wake", "notify"]
     app_name: str
+    alert_id: int | None = None  # one line per alert for a client that shows alerts
+
+
+class AlertItem(WakeItem, tag="alert"):
+    """An open alert for which the caller is the wake agent (one per alert, whatever its count). It leaves
+    when someone acks, snoozes or resolves it."""
+    id: int
+    app_name: str
+    title: str
+    count: int
+    state: Literal["open"]
+    first_at: Time
+    runbook: Runbook | None
+    escalated: bool  # it escalated to the caller (unacknowledged too long), not watched by them
 
 
 class BackupItem(WakeItem, tag="backup"):
@@ -109,7 +124,8 @@ class WakePayload(Model):
     """What is waiting for an identity, most urgent first."""
     instructions: str
     skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
-    items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, BackupItem, ChatItem, AskItem, AskResultItem]]
+    items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, AlertItem, BackupItem, ChatItem, AskItem,
+                      AskResultItem]]
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time

@@ -10,8 +10,9 @@ from urllib.parse import quote
 import certifi
 import httpx
 
-from .models import (Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, InboxPage,
-                     JSONObject, Message, Page, PresenceEntry, Project, Task, TaskEvent, User, Wake, parse_time)
+from .models import (Alert, Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity,
+                     InboxPage, JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Silence, Task,
+                     TaskEvent, User, Wake, parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
 from .safe_text import neutralise, neutralise_json
 from .v11 import AdminUser, MetricsSample, Workflow
@@ -220,6 +221,54 @@ class CoordClient:
     async def cancel_ask(self, ask_id: int) -> Ask:
         return Ask.parse(await self.request("POST", f"/api/asks/{_q(ask_id)}/cancel"))
 
+    # alerts and silences (ours: a 404 from another v1 server means unsupported)
+    async def alerts(self, state: str | None = None, app_name: str | None = None, limit: int = 50) -> list[Alert]:
+        """Buzz alerts I may see, newest activity first; `state` open, acked, snoozed or resolved."""
+        body = await self.request("GET", "/api/buzz/alerts", params={"state": state, "appName": app_name,
+                                                                      "limit": limit})
+        return [Alert.parse(a) for a in body.get("alerts") or [] if isinstance(a, dict)]
+
+    async def alert(self, alert_id: int) -> Alert:
+        """One alert with its recent events (`events`)."""
+        return Alert.parse(await self.request("GET", f"/api/buzz/alerts/{_q(alert_id)}"))
+
+    async def ack_alert(self, alert_id: int) -> Alert:
+        """I'm on it. Someone else first is ApiError 409 (body `ackedBy`)."""
+        return Alert.parse(await self.request("POST", f"/api/buzz/alerts/{_q(alert_id)}/ack"))
+
+    async def unack_alert(self, alert_id: int) -> Alert:
+        return Alert.parse(await self.request("POST", f"/api/buzz/alerts/{_q(alert_id)}/unack"))
+
+    async def snooze_alert(self, alert_id: int, minutes: int | None = None, until: str | None = None) -> Alert:
+        """For `minutes`, or `until` an ISO-8601 time (one of them)."""
+        payload: dict[str, Any] = {"minutes": minutes} if minutes is not None else {"until": until}
+        return Alert.parse(await self.request("POST", f"/api/buzz/alerts/{_q(alert_id)}/snooze", json=payload))
+
+    async def resolve_alert(self, alert_id: int) -> Alert:
+        return Alert.parse(await self.request("POST", f"/api/buzz/alerts/{_q(alert_id)}/resolve"))
+
+    async def silences(self) -> list[Silence]:
+        """Running silences and those that ended in the last 24 h, newest first."""
+        body = await self.request("GET", "/api/buzz/silences")
+        return [Silence.parse(s) for s in body.get("silences") or [] if isinstance(s, dict)]
+
+    async def preview_silence(self, match: JSONObject, app_name: str | None = None,
+                              webhook_id: int | None = None) -> tuple[int, list[Alert]]:
+        """(Events of the last 24 h the silence would have hidden, and their alerts); nothing is created."""
+        body = await self.request("POST", "/api/buzz/silences/preview",
+                                  json=_silence_target(match, app_name, webhook_id))
+        return int(body.get("events") or 0), [Alert.parse(a) for a in body.get("alerts") or [] if isinstance(a, dict)]
+
+    async def create_silence(self, match: JSONObject, app_name: str | None = None, webhook_id: int | None = None,
+                             minutes: int | None = None, ends_at: str | None = None, comment: str = "") -> Silence:
+        """`match`: {"title": substring or "/regex/", "labels": {...}}; for `minutes` or until `ends_at`."""
+        payload: dict[str, Any] = {**_silence_target(match, app_name, webhook_id), "comment": comment,
+                                   **({"minutes": minutes} if minutes is not None else {"endsAt": ends_at})}
+        return Silence.parse(await self.request("POST", "/api/buzz/silences", json=payload))
+
+    async def end_silence(self, silence_id: int) -> Silence:
+        return Silence.parse(await self.request("DELETE", f"/api/buzz/silences/{_q(silence_id)}"))
+
     # chat
     async def channels(self, archived: bool = False) -> list[Channel]:
         body = await self.request("GET", "/api/chat/channels", params={"archived": "true" if archived else None})
@@ -377,6 +426,28 @@ class CoordClient:
         body = await self.request("PATCH", f"/api/notebook/{_q(page_id)}", json=fields)
         return Page.parse(body.get("page") or {})
 
+    async def page_versions(self, page_id: str, limit: int = 50, offset: int = 0) -> list[PageVersion]:
+        """The page's versions, newest first, without their text."""
+        body = await self.request("GET", f"/api/notebook/{_q(page_id)}/versions",
+                                  params={"limit": limit, "offset": offset})
+        return [PageVersion.parse(v) for v in body.get("versions") or []]
+
+    async def page_version(self, page_id: str, version_id: int) -> PageVersion:
+        """One version with its text (`content`)."""
+        body = await self.request("GET", f"/api/notebook/{_q(page_id)}/versions/{int(version_id)}")
+        return PageVersion.parse(body.get("version") or {})
+
+    async def checkpoint_page(self, page_id: str, label: str | None = None) -> PageVersion:
+        """Keep the page's text now as a version, with an optional label."""
+        body = await self.request("POST", f"/api/notebook/{_q(page_id)}/versions", json={"label": label})
+        return PageVersion.parse(body.get("version") or {})
+
+    async def restore_page_version(self, page_id: str, version_id: int) -> tuple[PageVersion, Page]:
+        """Make the page's text that of an older version (live editors converge on it); returns the
+        restore's own version and the page."""
+        body = await self.request("POST", f"/api/notebook/{_q(page_id)}/versions/{int(version_id)}/restore")
+        return PageVersion.parse(body.get("version") or {}), Page.parse(body.get("page") or {})
+
     # directory and buzz
     async def directory(self, query: str | None = None, limit: int = 100) -> list[DirectoryEntry]:
         body = await self.request("GET", "/api/directory", params={"q": query or None, "limit": limit})
@@ -473,3 +544,7 @@ class CoordClient:
 
 def parse_id_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None
+
+
+def _silence_target(match: JSONObject, app_name: str | None, webhook_id: int | None) -> dict[str, Any]:
+    return {"match": match, **({"appName": app_name} if app_name is not None else {"webhookId": webhook_id})}

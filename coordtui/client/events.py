@@ -14,7 +14,8 @@ from .models import JSONObject, ServerEvent
 from .safe_text import neutralise_json
 
 LOGGED_TYPES = frozenset({"message", "chat_message", "swarm_task_created", "swarm_task_updated", "broadcast",
-                          "notebook_page_updated"})
+                          "notebook_page_updated", "notebook_version", "ask", "ask_answered", "ask_expired",
+                          "ask_cancelled", "ask_read", "alert_changed"})
 
 CONNECTING, CONNECTED, RECONNECTING, DISCONNECTED, REFUSED = (
     "connecting", "connected", "reconnecting", "disconnected", "refused")

@@ -45,6 +45,11 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
     return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
 
 
+def numbered(options: tuple[str, ...] | list[str]) -> str:
+    """An ask's options as '1 deploy · 2 wait': the digit that answers each one."""
+    return " · ".join(f"{number} {label}" for number, label in enumerate(options, start=1))
+
+
 def age_text(then: datetime | None, now: datetime) -> str:
     """Two largest units, no seconds, like the server's wake ages."""
     if then is None:
@@ -310,6 +315,13 @@ class WakeItem:
     answered_by: str | None = None
     option: str | None = None
     answer_text: str | None = None
+    # alerts (ours): a `buzz` item names its alert; an `alert` item (one per open alert) has the rest
+    alert_id: int | None = None
+    title: str | None = None
+    count: int | None = None
+    alert_state: str | None = None
+    runbook: JSONObject | None = None  # {"pageId", "url"}
+    escalated: bool = False  # escalated to me (unacknowledged too long), not an alert I watch
 
     @property
     def key(self) -> str:
@@ -326,7 +338,10 @@ class WakeItem:
                    channel_name=row.get("channelName"), asker=row.get("from"), question=row.get("question"),
                    options=tuple(str(o) for o in row.get("options") or () if isinstance(o, str)),
                    allow_text=bool(row.get("allowText")), answered_by=row.get("answeredBy"),
-                   option=row.get("option"), answer_text=row.get("text"))
+                   option=row.get("option"), answer_text=row.get("text"), alert_id=row.get("alertId"),
+                   title=row.get("title"), count=row.get("count"), alert_state=row.get("state"),
+                   runbook=row.get("runbook") if isinstance(row.get("runbook"), dict) else None,
+                   escalated=bool(row.get("escalated")))
 
 
 @dataclass(frozen=True)
@@ -433,6 +448,28 @@ class Page:
 
 
 @dataclass(frozen=True)
+class PageVersion:
+    """A stored version of a notebook page. `reason`: created, time, idle (the last editor left),
+    checkpoint, before_restore (the text a restore replaced), restore. `content` only when asked for one."""
+    id: int
+    page_id: str
+    created_at: datetime | None
+    editors: list[str]  # who edited since the previous version
+    size: int  # characters
+    label: str | None
+    reason: str
+    created_by: str | None
+    content: str | None = None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "PageVersion":
+        return cls(id=int(row.get("id") or 0), page_id=str(row.get("pageId") or ""),
+                   created_at=parse_time(row.get("createdAt")), editors=list(row.get("editors") or []),
+                   size=int(row.get("size") or 0), label=row.get("label"), reason=str(row.get("reason") or ""),
+                   created_by=row.get("createdBy"), content=row.get("content"))
+
+
+@dataclass(frozen=True)
 class DirectoryEntry:
     id: int
     title: str
@@ -456,13 +493,76 @@ class BuzzEvent:
     body: str | None
     received_at: datetime | None
     suppressed: bool = False
+    alert_id: int | None = None  # ours: the alert it counts on
+    silenced_by: int | None = None  # ours: the silence that hid it
 
     @classmethod
     def parse(cls, row: JSONObject) -> "BuzzEvent":
         return cls(id=parse_id(row.get("id")), app_name=str(pick(row, "appName", "app_name", default="")),
                    title=str(row.get("title") or ""), body=pick(row, "bodyText", "body_text"),
                    received_at=parse_time(pick(row, "receivedAt", "received_at")),
-                   suppressed=bool(row.get("suppressed")))
+                   suppressed=bool(row.get("suppressed")), alert_id=row.get("alertId"),
+                   silenced_by=row.get("silencedBy"))
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One buzz alert: a webhook's events of one group key (ours: `GET /api/skill/buzz`, "Alerts")."""
+    id: int
+    webhook_id: int
+    app_name: str
+    title: str
+    group_key: str
+    state: str  # open, acked, snoozed, resolved
+    count: int
+    first_at: datetime | None
+    last_at: datetime | None
+    acked_by: str | None = None
+    acked_at: datetime | None = None
+    snoozed_until: datetime | None = None
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None
+    runbook: JSONObject | None = None  # {"pageId", "url"}
+    flapping: bool = False
+    escalated_at: datetime | None = None
+    silenced_by: int | None = None
+    events: tuple[BuzzEvent, ...] = ()  # its recent events, when read one by one
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "Alert":
+        runbook = row.get("runbook")
+        return cls(id=parse_id(row.get("id")), webhook_id=parse_id(row.get("webhookId")),
+                   app_name=str(row.get("appName") or ""), title=str(row.get("title") or ""),
+                   group_key=str(row.get("groupKey") or ""), state=str(row.get("state") or "open"),
+                   count=int(row.get("count") or 0), first_at=parse_time(row.get("firstAt")),
+                   last_at=parse_time(row.get("lastAt")), acked_by=row.get("ackedBy"),
+                   acked_at=parse_time(row.get("ackedAt")), snoozed_until=parse_time(row.get("snoozedUntil")),
+                   resolved_at=parse_time(row.get("resolvedAt")), resolved_by=row.get("resolvedBy"),
+                   runbook=runbook if isinstance(runbook, dict) else None, flapping=bool(row.get("flapping")),
+                   escalated_at=parse_time(row.get("escalatedAt")), silenced_by=row.get("silencedBy"),
+                   events=tuple(BuzzEvent.parse(e) for e in row.get("events") or () if isinstance(e, dict)))
+
+
+@dataclass(frozen=True)
+class Silence:
+    """Matching ingests of a webhook or app name are stored and counted with no effects until `ends_at`."""
+    id: int
+    app_name: str | None
+    webhook_id: int | None
+    match: JSONObject  # {"title": ..., "labels": {...}}
+    comment: str
+    created_by: str
+    ends_at: datetime | None
+    active: bool
+    ended_by: str | None = None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "Silence":
+        match = row.get("match")
+        return cls(id=parse_id(row.get("id")), app_name=row.get("appName"), webhook_id=row.get("webhookId"),
+                   match=match if isinstance(match, dict) else {}, comment=str(row.get("comment") or ""),
+                   created_by=str(row.get("createdBy") or ""), ends_at=parse_time(row.get("endsAt")),
+                   active=bool(row.get("active")), ended_by=row.get("endedBy"))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,18 @@ stays usable: local edits go on into the document (`online` is False, `pending_e
 and it reconnects by itself with backoff, merges the server's state into the local copy and sends the
 server exactly what it lacks. Only a refusal (bad token, page gone, invalid data) or `close()` ends it.
 
+Who is where travels as Yjs awareness (y-protocols awareness updates in `awareness` frames), so
+JavaScript Yjs editors see coordtui's cursor and coordtui theirs:
+
+    session.set_user("alice", "#e5a50a")       # shown to the others with the cursor
+    session.set_cursor(anchor=3, head=8)       # a selection, in code points (anchor == head: a caret)
+    session.cursors                            # {client id: RemoteCursor} of the others; on_cursors says when
+
+A state is `{"user": {"name", "color"}, "cursor": {"anchor", "head"}}` with code-point indices into
+the text as its sender saw it (a cursor moves with remote edits only when its owner sends it again).
+The local state is renewed every `awareness_renew_seconds` (y-protocols: every 15 s) so the server,
+which drops states silent for 30 s, keeps it; states vanish when their editor leaves.
+
 The document is a pycrdt `Doc` holding a `Text` named "content". pycrdt positions are UTF-8 byte
 offsets; this module converts, so callers only ever see code points. A UI binding its own editor may
 also edit `session.text` directly inside `session.doc.transaction(origin=LOCAL_ORIGIN)`.
@@ -23,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from pycrdt import Doc, Text, TextEvent, TransactionEvent
+from pycrdt import Awareness, Doc, Text, TextEvent, TransactionEvent
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -61,6 +73,38 @@ class TextChange:
     index: int
     text: str = ""
     length: int = 0
+
+
+@dataclass(frozen=True)
+class RemoteCursor:
+    """Another editor's awareness state: who (as they name themselves), their colour, and their caret
+    (`head`) and selection start (`anchor`) in code points, None when they have not placed one."""
+    client_id: int
+    name: str
+    color: str | None
+    anchor: int | None
+    head: int | None
+
+    @property
+    def selection(self) -> tuple[int, int] | None:
+        """(start, end) of a non-empty selection."""
+        if self.anchor is None or self.head is None or self.anchor == self.head:
+            return None
+        return min(self.anchor, self.head), max(self.anchor, self.head)
+
+
+def cursor_from_state(client_id: int, state: dict[str, Any]) -> RemoteCursor:
+    """Read a y-protocols awareness state leniently: other clients put what they like in it."""
+    raw_user, raw_cursor = state.get("user"), state.get("cursor")
+    user: dict[str, Any] = raw_user if isinstance(raw_user, dict) else {}
+    cursor: dict[str, Any] = raw_cursor if isinstance(raw_cursor, dict) else {}
+    name, color = user.get("name"), user.get("color")
+
+    def index(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return RemoteCursor(client_id, neutralise(name) if isinstance(name, str) else f"editor {client_id}",
+                        neutralise(color) if isinstance(color, str) else None,
+                        index(cursor.get("anchor")), index(cursor.get("head")))
 
 
 def byte_offset(text: str, index: int) -> int:
@@ -112,7 +156,7 @@ def _chars_for_bytes(text: str, start: int, byte_count: int) -> int:
 
 class NotebookSession:
     def __init__(self, base_url: str, token: str, page_id: str, *, open_timeout: float = 10.0,
-                 backoff: tuple[float, float] = (0.5, 8.0)):
+                 backoff: tuple[float, float] = (0.5, 8.0), awareness_renew_seconds: float = 15.0):
         self.base_url = base_url
         self.backoff = backoff
         self.online = False
@@ -145,6 +189,12 @@ class NotebookSession:
         self._resyncing = False
         self._resync_task: asyncio.Task[None] | None = None
         self.resyncs = 0  # times this session replaced a diverged copy with the server's
+        self.awareness = Awareness(self.doc)
+        self.awareness.set_local_state(None)  # nothing to show until set_user or set_cursor
+        self.awareness_renew_seconds = awareness_renew_seconds
+        self.cursors: dict[int, RemoteCursor] = {}
+        self.on_cursors: list[Callable[[dict[int, RemoteCursor]], None]] = []
+        self._awareness_out: asyncio.Queue[bytes] = asyncio.Queue()
 
     def _new_document(self) -> tuple[Doc[Text], Text]:
         doc: Doc[Text] = Doc()
@@ -216,6 +266,7 @@ class NotebookSession:
 
     def _went_offline(self) -> None:
         self.online = False
+        self._forget_others()  # the server tells them again on reconnect
         self._notify_state()
         if self._reconnect_task is None or self._reconnect_task.done():
             self._reconnect_task = asyncio.ensure_future(self._reconnect())
@@ -245,7 +296,11 @@ class NotebookSession:
     def _start(self, ws: ClientConnection) -> None:
         self._ws = ws
         self.online = True
-        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws))]
+        self._awareness_out = asyncio.Queue()
+        if self.awareness.get_local_state() is not None:  # a new connection: the server knows nothing of us
+            self._awareness_out.put_nowait(self.awareness.encode_awareness_update([self.awareness.client_id]))
+        self._tasks = [asyncio.ensure_future(self._read(ws)), asyncio.ensure_future(self._write(ws)),
+                       asyncio.ensure_future(self._write_awareness(ws)), asyncio.ensure_future(self._renew_awareness())]
         self._notify_state()
 
     async def _resync(self) -> None:
@@ -292,6 +347,12 @@ class NotebookSession:
                 await asyncio.wait_for(self._outgoing.join(), flush_timeout)
             except asyncio.TimeoutError:
                 pass
+            if self.awareness.get_local_state() is not None:
+                self._set_awareness(None)  # "gone", as y-protocols clients say it when they leave
+                try:
+                    await asyncio.wait_for(self._awareness_out.join(), flush_timeout)
+                except asyncio.TimeoutError:
+                    pass
         if self._ws is not None:
             await self._ws.close()
         for task in self._tasks:
@@ -348,6 +409,65 @@ class NotebookSession:
             raise ReadOnlyError("The page has not arrived from the server yet")
         if self.closed:
             raise NotebookError("session is closed", self.close_code)
+
+    # --- awareness (who is where) ------------------------------------------------------------
+    def set_user(self, name: str, color: str | None = None) -> None:
+        """How the others see this editor: a name and a colour (any CSS colour, e.g. "#e5a50a")."""
+        state = dict(self.awareness.get_local_state() or {})
+        state["user"] = {"name": name, **({"color": color} if color else {})}
+        self._set_awareness(state)
+
+    def set_cursor(self, anchor: int | None, head: int | None = None) -> None:
+        """This editor's caret (`head`, code points) and selection start (`anchor`); None hides it."""
+        state = dict(self.awareness.get_local_state() or {})
+        if anchor is None:
+            state.pop("cursor", None)
+        else:
+            state["cursor"] = {"anchor": anchor, "head": anchor if head is None else head}
+        self._set_awareness(state)
+
+    def _set_awareness(self, state: dict[str, Any] | None) -> None:
+        self.awareness.set_local_state(state)
+        if self.online:
+            self._awareness_out.put_nowait(self.awareness.encode_awareness_update([self.awareness.client_id]))
+
+    def _apply_awareness(self, update: bytes) -> None:
+        try:
+            self.awareness.apply_awareness_update(update, REMOTE_ORIGIN)
+        except (IndexError, ValueError, UnicodeDecodeError, RuntimeError):  # RuntimeError: truncated
+            return  # a malformed relay changes nobody's cursor
+        self._cursors_changed()
+
+    def _forget_others(self) -> None:
+        others = [c for c in self.awareness.states if c != self.awareness.client_id]
+        if others:
+            self.awareness.remove_awareness_states(others, REMOTE_ORIGIN)
+            self._cursors_changed()
+
+    def _cursors_changed(self) -> None:
+        self.cursors = {client_id: cursor_from_state(client_id, state)
+                        for client_id, state in self.awareness.states.items()
+                        if client_id != self.awareness.client_id and isinstance(state, dict)}
+        for callback in self.on_cursors:
+            callback(self.cursors)
+
+    async def _write_awareness(self, ws: ClientConnection) -> None:
+        queue = self._awareness_out
+        while True:
+            update = await queue.get()
+            try:
+                await ws.send(json.dumps({"type": "awareness", "update": list(update)}, separators=(",", ":")))
+            except ConnectionClosed:
+                return
+            finally:
+                queue.task_done()
+
+    async def _renew_awareness(self) -> None:
+        while True:
+            await asyncio.sleep(self.awareness_renew_seconds)
+            state = self.awareness.get_local_state()
+            if state is not None:
+                self._set_awareness(state)
 
     # --- remote changes ----------------------------------------------------------------------
     def changes(self) -> AsyncIterator[list[TextChange]]:
@@ -456,6 +576,8 @@ class NotebookSession:
         kind = message.get("type")
         if kind in ("update", "sync"):
             self._apply_remote(bytes(message["update"]))
+        elif kind == "awareness":
+            self._apply_awareness(bytes(message["update"]))
         elif kind == "viewers":
             self.viewers = list(message.get("viewers") or [])
             for callback in self.on_viewers:
@@ -487,7 +609,7 @@ def _reason(closed: ConnectionClosed) -> str:
     return neutralise(closed.rcvd.reason if closed.rcvd is not None else "") or "connection closed"
 
 
-UPDATE_FRAMES = frozenset({"sync", "update"})
+UPDATE_FRAMES = frozenset({"sync", "update", "awareness"})  # awareness names are neutralised in cursor_from_state
 
 
 def _frame(raw: str | bytes) -> dict[str, Any]:

@@ -4,45 +4,50 @@ API.md has no token-create route: new tokens come from invites, so "new token" m
 for the identity and redeems it at once; the secret is shown once, like rotate's."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
+from typing import Any, Awaitable
+
+from rich.text import Text
 from textual.binding import Binding
 
 from ..client import limits
 from ..client.models import counted
 from ..client.ops_models import Invite, IssuedToken, TokenRecord
-from ..screens.form import Field
-from .base import OpsScreen, SecretScreen, blank_none, confirm, number_or_text, run_form, when
+from ..screens.form import Field, FormValues
+from .base import Command, OpsHost, OpsScreen, SecretScreen, blank_none, confirm, number_or_text, run_form, when
 
 ONCE = "Shown once: the server keeps only its hash. Copy it now."
 
 
-def show_token(app, issued: IssuedToken, title: str) -> None:
-    app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)], once=True))
+def show_token(host: OpsHost, issued: IssuedToken, title: str) -> None:
+    host.app.push_screen(SecretScreen(title, ONCE, [(f"Token for {issued.identity}", issued.token)], once=True))
 
 
-def new_token(app) -> None:
+def new_token(host: OpsHost) -> None:
     fields = [Field("identity", "Identity (new: ^[a-z][a-z0-9_-]*$)", required=True, max_len=limits.IDENTITY,
                     wire="identity"),
               Field("label", "Label", max_len=limits.TOKEN_LABEL, wire="label"),
               Field("admin", "Admin", False, kind="check")]
 
-    def submit(values: dict):
-        return app.client.create_token(values["identity"], values["admin"], blank_none(values["label"]))
-    run_form(app, "New token", fields, "Create", submit, lambda t: f"Token issued for {t.identity}",
-             after=lambda issued: show_token(app, issued, "New token"))
+    def submit(values: FormValues) -> Awaitable[Any]:
+        return host.client.create_token(values["identity"], values["admin"], blank_none(values["label"]))
+    run_form(host, "New token", fields, "Create", submit, lambda t: f"Token issued for {t.identity}",
+             after=lambda issued: show_token(host, issued, "New token"))
 
 
-def revoke_token(app, token: TokenRecord) -> None:
-    confirm(app, f"Revoke token #{token.id} of {token.identity}? Clients using it are refused at once.", "Revoke",
-            lambda: app.client.revoke_token(token.id), f"Token #{token.id} revoked")
+def revoke_token(host: OpsHost, token: TokenRecord) -> None:
+    confirm(host, f"Revoke token #{token.id} of {token.identity}? Clients using it are refused at once.", "Revoke",
+            lambda: host.client.revoke_token(token.id), f"Token #{token.id} revoked")
 
 
-def rotate_token(app, token: TokenRecord) -> None:
-    confirm(app, f"Rotate token #{token.id} of {token.identity}? The old one stops working now.", "Rotate",
-            lambda: app.client.rotate_token(token.id), f"Token #{token.id} rotated",
-            after=lambda issued: show_token(app, issued, f"Rotated token #{token.id}"))
+def rotate_token(host: OpsHost, token: TokenRecord) -> None:
+    confirm(host, f"Rotate token #{token.id} of {token.identity}? The old one stops working now.", "Rotate",
+            lambda: host.client.rotate_token(token.id), f"Token #{token.id} rotated",
+            after=lambda issued: show_token(host, issued, f"Rotated token #{token.id}"))
 
 
-class TokensScreen(OpsScreen):
+class TokensScreen(OpsScreen[TokenRecord]):
     TITLE_TEXT = "Tokens"
     COLUMNS = ("ID", "Identity", "Admin", "Label", "Created", "Last used", "Revoked")
     GIVE_WAY = ("Label", "Last used", "Created", "Identity")
@@ -52,7 +57,7 @@ class TokensScreen(OpsScreen):
     async def fetch(self) -> list[TokenRecord]:
         return await self.client.tokens()
 
-    def row(self, t: TokenRecord) -> tuple:
+    def row(self, t: TokenRecord) -> tuple[str | Text, ...]:
         return (str(t.id), t.identity, "yes" if t.is_admin else "", t.label or "", when(t.created_at),
                 when(t.last_used_at), when(t.revoked_at))
 
@@ -61,7 +66,7 @@ class TokensScreen(OpsScreen):
         return f"{live} live {'token' if live == 1 else 'tokens'}, {len(items) - live} revoked (database tokens; environment tokens are not listed)"
 
     def action_new(self) -> None:
-        new_token(self.app)
+        new_token(self.host)
 
     def _live(self) -> TokenRecord | None:
         token = self.need()
@@ -73,39 +78,42 @@ class TokensScreen(OpsScreen):
     def action_rotate(self) -> None:
         token = self._live()
         if token is not None:
-            rotate_token(self.app, token)
+            rotate_token(self.host, token)
 
     def action_revoke(self) -> None:
         token = self._live()
         if token is not None:
-            revoke_token(self.app, token)
+            revoke_token(self.host, token)
 
 
-def show_invite(app, invite: Invite) -> None:
+def show_invite(host: OpsHost, invite: Invite) -> None:
     values = [("Onboarding URL", invite.onboard_url)] if invite.onboard_url else []
-    app.push_screen(SecretScreen("Invite created", "Whoever opens the URL registers an identity and gets a token.",
+    host.app.push_screen(SecretScreen("Invite created", "Whoever opens the URL registers an identity and gets a token.",
                                  values + [("Invite code", invite.code)]))
 
 
-def new_invite(app) -> None:
+def new_invite(host: OpsHost) -> None:
     fields = [Field("hint", "Identity (empty = any)", max_len=limits.IDENTITY, wire="identityHint"),
               Field("admin", "Admin", False, kind="check"),
               Field("max_uses", "Max uses", "1", wire="maxUses"),
               Field("hours", "Expires in hours", "72", wire="expiresInHours")]
 
-    def submit(values: dict):
-        return app.client.create_invite(blank_none(values["hint"]), values["admin"],
-                                        number_or_text(values["max_uses"]) or 1, number_or_text(values["hours"]))
-    run_form(app, "New invite", fields, "Create", submit, lambda i: f"Invite #{i.id} created",
-             after=lambda invite: show_invite(app, invite))
+    def submit(values: FormValues) -> Awaitable[Any]:
+        # What is typed goes as typed when it is no number (number_or_text): the server's refusal then names the
+        # field. The SDK's types describe the well-formed call, hence the ignore.
+        return host.client.create_invite(blank_none(values["hint"]), values["admin"],
+                                         number_or_text(values["max_uses"]) or 1,  # type: ignore[arg-type]
+                                         number_or_text(values["hours"]))  # type: ignore[arg-type]
+    run_form(host, "New invite", fields, "Create", submit, lambda i: f"Invite #{i.id} created",
+             after=lambda invite: show_invite(host, invite))
 
 
-def delete_invite(app, invite: Invite) -> None:
-    confirm(app, f"Delete invite #{invite.id} ({invite.identity_hint or 'any identity'})?", "Delete",
-            lambda: app.client.delete_invite(invite.id), f"Invite #{invite.id} deleted")
+def delete_invite(host: OpsHost, invite: Invite) -> None:
+    confirm(host, f"Delete invite #{invite.id} ({invite.identity_hint or 'any identity'})?", "Delete",
+            lambda: host.client.delete_invite(invite.id), f"Invite #{invite.id} deleted")
 
 
-class InvitesScreen(OpsScreen):
+class InvitesScreen(OpsScreen[Invite]):
     TITLE_TEXT = "Invites"
     COLUMNS = ("ID", "Identity", "Admin", "Uses", "Expires", "Code")
     GIVE_WAY = ("Uses", "Identity")
@@ -115,7 +123,7 @@ class InvitesScreen(OpsScreen):
     async def fetch(self) -> list[Invite]:
         return await self.client.invites()
 
-    def row(self, i: Invite) -> tuple:
+    def row(self, i: Invite) -> tuple[str | Text, ...]:
         return (str(i.id), i.identity_hint or "any", "yes" if i.is_admin else "", f"{i.use_count}/{i.max_uses}",
                 when(i.expires_at), i.code[:12] + "…")
 
@@ -123,22 +131,22 @@ class InvitesScreen(OpsScreen):
         return f"{counted(len(items), 'invite')} (newest first)"
 
     def action_new(self) -> None:
-        new_invite(self.app)
+        new_invite(self.host)
 
     def action_delete(self) -> None:
         invite = self.need()
         if invite is not None:
-            delete_invite(self.app, invite)
+            delete_invite(self.host, invite)
 
 
-def commands(app, tokens: list[TokenRecord]):
-    yield "Tokens (admin)", "List, create, rotate and revoke tokens (Doctor pane: t)", lambda: app.push_screen(
-        TokensScreen())
-    yield "New token (admin)", "For a new identity; the secret is shown once", lambda: new_token(app)
-    yield "Invites (admin)", "List, create and delete invites (Doctor pane: i)", lambda: app.push_screen(
-        InvitesScreen())
-    yield "New invite (admin)", "Shows the onboarding URL", lambda: new_invite(app)
+def commands(host: OpsHost, tokens: list[TokenRecord]) -> Iterator[Command]:
+    yield "Tokens (admin)", "List, create, rotate and revoke tokens (Doctor pane: t)", lambda: host.app.push_screen(
+        TokensScreen(host))
+    yield "New token (admin)", "For a new identity; the secret is shown once", lambda: new_token(host)
+    yield "Invites (admin)", "List, create and delete invites (Doctor pane: i)", lambda: host.app.push_screen(
+        InvitesScreen(host))
+    yield "New invite (admin)", "Shows the onboarding URL", lambda: new_invite(host)
     for t in tokens:
         if t.revoked_at is None:
-            yield f"Rotate token #{t.id} ({t.identity})", t.label or "", lambda t=t: rotate_token(app, t)
-            yield f"Revoke token #{t.id} ({t.identity})", t.label or "", lambda t=t: revoke_token(app, t)
+            yield f"Rotate token #{t.id} ({t.identity})", t.label or "", partial(rotate_token, host, t)
+            yield f"Revoke token #{t.id} ({t.identity})", t.label or "", partial(revoke_token, host, t)

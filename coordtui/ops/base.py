@@ -1,30 +1,53 @@
 """What every operator screen shares: a table loaded through the SDK, forms that send themselves,
-confirmations, and a dialog that shows a secret or URL once, selectable and copyable."""
+confirmations, and a dialog that shows a secret or URL once, selectable and copyable.
+
+Operator screens and actions are given an OpsHost: the app as Textual knows it (to push screens, toast,
+copy), the session (client, identity, clock), and how to show a chat channel. They never call into CoordApp."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, ClassVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Protocol, TypeVar
 
 from rich.markup import escape
 from rich.text import Text
-from textual import work
-from textual.app import ComposeResult
+from textual import events, work
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from ..client.api import ApiError, ConnectionFailed
+from ..client.api import ApiError, ConnectionFailed, CoordClient
+from ..connection import state_look
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
+from ..session import Session
 from ..tables import PlainTable, cursor_key, row_matches
 
 
-def blank_none(value: Any) -> Any:
+@dataclass(frozen=True)
+class OpsHost:
+    """What operator screens and actions are given by the app."""
+    app: App[Any]  # Textual's: push_screen, notify, copy_to_clipboard, run_worker
+    session: Session
+    show_channel: Callable[[str], None]  # brings the Chat pane into view with this channel open
+
+    @property
+    def client(self) -> CoordClient:
+        return self.session.connected_client()
+
+
+# A command palette entry: its title, a line of help (or none), and what choosing it runs.
+Command = tuple[str, str | None, Callable[[], object]]
+
+
+def blank_none(value: str) -> str | None:
     """Form text to a wire value: empty means null (the API clears or defaults it)."""
     return None if value == "" else value
 
 
-def number_or_text(value: str) -> Any:
+def number_or_text(value: str) -> int | float | str | None:
     """An hour or count as typed: a number when it is one, else the text, for the server to refuse by name."""
     if value == "":
         return None
@@ -41,15 +64,18 @@ def identity_list(value: str) -> list[str]:
     return [part.strip() for part in value.replace(" ", ",").split(",") if part.strip()]
 
 
-def refresh_ops(app) -> None:
+def refresh_ops(app: App[Any]) -> None:
     """Reload the list that is showing (lists under a dialog reload when they show again)."""
     if isinstance(app.screen, OpsScreen):
         app.screen.reload()
 
 
-def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, done: Callable[[Any], str | None],
-             after: Callable[[Any], None] | None = None, form: Callable[..., FormScreen] = FormScreen) -> None:
+def run_form(host: OpsHost, title: str, fields: list[Field], label: str, submit: Submit,
+             done: Callable[[Any], str | None], after: Callable[[Any], None] | None = None,
+             form: Callable[..., FormScreen] = FormScreen) -> None:
     """Opens a form that sends itself (a refusal keeps the text); on success: a toast, lists reloaded, `after`."""
+    app = host.app
+
     def finished(result: Any) -> None:
         if result is None:
             return
@@ -62,10 +88,19 @@ def run_form(app, title: str, fields: list[Field], label: str, submit: Submit, d
     app.push_screen(form(title, fields, label, submit=submit), finished)
 
 
-def confirm(app, question: str, label: str, action: Callable[[], Awaitable[Any]], done: str,
+def confirm(host: OpsHost, question: str, label: str, action: Callable[[], Awaitable[Any]], done: str,
             after: Callable[[Any], None] | None = None) -> None:
     """A yes/no dialog whose yes sends the request; a refusal stays visible in the dialog."""
-    run_form(app, question, [], label, lambda _values: action(), lambda _r: done, after)
+    run_form(host, question, [], label, lambda _values: action(), lambda _r: done, after)
+
+
+class SecretValue(Input):
+    """A value the server issued, to select and copy, never to edit (Textual's Input has no read-only mode)."""
+
+    read_only = True
+
+    def replace(self, text: str, start: int, end: int) -> None:
+        """Every edit of an Input (typing, paste, cut, delete) comes here: none changes what the server issued."""
 
 
 class SecretScreen(ModalScreen[None]):
@@ -89,7 +124,7 @@ class SecretScreen(ModalScreen[None]):
             for index, (label, value) in enumerate(self.values):
                 yield Label(label, classes="field-label")
                 with Horizontal(classes="secret-row"):
-                    yield Input(value, id=f"secret-{index}", classes="secret-value", compact=True)
+                    yield SecretValue(value, id=f"secret-{index}", classes="secret-value", compact=True)
                     yield Button("Copy", id=f"copy-{index}", compact=True)
             yield Label("", id="secret-warning")
             with Horizontal(id="form-buttons"):
@@ -97,7 +132,6 @@ class SecretScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         for box in self.query(".secret-value").results(Input):
-            box.read_only = True  # selectable, not editable: what the server issued stays exact
             box.cursor_position = 0  # show the start (the scheme and host), not the end
         for button in self.query("#copy-0").results(Button):
             button.focus()  # enter or c copies; tab reaches the value itself to select part of it
@@ -120,10 +154,20 @@ class SecretScreen(ModalScreen[None]):
         if event.button.id == "close":
             self.action_close()
         elif (event.button.id or "").startswith("copy-"):
-            self.action_copy(int(event.button.id.split("-", 1)[1]))
+            self.action_copy(int((event.button.id or "").split("-", 1)[1]))
 
 
-class OpsScreen(Screen):
+class Listed(Protocol):
+    """What an operator screen lists: anything with an id (the row's key)."""
+
+    @property
+    def id(self) -> object: ...
+
+
+Item = TypeVar("Item", bound=Listed)
+
+
+class OpsScreen(Screen[None], Generic[Item]):
     """A full-screen list of one kind of operator object: `fetch()` loads it, `row()` renders one item."""
 
     TITLE_TEXT: ClassVar[str] = ""
@@ -133,15 +177,16 @@ class OpsScreen(Screen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh"),
                 Binding("slash", "filter", "Filter")]
 
-    def __init__(self) -> None:
+    def __init__(self, host: OpsHost) -> None:
         super().__init__(classes="ops-screen")
-        self.items: dict[str, Any] = {}
+        self.host = host
+        self.items: dict[str, Item] = {}
         self.loads = 0
         self.filter_text = ""
 
     @property
-    def client(self):
-        return self.app.client
+    def client(self) -> CoordClient:
+        return self.host.client
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="ops-top"):
@@ -166,8 +211,7 @@ class OpsScreen(Screen):
         self.reload()
 
     def show_connection(self, state: str) -> None:
-        from ..app import STATE_LOOK  # the app imports this module
-        text, colour = STATE_LOOK.get(state, (state, "white"))
+        text, colour = state_look(state)
         self.query_one("#ops-conn", Static).update(f"[b {colour}]{escape(text)}[/]")
 
     def action_reload(self) -> None:
@@ -197,7 +241,7 @@ class OpsScreen(Screen):
 
     def fill(self) -> None:
         """The rows that pass the `/` filter, the cursor staying on its item when it is still listed."""
-        table = self.query_one("#ops-table", DataTable)
+        table = self.query_one("#ops-table", PlainTable)
         selected = self.selected()
         table.clear(columns=True)  # columns again: their widths follow the new rows (an archived date appears)
         table.add_columns(*self.COLUMNS)
@@ -224,7 +268,7 @@ class OpsScreen(Screen):
             event.input.display = bool(self.filter_text)
             self.query_one("#ops-table", DataTable).focus()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         """Escape in the filter (or with one set) clears it; otherwise it goes back."""
         box = self.query_one("#ops-filter", Input)
         if event.key == "escape" and (box.has_focus or self.filter_text):
@@ -233,38 +277,40 @@ class OpsScreen(Screen):
             self.query_one("#ops-table", DataTable).focus()
             event.stop()
 
-    async def fetch(self) -> list:
+    async def fetch(self) -> list[Item]:
         raise TypeError(f"{type(self).__name__} must define fetch()")
 
-    def row(self, item) -> tuple:
+    def row(self, item: Item) -> tuple[str | Text, ...]:
         raise TypeError(f"{type(self).__name__} must define row()")
 
-    def summary(self, items: list) -> str:
+    def summary(self, items: list[Item]) -> str:
         return f"{len(items)} {self.TITLE_TEXT.lower()}"
 
-    def detail(self, item) -> str:
+    def detail(self, item: Item) -> str:
         return ""
 
-    def describe(self, item) -> None:
+    def describe(self, item: Item | None) -> None:
         self.query_one("#ops-detail", Static).update(Text(self.detail(item) if item is not None else ""))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.describe(self.items.get(event.row_key.value) if event.row_key is not None else None)
+        key = event.row_key.value if event.row_key is not None else None
+        self.describe(self.items.get(key) if key is not None else None)
 
-    def selected(self):
-        return self.items.get(cursor_key(self.query_one("#ops-table", DataTable)))
+    def selected(self) -> Item | None:
+        key = cursor_key(self.query_one("#ops-table", DataTable))
+        return self.items.get(key) if key is not None else None
 
-    def need(self):
+    def need(self) -> Item | None:
         item = self.selected()
         if item is None:
             self.notify("Select a row first", severity="warning", timeout=3)
         return item
 
-    def select(self, key: Any) -> None:
+    def select(self, key: object) -> None:
         table = self.query_one("#ops-table", DataTable)
         if str(key) in table.rows:  # gone meanwhile (deleted elsewhere): the cursor stays where it is
             table.move_cursor(row=table.get_row_index(str(key)))
 
 
-def when(value) -> str:
+def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value is not None else ""

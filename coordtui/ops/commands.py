@@ -1,46 +1,69 @@
 """ctrl+p: every operator action, the per-item ones (edit X, archive X, revoke #n) read from the server
-when the palette opens."""
+when the palette opens; and OPENERS, what each pane key that opens an operator screen or form opens.
+
+The palette finds what it needs (the OpsHost) on the app as `ops`, which it checks is one."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Awaitable, Callable, TypeVar
 
 from rich.markup import escape
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ..client.api import ApiError, ConnectionFailed
-from . import admin, chat, projects, templates, users, webhooks
+from ..client.models import Project
+from ..client.ops_models import Template, TokenRecord, Webhook
+from ..client.v11 import AdminUser
+from ..panes.base import OpsName
+from . import admin, asks, chat, projects, templates, users, webhooks
+from .base import Command, OpsHost
 
 LOAD_TIMEOUT = 3.0
+T = TypeVar("T")
 
 
-async def _quietly(call, timeout: float = LOAD_TIMEOUT, default=()) -> list:
+async def _quietly(call: Callable[[], Awaitable[T]], default: T, timeout: float = LOAD_TIMEOUT) -> T:
     """Per-item commands are a bonus: a refusal (e.g. 403 for non-admins) or a slow server gives none."""
     try:
         return await asyncio.wait_for(call(), timeout)
     except (ApiError, ConnectionFailed, TimeoutError):
-        return [] if default == () else default
+        return default
 
 
 class OpsCommands(Provider):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.entries: list[tuple[str, str, object]] = []
+        self.entries: list[Command] = []
 
     async def startup(self) -> None:
-        app = self.app
-        client = getattr(app, "client", None)
-        data = {"projects": [], "webhooks": [], "templates": [], "tokens": [], "users": None}
+        host = getattr(self.app, "ops", None)
+        if not isinstance(host, OpsHost):  # an app without operator actions
+            return
+        client = host.session.client
+        found_projects: list[Project] = []
+        found_webhooks: list[Webhook] = []
+        found_templates: list[Template] = []
+        found_tokens: list[TokenRecord] = []
+        found_users: list[AdminUser] | None = None
         if client is not None:
-            is_admin = getattr(app, "is_admin", False)
-            admin_only = client.tokens if is_admin else (lambda: asyncio.sleep(0, []))
-            user_list = (lambda: users.load(client)) if is_admin else (lambda: asyncio.sleep(0, None))
-            found = await asyncio.gather(_quietly(client.projects_all), _quietly(client.webhooks),
-                                         _quietly(client.templates), _quietly(admin_only),
-                                         _quietly(user_list, default=None))
-            data = dict(zip(data, found))
-        self.entries = [*projects.commands(app, data["projects"]), *templates.commands(app, data["templates"]),
-                        *webhooks.commands(app, data["webhooks"]), *chat.commands(app),
-                        *admin.commands(app, data["tokens"]), *users.commands(app, data["users"])]
+            is_admin = host.session.is_admin
+
+            async def no_tokens() -> list[TokenRecord]:
+                return await asyncio.sleep(0, [])
+
+            async def no_users() -> list[AdminUser] | None:
+                return await asyncio.sleep(0, None)
+
+            async def user_list() -> list[AdminUser] | None:
+                return await users.load(client)
+            found_projects, found_webhooks, found_templates, found_tokens, found_users = await asyncio.gather(
+                _quietly(client.projects_all, found_projects), _quietly(client.webhooks, found_webhooks),
+                _quietly(client.templates, found_templates),
+                _quietly(client.tokens if is_admin else no_tokens, found_tokens),
+                _quietly(user_list if is_admin else no_users, found_users))
+        self.entries = [*projects.commands(host, found_projects), *templates.commands(host, found_templates),
+                        *webhooks.commands(host, found_webhooks), *chat.commands(host), *asks.commands(host),
+                        *admin.commands(host, found_tokens), *users.commands(host, found_users)]
 
     # The palette reads a hit's words as markup; they hold the server's (project titles, display names, ...):
     # escaped, they show as written (the SDK has already neutralised their control characters).
@@ -61,22 +84,22 @@ def _shown(help_text: str | None) -> str | None:
     return escape(help_text) if help_text else None
 
 
-OPENERS = {
-    "projects": lambda app: app.push_screen(projects.ProjectsScreen()),
-    "templates": lambda app: app.push_screen(templates.TemplatesScreen()),
-    "webhooks": lambda app: app.push_screen(webhooks.WebhooksScreen()),
-    "tokens": lambda app: app.push_screen(admin.TokensScreen()),
-    "invites": lambda app: app.push_screen(admin.InvitesScreen()),
-    "users": lambda app: app.push_screen(users.UsersScreen()),
+OPENERS: dict[OpsName, Callable[[OpsHost], object]] = {
+    "projects": lambda host: host.app.push_screen(projects.ProjectsScreen(host)),
+    "templates": lambda host: host.app.push_screen(templates.TemplatesScreen(host)),
+    "webhooks": lambda host: host.app.push_screen(webhooks.WebhooksScreen(host)),
+    "tokens": lambda host: host.app.push_screen(admin.TokensScreen(host)),
+    "invites": lambda host: host.app.push_screen(admin.InvitesScreen(host)),
+    "users": lambda host: host.app.push_screen(users.UsersScreen(host)),
     "group": chat.new_group,
+    "asks": lambda host: host.app.push_screen(asks.AsksScreen(host)),
+    "ask": asks.new_ask,
 }
 
 
-class OpsActions:
-    """Mixed into the App: `app.ops('<name>')` for pane key bindings, and the palette provider."""
-
-    def action_ops(self, name: str) -> None:
-        if self.client is None:
-            self.notify("Not connected yet", severity="warning", timeout=3)
-            return
-        OPENERS[name](self)
+def open_ops(host: OpsHost, name: OpsName) -> None:
+    """What a pane's key asked for (Pane.OpsAsked), once connected."""
+    if host.session.client is None:
+        host.app.notify("Not connected yet", severity="warning", timeout=3)
+        return
+    OPENERS[name](host)

@@ -1,14 +1,19 @@
 """Swarm projects: create, edit (title, colour, leads, work hours, visibility) and archive (API.md §6, §18)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
+from typing import Any, Awaitable
+
 from rich.text import Text
 from textual.binding import Binding
+from textual.widgets import DataTable
 
 from ..client import limits
 from ..client.models import Project, counted
 from ..localzone import local_zone
-from ..screens.form import Field
-from .base import OpsScreen, blank_none, confirm, identity_list, number_or_text, run_form, when
+from ..screens.form import Field, FormValues
+from .base import Command, OpsHost, OpsScreen, blank_none, confirm, identity_list, number_or_text, run_form, when
 
 DEFAULT_COLOR = "#3b82f6"
 
@@ -39,11 +44,11 @@ def project_fields(project: Project | None, visibility: bool = True) -> list[Fie
     return fields
 
 
-def _hour(value) -> str:
+def _hour(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def wire_fields(values: dict) -> dict:
+def wire_fields(values: FormValues) -> dict[str, Any]:
     return {"description": blank_none(values["description"]),
             "projectLeadUserId": blank_none(values["project_lead"]),
             "developerLeadUserId": blank_none(values["developer_lead"]),
@@ -64,28 +69,28 @@ def knows_visibility(projects: list[Project]) -> bool:
     return not projects or any(p.has_visibility for p in projects)
 
 
-def new_project(app, visibility: bool = True) -> None:
-    def submit(values: dict):
-        return app.client.create_project(values["title"], values["color"], **wire_fields(values))
-    run_form(app, "New project", project_fields(None, visibility), "Create", submit,
+def new_project(host: OpsHost, visibility: bool = True) -> None:
+    def submit(values: FormValues) -> Awaitable[Any]:
+        return host.client.create_project(values["title"], values["color"], **wire_fields(values))
+    run_form(host, "New project", project_fields(None, visibility), "Create", submit,
              lambda p: f"Project {p.title} created")
 
 
-def edit_project(app, project: Project) -> None:
-    def submit(values: dict):
+def edit_project(host: OpsHost, project: Project) -> None:
+    def submit(values: FormValues) -> Awaitable[Any]:
         # an emptied lead keeps the current one (a project always has leads); other empties clear
         fields = {k: v for k, v in wire_fields(values).items() if v is not None or not k.endswith("LeadUserId")}
-        return app.client.update_project(project.id, title=values["title"], color=values["color"], **fields)
-    run_form(app, f"Edit project: {project.title}", project_fields(project, project.has_visibility), "Save", submit,
+        return host.client.update_project(project.id, title=values["title"], color=values["color"], **fields)
+    run_form(host, f"Edit project: {project.title}", project_fields(project, project.has_visibility), "Save", submit,
              lambda p: f"Project {p.title} saved")
 
 
-def archive_project(app, project: Project) -> None:
-    confirm(app, f"Archive project {project.title}? Its tasks stay; the project leaves the lists.", "Archive",
-            lambda: app.client.archive_project(project.id), f"Project {project.title} archived")
+def archive_project(host: OpsHost, project: Project) -> None:
+    confirm(host, f"Archive project {project.title}? Its tasks stay; the project leaves the lists.", "Archive",
+            lambda: host.client.archive_project(project.id), f"Project {project.title} archived")
 
 
-class ProjectsScreen(OpsScreen):
+class ProjectsScreen(OpsScreen[Project]):
     TITLE_TEXT = "Projects"
     COLUMNS = ("Title", "Colour", "Project lead", "Dev lead", "Work hours", "Visible to", "Archived")
     GIVE_WAY = ("Visible to", "Dev lead", "Project lead", "Colour", "Work hours", "Title")
@@ -95,7 +100,7 @@ class ProjectsScreen(OpsScreen):
     async def fetch(self) -> list[Project]:
         return await self.client.projects_all()
 
-    def row(self, p: Project) -> tuple:
+    def row(self, p: Project) -> tuple[str | Text, ...]:
         hours = (f"{p.work_hours_start}-{p.work_hours_end} {p.work_hours_timezone or ''}"
                  if p.work_hours_start is not None else "any time")
         title = Text(p.title, style="dim strike" if p.archived_at else (p.color or ""))
@@ -110,14 +115,14 @@ class ProjectsScreen(OpsScreen):
         return (p.description or "").replace("\n", " ")[:300]
 
     def action_new(self) -> None:
-        new_project(self.app, knows_visibility(list(self.items.values())))
+        new_project(self.host, knows_visibility(list(self.items.values())))
 
     def action_edit(self) -> None:
         project = self.need()
         if project is not None:
-            edit_project(self.app, project)
+            edit_project(self.host, project)
 
-    def on_data_table_row_selected(self, event) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_edit()
 
     def action_archive(self) -> None:
@@ -127,16 +132,16 @@ class ProjectsScreen(OpsScreen):
         if project.archived_at:
             self.notify(f"{project.title} is already archived", timeout=3)
             return
-        archive_project(self.app, project)
+        archive_project(self.host, project)
 
 
-def commands(app, projects: list[Project]):
-    yield "Projects", "List, create, edit and archive swarm projects (Swarm pane: P)", lambda: app.push_screen(
-        ProjectsScreen())
+def commands(host: OpsHost, projects: list[Project]) -> Iterator[Command]:
+    yield "Projects", "List, create, edit and archive swarm projects (Swarm pane: P)", lambda: host.app.push_screen(
+        ProjectsScreen(host))
     yield "New project", "Create a swarm project: title, colour, leads, work hours, visibility", \
-        lambda: new_project(app, knows_visibility(projects))
+        lambda: new_project(host, knows_visibility(projects))
     for p in projects:
         if p.archived_at:
             continue
-        yield f"Edit project: {p.title}", "Title, colour, leads, work hours", lambda p=p: edit_project(app, p)
-        yield f"Archive project: {p.title}", "Asks first", lambda p=p: archive_project(app, p)
+        yield f"Edit project: {p.title}", "Title, colour, leads, work hours", partial(edit_project, host, p)
+        yield f"Archive project: {p.title}", "Asks first", partial(archive_project, host, p)

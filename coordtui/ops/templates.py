@@ -6,22 +6,26 @@ under the field it names. A server without that route (404) gets the next run fr
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import datetime
 from functools import partial
+from typing import Any, Awaitable, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rich.markup import escape
+from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.timer import Timer
-from textual.widgets import Input, Label
+from textual.widgets import DataTable, Input, Label
 
 from ..client import limits
-from ..client.api import ApiError, ConnectionFailed
-from ..client.models import counted
+from ..client.api import ApiError, ConnectionFailed, CoordClient
+from ..client.models import Project, counted
 from ..client.ops_models import Template
 from ..panes.swarm import BOARD
-from ..screens.form import Field, FormScreen
-from .base import OpsScreen, blank_none, confirm, run_form, when
+from ..screens.form import Field, FormScreen, FormValues, Submit
+from .base import Command, OpsHost, OpsScreen, blank_none, confirm, run_form, when
 
 DEFAULT_TIMEZONE = "America/Chicago"
 
@@ -38,7 +42,7 @@ def next_run_text(t: Template) -> str:
         return f"next run: {t.next_run_at:%a %Y-%m-%d %H:%M} UTC"
 
 
-def runs_text(runs: list, tz_name: str) -> str:
+def runs_text(runs: list[datetime], tz_name: str) -> str:
     try:
         zone = ZoneInfo(tz_name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -52,8 +56,9 @@ class TemplateForm(FormScreen):
 
     PREVIEW_DELAY = 0.35
 
-    def __init__(self, client, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, client: CoordClient, title: str, fields: list[Field], submit_label: str = "Save",
+                 submit: Submit | None = None) -> None:
+        super().__init__(title, fields, submit_label, submit=submit)
         self.client = client
         self._timer: Timer | None = None
         self.previews = 0
@@ -95,7 +100,7 @@ class TemplateForm(FormScreen):
         self.previews += 1
 
 
-def template_fields(t: Template | None, projects: list) -> list[Field]:
+def template_fields(t: Template | None, projects: list[Project]) -> list[Field]:
     choices = ("",) + tuple(p.title for p in projects)
     project = next((p.title for p in projects if t is not None and p.id == t.project_id), "")
     fields = [
@@ -116,48 +121,53 @@ def template_fields(t: Template | None, projects: list) -> list[Field]:
     return fields
 
 
-def wire_fields(values: dict, projects: list) -> dict:
+def wire_fields(values: FormValues, projects: list[Project]) -> dict[str, Any]:
     return {"timezone": values["timezone"] or DEFAULT_TIMEZONE, "assigneeUserId": blank_none(values["assignee"]),
             "projectId": next((p.id for p in projects if p.title == values["project"]), None),
             "initialStatus": values["status"], "detail": blank_none(values["detail"])}
 
 
-async def _projects(app) -> list:
+async def _projects(host: OpsHost) -> list[Project]:
     try:
-        return await app.client.projects()
+        return await host.client.projects()
     except (ApiError, ConnectionFailed):  # the form still works without the project choice
         return []
 
 
-def saved_text(verb: str):
+def saved_text(verb: str) -> Callable[[Template], str]:
     return lambda t: f"Template {t.title} {verb} · {next_run_text(t)}"
 
 
-async def new_template(app) -> None:
-    projects = await _projects(app)
+async def new_template(host: OpsHost) -> None:
+    projects = await _projects(host)
 
-    def submit(values: dict):
-        return app.client.create_template(values["title"], values["cron"], **wire_fields(values, projects))
-    run_form(app, "New recurring template", template_fields(None, projects), "Create", submit, saved_text("created"),
-             form=partial(TemplateForm, app.client))
+    def submit(values: FormValues) -> Awaitable[Any]:
+        return host.client.create_template(values["title"], values["cron"], **wire_fields(values, projects))
+    run_form(host, "New recurring template", template_fields(None, projects), "Create", submit, saved_text("created"),
+             form=partial(TemplateForm, host.client))
 
 
-async def edit_template(app, t: Template) -> None:
-    projects = await _projects(app)
+async def edit_template(host: OpsHost, t: Template) -> None:
+    projects = await _projects(host)
 
-    def submit(values: dict):
-        return app.client.update_template(t.id, title=values["title"], cronExpr=values["cron"],
+    def submit(values: FormValues) -> Awaitable[Any]:
+        return host.client.update_template(t.id, title=values["title"], cronExpr=values["cron"],
                                           enabled=values["enabled"], **wire_fields(values, projects))
-    run_form(app, f"Edit template: {t.title}", template_fields(t, projects), "Save", submit, saved_text("saved"),
-             form=partial(TemplateForm, app.client))
+    run_form(host, f"Edit template: {t.title}", template_fields(t, projects), "Save", submit, saved_text("saved"),
+             form=partial(TemplateForm, host.client))
 
 
-def delete_template(app, t: Template) -> None:
-    confirm(app, f"Delete recurring template {t.title}? Tasks it made stay.", "Delete",
-            lambda: app.client.delete_template(t.id), f"Template {t.title} deleted")
+def edit_template_soon(host: OpsHost, t: Template) -> None:
+    """From the palette: the form asks the server for the projects first, in a worker."""
+    host.app.run_worker(edit_template(host, t))
 
 
-class TemplatesScreen(OpsScreen):
+def delete_template(host: OpsHost, t: Template) -> None:
+    confirm(host, f"Delete recurring template {t.title}? Tasks it made stay.", "Delete",
+            lambda: host.client.delete_template(t.id), f"Template {t.title} deleted")
+
+
+class TemplatesScreen(OpsScreen[Template]):
     TITLE_TEXT = "Recurring templates"
     COLUMNS = ("Title", "Cron", "Timezone", "Assignee", "Status", "On", "Next run (UTC)")
     GIVE_WAY = ("Timezone", "Assignee", "Next run (UTC)", "Cron", "Title")
@@ -167,7 +177,7 @@ class TemplatesScreen(OpsScreen):
     async def fetch(self) -> list[Template]:
         return await self.client.templates()
 
-    def row(self, t: Template) -> tuple:
+    def row(self, t: Template) -> tuple[str | Text, ...]:
         return (t.title, t.cron_expr, t.timezone, t.assignee or "", t.initial_status, "yes" if t.enabled else "no",
                 when(t.next_run_at))
 
@@ -179,26 +189,26 @@ class TemplatesScreen(OpsScreen):
         return next_run_text(t) + last
 
     def action_new(self) -> None:
-        self.run_worker(new_template(self.app), group="ops-form")
+        self.run_worker(new_template(self.host), group="ops-form")
 
     def action_edit(self) -> None:
         t = self.need()
         if t is not None:
-            self.run_worker(edit_template(self.app, t), group="ops-form")
+            self.run_worker(edit_template(self.host, t), group="ops-form")
 
-    def on_data_table_row_selected(self, event) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_edit()
 
     def action_delete(self) -> None:
         t = self.need()
         if t is not None:
-            delete_template(self.app, t)
+            delete_template(self.host, t)
 
 
-def commands(app, templates: list[Template]):
+def commands(host: OpsHost, templates: list[Template]) -> Iterator[Command]:
     yield "Recurring templates", "List, create, edit and delete recurring templates (Swarm pane: R)", \
-        lambda: app.push_screen(TemplatesScreen())
-    yield "New recurring template", "A task made on a cron schedule", lambda: app.run_worker(new_template(app))
+        lambda: host.app.push_screen(TemplatesScreen(host))
+    yield "New recurring template", "A task made on a cron schedule", lambda: host.app.run_worker(new_template(host))
     for t in templates:
-        yield f"Edit template: {t.title}", f"{t.cron_expr} {t.timezone}", lambda t=t: app.run_worker(edit_template(app, t))
-        yield f"Delete template: {t.title}", "Asks first", lambda t=t: delete_template(app, t)
+        yield f"Edit template: {t.title}", f"{t.cron_expr} {t.timezone}", partial(edit_template_soon, host, t)
+        yield f"Delete template: {t.title}", "Asks first", partial(delete_template, host, t)

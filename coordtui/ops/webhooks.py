@@ -1,13 +1,19 @@
 """Buzz webhooks: list, create (the ingest URL shown once more, selectable and copyable), edit, delete (API.md §8)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
+from typing import Any, Awaitable
+
+from rich.text import Text
 from textual.binding import Binding
+from textual.widgets import DataTable
 
 from ..client import limits
 from ..client.models import counted
 from ..client.ops_models import Webhook
-from ..screens.form import Field
-from .base import OpsScreen, SecretScreen, blank_none, confirm, run_form, when
+from ..screens.form import Field, FormValues
+from .base import Command, OpsHost, OpsScreen, SecretScreen, blank_none, confirm, run_form, when
 
 
 FOR_USERS_HINT = "Who sees its events in the Buzz pane; empty: everyone."
@@ -35,43 +41,43 @@ def webhook_fields(hook: Webhook | None, creator: str = "") -> list[Field]:
     return fields
 
 
-def wire_fields(values: dict) -> dict:
+def wire_fields(values: FormValues) -> dict[str, Any]:
     return {"forUsers": blank_none(values["for_users"]), "wakeAgent": blank_none(values["wake_agent"]),
             "notifyAgent": blank_none(values["notify_agent"])}
 
 
-def show_ingest_url(app, hook: Webhook, created: bool = False) -> None:
+def show_ingest_url(host: OpsHost, hook: Webhook, created: bool = False) -> None:
     note = ("Send alerts here (any body; JSON `title`/`body` are used). The URL holds the webhook's secret."
             if created else "The URL holds the webhook's secret: share it only with the sender.")
-    app.push_screen(SecretScreen(f"Ingest URL: {hook.app_name}", note, [("Ingest URL", hook.ingest_url or "")]))
+    host.app.push_screen(SecretScreen(f"Ingest URL: {hook.app_name}", note, [("Ingest URL", hook.ingest_url or "")]))
 
 
-def copy_ingest_url(app, hook: Webhook) -> None:
-    app.copy_to_clipboard(hook.ingest_url or "")
-    app.notify(f"Ingest URL of {hook.app_name} copied to the clipboard", timeout=3)
+def copy_ingest_url(host: OpsHost, hook: Webhook) -> None:
+    host.app.copy_to_clipboard(hook.ingest_url or "")
+    host.app.notify(f"Ingest URL of {hook.app_name} copied to the clipboard", timeout=3)
 
 
-def new_webhook(app) -> None:
-    def submit(values: dict):
-        return app.client.create_webhook(values["app_name"], values["title"], **wire_fields(values))
-    run_form(app, "New buzz webhook", webhook_fields(None, app.identity or ""), "Create", submit, lambda h: f"Webhook {h.app_name} created",
-             after=lambda hook: show_ingest_url(app, hook, created=True))
+def new_webhook(host: OpsHost) -> None:
+    def submit(values: FormValues) -> Awaitable[Any]:
+        return host.client.create_webhook(values["app_name"], values["title"], **wire_fields(values))
+    run_form(host, "New buzz webhook", webhook_fields(None, host.session.identity or ""), "Create", submit, lambda h: f"Webhook {h.app_name} created",
+             after=lambda hook: show_ingest_url(host, hook, created=True))
 
 
-def edit_webhook(app, hook: Webhook) -> None:
-    def submit(values: dict):
-        return app.client.update_webhook(hook.id, appName=values["app_name"], title=values["title"],
+def edit_webhook(host: OpsHost, hook: Webhook) -> None:
+    def submit(values: FormValues) -> Awaitable[Any]:
+        return host.client.update_webhook(hook.id, appName=values["app_name"], title=values["title"],
                                          enabled=values["enabled"], **wire_fields(values))
-    run_form(app, f"Edit webhook: {hook.app_name}", webhook_fields(hook), "Save", submit,
+    run_form(host, f"Edit webhook: {hook.app_name}", webhook_fields(hook), "Save", submit,
              lambda h: f"Webhook {h.app_name} saved")
 
 
-def delete_webhook(app, hook: Webhook) -> None:
-    confirm(app, f"Delete webhook {hook.app_name} ({hook.title})? Its ingest URL stops working.", "Delete",
-            lambda: app.client.delete_webhook(hook.id), f"Webhook {hook.app_name} deleted")
+def delete_webhook(host: OpsHost, hook: Webhook) -> None:
+    confirm(host, f"Delete webhook {hook.app_name} ({hook.title})? Its ingest URL stops working.", "Delete",
+            lambda: host.client.delete_webhook(hook.id), f"Webhook {hook.app_name} deleted")
 
 
-class WebhooksScreen(OpsScreen):
+class WebhooksScreen(OpsScreen[Webhook]):
     TITLE_TEXT = "Buzz webhooks"
     COLUMNS = ("ID", "App", "Title", "For", "Wake", "Notify", "On", "Last hit")
     GIVE_WAY = ("Last hit", "Notify", "Title", "For", "Wake")
@@ -82,7 +88,7 @@ class WebhooksScreen(OpsScreen):
     async def fetch(self) -> list[Webhook]:
         return await self.client.webhooks()
 
-    def row(self, h: Webhook) -> tuple:
+    def row(self, h: Webhook) -> tuple[str | Text, ...]:
         return (str(h.id), h.app_name, h.title, h.for_users or "everyone", h.wake_agent or "", h.notify_agent or "",
                 "yes" if h.enabled else "no", when(h.last_hit_at))
 
@@ -93,37 +99,37 @@ class WebhooksScreen(OpsScreen):
         return f"Ingest URL: {h.ingest_url or '(not given by this server)'}"
 
     def action_new(self) -> None:
-        new_webhook(self.app)
+        new_webhook(self.host)
 
     def action_edit(self) -> None:
         hook = self.need()
         if hook is not None:
-            edit_webhook(self.app, hook)
+            edit_webhook(self.host, hook)
 
-    def on_data_table_row_selected(self, event) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_edit()
 
     def action_delete(self) -> None:
         hook = self.need()
         if hook is not None:
-            delete_webhook(self.app, hook)
+            delete_webhook(self.host, hook)
 
     def action_url(self) -> None:
         hook = self.need()
         if hook is not None:
-            show_ingest_url(self.app, hook)
+            show_ingest_url(self.host, hook)
 
     def action_copy(self) -> None:
         hook = self.need()
         if hook is not None:
-            copy_ingest_url(self.app, hook)
+            copy_ingest_url(self.host, hook)
 
 
-def commands(app, hooks: list[Webhook]):
-    yield "Buzz webhooks", "List, create, edit and delete buzz webhooks (Buzz pane: w)", lambda: app.push_screen(
-        WebhooksScreen())
-    yield "New buzz webhook", "Create a webhook and get its ingest URL", lambda: new_webhook(app)
+def commands(host: OpsHost, hooks: list[Webhook]) -> Iterator[Command]:
+    yield "Buzz webhooks", "List, create, edit and delete buzz webhooks (Buzz pane: w)", lambda: host.app.push_screen(
+        WebhooksScreen(host))
+    yield "New buzz webhook", "Create a webhook and get its ingest URL", lambda: new_webhook(host)
     for h in hooks:
-        yield f"Edit webhook: {h.app_name}", h.title, lambda h=h: edit_webhook(app, h)
-        yield f"Delete webhook: {h.app_name}", "Asks first", lambda h=h: delete_webhook(app, h)
-        yield f"Copy ingest URL: {h.app_name}", "To the clipboard", lambda h=h: copy_ingest_url(app, h)
+        yield f"Edit webhook: {h.app_name}", h.title, partial(edit_webhook, host, h)
+        yield f"Delete webhook: {h.app_name}", "Asks first", partial(delete_webhook, host, h)
+        yield f"Copy ingest URL: {h.app_name}", "To the clipboard", partial(copy_ingest_url, host, h)

@@ -1,41 +1,74 @@
-"""What every pane shares: a coalesced reload worker, event routing hooks and error display."""
+"""What every pane shares: a coalesced reload worker, event routing hooks, error display, and the messages
+every pane may send up to the app.
+
+A pane never calls into the app. It reads what it needs of the app's state from the Session it is given
+(the client, who we are, the clock, the counts), and reports what the app should know or do as a typed
+message (`Pane.Refreshed`, `Pane.UndoOffered`, ...; the panes' own in their classes) that the app handles
+with `@on(...)`. Forms and dialogs it opens itself, through Textual's own `push_screen_wait`."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
-
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Literal, TypeVar
 
 from rich.markup import escape
-from textual.binding import Binding
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Input
+from textual.widgets import ContentSwitcher, Input, Static, TabPane
 
-from ..client.api import ApiError, ConnectionFailed
+from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import ServerEvent
+from ..session import Session
 from ..tables import row_matches
 
-if TYPE_CHECKING:
-    from ..app import CoordApp
+# The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
+OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask"]
+
+Data = TypeVar("Data")  # what a pane's load() fetches and its show() renders
+Result = TypeVar("Result")
 
 
-class Pane(Widget, can_focus=False):
+class Pane(Widget, Generic[Data], can_focus=False):
     """A live view. Subclasses implement `load()` (SDK calls) and `show(data)` (widgets).
 
     `request_reload()` never stacks requests: while one load runs, further requests set a flag and exactly one
     more load follows. Events arrive in batches through `handle_events`.
     """
 
-    TITLE: ClassVar[str] = ""  # the pane's one name: its tab, its help section, README
-    ID: ClassVar[str] = ""
     EVENT_TYPES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[list[tuple[str, str]]] = []
     POLL_SECONDS: ClassVar[float | None] = None  # for data no event announces: reloaded this often while in view
     FRESH_FOR: ClassVar[float] = 10.0  # a pane returning to view older than this reloads at once
     SERVER_FILTER: ClassVar[bool] = False  # `/` asks the server (on enter) instead of filtering what is shown
-    BINDINGS = [Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class Refreshed(Message):
+        """The pane showed fresh data (the top bar's "updated 0s ago" when it is in view)."""
+        pane: Pane[Any]
+
+    @dataclass
+    class UndoOffered(Message):
+        """An action that `undo` reverses was done: `u` runs `undo` (one slot: the latest offer wins)."""
+        what: str
+        undo: Callable[[], Awaitable[object]]
+
+    @dataclass
+    class CountsStale(Message):
+        """Something the pane did changed the unread counts: the tab badges are refetched."""
+
+    @dataclass
+    class OpsAsked(Message):
+        """A key of the pane opens an operator screen or form."""
+        name: OpsName
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(id=id)
+        self.session = session
+        self.title = title  # the pane's one name (panes/catalog.py): its tab, its help section, its error toasts
         self._loading = False
         self._again = False
         self.stale = True
@@ -44,22 +77,22 @@ class Pane(Widget, can_focus=False):
         self.unsupported = False
         self.updated_at: datetime | None = None
         self.filter_text = ""
-        self._last_data: Any = None
+        self._last_data: Data | None = None
 
     @property
-    def coord(self) -> "CoordApp":
-        return self.app  # type: ignore[return-value]
-
-    @property
-    def client(self):
-        return self.coord.client
+    def client(self) -> CoordClient:
+        """The SDK client: loads and key actions run only once there is one (request_reload waits for it)."""
+        return self.session.connected_client()
 
     @property
     def active(self) -> bool:
-        return self.coord.active_pane is self
+        """Whether this pane's tab is the one in view (on the panes' screen, also while a dialog covers it)."""
+        tab = self.parent
+        switcher = tab.parent if tab is not None else None
+        return isinstance(tab, TabPane) and isinstance(switcher, ContentSwitcher) and switcher.current == tab.id
 
     def request_reload(self) -> None:
-        if self.client is None:
+        if self.session.client is None:
             return
         if not self.active:
             self.stale = True
@@ -94,19 +127,18 @@ class Pane(Widget, can_focus=False):
         return self._loading
 
     # Every pane defines these two: fetch through the SDK, then render what was fetched.
-    async def load(self) -> Any:
+    async def load(self) -> Data:
         raise TypeError(f"{type(self).__name__} must define load()")
 
-    def show(self, data: Any) -> None:
+    def show(self, data: Data) -> None:
         raise TypeError(f"{type(self).__name__} must define show()")
 
-    def render_data(self, data: Any) -> None:
+    def render_data(self, data: Data) -> None:
         """Shows fresh data and remembers it, so a filter can re-show it without asking the server."""
         self._last_data = data
-        self.updated_at = self.coord.now()
+        self.updated_at = self.session.now()
         self.show(data)
-        if self.active:
-            self.coord.render_updated()
+        self.post_message(self.Refreshed(self))
 
     def on_mount(self) -> None:
         if self.POLL_SECONDS:
@@ -151,7 +183,7 @@ class Pane(Widget, can_focus=False):
         self.focus_list()
         self.refilter()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         boxes = self.query(f"#{self.id}-filter")
         if event.key != "escape" or not boxes:
             return
@@ -183,15 +215,15 @@ class Pane(Widget, can_focus=False):
     def show_error(self, exc: Exception) -> None:
         """Says why the pane is empty: in its summary line, and once as a toast."""
         self.unsupported = isinstance(exc, ApiError) and exc.unsupported
-        if self.unsupported:
+        if isinstance(exc, ApiError) and exc.unsupported:
             text = f"This server does not support this view ({exc.message})."
         else:
             text = str(exc)
-        for summary in self.query(".pane-summary"):
+        for summary in self.query(".pane-summary").results(Static):
             summary.update(f"[red]{escape(text)}[/red]")
             break
         if text != self.last_error:
-            self.notify(text, title=self.TITLE, severity="error", timeout=4)
+            self.notify(text, title=self.title, severity="error", timeout=4)
         self.last_error = text
 
     def handle_events(self, events: list[ServerEvent]) -> None:
@@ -207,14 +239,21 @@ class Pane(Widget, can_focus=False):
 
     def activated(self) -> None:
         """Back in view: stale or old data reloads at once (what was shown stays until the answer comes)."""
-        age = (self.coord.now() - self.updated_at).total_seconds() if self.updated_at else None
+        age = (self.session.now() - self.updated_at).total_seconds() if self.updated_at else None
         if self.stale or age is None or age > self.FRESH_FOR:
             self.request_reload()
 
-    async def act(self, coro, success: str | None = None) -> Any:
-        """Runs one SDK call for a key action; refusals become a toast, never an exception."""
+    def action_ops(self, name: OpsName) -> None:
+        self.post_message(self.OpsAsked(name))
+
+    def offer_undo(self, what: str, undo: Callable[[], Awaitable[object]]) -> None:
+        self.post_message(self.UndoOffered(what, undo))
+
+    async def act(self, call: Awaitable[Result], success: str | None = None) -> Result | Literal[True] | None:
+        """Runs one SDK call for a key action; refusals become a toast, never an exception. What the call
+        answered (True when it answers nothing), or None when it was refused or the server was unreachable."""
         try:
-            result = await coro
+            result = await call
         except ApiError as exc:
             text = exc.message + (f" (allowed: {', '.join(exc.allowed)})" if exc.allowed else "")
             self.notify(text, title="Refused", severity="error", timeout=6)

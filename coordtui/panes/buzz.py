@@ -14,12 +14,10 @@ from .base import Pane
 from ..tables import PlainTable
 
 
-class BuzzPane(Pane):
-    TITLE = "Buzz"
-    ID = "buzz"
+class BuzzPane(Pane[list[BuzzEvent]]):
     EVENT_TYPES = frozenset({"broadcast", "resync", "reconnected"})
     KEYS = [("ctrl+r", "refresh"), ("w", "webhooks: list, create, edit, delete, ingest URLs")]
-    BINDINGS = [Binding("w", "app.ops('webhooks')", "Webhooks")]
+    BINDINGS = [Binding("w", "ops('webhooks')", "Webhooks")]
 
     @dataclass
     class Viewed(Message):
@@ -38,7 +36,7 @@ class BuzzPane(Pane):
     def show(self, events: list[BuzzEvent]) -> None:
         table = self.query_one("#buzz-table", DataTable)
         table.clear()
-        now = self.coord.now()
+        now = self.session.now()
         for event in events:
             if not self.matches(event.app_name, event.title, event.body):
                 continue

@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from rich.markup import escape
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
 from ..client.models import Channel, ChatMessage, ServerEvent
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable
 
@@ -22,9 +25,10 @@ TYPING_SHOWN_FOR = 6.0
 TYPING_SENT_EVERY = 3.0
 
 
-class ChatPane(Pane):
-    TITLE = "Chat"
-    ID = "chat"
+ChatData = tuple[list[Channel], list[ChatMessage] | None]  # the channels; the open one's history, when fetched
+
+
+class ChatPane(Pane[ChatData]):
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
             ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),
@@ -34,10 +38,20 @@ class ChatPane(Pane):
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="chat.prev_unread"),
                 Binding("i", "write", "Write", id="chat.write"), Binding("d", "open_dm", "DM", id="chat.dm"),
                 Binding("x", "archive", "Archive", id="chat.archive"),
-                Binding("g", "app.ops('group')", "Group", id="chat.group")]
+                Binding("g", "ops('group')", "Group", id="chat.group")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class ChannelsShown(Message):
+        """The pane loaded the channels with their unread counts (the Chat badge says the same)."""
+        channels: list[Channel]
+
+    @dataclass
+    class ChannelRead(Message):
+        """The open channel was marked read as its messages arrived: its count is zero now."""
+        channel_id: str
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.channels: dict[str, Channel] = {}
         self.current: str | None = None
         self.messages: dict[int, ChatMessage] = {}
@@ -64,7 +78,7 @@ class ChatPane(Pane):
         self.query_one("#chat-input", Input).cursor_blink = False
         self.set_interval(1.0, self.render_typing)
 
-    async def load(self):
+    async def load(self) -> ChatData:
         channels = await self.client.channels()
         messages = None
         if self.current is None and channels:
@@ -76,26 +90,26 @@ class ChatPane(Pane):
             messages = await self.client.chat_messages(self.current, limit=100)
         current = next((c for c in channels if c.id == self.current), None)
         if current is not None and current.unread and self.active:
-            await self.client.mark_read(self.current)
-            self.coord.recount()
+            await self.client.mark_read(current.id)
+            self.post_message(self.CountsStale())
             channels = [c if c.id != self.current else Channel(c.id, c.type, c.name, c.members, 0, c.last_body,
                                                                  c.last_at) for c in channels]
         return channels, messages
 
-    def show(self, data) -> None:
+    def show(self, data: ChatData) -> None:
         channels, messages = data
         table = self.query_one("#chat-channels", DataTable)
         table.clear()
         self.channels = {c.id: c for c in channels}
-        self.coord.counts_seen(channels=channels)
-        me = self.coord.identity or ""
+        self.post_message(self.ChannelsShown(channels))
+        me = self.session.identity or ""
         for channel in channels:
             if not self.matches(channel.label(me), channel.name, *channel.members):
                 continue
             unread = Text(str(channel.unread), style="bold cyan") if channel.unread else Text("")
             style = "bold" if channel.unread else ""
             table.add_row(Text(channel.label(me), style=style), unread, key=channel.id)
-        if self.current in table.rows:
+        if self.current is not None and self.current in table.rows:
             table.move_cursor(row=table.get_row_index(self.current))
         if messages is not None:
             self.messages = {m.id: m for m in messages}
@@ -103,7 +117,7 @@ class ChatPane(Pane):
 
     def render_messages(self) -> None:
         channel = self.channels.get(self.current or "")
-        me = self.coord.identity or ""
+        me = self.session.identity or ""
         self.query_one("#chat-title", Static).update(
             f"{escape(channel.label(me))} · {', '.join(channel.members)}" if channel else "No channel")
         ordered = sorted(self.messages.values(), key=lambda m: (m.created_at is None, m.created_at, m.id))
@@ -134,7 +148,7 @@ class ChatPane(Pane):
                 self.messages[message.id] = message
                 self.typing.pop(message.sender, None)
                 changed = True
-                read_now = read_now or message.sender != self.coord.identity
+                read_now = read_now or message.sender != self.session.identity
         if any(e.type in ("resync", "reconnected") for e in events):
             self.need_messages = True
         if changed and self.is_mounted:
@@ -150,12 +164,12 @@ class ChatPane(Pane):
         channel_id = self.current
         if channel_id is None or await self.act(self.client.mark_read(channel_id)) is None:
             return
-        self.coord.counts_seen(channels=self.coord.counts.read(channel_id))
-        self.coord.recount()  # a count fetched before this read must not have the last word
+        self.post_message(self.ChannelRead(channel_id))
         self.request_reload()  # the other channels' counts and order
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.open_channel(event.row_key.value)
+        if event.row_key.value is not None:  # the rows' keys are the channels' ids
+            self.open_channel(event.row_key.value)
         self.query_one("#chat-input", Input).focus()
 
     def open_channel(self, channel_id: str) -> None:
@@ -168,7 +182,7 @@ class ChatPane(Pane):
 
     def unsent_drafts(self) -> int:
         """Channels with text typed and not sent (the open channel's input included)."""
-        kept = {channel for channel, text in self.drafts.items() if text.strip()}
+        kept: set[str | None] = {channel for channel, text in self.drafts.items() if text.strip()}
         if self.query_one("#chat-input", Input).value.strip():
             kept.add(self.current)
         return len(kept)
@@ -218,7 +232,7 @@ class ChatPane(Pane):
         channel = self.channels.get(self.current or "")
         if channel is None:
             return
-        label = channel.label(self.coord.identity or "")
+        label = channel.label(self.session.identity or "")
         if not await self.app.push_screen_wait(ConfirmScreen(f"Archive {label}? (only for you)", "Archive")):
             return
         if await self.act(self.client.archive_channel(channel.id)) is None:
@@ -226,10 +240,10 @@ class ChatPane(Pane):
         self.set_current(None)
         self.messages = {}
         self.need_messages = True
-        self.coord.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
+        self.offer_undo(f"Archived {label}", lambda: self.client.unarchive_channel(channel.id))
         self.request_reload()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         if event.key == "escape" and self.query_one("#chat-input", Input).has_focus:
             self.query_one("#chat-channels", DataTable).focus()
             event.stop()
@@ -272,7 +286,7 @@ class ChatPane(Pane):
             kept = self.drafts.get(channel_id)
             self.drafts[channel_id] = f"{body} {kept}" if kept else body
             channel = self.channels.get(channel_id)
-            where = channel.label(self.coord.identity or "") if channel else channel_id
+            where = channel.label(self.session.identity or "") if channel else channel_id
             self.notify(f"Kept as a draft in {where}", timeout=4)
             return
         box = self.query_one("#chat-input", Input)

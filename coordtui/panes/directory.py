@@ -10,21 +10,20 @@ from ..client import limits
 from ..client.models import DirectoryEntry, counted
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key
 
 
-class DirectoryPane(Pane):
-    TITLE = "Links"
-    ID = "directory"
+class DirectoryPane(Pane[list[DirectoryEntry]]):
     EVENT_TYPES = frozenset({"resync", "reconnected"})
     POLL_SECONDS = 15.0  # no event announces link changes
     SERVER_FILTER = True
     KEYS = [("a", "add a link"), ("d", "delete the link (asks first)"), ("/", "search (enter; escape clears)")]
     BINDINGS = [Binding("a", "add", "Add", id="directory.add"), Binding("d", "delete", "Delete", id="directory.delete")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.entries: dict[str, DirectoryEntry] = {}
 
     def compose(self) -> ComposeResult:
@@ -46,7 +45,8 @@ class DirectoryPane(Pane):
         self.query_one("#directory-summary", Static).update(f"{label}{counted(len(entries), 'link')}")
 
     def selected(self) -> DirectoryEntry | None:
-        return self.entries.get(cursor_key(self.query_one("#directory-table", DataTable)))
+        key = cursor_key(self.query_one("#directory-table", DataTable))
+        return self.entries.get(key) if key is not None else None
 
     @work(group="directory-action", exit_on_error=False)
     async def action_add(self) -> None:

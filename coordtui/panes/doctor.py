@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.widgets import Static, Tree
 
 from ..client.models import DoctorReport
+from ..session import Session
 from .base import Pane
 from .metrics_strip import MetricsStrip
 from ..tables import ListTree
@@ -18,7 +19,8 @@ STATUS_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 REFRESH_SECONDS = 5.0
 
 
-def detail_lines(details) -> list[str]:
+def detail_lines(details: object) -> list[str]:
+    """A probe's details (JSON: any shape) as lines of text."""
     if details is None:
         return []
     if isinstance(details, dict):
@@ -29,25 +31,23 @@ def detail_lines(details) -> list[str]:
     return [str(details)]
 
 
-class DoctorPane(Pane):
-    TITLE = "Doctor"
-    ID = "doctor"
+class DoctorPane(Pane[DoctorReport]):
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
             ("t", "tokens (admin)"), ("i", "invites (admin)"), ("U", "users (admin)"),
             ("", "admins: requests/s, p99 latency, open streams, push outbox, event-loop lag (last minute)")]
-    BINDINGS = [Binding("t", "app.ops('tokens')", "Tokens"), Binding("i", "app.ops('invites')", "Invites"),
-                Binding("U", "app.ops('users')", "Users", id="doctor.users")]
+    BINDINGS = [Binding("t", "ops('tokens')", "Tokens"), Binding("i", "ops('invites')", "Invites"),
+                Binding("U", "ops('users')", "Users", id="doctor.users")]
 
     refresh_seconds = REFRESH_SECONDS
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.report: DoctorReport | None = None
         self.admin_view = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="doctor-summary", classes="pane-summary")
-        yield MetricsStrip(id="doctor-metrics")
+        yield MetricsStrip(self.session, id="doctor-metrics")
         tree: Tree[str] = ListTree("probes", id="doctor-tree")
         tree.show_root = False
         yield tree
@@ -64,7 +64,7 @@ class DoctorPane(Pane):
             self.request_reload()
 
     async def load(self) -> DoctorReport:
-        self.admin_view = bool(self.coord.is_admin)
+        self.admin_view = self.session.is_admin
         return await self.client.doctor(admin=self.admin_view)
 
     def show(self, report: DoctorReport) -> None:

@@ -1,12 +1,16 @@
 """Inbox: unread first, a thread view, compose, reply, ack, pending toggle and search."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from rich.markup import escape
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message as TextualMessage
 from textual.widgets import DataTable, Input, Static
 
 from ..client import limits
@@ -14,6 +18,7 @@ from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, reply_form
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
@@ -34,9 +39,10 @@ def thread_key(message: Message) -> str:
     return message.thread_id or str(message.id)
 
 
-class InboxPane(Pane):
-    TITLE = "Inbox"
-    ID = "inbox"
+MailData = tuple[list[Message], list[Message], int]  # received (in order), sent, unread count
+
+
+class InboxPane(Pane[MailData]):
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
             ("r", "reply"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
@@ -50,8 +56,13 @@ class InboxPane(Pane):
                 Binding("s", "toggle_sent", "Sent", id="inbox.sent"),
                 Binding("slash", "search", "Search", id="inbox.search")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class MailCounted(TextualMessage):
+        """The pane loaded the inbox: `unread` messages wait (the Inbox badge says the same)."""
+        unread: int
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.messages: dict[int, Message] = {}
         self.sent: list[Message] = []
         self.query_text = ""
@@ -73,18 +84,19 @@ class InboxPane(Pane):
         """Received mail names its sender, sent mail its recipients."""
         return (" ", "From" if self.view == "received" else "To", "Title", "Age")
 
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Reply and ack act on mail received: in Sent they are neither offered nor bound."""
         if action in ("reply", "ack") and self.view == "sent":
             return False
         return True
 
-    async def load(self):
+    async def load(self) -> MailData:
         if self.query_text:
             found = await self.client.search_inbox(self.query_text)
             return found, [], len(found)
         unread = await self.client.inbox("unread", limit=100)  # urgent first, then oldest: the first 100 to act on
         everything = await self.client.inbox(limit=100)
+        sent: list[Message]
         try:
             sent = await self.client.sent(limit=100)
         except ApiError as exc:  # (ours) on other v1 servers? the thread view then shows received mail only
@@ -93,10 +105,10 @@ class InboxPane(Pane):
             sent = []
         return order_inbox(unread.messages + everything.messages), sent, unread.total
 
-    def show(self, data) -> None:
+    def show(self, data: MailData) -> None:
         messages, self.sent, unread = data
         if not self.query_text:
-            self.coord.counts_seen(mail=unread)
+            self.post_message(self.MailCounted(unread))
         if self.view == "sent":
             messages = self.sent
         table = self.query_one("#inbox-table", DataTable)
@@ -105,7 +117,7 @@ class InboxPane(Pane):
         if not table.columns:
             table.add_columns(*self.columns())
         self.messages = {}
-        now = self.coord.now()
+        now = self.session.now()
         for message in messages:
             self.messages[message.id] = message
             flag = Text("!", style="bold red") if message.urgent and message.unread else (
@@ -124,7 +136,7 @@ class InboxPane(Pane):
         self._place_cursor(table, selected)
         self.show_thread()
 
-    def _place_cursor(self, table: DataTable, selected: Message | None) -> None:
+    def _place_cursor(self, table: DataTable[Any], selected: Message | None) -> None:
         """On the message opened from Wake once it is listed, else where it was before the refill."""
         if self.to_select is not None and self.loads >= self.to_select_by and self.to_select not in self.messages:
             self.to_select = None  # not among the messages listed: the cursor stays where it was
@@ -150,7 +162,7 @@ class InboxPane(Pane):
         if message is None:
             return
         self.show_thread()
-        if message.unread and self.view == "received" and self.coord.key_config.options["open_marks_read"]:
+        if message.unread and self.view == "received" and self.session.open_marks_read:
             self.mark_read(message.id)
 
     @work(group="inbox-read", exit_on_error=False)
@@ -188,7 +200,7 @@ class InboxPane(Pane):
                                                              "Mark read")):
             return
         done = await self.act(self.client.ack_many([m.id for m in unread]))
-        if done:
+        if isinstance(done, dict) and done:
             self.notify(f"Marked {len(done.get('success') or [])} read", timeout=3)
             self.request_reload()
 
@@ -212,10 +224,10 @@ class InboxPane(Pane):
         thread = [m for m in list(self.messages.values()) + self.sent if thread_key(m) == key or str(m.id) == key]
         unique = {m.id: m for m in thread}
         ordered = sorted(unique.values(), key=lambda m: (m.created_at is None, m.created_at))
-        now = self.coord.now()
+        now = self.session.now()
         parts = []
         for item in ordered:
-            marker = "→" if item.sender == self.coord.identity else "←"
+            marker = "→" if item.sender == self.session.identity else "←"
             head = f"[b]{marker} {escape(item.sender)} → {escape(item.recipient)}[/b]  [dim]{age_text(item.created_at, now)} ago[/dim]"
             if item.urgent:
                 head += "  [red]urgent[/red]"
@@ -241,7 +253,7 @@ class InboxPane(Pane):
             self.query_one("#inbox-table", DataTable).focus()
             self.request_reload()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         search = self.query_one("#inbox-search", Input)
         if event.key == "escape" and (search.has_focus or self.query_text):
             search.value = ""
@@ -275,7 +287,9 @@ class InboxPane(Pane):
     @work(group="inbox-action", exit_on_error=False)
     async def action_ack(self) -> None:
         message = self.selected()
-        if message is not None and await self.act(self.client.ack(message.id), f"Acknowledged {message.id}"):
+        if message is None:
+            return
+        if await self.act(self.client.ack(message.id), f"Acknowledged {message.id}"):
             self.request_reload()
 
     @work(group="inbox-action", exit_on_error=False)
@@ -286,6 +300,6 @@ class InboxPane(Pane):
         waiting = not message.response_waiting
         if await self.act(self.client.set_pending(message.id, waiting), "Marked pending" if waiting else None):
             if not waiting:
-                self.coord.offer_undo(f"No longer pending: {message.title}",
+                self.offer_undo(f"No longer pending: {message.title}",
                                       lambda: self.client.set_pending(message.id, True))
             self.request_reload()

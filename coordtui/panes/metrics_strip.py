@@ -12,6 +12,8 @@ from textual.widgets import Static
 
 from ..client.api import ApiError, ConnectionFailed
 from ..client.v11 import MetricsSample
+from ..session import Session
+from .base import Pane
 
 SCRAPE_SECONDS = 2.0
 WINDOW_SECONDS = 60.0
@@ -36,8 +38,9 @@ def duration_text(seconds: float | None) -> str:
 class MetricsStrip(Static):
     scrape_seconds = SCRAPE_SECONDS
 
-    def __init__(self, **kwargs):
-        super().__init__("", **kwargs)
+    def __init__(self, session: Session, *, id: str) -> None:
+        super().__init__("", id=id)
+        self.session = session
         self.display = False
         self.unsupported = False
         self.samples: deque[MetricsSample] = deque(maxlen=int(WINDOW_SECONDS / self.scrape_seconds) + 1)
@@ -50,16 +53,15 @@ class MetricsStrip(Static):
 
     def tick(self) -> None:
         pane = self.parent
-        app = self.app
-        if self.unsupported or not getattr(app, "is_admin", False) or app.client is None \
-                or not getattr(pane, "active", False) or app.screen is not self.screen:  # covered: no scrapes
+        if self.unsupported or not self.session.is_admin or self.session.client is None \
+                or not (isinstance(pane, Pane) and pane.active) or self.app.screen is not self.screen:  # covered: no scrapes
             return
         self.scrape()
 
     @work(exclusive=True, group="metrics", exit_on_error=False)
     async def scrape(self) -> None:
         try:
-            sample = await self.app.client.metrics(at=time.monotonic())
+            sample = await self.session.connected_client().metrics(at=time.monotonic())
         except ApiError as exc:
             if exc.unsupported or exc.status in (401, 403):  # no metrics here, or behind their own token
                 self.unsupported = True

@@ -1,40 +1,75 @@
 """Notebook: the page list and a collaborative editor bound to the CRDT session of the open page."""
 from __future__ import annotations
 
+from typing import Any, Awaitable
+
 from rich.markup import escape
-from textual import work
+from rich.text import Text
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Static
+from textual.actions import SkipAction
+from textual.widgets import DataTable, Input, MarkdownViewer, Static, TextArea
+from textual.widgets.markdown import MarkdownBlock
+from textual.widgets.text_area import Selection
 
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Page, age_text
-from ..client.notebook import NotebookSession
+from ..client.notebook import NotebookSession, RemoteCursor
 from ..screens.form import Field, FormScreen
+from ..screens.page_history import PageHistoryScreen
+from ..screens.page_links import PageLinksScreen, page_links
+from ..session import Session
 from .base import Pane
-from .collab import CollabTextArea
-from ..tables import PlainTable
+from .collab import CollabTextArea, colour_for, cursor_colour
+from ..tables import PlainTable, cursor_key
 
 
-class NotebookPane(Pane):
-    TITLE = "Notes"
-    ID = "notebook"
+def find_all(text: str, query: str) -> list[int]:
+    """Where `query` starts in `text`, case-insensitively (no overlaps); none for an empty query."""
+    if not query:
+        return []
+    haystack, needle = text.casefold(), query.casefold()
+    if len(haystack) != len(text):  # casefolding changed lengths (ß → ss): positions would drift
+        haystack, needle = text.lower(), query.lower()
+    starts, at = [], haystack.find(needle)
+    while at >= 0 and len(haystack) == len(text):
+        starts.append(at)
+        at = haystack.find(needle, at + max(len(needle), 1))
+    return starts
+
+
+class NotebookPane(Pane[list[Page]]):
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
-            ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list")]
+            ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list"),
+            ("h", "the page's history: diff, restore, checkpoint (in the list)"),
+            ("ctrl+t", "read the page rendered (Markdown, contents) / back to editing"),
+            ("ctrl+f", "find in the page: enter or down next, up previous, escape closes"),
+            ("o / y", "rendered view: the page's links, to open or copy"),
+            ("ctrl+g", "follow the next editor's caret (again: the one after; after the last: stop)")]
     BINDINGS = [Binding("n", "new_page", "New page", id="notebook.new"),
+                Binding("h", "history", "History", id="notebook.history"),
+                Binding("ctrl+t", "toggle_view", "Read/Edit", id="notebook.view"),
+                Binding("ctrl+f", "find", "Find", show=False, id="notebook.find"),
+                Binding("ctrl+g", "follow", "Follow", show=False, id="notebook.follow"),
+                Binding("o", "links", "Links", show=False, id="notebook.links_open"),
+                Binding("y", "links", "Links", show=False, id="notebook.links_copy"),
                 Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.pages: dict[str, Page] = {}
         self.page_id: str | None = None
-        self.session = None
+        self.page_session: NotebookSession | None = None  # the open page's live document
         self.viewers: list[str] = []
         self.readonly_reason: str | None = None
         self.parked: set[NotebookSession] = set()  # pages left with offline edits, still reconnecting to send them
+        self.found: int | None = None  # where the current find match starts
+        self.following: int | None = None  # the awareness client id of the editor whose caret the view follows
+        self.find_from: int | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -47,6 +82,14 @@ class NotebookPane(Pane):
                 editor = CollabTextArea("", id="notebook-editor", read_only=True, tab_behavior="indent")
                 editor.cursor_blink = False
                 yield editor
+                view = MarkdownViewer("", id="notebook-view", show_table_of_contents=True, open_links=False)
+                view.display = False
+                view.can_focus = True  # the keys scroll it, and the pane's keys (find, links, back) reach the pane
+                yield view
+                find = Input(placeholder="find in page (enter/down next · up previous · escape closes)",
+                             id="notebook-find", classes="pane-filter")
+                find.display = False
+                yield find
 
     async def load(self) -> list[Page]:
         return await self.client.pages()
@@ -55,7 +98,7 @@ class NotebookPane(Pane):
         table = self.query_one("#notebook-pages", DataTable)
         table.clear()
         self.pages = {p.id: p for p in pages}
-        now = self.coord.now()
+        now = self.session.now()
         for page in pages:
             if not self.matches(page.title, *(page.tags or [])):
                 continue
@@ -71,12 +114,11 @@ class NotebookPane(Pane):
             text = "No page open. Select one and press enter."
         else:
             title = page.title if page else self.page_id
-            viewers = ", ".join(self.viewers) or "-"
-            text = f"[b]{escape(title or '')}[/b] · {self.editing_state()} · viewers: {escape(viewers)}"
+            text = f"[b]{escape(title or '')}[/b] · {self.editing_state()} · viewers: {self.viewers_text()}"
         self.query_one("#notebook-status", Static).update(text)
 
     def editing_state(self) -> str:
-        session = self.session
+        session = self.page_session
         if self.readonly_reason:
             return f"[red]read-only ({escape(self.readonly_reason)})[/red]"
         if session is None or not session.synced:
@@ -99,16 +141,18 @@ class NotebookPane(Pane):
         editor.read_only = True
         self.render_status()
         self.show_stored_text(page_id)
-        session = NotebookSession(self.client.base_url, self.client.token, page_id, backoff=self.coord.backoff)
-        self.session = session
+        session = NotebookSession(self.client.base_url, self.client.token, page_id, backoff=self.session.backoff)
+        self.page_session = session
         session.on_viewers.append(lambda viewers: self.apply_session_state())
         session.on_readonly.append(lambda readonly, reason: self.apply_session_state())
         session.on_state.append(lambda: self.apply_session_state())
         session.on_closed.append(lambda code, message: self.session_closed(session, message))
+        session.on_cursors.append(lambda cursors: self.cursors_changed(session))
+        session.set_user(self.session.identity or "coordtui", colour_for(self.session.identity or ""))
         try:
             await session.open()
         except Exception as exc:  # refused: 4004 not visible, 4001 token
-            self.session = None
+            self.page_session = None
             self.readonly_reason = str(exc) or "cannot open the page"
             self.notify(self.readonly_reason, title="Notebook", severity="error")
             self.render_status()
@@ -128,14 +172,82 @@ class NotebookPane(Pane):
         if self.page_id == page_id and editor.shared is None:
             editor.load_text(page.content or "")
 
-    def session_closed(self, session, message: str | None) -> None:
-        if session is self.session:
+    # --- who is where --------------------------------------------------------------------------------
+
+    def cursors_changed(self, session: NotebookSession) -> None:
+        if session is not self.page_session:
+            return
+        cursors = list(session.cursors.values())
+        self.query_one("#notebook-editor", CollabTextArea).show_cursors(cursors)
+        if self.following is not None and self.following not in {c.client_id for c in cursors}:
+            self.following = None  # they left
+        self.show_followed()
+        self.render_status()
+
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        """My caret and selection, for the other editors to see (code points, as the awareness state carries)."""
+        editor = event.text_area
+        session = self.page_session
+        if not isinstance(editor, CollabTextArea) or session is None or not session.synced or editor.shared is None:
+            return
+        document = editor.plain_document
+        session.set_cursor(document.get_index_from_location(event.selection.start),
+                           document.get_index_from_location(event.selection.end))
+
+    def action_follow(self) -> None:
+        """Follow the next editor's caret (the view scrolls to it as it moves); after the last, stop following."""
+        session = self.page_session
+        others = sorted(session.cursors.values(), key=lambda c: c.name) if session is not None else []
+        if not others:
+            self.following = None
+            self.notify("Nobody else is on this page", timeout=3)
+            self.render_status()
+            return
+        ids = [c.client_id for c in others]
+        position = ids.index(self.following) + 1 if self.following in ids else 0
+        self.following = ids[position] if position < len(ids) else None
+        followed = next((c for c in others if c.client_id == self.following), None)
+        self.notify(f"Following {followed.name}" if followed else "Not following anyone", timeout=3)
+        self.show_followed()
+        self.render_status()
+
+    def show_followed(self) -> None:
+        session = self.page_session
+        cursor = session.cursors.get(self.following) if session is not None and self.following is not None else None
+        if cursor is None or cursor.head is None:
+            return
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        _x, row = editor.screen_offset(cursor.head)
+        if not editor.scroll_offset.y <= row < editor.scroll_offset.y + editor.scrollable_content_region.height:
+            editor.scroll_to(y=max(0, row - editor.scrollable_content_region.height // 2), animate=False)
+
+    def viewers_text(self) -> str:
+        """Who is on the page, and where the editors' carets are: 'alice, bob line 3 (following)' (each editor
+        in their colour; an editor that is no viewer by name, e.g. a JavaScript client, is listed too)."""
+        session = self.page_session
+        cursors = sorted(session.cursors.values(), key=lambda c: c.name) if session is not None else []
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+
+        def placed(cursor: RemoteCursor) -> str:
+            where = ""
+            if cursor.head is not None:
+                row, _col = editor.plain_document.get_location_from_index(min(cursor.head, len(editor.text)))
+                where = f" line {row + 1}"
+            mark = " (following)" if cursor.client_id == self.following else ""
+            return f"[{cursor_colour(cursor)}]{escape(cursor.name)}[/]{where}{mark}"
+        by_name = {c.name: c for c in cursors}
+        parts = [placed(by_name.pop(name)) if name in by_name else escape(name) for name in self.viewers]
+        parts += [placed(cursor) for cursor in by_name.values()]
+        return ", ".join(parts) or "-"
+
+    def session_closed(self, session: NotebookSession, message: str | None) -> None:
+        if session is self.page_session:
             self.readonly_reason = f"disconnected{': ' + message if message else ''}"
             self.query_one("#notebook-editor", CollabTextArea).read_only = True
             self.render_status()
 
     def apply_session_state(self) -> None:
-        session = self.session
+        session = self.page_session
         if session is None:
             return
         editor = self.query_one("#notebook-editor", CollabTextArea)
@@ -149,8 +261,8 @@ class NotebookPane(Pane):
     async def close_session(self) -> None:
         editor = self.query_one("#notebook-editor", CollabTextArea)
         editor.unbind()
-        if self.session is not None:
-            session, self.session = self.session, None
+        if self.page_session is not None:
+            session, self.page_session = self.page_session, None
             if not session.online and session.pending_edits and not session.closed:
                 self.park(session)
             else:
@@ -173,10 +285,10 @@ class NotebookPane(Pane):
 
     def unsent_edits(self) -> int:
         """Edits typed offline, on the open page and pages left, that quitting now would drop."""
-        return sum(s.pending_edits for s in [self.session, *self.parked] if s is not None and not s.online)
+        return sum(s.pending_edits for s in [self.page_session, *self.parked] if s is not None and not s.online)
 
     async def on_unmount(self) -> None:
-        for session in [self.session, *self.parked]:
+        for session in [self.page_session, *self.parked]:
             if session is not None:
                 await session.close()
 
@@ -188,14 +300,130 @@ class NotebookPane(Pane):
         else:
             super().focus_default()
 
-    def on_key(self, event) -> None:
-        if event.key == "escape" and self.query_one("#notebook-editor").has_focus:
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "escape" and self.query_one("#notebook-find", Input).has_focus:
+            self.close_find()
+            event.stop()
+        elif event.key in ("up", "down") and self.query_one("#notebook-find", Input).has_focus:
+            self.find_next(-1 if event.key == "up" else 1)
+            event.stop()
+        elif event.key == "escape" and (self.query_one("#notebook-editor").has_focus
+                                        or self.query_one("#notebook-view").has_focus_within):
             self.query_one("#notebook-pages", DataTable).focus()
             event.stop()
 
+    # --- reading: the rendered view, find, links ----------------------------------------------------
+
+    @property
+    def reading(self) -> bool:
+        return bool(self.query_one("#notebook-view", MarkdownViewer).display)
+
+    def page_text(self) -> str:
+        """The page as shown now (the live document's text, neutralised like the editor shows it)."""
+        return self.query_one("#notebook-editor", CollabTextArea).text
+
+    def action_toggle_view(self) -> None:
+        """Between editing and reading the page rendered as Markdown (headings, lists, code, tables, links)."""
+        if self.page_id is None:
+            self.notify("Open a page first", severity="warning", timeout=3)
+            return
+        view = self.query_one("#notebook-view", MarkdownViewer)
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        reading = not view.display
+        view.display, editor.display = reading, not reading
+        if reading:
+            view.document.update(self.page_text())
+            view.focus()
+        else:
+            editor.focus()
+        self.render_status()
+
+    def on_collab_text_area_remote_edited(self, _message: CollabTextArea.RemoteEdited) -> None:
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        """The rendered view follows the live text while it is shown."""
+        if self.reading:
+            self.query_one("#notebook-view", MarkdownViewer).document.update(self.page_text())
+
+    def action_find(self) -> None:
+        if self.page_id is None:
+            self.notify("Open a page first", severity="warning", timeout=3)
+            return
+        box = self.query_one("#notebook-find", Input)
+        box.display = True
+        box.focus()
+
+    def close_find(self) -> None:
+        box = self.query_one("#notebook-find", Input)
+        box.display = False
+        (self.query_one("#notebook-view") if self.reading else self.query_one("#notebook-editor")).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "notebook-find":
+            event.stop()
+            self.find_from = None
+            self.find_next(1)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "notebook-find":
+            event.stop()
+            self.find_next(1)
+
+    def find_next(self, step: int) -> None:
+        """The next (step 1) or previous (-1) match of the find box's text, case-insensitive, wrapping round:
+        selected in the editor, or its block scrolled into view in the rendered view."""
+        query = self.query_one("#notebook-find", Input).value
+        text = self.page_text()
+        starts = find_all(text, query)
+        status = self.query_one("#notebook-status", Static)
+        if not starts:
+            self.found = None
+            self.render_status()
+            if query:
+                status.update(Text(f"“{query}” not found", style="yellow"))
+            return
+        current = self.found if self.found is not None and self.find_from is not None else None
+        if current is None:
+            index = 0 if step > 0 else len(starts) - 1
+        else:
+            position = starts.index(current) if current in starts else -1
+            index = (position + step) % len(starts)
+        self.found = self.find_from = starts[index]
+        self.show_match(text, starts[index], len(query))
+        status.update(Text(f"match {index + 1} of {len(starts)} for “{query}”"))
+
+    def show_match(self, text: str, start: int, length: int) -> None:
+        if self.reading:
+            line = text.count("\n", 0, start)
+            blocks = [b for b in self.query(MarkdownBlock) if b.source_range and b.source_range[0] <= line < max(
+                b.source_range[1], b.source_range[0] + 1)]
+            for block in self.query(MarkdownBlock):
+                block.remove_class("found")
+            if blocks:
+                block = blocks[-1]  # the innermost
+                block.add_class("found")
+                block.scroll_visible(animate=False)
+            return
+        editor = self.query_one("#notebook-editor", CollabTextArea)
+        document = editor.plain_document
+        editor.selection = Selection(document.get_location_from_index(start),
+                                     document.get_location_from_index(start + length))
+        editor.scroll_cursor_visible()
+
+    def action_links(self) -> None:
+        """o or y in the rendered view: the page's links, to open or copy; elsewhere the key is not ours."""
+        if not self.reading or self.query_one("#notebook-find", Input).has_focus:
+            raise SkipAction()
+        links = page_links(self.page_text())
+        if not links:
+            self.notify("No links on this page", timeout=3)
+            return
+        self.app.push_screen(PageLinksScreen(links))
+
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:
-        def create(values: dict):
+        def create(values: dict[str, Any]) -> Awaitable[Page]:
             tags = [t.strip() for t in values["tags"].split(",") if t.strip()] or None
             return self.client.create_page(values["title"], "", tags)
         page = await self.app.push_screen_wait(FormScreen("New page", [
@@ -206,6 +434,22 @@ class NotebookPane(Pane):
             self.page_id = page.id
             self.request_reload()
             self.open_page(page.id)
+
+    def action_history(self) -> None:
+        """The history of the highlighted page (the open one when the list has no cursor)."""
+        page_id = cursor_key(self.query_one("#notebook-pages", DataTable)) or self.page_id
+        page = self.pages.get(page_id or "")
+        if page is None:
+            self.notify("Select a page first", severity="warning", timeout=3)
+            return
+        self.app.push_screen(PageHistoryScreen(self.session, page.id, page.title, lambda: self.live_text(page.id)))
+
+    def live_text(self, page_id: str) -> str | None:
+        """The open page's text as the live document has it (None: not open here, or not synced yet)."""
+        session = self.page_session
+        if self.page_id == page_id and session is not None and session.synced:
+            return session.value
+        return None
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_toggle_lock(self) -> None:

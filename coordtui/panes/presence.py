@@ -35,13 +35,11 @@ def order_presence(entries: list[PresenceEntry], now: datetime) -> list[Presence
     return sorted(entries, key=lambda e: (STATE_RANK[presence_state(e, now)], e.identity))
 
 
-class PresencePane(Pane):
-    TITLE = "Who"
-    ID = "presence"
+class PresencePane(Pane[list[PresenceEntry]]):
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
     POLL_SECONDS = 30.0  # active turns idle and away with time alone
-    BINDINGS = [Binding("U", "app.ops('users')", "Users", id="presence.users")]
+    BINDINGS = [Binding("U", "ops('users')", "Users", id="presence.users")]
     KEYS = [("ctrl+r", "refresh"), ("/", "filter"), ("U", "users: archive, admin flag, names (admin)"),
             ("states", f"active < {IDLE_AFTER // 60} min since last seen · idle < {AWAY_AFTER // 60} min · "
                        "away: longer · offline: the server says not online")]
@@ -58,7 +56,7 @@ class PresencePane(Pane):
     def show(self, entries: list[PresenceEntry]) -> None:
         table = self.query_one("#presence-table", DataTable)
         table.clear()
-        now = self.coord.now()
+        now = self.session.now()
         entries = order_presence(entries, now)
         counts = {state: 0 for state in STATE_RANK}
         for entry in entries:

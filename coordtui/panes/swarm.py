@@ -1,18 +1,23 @@
 """Swarm board: one column per status, a project filter, moves by key, task detail with history."""
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey
 
 from ..client.models import Project, Task, counted
 from ..client import limits, transitions
 from ..screens.form import Field, FormScreen, Submit
+from ..screens.task_move import move_task, move_task_dialog
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key
 
@@ -28,7 +33,7 @@ def project_choices(projects: list[Project]) -> tuple[str, ...]:
 
 def task_form(title: str, task: Task | None, projects: list[Project], project_id: str | None,
               me: str | None, with_status: bool, submit: Submit,
-              load_projects: Callable[[], Awaitable[tuple]] | None = None) -> FormScreen:
+              load_projects: Callable[[], Awaitable[tuple[str, ...]]] | None = None) -> FormScreen:
     current = next((p.title for p in projects if p.id == (task.project_id if task else project_id)), "")
     fields = [Field("title", "Title", task.title if task else "", required=True, max_len=limits.TASK_TITLE),
               Field("detail", "Detail", (task.detail or "") if task else "", kind="text", max_len=limits.TASK_DETAIL),
@@ -40,9 +45,7 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
     return FormScreen(title, fields, "Save" if task else "Create", submit=submit, focus="title")
 
 
-class SwarmPane(Pane):
-    TITLE = "Swarm"
-    ID = "swarm"
+class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
     EVENT_TYPES = frozenset({"swarm_task_created", "swarm_task_updated", "resync", "reconnected"})
     KEYS = [("tab / h l", "previous / next column"), ("j k", "down / up"), ("enter", "task detail and history"),
             ("] / [", "one step along the path (ready → in progress → review → complete) / back"),
@@ -58,11 +61,16 @@ class SwarmPane(Pane):
                 Binding("e", "edit", "Edit", id="swarm.edit"), Binding("f", "project", "Project", id="swarm.project"),
                 Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
                 Binding("x", "close", "Close", id="swarm.close"), Binding("d", "done", "Done", id="swarm.done"),
-                Binding("P", "app.ops('projects')", "Projects", id="swarm.projects"),
-                Binding("R", "app.ops('templates')", "Recurring", id="swarm.templates")]
+                Binding("P", "ops('projects')", "Projects", id="swarm.projects"),
+                Binding("R", "ops('templates')", "Recurring", id="swarm.templates")]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class TaskOpened(Message):
+        """enter on a task: its detail and history."""
+        task_id: str
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.tasks: dict[str, Task] = {}
         self.projects: list[Project] = []
         self.project_id: str | None = None
@@ -79,25 +87,25 @@ class SwarmPane(Pane):
                 table.display = status not in DONE
                 yield table
 
-    async def load(self):
+    async def load(self) -> tuple[list[Project], list[Task]]:
         projects = await self.client.projects()
         tasks = await self.client.tasks(project_id=self.project_id, include_completed=True)
         return projects, tasks
 
-    def show(self, data) -> None:
+    def show(self, data: tuple[list[Project], list[Task]]) -> None:
         self.projects, tasks = data
         selected = self.selected()
         self.tasks = {t.id: t for t in tasks}
-        by_status = {status: [] for status in BOARD}
+        by_status: dict[str, list[Task]] = {status: [] for status in BOARD}
         for task in tasks:
             if not self.matches(task.title, task.assignee, task.detail):
                 continue
             by_status.setdefault(task.status, []).append(task)
-        colours = {p.id: p.color for p in self.projects}
+        colours: dict[str | None, str | None] = {p.id: p.color for p in self.projects}  # by a task's project_id
         for status in BOARD:
             table = self.query_one(f"#col-{status}", DataTable)
             table.clear()
-            column = table.columns.get("title") if hasattr(table.columns, "get") else None
+            column = table.columns.get(ColumnKey("title"))
             if column is not None:
                 column.label = Text(f"{BOARD_TITLES[status]} {len(by_status[status])}")
             for task in by_status[status]:
@@ -134,7 +142,8 @@ class SwarmPane(Pane):
         focused = self.app.focused
         if not isinstance(focused, DataTable) or not (focused.id or "").startswith("col-"):
             return None
-        return self.tasks.get(cursor_key(focused))
+        key = cursor_key(focused)
+        return self.tasks.get(key) if key is not None else None
 
     def _need(self) -> Task | None:
         task = self.selected()
@@ -145,8 +154,8 @@ class SwarmPane(Pane):
     def action_column(self, step: int) -> None:
         focused = self.app.focused
         shown = self.columns()
-        index = shown.index(focused.id[4:]) if isinstance(focused, DataTable) and (focused.id or "")[4:] in shown \
-            else -1
+        index = shown.index((focused.id or "")[4:]) \
+            if isinstance(focused, DataTable) and (focused.id or "")[4:] in shown else -1
         self.query_one(f"#col-{shown[(index + step) % len(shown)]}", DataTable).focus()
 
     def columns(self) -> tuple[str, ...]:
@@ -180,11 +189,12 @@ class SwarmPane(Pane):
             self.request_reload()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        task = self.tasks.get(event.row_key.value) if event.row_key is not None else None
+        key = event.row_key.value if event.row_key is not None else None
+        task = self.tasks.get(key) if key is not None else None
         if task is not None and event.data_table.has_focus:
             self.describe(task)
 
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         task = self.selected()
         if task is not None:
             self.describe(task)
@@ -197,16 +207,17 @@ class SwarmPane(Pane):
                                                              f"{task.title}{who}"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        task = self.tasks.get(event.row_key.value)
+        task = self.tasks.get(event.row_key.value) if event.row_key.value is not None else None
         if task is not None:
-            self.coord.open_task(task.id)
+            self.post_message(self.TaskOpened(task.id))
 
     def action_project(self) -> None:
         ids = [None] + [p.id for p in self.projects]
         self.project_id = ids[(ids.index(self.project_id) + 1) % len(ids)] if self.project_id in ids else None
         self.request_reload()
 
-    def action_shift(self, step: int) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_shift(self, step: int) -> None:
         task = self._need()
         if task is None:
             return
@@ -216,20 +227,20 @@ class SwarmPane(Pane):
             self.notify(f"No step {'forward' if step > 0 else 'back'} from {task.status} (m offers: {allowed})",
                         severity="warning", timeout=4)
             return
-        self.coord.move_task(task.id, target, on_done=self.after_move)
+        if await move_task(self, self.client, task.id, target):
+            self.request_reload()
 
-    def after_move(self, task: Task | None = None) -> None:
-        self.request_reload()
-
-    def action_move(self) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_move(self) -> None:
         task = self._need()
-        if task is not None:
-            self.coord.move_task_dialog(task.id, task.title, on_done=self.after_move, status=task.status)
+        if task is not None and await move_task_dialog(self, self.client, task.id, task.title, task.status):
+            self.request_reload()
 
-    def action_claim(self) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_claim(self) -> None:
         task = self._need()
-        if task is not None:
-            self.coord.move_task(task.id, "in_progress", on_done=self.after_move)
+        if task is not None and await move_task(self, self.client, task.id, "in_progress"):
+            self.request_reload()
 
     def project_id_for(self, title: str) -> str | None:
         return next((p.id for p in self.projects if p.title == title), None)
@@ -241,12 +252,12 @@ class SwarmPane(Pane):
 
     @work(group="swarm-action", exit_on_error=False)
     async def action_new(self) -> None:
-        def create(values: dict):
+        def create(values: dict[str, Any]) -> Awaitable[Task]:
             return self.client.create_task(
                 values["title"], detail=values["detail"] or None, assigneeUserId=values["assignee"] or None,
                 projectId=self.project_id_for(values["project"]), status=values["status"])
         if await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
-                                                     self.coord.identity, True, create, self.current_projects)):
+                                                     self.session.identity, True, create, self.current_projects)):
             self.notify("Task created", timeout=3)
             self.request_reload()
 
@@ -255,11 +266,11 @@ class SwarmPane(Pane):
         task = self._need()
         if task is None:
             return
-        def save(values: dict):
+        def save(values: dict[str, Any]) -> Awaitable[Task]:
             return self.client.update_task(
                 task.id, title=values["title"], detail=values["detail"] or None,
                 assigneeUserId=values["assignee"] or None, projectId=self.project_id_for(values["project"]))
         if await self.app.push_screen_wait(task_form("Edit task", task, self.projects, self.project_id,
-                                                     self.coord.identity, False, save, self.current_projects)):
+                                                     self.session.identity, False, save, self.current_projects)):
             self.notify("Task saved", timeout=3)
             self.request_reload()

@@ -1,26 +1,35 @@
 """Wake: everything waiting for you, grouped by source, high priority first, with ages."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.timer import Timer
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client import limits
+from ..client.api import ApiError
 from ..client.transitions import step
-from ..client.models import PRIORITY_RANK, ServerEvent, Wake, WakeItem
-from ..screens.form import Field, FormScreen, reply_form
+from ..client.models import PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem, numbered
+from ..screens.form import Field, FormScreen, answer_text_form, reply_form
+from ..screens.task_move import move_task_dialog
+from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
-SOURCE_ORDER = {"backup": 0, "buzz": 1, "message": 2, "message_pending": 3, "chat": 4, "swarm": 5}
+SOURCE_ORDER = {"ask": 0, "backup": 1, "buzz": 2, "message": 3, "message_pending": 4, "ask_result": 5, "chat": 6,
+                "swarm": 7}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
-SOURCE_TITLES = {"backup": "Backup", "buzz": "Buzz alerts", "message": "Unread mail",
-                 "message_pending": "Awaiting your answer", "chat": "Unread chat", "swarm": "Tasks"}
+SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "buzz": "Buzz alerts",
+                 "message": "Unread mail", "message_pending": "Awaiting your answer",
+                 "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
 
 
@@ -29,26 +38,64 @@ def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
     return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
 
 
-class WakePane(Pane):
-    TITLE = "Wake"
-    ID = "wake"
+def item_text(item: WakeItem) -> Text:
+    """The row's text: an ask put to me shows the digit of each option after its question."""
+    text = Text(item.summary)
+    if item.source == "ask" and (item.options or item.allow_text):
+        choices = numbered(item.options) + (" · t in words" if item.allow_text else "")
+        text.append(f"  [{choices.lstrip(' ·')}]", style="bold cyan")
+    return text
+
+
+class WakePane(Pane[Wake]):
+    ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
-                             "reconnected"})
+                             "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
-            ("t", "create a task from a buzz alert"), ("n / N", "next / previous unread item (alert, mail, chat)")]
-    BINDINGS = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
+            ("t", "create a task from a buzz alert / answer a question in words"),
+            ("1-9", "answer the highlighted question with that option (other rows: switch pane)"),
+            ("A", "all questions to and from you (batch answer)"), ("Q", "ask someone a question"),
+            ("n / N", "next / previous unread item (alert, mail, chat)")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
                 Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
+                Binding("A", "ops('asks')", "Asks", show=False, id="wake.asks"),
+                Binding("Q", "ops('ask')", "Ask", show=False, id="wake.ask"),
                 Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
-                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread")]
+                Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread"),
+                *(Binding(str(n), f"answer({n})", f"Answer {n}", show=False, id=f"wake.answer_{n}")
+                  for n in range(1, 10))]
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    @dataclass
+    class Shown(Message):
+        """The pane showed `wake` (the server's answer or pulse; `channels` fetched with it from an older server
+        whose wake has no chat items): its one-shot items are kept, and the Wake badge counts it."""
+        wake: Wake
+        channels: list[Channel] | None
+
+    @dataclass
+    class Painted(Message):
+        """A wake list reached the screen (the first one's time is measured: bench/tui.py)."""
+
+    @dataclass
+    class ItemOpened(Message):
+        """enter on an item: where it leads (the channel, the message, the task)."""
+        item: WakeItem
+
+    @dataclass
+    class AlertDismissed(Message):
+        """`a` on a kept alert: it leaves the alert store."""
+        key: str
+
+    def __init__(self, session: Session, *, title: str, id: str) -> None:
+        super().__init__(session, title=title, id=id)
         self.wake: Wake | None = None
         self.items: dict[str, WakeItem] = {}
-        self._signature: tuple = ()
+        self._channels: list[Channel] | None = None  # fetched by load() with the wake it returns (older servers)
+        self._signature: tuple[object, ...] = ()
+        self.answering: dict[str, tuple[Timer, str]] = {}  # item key -> (the timer that sends it, the option)
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -58,14 +105,19 @@ class WakePane(Pane):
 
     async def load(self) -> Wake:
         wake = await self.client.wake()
+        self._channels = None
         if not any(item.source == "chat" for item in wake.items):  # an older server: chat from the channels
-            self.coord.counts.set_channels(await self.client.channels())
+            self._channels = await self.client.channels()
         return wake
 
     def show(self, wake: Wake) -> None:
-        self.coord.wake_seen(wake)
-        self.coord.counts_seen(wake=wake)
-        wake = self.coord.wake_view(wake)
+        # the channels fetched with this wake, once: a wake shown again (a filter) is viewed with the counted ones
+        channels, self._channels = self._channels, None
+        self.post_message(self.Shown(wake, channels))
+        self.paint(self.session.wake_view(wake, channels))
+
+    def paint(self, wake: Wake) -> None:
+        """The wake list as shown (the server's, with chat items and kept alerts: Session.wake_view)."""
         self.wake = wake
         summary = wake.summary or "All clear: nothing is waiting for you."
         if wake.hidden_text():
@@ -77,7 +129,7 @@ class WakePane(Pane):
         if signature != self._signature:  # bursts often change only the counts in the summary
             self._signature = signature
             self._fill_table(wake)
-        self.call_after_refresh(self.coord.wake_painted)
+        self.call_after_refresh(self.post_message, self.Painted())
 
     def _fill_table(self, wake: Wake) -> None:
         table = self.query_one("#wake-table", DataTable)
@@ -90,8 +142,11 @@ class WakePane(Pane):
                           key=f"group:{source}")
             for item in items:
                 self.items[item.key] = item
+                text = item_text(item)
+                if item.key in self.answering:
+                    text.append(f"  → answering: {self.answering[item.key][1]} (u takes it back)", style="bold yellow")
                 table.add_row(Text(item.priority, style=PRIORITY_STYLE.get(item.priority, "")), item.age,
-                              Text(item.summary), key=item.key)
+                              text, key=item.key)
         if selected and selected in self.items:
             table.move_cursor(row=table.get_row_index(selected))
         elif self.items:
@@ -117,9 +172,9 @@ class WakePane(Pane):
         return self.items.get(key) if key else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        item = self.items.get(event.row_key.value)
+        item = self.items.get(event.row_key.value or "")
         if item is not None:
-            self.coord.open_wake_item(item)
+            self.post_message(self.ItemOpened(item))
 
     def action_next_unread(self, step: int) -> None:
         """The next (step 1) or previous (-1) alert, unread mail or chat row, wrapping around; headers skipped."""
@@ -138,19 +193,67 @@ class WakePane(Pane):
             return None
         return item
 
+    def action_answer(self, option: int) -> None:
+        """A digit on a question put to me answers it with that option, after ANSWER_GRACE seconds in which u
+        takes it back (a digit pressed by reflex to switch panes must not decide for anyone); elsewhere the
+        key does what the app binds it to (switching panes)."""
+        item = self.selected()
+        if item is None or item.source != "ask" or option > len(item.options):
+            raise SkipAction()
+        label = item.options[option - 1]
+        earlier = self.answering.pop(item.key, None)
+        if earlier is not None:
+            earlier[0].stop()
+        timer = self.set_timer(self.ANSWER_GRACE, lambda: self.answer(item, option))
+        self.answering[item.key] = (timer, label)
+
+        async def take_back() -> None:
+            pending = self.answering.pop(item.key, None)
+            if pending is None:
+                raise ApiError(409, "the answer was sent already")
+            pending[0].stop()
+            self.repaint()
+        self.offer_undo(f"Answering {item.asker}: {label}", take_back)
+        self.repaint()
+
+    def repaint(self) -> None:
+        if self.wake is not None:
+            self._fill_table(self.wake)
+
+    @work(group="wake-action", exit_on_error=False)
+    async def answer(self, item: WakeItem, option: int) -> None:
+        if self.answering.pop(item.key, None) is None:
+            return  # taken back
+        label = item.options[option - 1]
+        if await self.act(self.client.answer_ask(item.id, option=option), f"Answered {item.asker}: {label}"):
+            self.request_reload()
+        else:
+            self.repaint()
+
+    @work(group="wake-action", exit_on_error=False)
+    async def answer_in_words(self, item: WakeItem) -> None:
+        if await self.app.push_screen_wait(answer_text_form(self.client, item.id, item.question or item.summary)):
+            self.notify(f"Answered {item.asker}", timeout=3)
+            self.request_reload()
+
     @work(group="wake-action", exit_on_error=False)
     async def action_ack(self) -> None:
         item = self._need("message", "message_pending", "buzz")
-        if item is not None and item.source == "buzz":
+        if item is None:
+            return
+        if item.source == "buzz":
             self.dismiss_alert(item)
             return
-        if item and await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
+        if await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
             self.request_reload()
 
     def dismiss_alert(self, item: WakeItem) -> None:
-        self.coord.alerts.dismiss(item.key)
+        """The alert leaves the store (the app's) and the list (here, at once), and the badge counts one less."""
+        self.post_message(self.AlertDismissed(item.key))
         if self.wake is not None:
-            self.show(replace(self.wake, items=[i for i in self.wake.items if i.key != item.key]))
+            shown = replace(self.wake, items=[i for i in self.wake.items if i.key != item.key])
+            self.post_message(self.Shown(shown, None))
+            self.paint(shown)
 
     @work(group="wake-action", exit_on_error=False)
     async def action_pending(self) -> None:
@@ -183,13 +286,19 @@ class WakePane(Pane):
         if await self.act(self.client.move_task(str(item.id), target), f"{item.summary} → {target}"):
             self.request_reload()
 
-    def action_move(self) -> None:
+    @work(group="task-move", exit_on_error=False)
+    async def action_move(self) -> None:
         item = self._need("swarm")
-        if item is not None:
-            self.coord.move_task_dialog(str(item.id), item.summary, on_done=self.request_reload, status=item.status)
+        if item is not None and await move_task_dialog(self, self.client, str(item.id), item.summary, item.status):
+            self.request_reload()
 
     @work(group="wake-action", exit_on_error=False)
     async def action_task_from_alert(self) -> None:
+        """t: a task from the highlighted alert; on a question that may be answered in words, that answer."""
+        asked = self.selected()
+        if asked is not None and asked.source == "ask" and asked.allow_text:
+            self.answer_in_words(asked)
+            return
         item = self._need("buzz")
         if item is None:
             return
@@ -197,7 +306,7 @@ class WakePane(Pane):
             Field("title", "Title", item.summary[:limits.TASK_TITLE], required=True, max_len=limits.TASK_TITLE),
             Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text",
                   max_len=limits.TASK_DETAIL),
-            Field("assignee", "Assignee", self.coord.identity or "")], "Create",
+            Field("assignee", "Assignee", self.session.identity or "")], "Create",
             submit=lambda v: self.client.create_task(v["title"], detail=v["detail"] or None,
                                                      assigneeUserId=v["assignee"] or None)))
         if created:

@@ -16,12 +16,13 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
 from rich.markup import escape
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult, SuspendNotSupported
+from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -29,31 +30,40 @@ from textual.content import Content
 from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
 
 from ..client import limits
-from ..client.api import ApiError, ConnectionFailed
+from ..client.api import ApiError, ConnectionFailed, CoordClient
 
-Submit = Callable[[dict], Awaitable[Any]]
+# A form's values by field name: str from inputs, texts and selects, bool from checks (the field's kind decides,
+# at run time, hence Any). `submit` sends them and answers what the server made of them.
+FormValues = dict[str, Any]
+Submit = Callable[[FormValues], Awaitable[Any]]
+
+
+@runtime_checkable
+class KeepsDrafts(Protocol):
+    """An app that keeps cancelled forms' text (CoordApp): by form (`FormScreen.draft_key`), field name to value."""
+    form_drafts: dict[str, FormValues]
 
 
 @dataclass(frozen=True)
 class Field:
     name: str
     label: str
-    default: object = ""
+    default: str | bool = ""
     kind: str = "input"  # input, text, check, select
-    options: tuple = ()
+    options: tuple[str, ...] = ()
     required: bool = False
     max_len: int | None = None  # the server's limit, counted as it counts (characters)
     wire: str = ""  # the API's name for it: a refusal naming it is shown under this field too
     hint: str = ""  # one line under the label: what the field does
     # a select's choices as the server has them now: asked when the form opens (the options above show meanwhile)
-    load: Callable[[], Awaitable[tuple]] | None = dataclass_field(default=None, compare=False)
+    load: Callable[[], Awaitable[tuple[str, ...]]] | None = dataclass_field(default=None, compare=False)
 
 
 class FormCheckbox(Checkbox):
     """A checkbox that reads the same without colour: "[x] Urgent" or "[ ] Urgent" (Textual's "▐X▌" shows an X
     either way and only its colour says whether it is on), and says how to change it."""
 
-    def __init__(self, label: str, value: bool, **kwargs):
+    def __init__(self, label: str, value: bool, **kwargs: Any) -> None:
         super().__init__(f"{label} (space toggles)", value, compact=True, **kwargs)
 
     @property
@@ -76,12 +86,12 @@ class FormScreen(ModalScreen[Any]):
         self.submit = submit
         self.sending = False
         self.draft_key = title + "\x00" + repr([f.default for f in fields])
-        self.draft: dict | None = None  # what a cancelled copy of this form held (restored in compose)
+        self.draft: FormValues | None = None  # what a cancelled copy of this form held (restored in compose)
 
-    def _drafts(self) -> dict | None:
-        return getattr(self.app, "form_drafts", None)
+    def _drafts(self) -> dict[str, FormValues] | None:
+        return self.app.form_drafts if isinstance(self.app, KeepsDrafts) else None
 
-    def _start(self, field: Field):
+    def _start(self, field: Field) -> str | bool:
         """What the field opens with: the kept draft's value, else its default."""
         return self.draft[field.name] if self.draft and field.name in self.draft else field.default
 
@@ -110,8 +120,8 @@ class FormScreen(ModalScreen[Any]):
                     area.cursor_blink = False
                     yield area
                 elif field.kind == "select":
-                    yield Select([(Text(str(o)), o) for o in field.options], value=self._start(field), allow_blank=False,
-                                 id=widget_id, compact=True)
+                    yield Select([(Text(str(o)), o) for o in field.options], value=str(self._start(field)),
+                                 allow_blank=False, id=widget_id, compact=True)
                 else:
                     yield Input(str(self._start(field) or ""), id=widget_id, compact=True)
                 if field.wire:
@@ -142,6 +152,8 @@ class FormScreen(ModalScreen[Any]):
     async def load_options(self, field: Field) -> None:
         """A list the form offers is current when it opens (a project created a moment ago is there); what is
         chosen meanwhile stays chosen. Unreachable: the options it opened with stay."""
+        if field.load is None:
+            return
         try:
             options = await field.load()
         except (ApiError, ConnectionFailed):
@@ -202,10 +214,10 @@ class FormScreen(ModalScreen[Any]):
                     return True
         return False
 
-    def values(self) -> dict:
+    def values(self) -> FormValues:
         return {name: value.strip() if isinstance(value, str) else value for name, value in self.raw_values().items()}
 
-    def problems(self, values: dict) -> str | None:
+    def problems(self, values: FormValues) -> str | None:
         missing = [f.label for f in self.fields if f.required and not values.get(f.name)]
         if missing:
             return f"Required: {', '.join(missing)}"
@@ -225,14 +237,14 @@ class FormScreen(ModalScreen[Any]):
         elif self.submit is None:
             self.dismiss(values)
         else:
-            self.send(values)
+            self.send(values, self.submit)
 
     @work(group="form-submit", exit_on_error=False)
-    async def send(self, values: dict) -> None:
+    async def send(self, values: FormValues, submit: Submit) -> None:
         self.sending = True
         self.query_one("#form-error", Label).update("[dim]Sending…[/dim]")
         try:
-            result = await self.submit(values)
+            result = await submit(values)
         except ApiError as exc:
             allowed = f" Allowed: {', '.join(exc.allowed)}." if exc.allowed else ""
             self.show_field_errors(exc.message)
@@ -268,17 +280,20 @@ class FormScreen(ModalScreen[Any]):
                 drafts.pop(self.draft_key, None)
         self.dismiss(None)
 
-    def dismiss(self, result: Any = None):
+    def dismiss(self, result: Any = None) -> AwaitComplete:
         if result is not None and (drafts := self._drafts()) is not None:
             drafts.pop(self.draft_key, None)  # sent (or handed back): the draft is done
         return super().dismiss(result)
 
-    def raw_values(self) -> dict:
+    def raw_values(self) -> FormValues:
         """Every field as typed (unstripped): what a kept draft restores."""
-        result = {}
+        result: FormValues = {}
         for field in self.fields:
             widget = self.query_one(f"#field-{field.name}")
-            result[field.name] = widget.text if isinstance(widget, TextArea) else widget.value
+            if isinstance(widget, TextArea):
+                result[field.name] = widget.text
+            elif isinstance(widget, (Input, Checkbox, Select)):
+                result[field.name] = widget.value
         return result
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -295,14 +310,21 @@ class FormScreen(ModalScreen[Any]):
             self.action_cancel()
 
 
-def reply_form(client, message_id: int, about: str) -> FormScreen:
+def reply_form(client: CoordClient, message_id: int, about: str) -> FormScreen:
     """The reply dialog of Wake and Inbox: it sends the reply itself, so a refusal keeps the text."""
     return FormScreen(f"Reply to {about}", [Field("body", "Reply", kind="text", required=True,
                                                   max_len=limits.MESSAGE_BODY)],
                       "Send", submit=lambda values: client.reply(message_id, values["body"]))
 
 
-def edit_in_editor(app, text: str) -> str | None:
+def answer_text_form(client: CoordClient, ask_id: int, question: str) -> FormScreen:
+    """An ask answered in words (where its asker allows text): the first answer wins, a later one is refused."""
+    return FormScreen(f"Answer: {question[:60]}", [Field("text", "Answer", kind="text", required=True,
+                                                         max_len=limits.ASK_TEXT, wire="text")],
+                      "Answer", submit=lambda values: client.answer_ask(ask_id, text=values["text"]))
+
+
+def edit_in_editor(app: App[Any], text: str) -> str | None:
     """Runs $VISUAL or $EDITOR (default vi) on a temporary copy of `text`; None when the editor fails."""
     command = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
     fd, name = tempfile.mkstemp(prefix="coord-", suffix=".md")

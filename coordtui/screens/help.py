@@ -1,16 +1,37 @@
-"""The key list: global keys, the active pane's keys, and how to change them in keys.toml."""
+"""The key list: global keys, the active pane's keys, and how to change them in keys.toml.
+
+The app gives it the panes (key and title, from the one pane list: panes/catalog.py) and the pane in view."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..keys import KeyConfig
+
+
+@dataclass(frozen=True)
+class PaneHelp:
+    """The section of the pane in view: its title, what its keys do, and its class (whose bindings are listed)."""
+    title: str
+    keys: list[tuple[str, str]]
+    cls: type[DOMNode]
+
+
+def pane_keys(panes: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The rows that switch panes, from (key, title) of every pane in order."""
+    keys = f"{panes[0][0]}-{panes[-1][0]}"
+    return [(keys, "switch pane: " + ", ".join(f"{key} {title}" for key, title in panes)),
+            (f"alt+{keys}", "switch pane from anywhere, inside inputs and editors too (or escape, then the digit)")]
+
+
 GLOBAL_KEYS = [
-    ("1-9", "switch pane: 1 Wake, 2 Inbox, 3 Chat, 4 Swarm, 5 Who, 6 Doctor, 7 Notes, 8 Links, 9 Buzz"),
-    ("alt+1-9", "switch pane from anywhere, inside inputs and editors too (or escape, then the digit)"),
     ("j / k", "down / up in every list, arrows too (keys.toml: list.down, list.up)"),
     ("home / end", "first / last row (list.first, list.last); pgup / pgdn a page"),
     ("/", "filter the list of the pane or screen (escape clears)"),
@@ -30,11 +51,11 @@ NOTES = [
 ]
 
 
-def key_rows(pane, keymap: dict[str, str]) -> list[tuple[str, str, str]]:
+def key_rows(cls: type[DOMNode], keymap: dict[str, str]) -> list[tuple[str, str, str]]:
     """(key as configured, what it does, binding id) for the pane's own bindings."""
     rows = []
     seen = set()
-    for base in type(pane).__mro__:
+    for base in cls.__mro__:
         for binding in base.__dict__.get("BINDINGS", []):
             if isinstance(binding, Binding) and binding.id and binding.id not in seen:
                 seen.add(binding.id)
@@ -45,22 +66,23 @@ def key_rows(pane, keymap: dict[str, str]) -> list[tuple[str, str, str]]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, pane, key_config):
+    def __init__(self, panes: list[tuple[str, str]], pane: PaneHelp | None, key_config: KeyConfig) -> None:
         super().__init__()
+        self.panes = panes
         self.pane = pane
         self.key_config = key_config
 
     def compose(self) -> ComposeResult:
         keymap = self.key_config.keymap
         lines = ["[b]coordtui keys[/b]", ""]
-        lines += [f"  [b]{escape(key):>9}[/b]  {escape(text)}" for key, text in GLOBAL_KEYS]
+        lines += [f"  [b]{escape(key):>9}[/b]  {escape(text)}" for key, text in pane_keys(self.panes) + GLOBAL_KEYS]
         lines += [""] + [f"  {escape(note)}" for note in NOTES]
         if self.pane is not None:
-            lines += ["", f"[b]{escape(self.pane.TITLE)}[/b]", ""]
-            lines += [f"  [b]{escape(key):>9}[/b]  {escape(text)}" for key, text in self.pane.KEYS]
+            lines += ["", f"[b]{escape(self.pane.title)}[/b]", ""]
+            lines += [f"  [b]{escape(key):>9}[/b]  {escape(text)}" for key, text in self.pane.keys]
             lines += ["", "[b]Bindings[/b] (key · action · id for keys.toml)", ""]
             lines += [f"  [b]{escape(key):>9}[/b]  {escape(text):<16} [dim]{escape(binding_id)}[/dim]"
-                      for key, text, binding_id in key_rows(self.pane, keymap)]
+                      for key, text, binding_id in key_rows(self.pane.cls, keymap)]
         lines += ["", f"Your keys: {escape(str(self.key_config.path))}", '  [keys] "inbox.compose" = "C"   '
                   '(also app.pane.wake…, app.help, app.reload, app.undo, form.submit, form.editor)',
                   "  [options] open_marks_read = false   (opening a message no longer acknowledges it)",

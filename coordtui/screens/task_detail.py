@@ -2,6 +2,9 @@
 GET /api/swarm/tasks/{id}/events."""
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Awaitable, Callable
+
 from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
@@ -11,10 +14,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..client.api import ApiError, ConnectionFailed
-from ..client.models import age_text
+from ..client.models import Task, TaskEvent, age_text
 from ..client.v11 import Workflow
 from ..keybar import KeyBar
+from ..session import Session
 from .form import Field, FormScreen
+from .task_move import move_task, move_task_dialog
 
 STATE_STYLE = {"enabled": "green", "disabled": "dim", "expired": "red", "review due": "yellow"}
 
@@ -23,11 +28,12 @@ class TaskDetailScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "close", "Close"), Binding("m", "move", "Move"), Binding("c", "claim", "Claim"),
                 Binding("a", "attach", "Attach workflow"), Binding("d", "detach", "Detach workflow")]
 
-    def __init__(self, task_id: str):
+    def __init__(self, session: Session, task_id: str) -> None:
         super().__init__()
+        self.session = session
         self.task_id = task_id
-        self.current_task = None
-        self.history = []
+        self.current_task: Task | None = None
+        self.history: list[TaskEvent] = []
         self.workflows: list[Workflow] | None = None  # None: the server has no workflows (404)
 
     def compose(self) -> ComposeResult:
@@ -40,7 +46,7 @@ class TaskDetailScreen(ModalScreen[None]):
 
     @work(exclusive=True, group="task-detail", exit_on_error=False)
     async def load(self) -> None:
-        client = self.app.client
+        client = self.session.connected_client()
         target = self.query_one("#task-detail-text", Static)
         try:
             tasks = await client.tasks(include_completed=True)
@@ -66,7 +72,7 @@ class TaskDetailScreen(ModalScreen[None]):
         if task is None:
             target.update("Task not found.")
             return
-        now = self.app.now()
+        now = self.session.now()
         lines = [f"[b]{escape(task.title)}[/b]", "",
                  f"Status:    [b]{task.status}[/b]", f"Assignee:  {escape(task.assignee or '-')}",
                  f"Creator:   {escape(task.creator or '-')}",
@@ -82,7 +88,7 @@ class TaskDetailScreen(ModalScreen[None]):
             lines.append("  (none)")
         target.update("\n".join(lines))
 
-    def workflow_lines(self, now) -> list[str]:
+    def workflow_lines(self, now: datetime) -> list[str]:
         if self.workflows is None:
             return []
         lines = ["[b]Workflows[/b] [dim](a attach · d detach)[/dim]"]
@@ -96,41 +102,46 @@ class TaskDetailScreen(ModalScreen[None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
-    def action_move(self) -> None:
-        if self.current_task is not None:
-            self.app.move_task_dialog(self.current_task.id, self.current_task.title, on_done=lambda *_: self.load(),
-                                      status=self.current_task.status)
+    @work(group="task-move", exit_on_error=False)
+    async def action_move(self) -> None:
+        task = self.current_task
+        if task is not None and await move_task_dialog(self, self.session.connected_client(), task.id, task.title,
+                                                       task.status):
+            self.load()
 
-    def action_claim(self) -> None:
-        if self.current_task is not None:
-            self.app.move_task(self.current_task.id, "in_progress", on_done=lambda *_: self.load())
+    @work(group="task-move", exit_on_error=False)
+    async def action_claim(self) -> None:
+        task = self.current_task
+        if task is not None and await move_task(self, self.session.connected_client(), task.id, "in_progress"):
+            self.load()
 
     @work(group="task-workflows", exit_on_error=False)
     async def action_attach(self) -> None:
         if self.workflows is None:
             return
         try:
-            visible = await self.app.client.workflows()
+            visible = await self.session.connected_client().workflows()
         except (ApiError, ConnectionFailed) as exc:
             self.notify(str(exc), title="Workflows", severity="error", timeout=5)
             return
         attached = {w.id for w in self.workflows}
-        choices = labelled([w for w in visible if w.id not in attached], self.app.now())
+        choices = labelled([w for w in visible if w.id not in attached], self.session.now())
         if not choices:
             self.notify("No other workflow to attach", severity="warning", timeout=3)
             return
         await self.pick("Attach a workflow", choices, "Attach",
-                        lambda flow_id: self.app.client.attach_workflow(self.task_id, flow_id))
+                        lambda flow_id: self.session.connected_client().attach_workflow(self.task_id, flow_id))
 
     @work(group="task-workflows", exit_on_error=False)
     async def action_detach(self) -> None:
         if not self.workflows:
             self.notify("No workflow attached", severity="warning", timeout=3)
             return
-        await self.pick("Detach a workflow", labelled(self.workflows, self.app.now()), "Detach",
-                        lambda flow_id: self.app.client.detach_workflow(self.task_id, flow_id))
+        await self.pick("Detach a workflow", labelled(self.workflows, self.session.now()), "Detach",
+                        lambda flow_id: self.session.connected_client().detach_workflow(self.task_id, flow_id))
 
-    async def pick(self, title: str, choices: dict[str, str], label: str, call) -> None:
+    async def pick(self, title: str, choices: dict[str, str], label: str,
+                   call: Callable[[str], Awaitable[None]]) -> None:
         names = tuple(choices)
         form = FormScreen(f"{title}: {self.current_task.title if self.current_task else ''}",
                           [Field("workflow", "Workflow", names[0], kind="select", options=names)], label,
@@ -139,7 +150,7 @@ class TaskDetailScreen(ModalScreen[None]):
             self.load()
 
 
-def labelled(flows: list[Workflow], now) -> dict[str, str]:
+def labelled(flows: list[Workflow], now: datetime) -> dict[str, str]:
     """Select labels (title and state, numbered when titles repeat) to workflow ids."""
     choices: dict[str, str] = {}
     for flow in flows:

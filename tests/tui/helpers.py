@@ -11,6 +11,8 @@ from textual.drivers.headless_driver import HeadlessDriver
 
 from coordtui.app import CoordApp
 from coordtui.config import Profile
+from coordtui.panes.base import Pane
+from coordtui.panes.catalog import PANES
 from tests.conftest import TOKENS
 
 FROZEN_NOW = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)
@@ -19,6 +21,11 @@ FROZEN_NOW = datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)
 def make_app(server, who: str = "alice", **kwargs) -> CoordApp:
     kwargs.setdefault("backoff", (0.1, 0.5))
     return CoordApp(Profile("test", server.url, TOKENS[who]), **kwargs)
+
+
+def pane_by_id(app: CoordApp, pane_id: str) -> Pane:
+    """A pane by its id in the one pane list (panes/catalog.py); the app itself reaches panes by typed property."""
+    return app.pane_of(next(spec.cls for spec in PANES if spec.id == pane_id))
 
 
 async def wait_for(pilot, predicate, timeout: float = 10.0, what: str | Callable[[], str] = "condition") -> None:

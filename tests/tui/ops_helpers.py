@@ -16,7 +16,7 @@ def field_error(app, name: str) -> str:
 
 
 async def open_ops(pilot, app, pane_key: str, key: str, cls: type[OpsScreen]) -> OpsScreen:
-    await wait_for(pilot, lambda: app.conn_state == "connected" and app.identity, what="connected")
+    await wait_for(pilot, lambda: app.conn_state == "connected" and app.session.identity, what="connected")
     await pilot.press(pane_key)
     await wait_idle(pilot, app)
     await pilot.press(key)

@@ -44,6 +44,11 @@ def update_frame(update: bytes) -> str:
     return frame("update", update=list(update))
 
 
+def awareness_frame(update: bytes) -> str:
+    """A y-protocols awareness update (awareness.py)."""
+    return frame("awareness", update=list(update))
+
+
 class Peer:
     """One WebSocket connection, as the room sees it. Frames are queued; the socket task sends them."""
 

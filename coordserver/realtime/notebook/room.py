@@ -12,6 +12,9 @@ is a peer.Peer.)
   When the last peer leaves the room saves at once and is unloaded `notebook_unload_seconds` later.
 - Page metadata changes (lock, archive, tags) arrive on the same channel from the domain's commits;
   the room tells peers `readonly`/`editable` and closes peers that may no longer see the page.
+- Editors' awareness (cursors, names, colours: awareness.py) is relayed to the room's other peers and
+  over the bus to the page's rooms elsewhere, never stored; a peer that leaves or goes silent has its
+  states removed with a null-state update to everyone.
 - Each room announces its own viewers on the channel when they change and again every
   `notebook_viewers_refresh_seconds`; other processes' announcements expire after three intervals,
   so a process that dies without saying goodbye leaves no ghost viewers behind.
@@ -34,8 +37,9 @@ from ...domain.visibility import can_see, is_owner
 from ...errors import log_background_failure
 from ...events.bus import Bus
 from ...events.channels import NOTEBOOK, NotebookPayload, RoomMeta
+from .awareness import InvalidAwareness, RoomAwareness
 from .peer import (CLOSE_INVALID_DATA, CLOSE_NOT_FOUND, CLOSE_TOO_BIG, TOO_BIG_MESSAGE, ContentCap, Peer,
-                            frame, update_frame)
+                   awareness_frame, frame, update_frame)
 
 log = logging.getLogger("coord.notebook")
 
@@ -55,6 +59,9 @@ class RoomHost(Protocol):
 
     @property
     def unload_seconds(self) -> float: ...
+
+    @property
+    def awareness_timeout_seconds(self) -> float: ...
 
     def room_idle(self, room: Room) -> None: ...
 
@@ -77,10 +84,14 @@ class Room:
         self.version = 0          # bumped by every change to the document
         self.saved_version = 0
         self.editors: dict[str, int] = {}  # identity -> version of their latest unsaved edit
+        self.awareness = RoomAwareness(manager.awareness_timeout_seconds)
         self._save_lock = asyncio.Lock()
         self._save_timer: asyncio.TimerHandle | None = None
         self._unload_timer: asyncio.TimerHandle | None = None
         self.unsubscribe: Callable[[], None] = manager.bus.subscribe(NOTEBOOK.of(page_id), self.on_bus)
+        # A room opening here has heard none of the cursors set before: the page's rooms elsewhere say them again.
+        opened: NotebookPayload = {"kind": "awareness_query", "origin": self.origin}
+        manager.bus.publish(NOTEBOOK.of(page_id), opened)
 
     # --- who may do what ---------------------------------------------------------------------
     def may_see(self, peer: Peer) -> bool:
@@ -107,12 +118,18 @@ class Room:
         peer.send(frame("sync", update=list(self.doc.get_update())))
         if not self.may_edit(peer):
             peer.send(self.readonly_frame())
+        everyone = self.awareness.everyone()
+        if everyone is not None:
+            peer.send(awareness_frame(everyone))
         self._viewers_changed()
 
     def leave(self, peer: Peer) -> None:
         if peer not in self.peers:
             return
         self.peers.discard(peer)
+        removal = self.awareness.drop_sender(peer)
+        if removal is not None:
+            self._relay_awareness(removal)
         self._viewers_changed()
         if not self.peers:
             self.manager.room_idle(self)
@@ -174,6 +191,30 @@ class Room:
         self.send_to_peers(update_frame(update), exclude=peer)
         self.manager.publish_update(self, update)
 
+    # --- awareness (cursors; relayed, never stored) --------------------------------------------
+    def receive_awareness(self, peer: Peer, update: bytes) -> None:
+        if peer.closing:
+            return
+        try:
+            applied = self.awareness.apply(peer, update)
+        except InvalidAwareness as exc:
+            peer.close(CLOSE_INVALID_DATA, str(exc))
+            return
+        if applied:
+            self._relay_awareness(update, exclude=peer)
+
+    def _relay_awareness(self, update: bytes, exclude: Peer | None = None) -> None:
+        self.send_to_peers(awareness_frame(update), exclude=exclude)
+        payload: NotebookPayload = {"kind": "awareness", "origin": self.origin,
+                                    "update": base64.b64encode(update).decode()}
+        self.manager.bus.publish(NOTEBOOK.of(self.page_id), payload)
+
+    def drop_silent_awareness(self) -> None:
+        """Each process drops the states it has not heard renewed (so a dead process's editors go too)."""
+        removal = self.awareness.drop_silent()
+        if removal is not None:
+            self.send_to_peers(awareness_frame(removal))
+
     def merge_content(self, content: str, base: bytes | None) -> None:
         """A REST PATCH of content, as a diff: peers get an update and keep their own edits."""
         update = pages.merge_text_from(self.doc, base, content)
@@ -220,6 +261,21 @@ class Room:
             self.set_meta({"createdBy": payload["createdBy"], "taggedUsers": payload["taggedUsers"],
                            "locked": payload["locked"], "lockedBy": payload["lockedBy"],
                            "archived": payload["archived"]})
+        elif kind == "awareness":
+            update = base64.b64decode(payload["update"])
+            try:
+                applied = self.awareness.apply(payload["origin"], update)
+            except InvalidAwareness:
+                log.warning("ignoring an invalid awareness update for page %s from the bus", self.page_id)
+                return
+            if applied:
+                self.send_to_peers(awareness_frame(update))
+        elif kind == "awareness_query":
+            ours = self.awareness.of_senders(list(self.peers))
+            if ours is not None:
+                answer: NotebookPayload = {"kind": "awareness", "origin": self.origin,
+                                           "update": base64.b64encode(ours).decode()}
+                self.manager.bus.publish(NOTEBOOK.of(self.page_id), answer)
         elif kind == "viewers":
             before = self.viewers()
             origin = payload["origin"]

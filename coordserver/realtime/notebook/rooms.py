@@ -8,7 +8,7 @@ import logging
 from datetime import timedelta
 from typing import Callable
 
-from ...domain import notebook as pages
+from ...domain import notebook as pages, notebook_versions as versions
 from .peer import CLOSE_GOING_AWAY, Peer
 from .room import Room
 from ...events.channels import BUS, NOTEBOOK, NOTEBOOK_HEARTBEAT
@@ -39,8 +39,13 @@ class NotebookRooms:
     def unload_seconds(self) -> float:
         return self.coord.settings.notebook_unload_seconds
 
+    @property
+    def awareness_timeout_seconds(self) -> float:
+        return self.coord.settings.notebook_awareness_timeout_seconds
+
     async def start(self) -> None:
         self.coord.spawn(self._refresh_viewers(), "notebook-viewers")
+        self.coord.spawn(self._drop_silent_awareness(), "notebook-awareness")
         self._unsubscribe_bus = self.bus.subscribe(BUS, self._on_bus_reconnected)
         self._unsubscribe_beats = self.bus.subscribe(NOTEBOOK_HEARTBEAT, self._on_heartbeat)
 
@@ -61,6 +66,16 @@ class NotebookRooms:
                     room.expire_remote_viewers(now, ttl)
                 except Exception:  # one room's trouble must not stop the refresh for the others
                     log.exception("refreshing the viewers of notebook page %s failed", room.page_id)
+
+    async def _drop_silent_awareness(self) -> None:
+        """As y-protocols clients do: look every tenth of the timeout for states not renewed in time."""
+        while True:
+            await asyncio.sleep(self.awareness_timeout_seconds / 10)
+            for room in list(self.rooms.values()):
+                try:
+                    room.drop_silent_awareness()
+                except Exception:  # one room's trouble must not stop the others
+                    log.exception("dropping silent awareness of notebook page %s failed", room.page_id)
 
     async def stop(self) -> None:
         """Shutdown: close every socket, then save every room (retrying a few times)."""
@@ -117,11 +132,14 @@ class NotebookRooms:
         return room
 
     def room_idle(self, room: Room) -> None:
-        """The last peer left: save now, unload later."""
+        """The last peer left: save now, keep a version if it was the page's last editor anywhere
+        (no editors in other processes either), unload later."""
         async def flush_then_unload() -> None:
-            await room.flush()
+            saved = await room.flush()
             if not room.peers:
                 room.schedule_unload()
+            if saved and not room.viewers():
+                await self.coord.store.write(versions.version_when_idle, room.page_id, self.env_admins)
         self.coord.spawn(flush_then_unload(), "notebook-idle")
 
     def unload_if_idle(self, room: Room) -> None:
@@ -146,6 +164,12 @@ class NotebookRooms:
         self.coord.spawn(publish_large(), "notebook-relay")
 
     # --- REST helpers --------------------------------------------------------------------------
+    async def flush(self, page_id: str) -> None:
+        """Save the live document of this process's room now, if there is one."""
+        room = self.rooms.get(page_id)
+        if room is not None:
+            await room.flush()
+
     def live_text(self, page_id: str) -> str | None:
         room = self.rooms.get(page_id)
         return pages.document_text(room.doc) if room is not None else None

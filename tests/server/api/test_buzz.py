@@ -85,7 +85,7 @@ def test_alertmanager_ingest_wakes_and_notifies(server):
     response = anon.post(f"/api/ingest/prom/{hook['token']}", json=ALERTMANAGER)
     assert response.status_code == 200, response.text
     result = response.json()
-    assert result == {"ok": True, "eventId": result["eventId"]}
+    assert result == {"ok": True, "eventId": result["eventId"], "alertId": result["alertId"]}
 
     wake = bob.get("/api/wake").json()
     alert = next(i for i in wake["items"] if i["source"] == "buzz")
@@ -112,7 +112,7 @@ def test_alertmanager_ingest_wakes_and_notifies(server):
     logged = server.call(lambda: server.coord.store.read(
         lambda: [(e.type, e.data) for e in Event.select().where(Event.type == "broadcast")]))
     assert ("broadcast", {"type": "broadcast", "appName": "prom", "title": event["title"],
-                          "eventId": result["eventId"]}) in logged
+                          "eventId": result["eventId"], "alertId": result["alertId"]}) in logged
 
 
 def test_wrong_token_or_disabled_records_nothing(server):

@@ -62,9 +62,9 @@ def test_caller_report(make_server):
     srv.call(open_stream)
     probes = check_report(bob.get("/api/doctor").json(), CALLER_PROBES)
     assert probes["stream"]["details"]["open"] == 1 and probes["stream"]["summary"] == "1 event stream open"
-    assert probes["pending"]["details"]["wakeItems"] == 1
+    assert probes["pending"]["details"]["wakeItems"] == 2  # the v1 buzz item and its alert (issue 26)
     # doctor looks at wake without delivering it
-    assert [i["source"] for i in bob.get("/api/wake").json()["items"]] == ["buzz"]
+    assert [i["source"] for i in bob.get("/api/wake").json()["items"]] == ["buzz", "alert"]
 
 
 def test_caller_webhook_delivery_results(make_server):
@@ -124,7 +124,7 @@ def test_admin_report(make_server):
                                  next_run_at=now - timedelta(hours=1), created_at=now, updated_at=now)
     srv.call(lambda: srv.coord.store.write(backlog))
     probes = check_report(admin.get("/api/doctor/admin").json(), ADMIN_PROBES)
-    assert probes["events"]["details"]["rows"] == 1
+    assert probes["events"]["details"]["rows"] == 2  # the buzz event and its alert opening (alert_changed)
     assert probes["outbox"]["status"] == "warn" and probes["outbox"]["details"]["oldestPendingAge"] == "2h"
     assert probes["scheduler"]["status"] == "warn" and probes["scheduler"]["details"]["overdue"] == 1
 

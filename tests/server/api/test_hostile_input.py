@@ -167,6 +167,9 @@ def test_every_json_route_refuses_hostile_bodies(hostile_server):
 _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId": ("alice", "/api/mailboxes/bob/messages"),
                    "workHoursStart": ("alice", "/api/swarm/projects"), "workHoursEnd": ("alice", "/api/swarm/projects"),
                    "count": ("alice", "/api/swarm/recurring/preview"), "defaultOption": ("alice", "/api/asks"),
+                   "minutes": ("alice", f"/api/buzz/alerts/{_UNKNOWN_ID}/snooze"),
+                   "webhookId": ("alice", "/api/buzz/silences/preview"),
+                   "escalateAfterMinutes": ("alice", "/api/buzz/webhooks"),
                    "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}")}
 
 

@@ -34,7 +34,8 @@ FAMILIES = {  # family name as the parser gives it (counters lose _total) -> typ
     "coord_scheduler_lag_seconds": "gauge", "coord_event_loop_lag_seconds": "gauge",
     "coord_wake_pulses": "counter", "coord_metrics_scrape_duration_seconds": "histogram",
     "process_cpu_seconds": "counter", "process_resident_memory_bytes": "gauge", "python_info": "gauge",
-    "python_gc_collections": "counter",
+    "python_gc_collections": "counter", "coord_buzz_alerts": "gauge", "coord_buzz_silenced_ingests": "counter",
+    "coord_buzz_escalations": "counter", "coord_buzz_alert_time_to_ack_seconds": "histogram",
 }
 
 
@@ -370,3 +371,28 @@ def test_multiprocess_mode_holds_whatever_imported_prometheus_client_first(tmp_p
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     kinds = {p.name.rsplit("_", 1)[0] for p in tmp_path.iterdir()}
     assert {"counter", "gauge_livesum", "gauge_livemax"} <= kinds, kinds
+
+
+def test_alerts_by_state_time_to_ack_and_silenced_ingests(srv):
+    alice = client(srv, "alice")
+    before = scrape(srv.url)
+    hook = alice.post("/api/buzz/webhooks", json={"appName": "metrics-a", "title": "T", "wakeAgent": "alice"}).json()
+    ingest = f"/api/ingest/metrics-a/{hook['token']}"
+    first = client(srv).post(ingest, json={"title": "one", "groupKey": "m1"}).json()
+    client(srv).post(ingest, json={"title": "two", "groupKey": "m2"})
+    srv.clock.advance(minutes=2)
+    assert alice.post(f"/api/buzz/alerts/{first['alertId']}/ack").status_code == 200
+    assert alice.post("/api/buzz/silences", json={"webhookId": hook["id"], "match": {"title": "quiet"},
+                                                  "minutes": 5}).status_code == 200
+    assert "silencedBy" in client(srv).post(ingest, json={"title": "quiet please"}).json()
+    opened = value(before, "coord_buzz_alerts", state="open")
+    acked = value(before, "coord_buzz_alerts", state="acked")
+    samples = wait_sample(srv.url, "coord_buzz_alerts", opened + 2, state="open")  # "two" and the silenced one
+    assert value(samples, "coord_buzz_alerts", state="acked") == acked + 1
+    assert value(samples, "coord_buzz_silenced_ingests_total") == value(before, "coord_buzz_silenced_ingests_total") + 1
+    counted = value(samples, "coord_buzz_alert_time_to_ack_seconds_count")
+    assert counted == value(before, "coord_buzz_alert_time_to_ack_seconds_count") + 1
+    assert value(samples, "coord_buzz_alert_time_to_ack_seconds_bucket", le="120.0") - \
+        value(before, "coord_buzz_alert_time_to_ack_seconds_bucket", le="120.0") == 1  # two minutes to ack
+    assert value(samples, "coord_buzz_alert_time_to_ack_seconds_bucket", le="60.0") == \
+        value(before, "coord_buzz_alert_time_to_ack_seconds_bucket", le="60.0")

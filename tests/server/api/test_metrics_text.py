@@ -87,7 +87,7 @@ def figures() -> _AppFigures:
     return _AppFigures({**{name: 1 for name in ("coord_users_total", "coord_chat_channels_total",
                                                 "coord_chat_messages_total", "coord_mailbox_messages_total",
                                                 "coord_swarm_projects_total", "coord_push_outbox_pending")},
-                        "tasks": {"ready": 2, "done": 5}}, 0.0, math.nan)
+                        "tasks": {"ready": 2, "done": 5}, "alerts": {"open": 3, "acked": 1}}, 0.0, math.nan)
 
 
 def scrape_both(process, app) -> tuple[bytes, bytes]:

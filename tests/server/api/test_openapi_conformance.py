@@ -44,6 +44,10 @@ REFERENCE_REFUSALS = re.compile("|".join([
     r"^deadline must be in the future$",                   # POST /api/asks: the server's clock decides
     r"^Unknown option for this ask: ",                     # an answer naming an option the ask does not have
     r"^This ask takes one of its options, not text$",      # a text answer to an options-only ask
+    r"^until must be (in the future|within \d+ minutes)$",  # a snooze's end: the server's clock decides
+    r"^endsAt must be in the future, within \d+ minutes$",  # a silence's end, likewise
+    r"^match\.title is not a regular expression: ",       # /.../ that Python's re does not compile
+    r"^runbookPageId is not a notebook page$",             # a page id of the right shape that names no page
 ]))
 
 

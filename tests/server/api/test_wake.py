@@ -89,11 +89,12 @@ def test_each_source_with_fields_actions_and_resolution(make_server):
     clock.advance(minutes=3)
 
     payload = wake_of(srv, "bob")
-    assert payload["summary"] == "3 waiting: 1 alert, 1 unread message, 1 active task."
-    buzz, task, message = payload["items"]  # priority first, then oldest first
+    assert payload["summary"] == "4 waiting: 1 alert, 1 open alert, 1 unread message, 1 active task."
+    buzz, alert, task, message = payload["items"]  # priority first, then oldest first
     assert buzz == {"source": "buzz", "id": event_id, "role": "wake", "summary": "Build failed: main is red",
                     "action": "You watch this feed: open a ready task and look into it.", "priority": "high",
-                    "appName": "ci", "ephemeral": True, "age": "3m"}
+                    "appName": "ci", "alertId": alert["id"], "ephemeral": True, "age": "3m"}
+    assert (alert["source"], alert["count"], alert["state"], alert["title"]) == ("alert", 1, "open", "Build failed")
     assert message == {"source": "message", "id": message_id, "summary": "From alice: 'Deploy window'",
                        "action": "Read it, answer, then acknowledge it.", "priority": "normal", "projectId": None,
                        "ephemeral": False, "age": "2h 18m"}
@@ -103,12 +104,17 @@ def test_each_source_with_fields_actions_and_resolution(make_server):
     assert payload["actions"] == [
         {"item": "buzz", "action": "Alerts: open a task for each. Notifications: just read.",
          "skill_url": "http://coord.test/api/skill/buzz"},
+        {"item": "alerts", "action": "Open alerts you watch, one per problem: ack one you take on, or snooze or "
+                                     "resolve it.", "skill_url": "http://coord.test/api/skill/buzz"},
         {"item": "messages", "action": "Read, answer and acknowledge your unread mail.",
          "skill_url": "http://coord.test/api/skill"},
         {"item": "swarm", "action": "Start ready tasks, push in-progress ones along, finish reviews.",
          "skill_url": "http://coord.test/api/skill/swarm"}]
 
-    # the alert was delivered by that call; acking the message and finishing the task clear the rest
+    # the buzz event was delivered by that call (its alert stays until handled: acking it clears it);
+    # acking the message and finishing the task clear the rest
+    assert [i["source"] for i in wake_of(srv, "bob")["items"]] == ["alert", "swarm", "message"]
+    assert client(srv, "bob").post(f"/api/buzz/alerts/{alert['id']}/ack").status_code == 200
     assert [i["source"] for i in wake_of(srv, "bob")["items"]] == ["swarm", "message"]
     set_message(srv, message_id, status="read")
     assert [i["source"] for i in wake_of(srv, "bob")["items"]] == ["swarm"]
@@ -348,7 +354,7 @@ def test_wake_and_buzz_on_both_backends(make_server, database_url):
     add_task(srv, "bob", status="review")
     payload = wake_of(srv, "bob")
     assert [(i["source"], i["priority"]) for i in payload["items"]] == [
-        ("buzz", "high"), ("message", "high"), ("swarm", "normal")]
-    assert [i["source"] for i in wake_of(srv, "bob")["items"]] == ["message", "swarm"]
+        ("buzz", "high"), ("alert", "high"), ("message", "high"), ("swarm", "normal")]
+    assert [i["source"] for i in wake_of(srv, "bob")["items"]] == ["alert", "message", "swarm"]
     assert [i["role"] for i in wake_of(srv, "carol")["items"]] == ["notify"]
     assert wake_of(srv, "carol")["items"] == []

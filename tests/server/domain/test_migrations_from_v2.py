@@ -1,4 +1,5 @@
-"""Schema 2 -> 3 (API.md §18) -> 4 (the wake index) -> 5 (notebook read bases): a version-2 database with projects and tasks opens, is upgraded, and its
+"""Schema 2 -> 3 (API.md §18) -> 4 (the wake index) -> 5 (notebook read bases) -> 6 (asks) -> 7
+(notebook page versions): a version-2 database with projects and tasks opens, is upgraded, and its
 projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def create_v2_database(url: str) -> tuple[str, str]:
             database.execute_sql(f"ALTER TABLE project DROP COLUMN {column}")
         database.execute_sql("DROP INDEX event_to_all")  # version 4
         database.execute_sql("DROP TABLE notebook_read_base")  # version 5
+        for table in ("notebook_version", "notebook_pending_editor"):  # version 7
+            database.execute_sql(f"DROP TABLE {table}")
         database.execute_sql("UPDATE schema_version SET version = 2")
         now = datetime(2026, 1, 5, 12, 0, 0)
         database.execute_sql(
@@ -38,7 +41,7 @@ def create_v2_database(url: str) -> tuple[str, str]:
     return "p-old", "t-old"
 
 
-def test_v2_database_is_upgraded_through_3_4_5_and_6(make_server, database_url):
+def test_v2_database_is_upgraded_through_3_to_8(make_server, database_url):
     project_id, task_id = create_v2_database(database_url)
     srv = make_server(database_url=database_url)
     alice, bob, carol = client(srv, "alice"), client(srv, "bob"), client(srv, "carol")
@@ -55,7 +58,10 @@ def test_v2_database_is_upgraded_through_3_4_5_and_6(make_server, database_url):
     assert workflow.status_code == 200
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (6, 6)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (8, 8)
     assert store.database.table_exists("notebook_read_base")
+    assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
+    assert store.database.table_exists("buzz_alert")
+    assert "alert_id" in {c.name for c in store.database.get_columns("buzz_event")}
     store.close()

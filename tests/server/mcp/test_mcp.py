@@ -82,7 +82,7 @@ async def test_initialize_lists_the_tools_with_their_schemas(srv, mode):
         assert (session.protocol_version == "2026-07-28") == (mode == "auto")
         listed = (await session.list_tools()).tools
         assert [t.name for t in listed] == [t.name for t in tools.TOOLS]
-        assert len(listed) == 30
+        assert len(listed) == 40
         send = next(t for t in listed if t.name == "send_message")
         assert send.input_schema["type"] == "object"
         assert "recipient" in send.input_schema["required"] and "replyToMessageId" in send.input_schema["properties"]
@@ -151,6 +151,16 @@ async def test_every_tool_succeeds_like_its_route(srv):
         assert edited["page"]["content"] == "one two"
         with client(srv, "alice") as alice:
             assert ok(alice.get(f"/api/notebook/{page['id']}"))["page"]["content"] == "one two"
+        versions = succeeded(await call("notebook_versions", {"pageId": page["id"]}))["versions"]
+        assert [v["reason"] for v in versions] == ["created"]
+        kept = succeeded(await call("notebook_checkpoint", {"pageId": page["id"], "label": "from MCP"}))["version"]
+        assert kept["label"] == "from MCP" and kept["editors"] == ["alice"] and kept["size"] == 7
+        first = {"pageId": page["id"], "versionId": versions[0]["id"]}
+        assert succeeded(await call("notebook_version", first))["version"]["content"] == "one"
+        restored = succeeded(await call("notebook_restore", first))
+        assert restored["page"]["content"] == "one" and restored["version"]["reason"] == "restore"
+        with client(srv, "alice") as alice:
+            assert ok(alice.get(f"/api/notebook/{page['id']}"))["page"]["content"] == "one"
         entries = succeeded(await call("directory", {"q": "docs"}))["entries"]
         assert entries == rest(srv, "alice", "directory", {"q": "docs"}).json()
         events = succeeded(await call("buzz_events", {"appName": "ci"}))["events"]
@@ -185,12 +195,20 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "ask_human": {"to": "nobody", "question": "x", "options": ["a", "b"], "wait_seconds": 0},
         "get_ask": {"askId": 999999},
         "answer_ask": {"askId": 999999, "option": 1},
+        "notebook_versions": {"pageId": MISSING},
+        "notebook_version": {"pageId": MISSING, "versionId": 1},
+        "notebook_checkpoint": {"pageId": MISSING, "label": "x"},
+        "notebook_restore": {"pageId": MISSING, "versionId": 1},
+        "ack_alert": {"alertId": 999999}, "snooze_alert": {"alertId": 999999, "minutes": 5},
+        "resolve_alert": {"alertId": 999999},
+        "preview_silence": {"appName": "nothing", "match": {"title": "x"}},
+        "silence_alerts": {"appName": "nothing", "match": {"title": "x"}, "minutes": 5},
     }
     argument_refusals = {  # the arguments do not fit the tool's model
         "wake": {"includeOffHours": "yes"}, "chat_channels": {"archived": "maybe"},
         "list_projects": {"includeArchived": "no"}, "notebook_search": {"limit": 0}, "directory": {"offset": -1},
         "buzz_events": {"limit": "ten"}, "presence": {"who": "me"}, "doctor": {"verbose": True},
-        "list_asks": {"role": "both"},
+        "list_asks": {"role": "both"}, "list_alerts": {"state": "gone"},
     }
     assert set(route_refusals) | set(argument_refusals) == set(tools.BY_NAME)
     async with connect(srv.url, "alice", mode="auto") as s:

@@ -23,6 +23,7 @@ from coordserver.timeutil import FrozenClock
 from coordtui.client import notebook as notebook_client
 from coordtui.client.notebook import LOCAL_ORIGIN, NotebookSession, ReadOnlyError, byte_offset, socket_url
 from tests.helpers import TOKENS
+from tests.server.realtime.js_editor import require_yjs_modules
 
 FAST = {"notebook_save_seconds": 0.1, "notebook_unload_seconds": 0.3}
 
@@ -477,30 +478,10 @@ def stored_text_after_restart(make_server, url, page_id) -> str:
         return http.get(f"/api/notebook/{page_id}").json()["page"]["content"]
 
 
-def yjs_modules() -> str | None:
-    """node_modules holding yjs and ws (COORD_YJS_NODE_PATH, or /tmp/coord-yjs, installed there once)."""
-    import os
-    import shutil
-    import subprocess
-    from pathlib import Path
-    if shutil.which("node") is None:
-        return None
-    path = Path(os.environ.get("COORD_YJS_NODE_PATH") or "/tmp/coord-yjs/node_modules")
-    if not (path / "yjs").exists() and shutil.which("npm") and not os.environ.get("COORD_YJS_NODE_PATH"):
-        try:
-            subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(path.parent), "yjs", "ws"],
-                           capture_output=True, timeout=90)
-        except (OSError, subprocess.SubprocessError):
-            return None
-    return str(path) if (path / "yjs").exists() and (path / "ws").exists() else None
-
-
 async def test_a_javascript_yjs_client_interoperates(make_server):
     import os
     from pathlib import Path
-    modules = yjs_modules()
-    if modules is None:
-        pytest.fail("node with the yjs and ws packages is not available: apt-get install nodejs npm (bash .ci/run does)")
+    modules = require_yjs_modules()
     server = make_server(**FAST)
     page_id = await new_page(server, content="Shared: é ß\n")
     alice = await session(server, "alice", page_id)

@@ -95,14 +95,19 @@ def test_buzz_items_are_delivered_once_through_the_cache(srv):
     served_from_cache(srv, "bob")
     hook = client(srv, "alice").post("/api/buzz/webhooks", json={"appName": "ci", "title": "CI",
                                                                  "wakeAgent": "bob", "notifyAgent": "bob"}).json()
-    event = client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"body": "red"}).json()["eventId"]
+    ingested = client(srv).post(f"/api/ingest/ci/{hook['token']}", json={"body": "red"}).json()
+    event, alert = ingested["eventId"], ingested["alertId"]
     admin_view = client(srv, "admin").get("/api/wake/bob").json()  # the admin view marks nothing
-    assert [(i["source"], i["id"]) for i in admin_view["items"]] == [("buzz", event), ("buzz", event)]
+    assert [(i["source"], i["id"]) for i in admin_view["items"]] == [("buzz", event), ("alert", alert),
+                                                                     ("buzz", event)]
     delivered = wake_of(srv, "bob")
-    assert [(i["source"], i.get("role")) for i in delivered["items"]] == [("buzz", "wake"), ("buzz", "notify")]
+    assert [(i["source"], i.get("role")) for i in delivered["items"]] == [("buzz", "wake"), ("alert", None),
+                                                                         ("buzz", "notify")]
     after = served_from_cache(srv, "bob")
-    assert "buzz" not in [i["source"] for i in after["items"]]
+    assert [i["source"] for i in after["items"]] == ["alert"]  # the alert stays until handled
     assert "buzz" not in [i["source"] for i in client(srv, "admin").get("/api/wake/bob").json()["items"]]
+    assert client(srv, "bob").post(f"/api/buzz/alerts/{alert}/resolve").status_code == 200
+    assert served_from_cache(srv, "bob")["items"] == []
 
 
 def test_a_direct_write_that_announces_nothing_still_shows(srv):

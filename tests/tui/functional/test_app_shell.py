@@ -11,7 +11,7 @@ from tests.tui.helpers import make_app, wait_for
 async def test_number_keys_palette_help_and_mouse(server):
     app = make_app(server, "alice")
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.identity == "alice", what="identity")
+        await wait_for(pilot, lambda: app.session.identity == "alice", what="identity")
         for key, pane in [("2", "inbox"), ("4", "swarm"), ("9", "buzz"), ("1", "wake")]:
             await pilot.press(key)
             assert app.active_pane.id == pane

@@ -17,7 +17,7 @@ def tab_label(app, pane_id: str) -> str:
 
 
 def wake_sources(app) -> list[str]:
-    return [item.source for item in app.wake_view(app.counts.last_wake).items] if app.counts.last_wake else []
+    return [item.source for item in app.session.wake_view(app.session.counts.last_wake).items] if app.session.counts.last_wake else []
 
 
 async def test_a_webhook_made_with_the_defaults_wakes_its_creator_and_buzz_counts_unseen(server):
@@ -53,7 +53,7 @@ async def test_a_webhook_made_with_the_defaults_wakes_its_creator_and_buzz_count
         await wait_for(pilot, lambda: tab_label(app, "buzz") == "9 Buzz", what=lambda: tab_label(app, "buzz"))
         await pilot.press("2")
         await wait_idle(pilot, app)
-        app.recount()
+        app.live.recount()
         await pilot.pause(0.5)
         await wait_idle(pilot, app)
         assert tab_label(app, "buzz") == "9 Buzz", "seen stays seen"

@@ -8,6 +8,7 @@ import pytest
 from coordtui.ops.admin import TokensScreen
 from coordtui.ops.projects import ProjectsScreen
 from coordtui.tables import fitted_widths
+from coordtui.ops.commands import open_ops
 from tests.tui.functional.test_typed_ahead import api, issue_token
 from tests.tui.helpers import make_app, table_text, wait_for
 
@@ -23,7 +24,7 @@ def fits(table) -> bool:
 
 
 async def open_list(pilot, app, name: str, cls):
-    app.action_ops(name)
+    open_ops(app.ops, name)
     await wait_for(pilot, lambda: isinstance(app.screen, cls) and app.screen.loads >= 1, what=name)
     await pilot.pause(0.3)
     return app.screen.query_one("#ops-table")
@@ -40,7 +41,7 @@ async def test_what_matters_is_never_cut(server, size):
     api(server, "admin", "POST", f"/api/swarm/projects/{project['id']}/archive")
     app = make_app(server, "admin")
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.identity, what="connected")
+        await wait_for(pilot, lambda: app.session.identity, what="connected")
         table = await open_list(pilot, app, "tokens", TokensScreen)
         await wait_for(pilot, lambda: fits(table), what=lambda: f"tokens fit: {shown(table)}")
         revoked = next(line for line in table_text(app.screen, "#ops-table").splitlines() if "widthbot" in line)

@@ -28,7 +28,7 @@ async def test_connect_screen_refuses_a_bad_token_then_saves_a_good_one(server):
         screen.query_one("#token").value = TOKENS["bob"]
         screen.query_one("#name").value = "work"
         await pilot.click("#save")
-        await wait_for(pilot, lambda: app.identity == "bob", what="connected as bob")
+        await wait_for(pilot, lambda: app.session.identity == "bob", what="connected as bob")
         assert not isinstance(app.screen, ConnectScreen)
     saved = load_profile()
     assert saved.name == "work" and saved.url == server.url and saved.token == TOKENS["bob"]
@@ -50,7 +50,7 @@ async def test_a_wrong_token_shows_the_connect_screen_with_the_servers_error(ser
         token = screen.query_one("#token")
         token.value = ""
         await pilot.press(*TOKENS["carol"], "tab", "enter")  # enter on the profile name: save and connect
-        await wait_for(pilot, lambda: app.identity == "carol" and app.conn_state == "connected", what="carol")
+        await wait_for(pilot, lambda: app.session.identity == "carol" and app.conn_state == "connected", what="carol")
         assert not isinstance(app.screen, ConnectScreen)
     assert load_profile("default").token == TOKENS["carol"]
 
@@ -58,7 +58,7 @@ async def test_a_wrong_token_shows_the_connect_screen_with_the_servers_error(ser
 async def test_connect_from_the_palette_changes_identity_while_running(server):
     app = CoordApp(Profile("command line", server.url, TOKENS["alice"]), backoff=(0.1, 0.5))
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.identity == "alice" and app.conn_state == "connected", what="alice")
+        await wait_for(pilot, lambda: app.session.identity == "alice" and app.conn_state == "connected", what="alice")
         await palette(pilot, app, "Connect")
         await wait_for(pilot, lambda: any("Connect…" in hit for hit in palette_hits(app)), what="palette entry")
         await pilot.press("enter")
@@ -68,7 +68,7 @@ async def test_connect_from_the_palette_changes_identity_while_running(server):
         assert screen.query_one("#url").value == server.url
         await pilot.press("escape")  # escape keeps the connection it has
         await wait_for(pilot, lambda: not isinstance(app.screen, ConnectScreen), what="back")
-        assert app.identity == "alice" and not app._exit
+        assert app.session.identity == "alice" and not app._exit
 
         app.action_connect()
         await wait_for(pilot, lambda: isinstance(app.screen, ConnectScreen) and app.screen.query("#token"),
@@ -77,6 +77,6 @@ async def test_connect_from_the_palette_changes_identity_while_running(server):
         screen.query_one("#token").value = TOKENS["bob"]
         screen.query_one("#name").value = "bob-here"
         await pilot.click("#save")
-        await wait_for(pilot, lambda: app.identity == "bob" and app.conn_state == "connected", what="now bob")
-        assert app.client.token == TOKENS["bob"] and "bob" in str(app.query_one("#who").render())
+        await wait_for(pilot, lambda: app.session.identity == "bob" and app.conn_state == "connected", what="now bob")
+        assert app.session.client.token == TOKENS["bob"] and "bob" in str(app.query_one("#who").render())
     assert load_profile("bob-here").token == TOKENS["bob"]

@@ -8,7 +8,8 @@ import httpx
 
 from coordtui.app import CoordApp
 from coordtui.config import Profile
-from coordtui.embedded import TOKEN_FILE, EmbeddedServer
+from coordtui.config import TOKEN_FILE
+from coordtui.embedded import EmbeddedServer
 from tests.tui.helpers import wait_for
 
 
@@ -38,7 +39,7 @@ async def test_app_connects_to_the_bundled_server_and_quitting_stops_it(tmp_path
     url = server.url
     app = CoordApp(Profile("local", server.url, server.token), embedded=server, backoff=(0.1, 0.5))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.identity == "admin", what="identity")
+        await wait_for(pilot, lambda: app.session.identity == "admin", what="identity")
         assert "admin (admin)" in str(app.query_one("#who").render())
         await pilot.press("ctrl+q")
         await pilot.pause(0.2)
@@ -61,10 +62,10 @@ async def test_an_alert_kept_by_a_bundled_session_is_there_after_a_restart_on_a_
                       json={"appName": "pager", "title": "Pager", "wakeAgent": "admin"}).json()
     app = CoordApp(Profile("local", server.url, server.token), embedded=server, backoff=(0.1, 0.5))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.identity == "admin" and app.conn_state == "connected", what="connected")
+        await wait_for(pilot, lambda: app.session.identity == "admin" and app.conn_state == "connected", what="connected")
         await pilot.press("2")
         httpx.post(f"{server.url}/api/ingest/pager/{hook['token']}", json={"title": "Disk full"}, timeout=10)
-        await wait_for(pilot, lambda: len(app.alerts) == 1, what="alert kept")
+        await wait_for(pilot, lambda: len(app.session.alerts) == 1, what="alert kept")
         await pilot.press("ctrl+q")
     again = EmbeddedServer(data, env={}).start()
     app = CoordApp(Profile("local", again.url, again.token), embedded=again, backoff=(0.1, 0.5))

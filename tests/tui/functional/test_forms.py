@@ -86,9 +86,9 @@ async def test_a_chat_message_the_server_never_got_goes_back_into_the_input(make
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
         await pilot.press("3")
-        await wait_for(pilot, lambda: app.pane("chat").channels, what="channels")
-        app.pane("chat").open_channel(channel["channelId"])
-        await wait_for(pilot, lambda: app.pane("chat").current == channel["channelId"], what="channel open")
+        await wait_for(pilot, lambda: app.chat_pane.channels, what="channels")
+        app.chat_pane.open_channel(channel["channelId"])
+        await wait_for(pilot, lambda: app.chat_pane.current == channel["channelId"], what="channel open")
         box = app.query_one("#chat-input")
         box.focus()
         server.stop()
@@ -128,14 +128,14 @@ async def test_quitting_with_typed_text_asks_first_and_keeps_it(server):
         form = app.screen
         form.query_one("#field-title").focus()
         await pilot.press(*"half a thought")
-        app.pane("chat").drafts["some-channel"] = "see you at 5"
+        app.chat_pane.drafts["some-channel"] = "see you at 5"
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
         assert question().startswith("The text in the open form and 1 chat draft are not on the server yet")
         await pilot.press("n")
         await wait_for(pilot, lambda: app.screen is form, what="back in the form")
         assert app.is_running and form.values()["title"] == "half a thought"
-        app.pane("chat").drafts.clear()
+        app.chat_pane.drafts.clear()
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked again")
         assert question().startswith("The text in the open form is not on the server yet")

@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from coordtui.cli import cli
+from coordtui.ops.commands import open_ops
 from tests.conftest import TOKENS, client, ok
 from tests.hostile_text import CONTROLS, PAYLOAD, SHOWN, seed
-from tests.tui.helpers import make_app, open_notebook_page, recorded_terminal, select_row, wait_for, wait_idle
+from tests.tui.helpers import make_app, open_notebook_page, pane_by_id, recorded_terminal, select_row, wait_for, wait_idle
 
 # What the app itself writes: CSI (cursor moves, colours) and OSC 22 (pointer shape). Anything else left over
 # in screen output came from somebody's text.
@@ -48,7 +49,7 @@ async def test_panes_dialogs_toasts_and_notifications_show_placeholders(server, 
     with recorded_terminal(monkeypatch) as written:
         app = make_app(server, "bob", notify=True)
         async with app.run_test(size=(160, 45), notifications=True) as pilot:  # toasts shown, as in a terminal
-            await wait_for(pilot, lambda: app.identity == "bob" and app.conn_state == "connected", what="connected")
+            await wait_for(pilot, lambda: app.session.identity == "bob" and app.conn_state == "connected", what="connected")
             shown: dict[str, str] = {}
 
             async def visit(name: str, go, ready=lambda: True) -> None:
@@ -67,19 +68,19 @@ async def test_panes_dialogs_toasts_and_notifications_show_placeholders(server, 
             async def call(fn, *args):
                 fn(*args)
 
-            await visit("wake", lambda: keys("1"), lambda: len(app.pane("wake").items) >= 3)
+            await visit("wake", lambda: keys("1"), lambda: len(app.wake_pane.items) >= 3)
             shown["wake"] = screen(written)  # the pane shown from the start
-            await visit("inbox", lambda: keys("2"), lambda: seeded.message_id in app.pane("inbox").messages)
+            await visit("inbox", lambda: keys("2"), lambda: seeded.message_id in app.inbox_pane.messages)
             select_row(app, "#inbox-table", str(seeded.message_id))  # its thread: title and body
             await wait_for(pilot, lambda: "PWNED" in str(app.query_one("#inbox-thread-text").content), what="thread")
-            await visit("chat", lambda: keys("3"), lambda: seeded.group_id in app.pane("chat").channels)
-            await visit("chat messages", lambda: call(app.pane("chat").open_channel, seeded.channel_id),
-                        lambda: app.pane("chat").messages)
-            await visit("swarm", lambda: keys("escape", "4"), lambda: seeded.task_id in app.pane("swarm").tasks)
+            await visit("chat", lambda: keys("3"), lambda: seeded.group_id in app.chat_pane.channels)
+            await visit("chat messages", lambda: call(app.chat_pane.open_channel, seeded.channel_id),
+                        lambda: app.chat_pane.messages)
+            await visit("swarm", lambda: keys("escape", "4"), lambda: seeded.task_id in pane_by_id(app, "swarm").tasks)
             await visit("task detail", lambda: call(app.open_task, seeded.task_id),
                         lambda: "PWNED" in str(app.screen.query_one("#task-detail-text").content))
-            await visit("presence", lambda: keys("escape", "5"), lambda: app.pane("presence").loads)
-            await visit("doctor", lambda: keys("6"), lambda: app.pane("doctor").loads)
+            await visit("presence", lambda: keys("escape", "5"), lambda: pane_by_id(app, "presence").loads)
+            await visit("doctor", lambda: keys("6"), lambda: pane_by_id(app, "doctor").loads)
             mark = len(written)
             editor = await open_notebook_page(pilot, app, seeded.page_id)
             await wait_for(pilot, lambda: editor.shared is not None and "Grüße" in editor.text, what="live page")
@@ -87,15 +88,15 @@ async def test_panes_dialogs_toasts_and_notifications_show_placeholders(server, 
             shown["notebook"] = screen(written[mark:])
             assert str(editor.shared).startswith(PAYLOAD)  # the document itself keeps the text as written
             await visit("directory", lambda: keys("escape", "8"),
-                        lambda: str(seeded.link_id) in getattr(app.pane("directory"), "entries", {}))
+                        lambda: str(seeded.link_id) in getattr(pane_by_id(app, "directory"), "entries", {}))
             links = app.query_one("#directory-table")  # the URL cell, right of the long title: scrolled into view
 
             async def to_url() -> None:
                 links.cursor_type = "cell"
                 links.move_cursor(row=links.get_row_index(str(seeded.link_id)), column=1, animate=False)
             await visit("directory url", to_url)
-            await visit("buzz", lambda: keys("9"), lambda: app.pane("buzz").loads)
-            await visit("projects", lambda: call(app.action_ops, "projects"),
+            await visit("buzz", lambda: keys("9"), lambda: pane_by_id(app, "buzz").loads)
+            await visit("projects", lambda: call(open_ops, app.ops, "projects"),
                         lambda: "PWNED" in str(app.screen.query_one("#ops-detail").content))
             await visit("back", lambda: keys("escape", "6"))
 
@@ -131,10 +132,10 @@ async def test_display_names_in_user_admin_and_the_palette(server, seeded, monke
     with recorded_terminal(monkeypatch) as written:
         app = make_app(server, "admin")
         async with app.run_test(size=(160, 45)) as pilot:
-            await wait_for(pilot, lambda: app.is_admin and app.conn_state == "connected", what="connected")
+            await wait_for(pilot, lambda: app.session.is_admin and app.conn_state == "connected", what="connected")
             await wait_idle(pilot, app)
             mark = len(written)
-            app.action_ops("users")
+            open_ops(app.ops, "users")
             await wait_for(pilot, lambda: "alice" in getattr(app.screen, "items", {}), what="users")
             await pilot.pause(0.2)
             users = screen(written[mark:])

@@ -89,11 +89,11 @@ async def test_chat_channels_messages_typing_and_send(server):
         await wait_for(pilot, lambda: ops["channelId"] in row_keys(app, "#chat-channels"), what="channels")
         assert "#ops" in table_text(app, "#chat-channels") and "@alice" in table_text(app, "#chat-channels")
         await wait_idle(pilot, app)
-        first_open = app.pane("chat").current
+        first_open = app.chat_pane.current
         other = dm["channelId"] if first_open == ops["channelId"] else ops["channelId"]
-        assert app.pane("chat").channels[other].unread == 1
+        assert app.chat_pane.channels[other].unread == 1
         await pilot.press("n")  # jump to the next unread channel
-        await wait_for(pilot, lambda: app.pane("chat").current == other, what="jumped to unread")
+        await wait_for(pilot, lambda: app.chat_pane.current == other, what="jumped to unread")
         await wait_idle(pilot, app)
         with client(server, "bob") as bob:
             rows = bob.get("/api/chat/channels").json()["channels"]
@@ -129,7 +129,7 @@ async def test_each_chat_channel_keeps_its_own_draft(make_server, sqlite_url):
         await pilot.press("3")
         await wait_for(pilot, lambda: {first, second} <= set(row_keys(app, "#chat-channels")), what="channels")
         await wait_idle(pilot, app)
-        chat = app.pane("chat")
+        chat = app.chat_pane
         box = app.query_one("#chat-input")
 
         async def open_channel(channel_id):
@@ -149,12 +149,12 @@ async def test_each_chat_channel_keeps_its_own_draft(make_server, sqlite_url):
 
         # a send that fails after its channel was left: the text waits in that channel's draft
         gate = asyncio.Event()
-        post_chat = app.client.post_chat
+        post_chat = app.session.client.post_chat
 
         async def slow_post_chat(channel_id, body):
             await gate.wait()
             return await post_chat(channel_id, body)
-        app.client.post_chat = slow_post_chat
+        app.session.client.post_chat = slow_post_chat
         await pilot.press("enter")
         await open_channel(first)
         server.stop()

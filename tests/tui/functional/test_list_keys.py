@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable, Tree
 
-from coordtui.app import PANES
 from coordtui.ops.admin import TokensScreen
 from coordtui.ops.commands import OPENERS
 from coordtui.ops.base import OpsScreen
+from coordtui.panes.catalog import PANES
+from coordtui.ops.commands import open_ops
 from tests.tui.functional.test_typed_ahead import issue_token, tokens
-from tests.tui.helpers import make_app, row_keys, wait_for, wait_idle
+from tests.tui.helpers import make_app, pane_by_id, row_keys, wait_for, wait_idle
 
 PAD = 30  # more rows than a page at 120x35
 
@@ -51,18 +52,19 @@ def lists_in(node) -> list:
 async def test_every_list_moves_with_j_k_home_end_and_pages(server, monkeypatch):
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.identity, what="connected")
+        await wait_for(pilot, lambda: app.session.identity, what="connected")
         checked = []
-        for pane_id, _, _ in PANES:
+        for spec in PANES:
+            pane_id = spec.id
             app.action_pane(pane_id)
-            await wait_for(pilot, lambda: app.pane(pane_id).loads >= 1, what=f"{pane_id} loaded")
+            await wait_for(pilot, lambda: pane_by_id(app, pane_id).loads >= 1, what=f"{pane_id} loaded")
             await wait_idle(pilot, app)
-            monkeypatch.setattr(app.pane(pane_id), "request_reload", lambda: None)  # the padding stays (doctor ticks)
-            for widget in lists_in(app.pane(pane_id)):
+            monkeypatch.setattr(pane_by_id(app, pane_id), "request_reload", lambda: None)  # the padding stays (doctor ticks)
+            for widget in lists_in(pane_by_id(app, pane_id)):
                 await moves_like_a_list(pilot, widget, f"{pane_id} #{widget.id}")
                 checked.append(widget.id)
         for name, opener in OPENERS.items():
-            opener(app)
+            opener(app.ops)
             await pilot.pause(0.1)
             if not isinstance(app.screen, OpsScreen):  # a form, not a list
                 await pilot.press("escape")
@@ -83,8 +85,8 @@ async def test_tokens_x_revokes_the_row_j_reached_and_slash_filters(server):
     issue_token(server, "otherbot")
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.identity, what="connected")
-        app.action_ops("tokens")
+        await wait_for(pilot, lambda: app.session.identity, what="connected")
+        open_ops(app.ops, "tokens")
         await wait_for(pilot, lambda: isinstance(app.screen, TokensScreen) and app.screen.loads >= 1, what="tokens")
         screen = app.screen
         await pilot.press("slash", *"listbot", "enter")

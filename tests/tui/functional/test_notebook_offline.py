@@ -145,7 +145,7 @@ async def test_edits_typed_offline_survive_opening_another_page(make_server, sql
         await pilot.press("escape")
         select_row(app, "#notebook-pages", second["id"])
         await pilot.press("enter")
-        pane = app.pane("notebook")
+        pane = app.notebook_pane
         await wait_for(pilot, lambda: pane.page_id == second["id"] and len(pane.parked) == 1, what="parked")
         restarted = make_server(port=port, database_url=sqlite_url)
         await wait_for(pilot, lambda: stored(restarted, first["id"]) == "one and more", timeout=20,

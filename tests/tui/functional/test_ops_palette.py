@@ -32,7 +32,7 @@ async def test_the_palette_lists_every_action_and_runs_per_item_ones(server):
         project = admin.post("/api/swarm/projects", json={"title": "Palette target", "color": "#123456"}).json()
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.conn_state == "connected" and app.is_admin, what="connected")
+        await wait_for(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, what="connected")
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette")
         await wait_for(pilot, lambda: all(any(h.startswith(name) for h in palette_hits(app)) for name in GENERAL),

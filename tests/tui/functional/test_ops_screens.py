@@ -82,6 +82,10 @@ async def test_webhook_create_shows_a_copyable_ingest_url_edit_and_delete(server
         assert url == hook["ingestUrl"] and "/api/ingest/grafana/" in url
         box = app.screen.query_one("#secret-0")
         assert box.read_only
+        box.focus()
+        await pilot.press("x", "backspace", "ctrl+u")
+        assert box.value == url, "the URL the server issued was edited"
+        app.screen.query_one("#copy-0").focus()
         await pilot.press("c")
         assert app.clipboard == url
         await pilot.press("escape")
@@ -231,7 +235,7 @@ async def test_group_chat_create_keeps_text_on_refusal(server):
     async with app.run_test(size=(120, 35)) as pilot:
         await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
         await pilot.press("3")
-        await wait_for(pilot, lambda: app.pane("chat").loads >= 1, what="chat loaded")
+        await wait_for(pilot, lambda: app.chat_pane.loads >= 1, what="chat loaded")
         form = await press_for_form(pilot, app, "g")
         await fill_form_keep(pilot, name="release crew", members="bob, nobody")
         await refused(pilot, app, "Unknown identity: nobody")
@@ -242,4 +246,4 @@ async def test_group_chat_create_keeps_text_on_refusal(server):
         channel = next(c for c in api(server, "carol", "GET", "/api/chat/channels")["channels"]
                        if c["name"] == "release crew")
         assert {m["identity"] for m in channel["members"]} == {"alice", "bob", "carol"}
-        await wait_for(pilot, lambda: app.pane("chat").current == channel["id"], what="channel opened")
+        await wait_for(pilot, lambda: app.chat_pane.current == channel["id"], what="channel opened")

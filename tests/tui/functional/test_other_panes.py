@@ -10,8 +10,8 @@ from coordtui.panes.doctor import DoctorPane
 from coordtui.screens.form import FormScreen
 from coordtui.screens.confirm import ConfirmScreen
 from tests.conftest import TOKENS, client
-from tests.tui.helpers import (fill_form, make_app, open_notebook_page, row_keys, select_row, table_text, wait_for,
-                               wait_idle)
+from tests.tui.helpers import (fill_form, make_app, open_notebook_page, pane_by_id, row_keys, select_row, table_text,
+                               wait_for, wait_idle)
 
 
 async def test_presence_online_first_and_live(make_server):
@@ -42,7 +42,7 @@ async def test_doctor_admin_and_ordinary(server):
         app = make_app(server, "admin")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("6")
-            pane = app.pane("doctor")
+            pane = pane_by_id(app, "doctor")
             await wait_for(pilot, lambda: pane.report is not None, what="admin report")
             ids = {p.id for p in pane.report.probes}
             assert {"database", "events", "loop"} <= ids
@@ -61,7 +61,7 @@ async def test_doctor_admin_and_ordinary(server):
         app = make_app(server, "bob")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("6")
-            pane = app.pane("doctor")
+            pane = pane_by_id(app, "doctor")
             await wait_for(pilot, lambda: pane.report is not None, what="ordinary report")
             assert "auth" in {p.id for p in pane.report.probes} and "database" not in {p.id for p in pane.report.probes}
             assert "admin" not in str(app.query_one("#doctor-summary").render())
@@ -174,9 +174,9 @@ async def test_notebook_new_page_and_lock_keys(server):
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="new page form")
         await fill_form(pilot, title="Carnet de bord", tags="ops, été")
-        pane = app.pane("notebook")
+        pane = app.notebook_pane
         editor = app.query_one("#notebook-editor", CollabTextArea)
-        await wait_for(pilot, lambda: pane.session is not None and editor.shared is not None, what="opened")
+        await wait_for(pilot, lambda: pane.page_session is not None and editor.shared is not None, what="opened")
         with client(server, "carol") as carol:
             page = carol.get(f"/api/notebook/{pane.page_id}").json()["page"]
             assert page["title"] == "Carnet de bord" and page["tags"] == ["ops", "été"]

@@ -14,7 +14,8 @@ import httpx
 from typer.testing import CliRunner
 
 from coordtui.app import CoordApp
-from coordtui.bundled import LOCK_FILE, serve_or_attach
+from coordtui.bundled import serve_or_attach
+from coordtui.config import LOCK_FILE
 from coordtui.cli import cli
 from coordtui.config import Profile
 from tests.tui.helpers import table_text, wait_for
@@ -52,7 +53,7 @@ async def test_serve_send_attaches_and_the_first_window_sees_the_message_live(tm
     owner = serve_or_attach(data)
     app = CoordApp(Profile(f"bundled {owner.url}", owner.url, owner.token), embedded=owner, backoff=(0.1, 0.5))
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.conn_state == "connected" and app.identity == "admin", what="connected")
+        await wait_for(pilot, lambda: app.conn_state == "connected" and app.session.identity == "admin", what="connected")
         assert owner.url.split("://")[1] in str(app.query_one("#who").render())  # the URL is in the header
         result = await asyncio.to_thread(runner.invoke, cli, ["send", "admin", "From the shell", "--serve",
                                                               "--data", str(data)])

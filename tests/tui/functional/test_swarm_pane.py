@@ -6,7 +6,7 @@ from coordtui.ops.projects import ProjectsScreen
 from coordtui.screens.form import FormScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
-from tests.tui.helpers import fill_form, make_app, row_keys, select_row, wait_for, wait_idle
+from tests.tui.helpers import fill_form, make_app, pane_by_id, row_keys, select_row, wait_for, wait_idle
 from tests.tui.ops_helpers import accepted, fill_form_keep, open_ops, press_for_form
 
 
@@ -134,7 +134,7 @@ async def test_a_project_created_with_P_is_offered_by_the_task_form_at_once(make
         await fill_form_keep(pilot, title="Website relaunch")
         await accepted(pilot, app)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.active_pane is app.pane("swarm") and not isinstance(app.screen, OpsScreen),
+        await wait_for(pilot, lambda: app.active_pane is pane_by_id(app, "swarm") and not isinstance(app.screen, OpsScreen),
                        what="back on the board")
         form = await press_for_form(pilot, app, "n")
         select = form.query_one("#field-project")

@@ -33,7 +33,7 @@ def task_status(server, task_id) -> str:
 
 
 async def ready(pilot, app, who):
-    await wait_for(pilot, lambda: app.identity == who and app.conn_state == "connected", what="connected")
+    await wait_for(pilot, lambda: app.session.identity == who and app.conn_state == "connected", what="connected")
     await wait_idle(pilot, app)
 
 
@@ -107,11 +107,11 @@ async def test_jk_next_unread_mark_all_read_and_sent_view(server):
         assert table.cursor_row == 1
         select_row(app, "#inbox-table", str(read["id"]))  # the read one is last
         await pilot.press("n")  # wraps to the first unread
-        assert app.pane("inbox").selected().id == unread[0]
+        assert app.inbox_pane.selected().id == unread[0]
         await pilot.press("n")
-        assert app.pane("inbox").selected().id == unread[1]
+        assert app.inbox_pane.selected().id == unread[1]
         await pilot.press("N", "N")
-        assert app.pane("inbox").selected().id == unread[2], "N goes back, wrapping to the last unread"
+        assert app.inbox_pane.selected().id == unread[2], "N goes back, wrapping to the last unread"
 
         await pilot.press("s")  # sent mail
         await wait_for(pilot, lambda: "Sent by carol" in str(app.query_one("#inbox-thread-text").render())
@@ -129,7 +129,7 @@ async def test_jk_next_unread_mark_all_read_and_sent_view(server):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asks again")
         await pilot.press("y")
         await wait_for(pilot, lambda: unread_ids(server, "carol") == [], what="all read")
-        await wait_for(pilot, lambda: app.counts.mail == 0, what="badge cleared")
+        await wait_for(pilot, lambda: app.session.counts.mail == 0, what="badge cleared")
 
 
 EDITOR_SCRIPT = textwrap.dedent('''\
@@ -250,7 +250,7 @@ async def test_focus_rules_moves_along_the_state_table_confirm_and_undo(server):
         # archiving asks first and can be undone
         await pilot.press("3")
         await wait_idle(pilot, app)
-        app.pane("chat").open_channel(ops)
+        app.chat_pane.open_channel(ops)
         await wait_idle(pilot, app)
         app.query_one("#chat-channels").focus()
         await pilot.press("x")
@@ -288,8 +288,8 @@ async def test_notebook_filter_leaves_the_open_page_alone(server):
     async with app.run_test(size=(120, 35)) as pilot:
         await ready(pilot, app, "alice")
         editor = await open_notebook_page(pilot, app, page)
-        await wait_for(pilot, lambda: app.pane("notebook").page_id == page, what="page open")
+        await wait_for(pilot, lambda: app.notebook_pane.page_id == page, what="page open")
         app.query_one("#notebook-pages").focus()
         await pilot.press("slash", *"nothing-like-it")
         await wait_for(pilot, lambda: row_keys(app, "#notebook-pages") == [], what="filtered out")
-        assert app.pane("notebook").page_id == page and editor.text == "body"
+        assert app.notebook_pane.page_id == page and editor.text == "body"

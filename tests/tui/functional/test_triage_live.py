@@ -12,7 +12,7 @@ from coordtui.client.models import PresenceEntry, ServerEvent, Wake
 from coordtui.live import osc_notification
 from coordtui.panes.presence import presence_state
 from tests.conftest import TOKENS, client
-from tests.tui.helpers import make_app, row_keys, select_row, table_text, wait_for, wait_idle
+from tests.tui.helpers import make_app, pane_by_id, row_keys, select_row, table_text, wait_for, wait_idle
 
 
 def label(app, pane_id: str) -> str:
@@ -34,7 +34,7 @@ def chat_unread(server, who: str, channel_id: str) -> int:
 
 
 async def connected(pilot, app, who: str) -> None:
-    await wait_for(pilot, lambda: app.identity == who and app.conn_state == "connected", what="connected")
+    await wait_for(pilot, lambda: app.session.identity == who and app.conn_state == "connected", what="connected")
     await wait_idle(pilot, app)
 
 
@@ -46,7 +46,7 @@ async def test_badges_count_live_toast_quietly_and_notify_through_the_terminal(s
         app._driver.write = lambda data: (written.append(data), original(data))
         await connected(pilot, app, "carol")
         await pilot.press("4")  # reading the Swarm board: mail and chat arrive elsewhere
-        await wait_for(pilot, lambda: app.counts.fetches >= 1 or app.counts.mail is not None, what="first counts")
+        await wait_for(pilot, lambda: app.session.counts.fetches >= 1 or app.session.counts.mail is not None, what="first counts")
         assert label(app, "inbox") == "2 Inbox"
 
         async with sdk(server, "alice") as alice:
@@ -64,12 +64,12 @@ async def test_badges_count_live_toast_quietly_and_notify_through_the_terminal(s
             # the fallback chat item (this server's wake has no chat source) counts in Wake too
             await wait_for(pilot, lambda: label(app, "wake") == "1 Wake (2)", what="wake counts chat")
 
-            fetches = app.counts.fetches
+            fetches = app.session.counts.fetches
             for i in range(12):  # a burst: the counts are refetched a few times, not once per event
                 await alice.send("carol", f"burst {i}")
             await wait_for(pilot, lambda: label(app, "inbox") == "2 Inbox (13)", what="burst counted")
             await wait_idle(pilot, app)
-            assert app.counts.fetches - fetches <= 6, app.counts.fetches - fetches
+            assert app.session.counts.fetches - fetches <= 6, app.session.counts.fetches - fetches
 
         with client(server, "carol") as carol:  # acknowledged elsewhere (another client): the badge follows
             carol.post("/api/mailboxes/me/messages/ack", json={"ids": [first.id]}).raise_for_status()
@@ -106,7 +106,7 @@ async def test_open_channel_is_marked_read_as_messages_arrive(server):
             table_text(app, "#wake-table")
         select_row(app, "#wake-table", f"chat:{channel}")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.active_pane.id == "chat" and app.pane("chat").current == channel,
+        await wait_for(pilot, lambda: app.active_pane.id == "chat" and app.chat_pane.current == channel,
                        what="channel open")
         await wait_for(pilot, lambda: isinstance(app.focused, Input) and app.focused.id == "chat-input",
                        what="cursor in the message box")
@@ -155,7 +155,7 @@ async def test_s18_chat_items_are_shown_as_sent_and_open_the_channel(server):
         assert label(app, "wake").startswith("1 Wake (")  # counted (other tests' items may wait for carol too)
         select_row(app, "#wake-table", f"chat:{dm}")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.pane("chat").current == dm, what="opened from the §18 item")
+        await wait_for(pilot, lambda: app.chat_pane.current == dm, what="opened from the §18 item")
         await wait_for(pilot, lambda: chat_unread(server, "carol", dm) == 0, what="read")
 
 
@@ -179,11 +179,11 @@ async def test_panes_say_when_they_were_updated_and_presence_ages(server):
         assert str(app.query_one("#updated").render()) == "updated 0s ago"
         await pilot.press("8")  # Links returning to view later reloads at once
         await wait_idle(pilot, app)
-        loads = app.pane("directory").loads
+        loads = pane_by_id(app, "directory").loads
         await pilot.press("5")
         now[0] += timedelta(seconds=30)
         await pilot.press("8")
-        await wait_for(pilot, lambda: app.pane("directory").loads == loads + 1, what="fresh on return")
+        await wait_for(pilot, lambda: pane_by_id(app, "directory").loads == loads + 1, what="fresh on return")
 
 
 def test_presence_states_from_last_seen():
@@ -238,7 +238,7 @@ async def test_a_burst_of_chat_is_one_toast_and_says_how_many_were_held_back(ser
         await wait_idle(pilot, app)
         arrived = [t for t in toasts(app)[shown:] if "burst" in t]
         assert len(arrived) == 1 and arrived[0].endswith("burst 0"), arrived
-        app._toasted["chat"] = (float("-inf"), app._toasted["chat"][1])  # as if TOAST_SPACING had passed
+        app.live._toasted["chat"] = (float("-inf"), app.live._toasted["chat"][1])  # as if TOAST_SPACING had passed
         async with sdk(server, "alice") as alice:
             await alice.post_chat(burst["channelId"], "after the burst")
         await wait_for(pilot, lambda: any("after the burst (and 11 more)" in t for t in toasts(app)),
@@ -256,8 +256,8 @@ async def test_two_digit_badges_fit_the_tab_row_at_80_columns(make_server, sqlit
             dm = await bob.open_dm("carol")
             for i in range(10):
                 await bob.post_chat(dm, f"chat {i}")
-        await wait_for(pilot, lambda: (app.counts.wake, app.counts.mail, app.counts.chat) == (13, 12, 10),
-                       what=lambda: f"counts {app.counts}")
+        await wait_for(pilot, lambda: (app.session.counts.wake, app.session.counts.mail, app.session.counts.chat) == (13, 12, 10),
+                       what=lambda: f"counts {app.session.counts}")
         await wait_idle(pilot, app)
         await pilot.pause(0.2)
         tabs = app.query_one("#panes", TabbedContent)

@@ -23,8 +23,9 @@ from coordtui.screens.confirm import ConfirmScreen
 from coordtui.screens.connect import ConnectScreen
 from coordtui.screens.form import FormScreen
 from coordtui.screens.task_detail import TaskDetailScreen
+from coordtui.screens.task_move import move_task
 from tests.conftest import TOKENS, client
-from tests.tui.helpers import make_app, row_keys, select_row, wait_for, wait_idle
+from tests.tui.helpers import make_app, pane_by_id, row_keys, select_row, wait_for, wait_idle
 
 # What opens a form or asks a question; a function calling one of these is a form of the app (the shared helpers
 # that only pass their caller's form on are not).
@@ -160,9 +161,9 @@ async def until(pilot, predicate: Callable[[], object], what: str, timeout: floa
 
 
 async def on_pane(pilot, app: CoordApp, key: str, pane_id: str) -> None:
-    await until(pilot, lambda: app.conn_state == "connected" and app.identity, "connected")
+    await until(pilot, lambda: app.conn_state == "connected" and app.session.identity, "connected")
     await pilot.press(key)
-    await until(pilot, lambda: app.pane(pane_id).loads >= 1, f"{pane_id} loaded")
+    await until(pilot, lambda: pane_by_id(app, pane_id).loads >= 1, f"{pane_id} loaded")
     await wait_idle(pilot, app)
 
 
@@ -258,6 +259,81 @@ async def task_from_alert(server, pilot, app):
     assert task["detail"].startswith(text + "From buzz event") and task["assigneeUserId"] == "bob"
 
 
+# ---- asks --------------------------------------------------------------------------------------------------------
+
+def ask_of(server, who: str, ask_id: int) -> dict:
+    return api(server, who, "GET", f"/api/asks/{ask_id}")
+
+
+@scenario("carol", "coordtui.screens.form:answer_text_form")
+async def ask_in_words(server, pilot, app):
+    asked = api(server, "alice", "POST", "/api/asks", json={"to": "carol", "question": "Which region?",
+                                                            "allowText": True})
+    await on_pane(pilot, app, "1", "wake")
+    key = f"ask:{asked['id']}"
+    await until(pilot, lambda: key in row_keys(app, "#wake-table"), "in wake")
+    select_row(app, "#wake-table", key)
+    text = body("in words")
+    await pilot.press("t", *typed(text), "ctrl+s")
+    await until(pilot, lambda: ask_of(server, "alice", asked["id"])["status"] == "answered", "answered")
+    assert ask_of(server, "alice", asked["id"])["text"] == text
+
+
+@scenario("bob", "coordtui.ops.asks:new_ask")
+async def new_ask(server, pilot, app):
+    await on_pane(pilot, app, "1", "wake")
+    question = body("question")
+    await pilot.press("Q", *typed("alice"), "tab", *typed(question), "tab", *typed("tonight"), "enter",
+                      *typed("tomorrow"), "tab", "space", "tab", *typed("30"), "ctrl+s")
+    received = lambda: api(server, "alice", "GET", "/api/asks", params={"role": "received"})["asks"]  # noqa: E731
+    await until(pilot, lambda: any(a["question"] == question for a in received()), "asked")
+    asked = next(a for a in received() if a["question"] == question)
+    assert (asked["from"], asked["options"], asked["allowText"]) == ("bob", ["tonight", "tomorrow"], True)
+    assert asked["deadline"]
+
+
+@scenario("bob", "coordtui.ops.asks:AsksScreen.action_cancel_ask")
+async def cancel_ask(server, pilot, app):
+    asked = api(server, "bob", "POST", "/api/asks", json={"to": "alice", "question": "Lunch?",
+                                                          "options": ["yes", "no"]})
+    await on_ops(pilot, app, "1", "wake", "A")
+    select_ops_row(app, str(asked["id"]))
+    await pilot.press("c", "enter")
+    await until(pilot, lambda: ask_of(server, "bob", asked["id"])["status"] == "cancelled", "cancelled")
+
+
+# ---- page history ------------------------------------------------------------------------------------------------
+
+async def on_history(server, pilot, app, text: str) -> str:
+    page_id = api(server, "alice", "POST", "/api/notebook", json={"title": "History " + text[:20],
+                                                                  "content": text})["page"]["id"]
+    await on_pane(pilot, app, "7", "notebook")
+    await until(pilot, lambda: page_id in row_keys(app, "#notebook-pages"), "listed")
+    select_row(app, "#notebook-pages", page_id)
+    await pilot.press("h")
+    await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "history")
+    return page_id
+
+
+def page_versions(server, page_id: str) -> list[dict]:
+    return api(server, "alice", "GET", f"/api/notebook/{page_id}/versions")["versions"]
+
+
+@scenario("alice", "coordtui.screens.page_history:PageHistoryScreen.action_checkpoint")
+async def checkpoint_page(server, pilot, app):
+    page_id = await on_history(server, pilot, app, "checkpoint me")
+    label = title("Before the drill")[:60]
+    await pilot.press("c", *typed(label), "ctrl+s")
+    await until(pilot, lambda: any(v.get("label") == label for v in page_versions(server, page_id)), "kept")
+
+
+@scenario("alice", "coordtui.screens.page_history:PageHistoryScreen.action_restore")
+async def restore_version(server, pilot, app):
+    page_id = await on_history(server, pilot, app, "restore me")
+    await pilot.press("r", "y")
+    await until(pilot, lambda: any(v["reason"] == "restore" for v in page_versions(server, page_id)), "restored")
+
+
 # ---- chat --------------------------------------------------------------------------------------------------------
 
 @scenario("alice", "coordtui.panes.chat:ChatPane.action_open_dm")
@@ -274,7 +350,7 @@ async def archive_channel(server, pilot, app):
                 json={"type": "group", "name": "to-archive", "members": ["bob"]})["channelId"]
     await on_pane(pilot, app, "3", "chat")
     await until(pilot, lambda: group in row_keys(app, "#chat-channels"), "listed")
-    app.pane("chat").open_channel(group)
+    app.chat_pane.open_channel(group)
     select_row(app, "#chat-channels", group)
     await wait_idle(pilot, app)
     await pilot.press("x", "y")
@@ -313,7 +389,7 @@ async def on_task(pilot, app, server, head: str, status: str = "ready") -> dict:
     task = api(server, "alice", "POST", "/api/swarm/tasks", json={"title": head, "status": status,
                                                                    "assigneeUserId": "alice"})
     await on_pane(pilot, app, "4", "swarm")
-    app.pane("swarm").request_reload()
+    pane_by_id(app, "swarm").request_reload()
     await until(pilot, lambda: task["id"] in row_keys(app, f"#col-{status}"), "on the board")
     await wait_idle(pilot, app)
     select_row(app, f"#col-{status}", task["id"])
@@ -349,7 +425,7 @@ async def close_task(server, pilot, app):
     assert reason in reasons(server, task["id"])
 
 
-@scenario("alice", "coordtui.app:CoordApp.move_task_dialog")
+@scenario("alice", "coordtui.screens.task_move:move_task_dialog")
 async def move_dialog(server, pilot, app):
     task = await on_task(pilot, app, server, "move me", status="in_progress")
     reason = body("moving")
@@ -361,11 +437,12 @@ async def move_dialog(server, pilot, app):
     assert moved["assigneeUserId"] == "carol" and reason in reasons(server, task["id"])
 
 
-@scenario("alice", "coordtui.app:CoordApp.move_task")
+@scenario("alice", "coordtui.screens.task_move:move_task")
 async def holding_reason(server, pilot, app):
     task = await on_task(pilot, app, server, "hold me")
     reason = body("holding")
-    app.move_task(task["id"], "holding")  # no key opens it: the move that needs a reason asks for it first
+    # no key opens it: the move that needs a reason asks for it first
+    app.run_worker(move_task(app, app.session.client, task["id"], "holding"))
     await until(pilot, lambda: isinstance(app.screen, FormScreen), "reason form")
     await pilot.press(*typed(reason), "ctrl+s")
     await until(pilot, lambda: next(t for t in tasks(server) if t["id"] == task["id"])["status"] == "holding", "held")
@@ -419,7 +496,7 @@ async def add_link(server, pilot, app):
 async def delete_link(server, pilot, app):
     entry = api(server, "alice", "POST", "/api/directory", json={"title": "doomed link", "url": "https://x.example"})
     await on_pane(pilot, app, "8", "directory")
-    app.pane("directory").request_reload()
+    pane_by_id(app, "directory").request_reload()
     await until(pilot, lambda: str(entry["id"]) in row_keys(app, "#directory-table"), "listed")
     select_row(app, "#directory-table", str(entry["id"]))
     await pilot.press("d", "y")
@@ -651,19 +728,19 @@ async def connect(server, pilot, app):
     await until(pilot, lambda: isinstance(app.screen, ConnectScreen), "connect screen")
     # the profile name opens with "default", selected: typing replaces it; enter there saves and connects
     await pilot.press(*typed(server.url), "tab", *typed(TOKENS["alice"]), "tab", *typed("work"), "enter")
-    await until(pilot, lambda: app.identity == "alice", "connected as alice")
+    await until(pilot, lambda: app.session.identity == "alice", "connected as alice")
     profile = load_profile("work")
     assert (profile.url, profile.token) == (server.url, TOKENS["alice"])
 
 
 @scenario("alice", "coordtui.app:CoordApp.action_connect")
 async def connect_while_running(server, pilot, app):
-    await until(pilot, lambda: app.identity == "alice", "connected as alice")
+    await until(pilot, lambda: app.session.identity == "alice", "connected as alice")
     app.action_connect()  # the palette's "Connect…"
     await until(pilot, lambda: isinstance(app.screen, ConnectScreen) and app.focused is not None, "connect screen")
     # the URL and token open as they are, selected when tabbed into: typing replaces them
     await pilot.press("tab", *typed(TOKENS["bob"]), "tab", *typed("as-bob"), "enter")
-    await until(pilot, lambda: app.identity == "bob" and app.conn_state == "connected", "connected as bob")
+    await until(pilot, lambda: app.session.identity == "bob" and app.conn_state == "connected", "connected as bob")
     assert load_profile("as-bob").token == TOKENS["bob"]
 
 
@@ -671,7 +748,7 @@ async def connect_while_running(server, pilot, app):
 async def refused_token(server, pilot, app):
     await until(pilot, lambda: isinstance(app.screen, ConnectScreen) and app.focused is not None, "connect screen")
     await pilot.press(*typed(TOKENS["carol"]), "tab", *typed("as-carol"), "enter")
-    await until(pilot, lambda: app.identity == "carol" and app.conn_state == "connected", "connected as carol")
+    await until(pilot, lambda: app.session.identity == "carol" and app.conn_state == "connected", "connected as carol")
     assert load_profile("as-carol").token == TOKENS["carol"]
 
 

@@ -14,7 +14,7 @@ from coordtui.panes.metrics_strip import MetricsStrip
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import TOKENS, client
 from tests.tui.functional.test_ops_palette import palette, palette_hits
-from tests.tui.helpers import make_app, row_keys, select_row, wait_for, wait_idle
+from tests.tui.helpers import make_app, pane_by_id, row_keys, select_row, wait_for, wait_idle
 from tests.tui.ops_helpers import (accepted, confirm_yes, fill_form_keep, open_ops, ops_rows, press_for_form,
                                    retype)
 
@@ -37,7 +37,7 @@ def iso(moment: datetime) -> str:
 
 def summary(node, selector: str) -> str:
     """A label's text; the board's summary is looked up in its pane, whichever screen is on top."""
-    root = node.pane("swarm") if selector == "#swarm-summary" else node
+    root = pane_by_id(node, "swarm") if selector == "#swarm-summary" else node
     return str(root.query_one(selector).render())
 
 
@@ -169,7 +169,7 @@ async def test_metrics_strip_moves_with_requests(server, monkeypatch):
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
         strip = app.query_one("#doctor-metrics")
-        await wait_for(pilot, lambda: app.is_admin, what="admin")
+        await wait_for(pilot, lambda: app.session.is_admin, what="admin")
         await pilot.press("6")
         await wait_for(pilot, lambda: strip.display and strip.scrapes >= 1, what="strip shown")
         first = strip.samples[-1].requests
@@ -192,7 +192,7 @@ async def test_metrics_strip_moves_with_requests(server, monkeypatch):
 async def test_metrics_strip_hidden_for_non_admins(server):
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.identity == "alice", what="verified")
+        await wait_for(pilot, lambda: app.session.identity == "alice", what="verified")
         await pilot.press("6")
         await wait_idle(pilot, app)
         await pilot.pause(0.5)
@@ -206,7 +206,7 @@ async def test_user_admin_archives_and_names(server):
         assert (await sdk.verify()).identity == "dave"
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.is_admin, what="admin")
+        await wait_for(pilot, lambda: app.session.is_admin, what="admin")
         await open_ops(pilot, app, "6", "U", UsersScreen)
         await wait_for(pilot, lambda: "dave" in ops_rows(app), what="dave listed")
         select_row(app.screen, "#ops-table", "dave")
@@ -256,7 +256,7 @@ async def test_the_only_admin_is_told_why_they_cannot_archive_or_demote_themselv
     server = make_server()
     app = make_app(server, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.is_admin, what="admin")
+        await wait_for(pilot, lambda: app.session.is_admin, what="admin")
         await open_ops(pilot, app, "6", "U", UsersScreen)
         users = app.screen
         for key, verb in (("a", "archived"), ("A", "demoted")):
@@ -271,7 +271,7 @@ async def test_the_only_admin_is_told_why_they_cannot_archive_or_demote_themselv
             await wait_for(pilot, lambda: app.screen is users, what="back to users")
         me = next(u for u in api(server, "admin", "GET", "/api/admin/users")["users"] if u["id"] == "admin")
         assert (me["isAdmin"], me["archivedAt"]) == (True, None)
-        assert app.is_admin and app.conn_state == "connected"
+        assert app.session.is_admin and app.conn_state == "connected"
 
 
 async def test_metrics_404_hides_the_strip(make_server, monkeypatch):
@@ -280,7 +280,7 @@ async def test_metrics_404_hides_the_strip(make_server, monkeypatch):
     old = make_server(env={"COORD_METRICS": "off"})
     app = make_app(old, "admin")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.is_admin, what="admin")
+        await wait_for(pilot, lambda: app.session.is_admin, what="admin")
         strip = app.query_one("#doctor-metrics")
         await pilot.press("6")
         await wait_idle(pilot, app)

@@ -31,7 +31,7 @@ async def test_mail_opened_from_wake_is_read_and_leaves_wake_unless_configured(m
         select_row(app, "#wake-table", f"message:{first['id']}")
         await pilot.press("enter")
         await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="read")
-        assert app.active_pane.id == "inbox" and app.pane("inbox").selected().id == first["id"]
+        assert app.active_pane.id == "inbox" and app.inbox_pane.selected().id == first["id"]
         await pilot.press("1")
         await wait_for(pilot, lambda: f"message:{first['id']}" not in row_keys(app, "#wake-table"), what="gone")
 
@@ -43,8 +43,8 @@ async def test_mail_opened_from_wake_is_read_and_leaves_wake_unless_configured(m
         await wait_for(pilot, lambda: f"message:{second['id']}" in row_keys(app, "#wake-table"), what="in wake")
         select_row(app, "#wake-table", f"message:{second['id']}")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.pane("inbox").selected() is not None
-                       and app.pane("inbox").selected().id == second["id"], what="opened")
+        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.inbox_pane.selected() is not None
+                       and app.inbox_pane.selected().id == second["id"], what="opened")
         await wait_idle(pilot, app)
         assert message(server, "carol", second["id"])["status"] == "unread"
 
@@ -63,8 +63,8 @@ async def test_wake_shows_items_updates_live_and_acks(server):
 
         select_row(app, "#wake-table", f"message:{first['id']}")
         await pilot.press("enter")  # opens the message in the inbox
-        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.pane("inbox").selected() is not None
-                       and app.pane("inbox").selected().id == first["id"], what="opened in inbox")
+        await wait_for(pilot, lambda: app.active_pane.id == "inbox" and app.inbox_pane.selected() is not None
+                       and app.inbox_pane.selected().id == first["id"], what="opened in inbox")
         # opening it marked it read (keys.toml open_marks_read), and Wake no longer lists it
         await wait_for(pilot, lambda: message(server, "carol", first["id"])["status"] == "read", what="read on open")
         await pilot.press("1")
@@ -145,13 +145,13 @@ async def test_alert_arriving_off_pane_is_kept_until_dismissed_even_across_resta
                                                            "wakeAgent": "carol"}).json()
     app = make_app(server, "carol")
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.identity == "carol" and app.conn_state == "connected",
+        await wait_for(pilot, lambda: app.session.identity == "carol" and app.conn_state == "connected",
                        what="stream")
         await pilot.press("2")  # reading the inbox when the alert comes in
         await wait_idle(pilot, app)
         with client(server) as anonymous:
             anonymous.post(f"/api/ingest/pager/{hook['token']}", json={"title": "Disk full", "body": "db-1 at 98%"})
-        await wait_for(pilot, lambda: len(app.alerts) == 1, what="alert kept off-pane")
+        await wait_for(pilot, lambda: len(app.session.alerts) == 1, what="alert kept off-pane")
         with client(server, "carol") as carol:  # the server has marked it delivered: wake no longer lists it
             assert not any(i["source"] == "buzz" for i in carol.get("/api/wake").json()["items"])
         await pilot.press("1")
@@ -172,7 +172,7 @@ async def test_alert_arriving_off_pane_is_kept_until_dismissed_even_across_resta
 
     again = make_app(server, "carol")
     async with again.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: again.pane("wake").loads >= 1, what="wake loaded")
+        await wait_for(pilot, lambda: again.wake_pane.loads >= 1, what="wake loaded")
         await wait_idle(pilot, again)
         assert not any(k.startswith("buzz:") for k in row_keys(again, "#wake-table")), "a dismissed alert came back"
 
@@ -188,7 +188,7 @@ async def test_n_and_shift_n_walk_the_unread_items_skipping_tasks_and_headers(se
         mails = {f"message:{first['id']}", f"message:{second['id']}"}
         await wait_for(pilot, lambda: mails <= set(row_keys(app, "#wake-table"))
                        and any(k.startswith("swarm:") for k in row_keys(app, "#wake-table")), what="items")
-        pane = app.pane("wake")
+        pane = app.wake_pane
         unread = [k for k in row_keys(app, "#wake-table") if k in pane.items and pane.items[k].source != "swarm"
                   and pane.items[k].source != "message_pending"]
         assert mails <= set(unread)
@@ -211,10 +211,10 @@ async def test_enter_on_mail_in_wake_selects_that_message_in_an_inbox_not_loaded
     async with app.run_test(size=(80, 24)) as pilot:
         key = f"message:{newer['id']}"
         await wait_for(pilot, lambda: key in row_keys(app, "#wake-table"), what="wake item")
-        assert app.pane("inbox").loads == 0
+        assert app.inbox_pane.loads == 0
         select_row(app, "#wake-table", key)
         await pilot.press("enter")
-        inbox = app.pane("inbox")
+        inbox = app.inbox_pane
         await wait_for(pilot, lambda: app.active_pane is inbox and inbox.loads >= 1 and not inbox.busy, what="inbox")
         await pilot.pause(0.1)
         assert str(older["id"]) in row_keys(app, "#inbox-table")

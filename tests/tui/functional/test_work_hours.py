@@ -52,7 +52,7 @@ async def test_wake_says_which_tasks_work_hours_hide(server):
             json={"title": title, "projectId": website["id"], "assigneeUserId": "bob", "status": "ready"})
     app = make_app(server, "bob")
     async with app.run_test(size=(120, 35)) as pilot:
-        await wait_for(pilot, lambda: app.pane("wake").loads >= 1, what="wake loaded")
+        await wait_for(pilot, lambda: app.wake_pane.loads >= 1, what="wake loaded")
         await wait_idle(pilot, app)
         summary = str(app.query_one("#wake-summary").render())
         assert f"2 tasks outside work hours (Website, {start}–{end} UTC)" in summary, summary

@@ -1,0 +1,78 @@
+"""The links of a page's rendered view, to open (o, enter) or copy (y): a terminal has no pointer to click them
+with. Text and addresses come from another identity's page: shown as data, never as markup."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+
+@dataclass(frozen=True)
+class PageLink:
+    text: str
+    url: str
+
+
+def page_links(markdown: str) -> list[PageLink]:
+    """Every link of the page in order (inline and autolinked), each address once."""
+    links: list[PageLink] = []
+    seen: set[str] = set()
+    for block in MarkdownIt("commonmark", {"linkify": False}).parse(markdown):
+        children = block.children or []
+        for index, token in enumerate(children):
+            if token.type != "link_open":
+                continue
+            url = str(token.attrGet("href") or "")
+            words = []
+            for inner in children[index + 1:]:
+                if inner.type == "link_close":
+                    break
+                words.append(inner.content)
+            if url and url not in seen:
+                seen.add(url)
+                links.append(PageLink("".join(words) or url, url))
+    return links
+
+
+class PageLinksScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape", "dismiss_links", "Close"), Binding("o", "open_link", "Open"),
+                Binding("y", "copy_link", "Copy")]
+
+    def __init__(self, links: list[PageLink]) -> None:
+        super().__init__(classes="form-screen")
+        self.links = links
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="form"):
+            yield Label(Text.assemble(("Links on this page", "bold"), ("  o/enter open · y copy · esc close", "dim")))
+            yield OptionList(*[Option(Text.assemble(link.text, ("  " + link.url, "dim")), id=str(index))
+                               for index, link in enumerate(self.links)], id="page-links")
+
+    def selected(self) -> PageLink | None:
+        index = self.query_one("#page-links", OptionList).highlighted
+        return self.links[index] if index is not None and index < len(self.links) else None
+
+    def action_open_link(self) -> None:
+        link = self.selected()
+        if link is not None:
+            self.app.open_url(link.url)
+            self.notify(f"Opened {link.url}", timeout=3)
+
+    def action_copy_link(self) -> None:
+        link = self.selected()
+        if link is not None:
+            self.app.copy_to_clipboard(link.url)
+            self.notify(f"{link.url} copied to the clipboard", timeout=3)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.action_open_link()
+
+    def action_dismiss_links(self) -> None:
+        self.dismiss(None)
