@@ -180,6 +180,6 @@ async def test_u_takes_back_a_digit_pressed_by_reflex(server, monkeypatch):
         await wait_for(pilot, lambda: "answering: yes" in wake_row_text(app, key), what="the answer pending")
         await pilot.press("u")
         await wait_for(pilot, lambda: "answering" not in wake_row_text(app, key), what="taken back")
+        assert any("Undone: Answering alice: yes" in str(n.message) for n in app._notifications)
         await asyncio.sleep(WakePane.ANSWER_GRACE + 0.5)
         assert get_ask(server, "alice", asked["id"])["status"] == "open", "nothing was sent"
-        assert any("Undone: Answering alice: yes" in str(n.message) for n in app._notifications)

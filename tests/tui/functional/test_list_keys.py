@@ -46,7 +46,8 @@ async def moves_like_a_list(pilot, widget, where: str) -> None:
 
 
 def lists_in(node) -> list:
-    return [w for w in node.query("DataTable, Tree") if w.display]
+    return [w for w in node.query("DataTable, Tree")  # those in view: a hidden container hides its lists too
+            if all(getattr(n, "display", True) for n in w.ancestors_with_self)]
 
 
 async def test_every_list_moves_with_j_k_home_end_and_pages(server, monkeypatch):
