@@ -48,8 +48,10 @@ class World:
         token, plaintext = self.unit(identities.issue_token, identity, is_admin, None, "admin", expires_at)
         return token.id, plaintext
 
-    def revoke_silently(self, token_id: int) -> None:
-        """As another process's revocation before its announcement arrives: the row only."""
+    async def revoke_silently(self, token_id: int) -> None:
+        """As another process's revocation before its announcement arrives: the row only (after the writes
+        already under way, e.g. a last use: two writers at once would find SQLite locked)."""
+        await self.settled()
         self.unit(lambda: Token.update(revoked_at=to_db(self.clock.now())).where(Token.id == token_id).execute())
 
     async def settled(self) -> None:
@@ -90,7 +92,7 @@ async def test_a_database_token_wins_and_once_revoked_the_environment_answers(wo
     row = world.unit(lambda: Token.create(identity="dbbob", token_hash=hash_token(TOKENS["bob"]), is_admin=False,
                                           created_at=to_db(START)))
     assert (await world.resolver.resolve(TOKENS["bob"])).identity == "dbbob"
-    world.revoke_silently(row.id)
+    await world.revoke_silently(row.id)
     world.resolver.forget([row.id])
     assert await world.resolver.resolve(TOKENS["bob"]) == Principal("bob", False, None, "env")
 
@@ -98,7 +100,7 @@ async def test_a_database_token_wins_and_once_revoked_the_environment_answers(wo
 async def test_an_answer_is_cached_for_five_seconds(world):
     token_id, plaintext = world.issue("dana")
     assert (await world.resolver.resolve(plaintext)).identity == "dana"
-    world.revoke_silently(token_id)
+    await world.revoke_silently(token_id)
     world.mono += 4.999
     assert (await world.resolver.resolve(plaintext)).identity == "dana"  # cached: the revocation unheard
     world.mono += 0.001
@@ -128,7 +130,7 @@ async def test_forgetting_drops_the_named_tokens_or_the_whole_identity(world):
     for text in (dana_one_text, dana_two_text, erin_text, "guessed"):
         await world.resolver.resolve(text)
     for token_id in (dana_one, dana_two, erin):
-        world.revoke_silently(token_id)
+        await world.revoke_silently(token_id)
 
     world.resolver.forget([dana_one])
     assert await world.resolver.resolve(dana_one_text) is None
@@ -159,8 +161,8 @@ async def test_announcements_on_the_bus_drop_tokens_until_the_resolver_stops(wor
     other_id, other_text = world.issue("erin")
     await world.resolver.resolve(plaintext)
     await world.resolver.resolve(other_text)
-    world.revoke_silently(token_id)
-    world.revoke_silently(other_id)
+    await world.revoke_silently(token_id)
+    await world.revoke_silently(other_id)
     world.coord.bus.publish(TOKENS_CHANNEL, {"tokenIds": [str(token_id), None], "identity": 5})
     assert (await world.resolver.resolve(plaintext)).identity == "dana"  # neither an int id nor a name
     world.coord.bus.publish(TOKENS_CHANNEL, {"tokenIds": [token_id], "identity": None})
@@ -170,7 +172,7 @@ async def test_announcements_on_the_bus_drop_tokens_until_the_resolver_stops(wor
 
     third_id, third_text = world.issue("dana")
     await world.resolver.resolve(third_text)
-    world.revoke_silently(third_id)
+    await world.revoke_silently(third_id)
     await world.resolver.stop()
     world.coord.bus.publish(TOKENS_CHANNEL, {"tokenIds": [third_id], "identity": "dana"})
     assert (await world.resolver.resolve(third_text)).identity == "dana"  # no longer listening
@@ -179,7 +181,7 @@ async def test_announcements_on_the_bus_drop_tokens_until_the_resolver_stops(wor
 async def test_the_cache_is_emptied_beyond_ten_thousand_answers(world):
     token_id, plaintext = world.issue("dana")
     await world.resolver.resolve(plaintext)
-    world.revoke_silently(token_id)
+    await world.revoke_silently(token_id)
     for n in range(9_999):  # with dana's: 10,000 answers cached
         world.resolver._cache[f"filler-{n}"] = (world.mono + 5, None, None)
     await world.resolver.resolve("guessed-1")  # 10,000 cached: kept, and this one makes 10,001
