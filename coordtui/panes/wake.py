@@ -24,10 +24,11 @@ from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
-SOURCE_ORDER = {"ask": 0, "backup": 1, "buzz": 2, "message": 3, "message_pending": 4, "ask_result": 5, "chat": 6,
-                "swarm": 7}
+SOURCE_ORDER = {"ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5, "ask_result": 6,
+                "chat": 7, "swarm": 8}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
-SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "buzz": "Buzz alerts",
+SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts",
+                 "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
                  "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
