@@ -151,7 +151,10 @@ class WakePane(Pane[Wake]):
         if selected and selected in self.items:
             table.move_cursor(row=table.get_row_index(selected))
         elif self.items:
-            table.move_cursor(row=1)
+            # A question is answered only once the cursor was put on it: listed first, it is not where the
+            # cursor starts (the header is), so a digit pressed to switch panes switches panes.
+            first_is_question = next(iter(self.items.values())).source == "ask"
+            table.move_cursor(row=0 if first_is_question else 1)
 
     def handle_events(self, events: list[ServerEvent]) -> None:
         pulses = [e for e in events if e.type == "wake_pulse"]
