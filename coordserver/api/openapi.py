@@ -94,6 +94,8 @@ def _no_nul(schema: Any) -> Any:
         return {**out, "$ref": _REF.format(name=_JSON)}
     if out.get("type") == "string" and not {"pattern", "enum", "const", "format"} & set(out):
         out["pattern"] = NO_NUL
+    if out.get("type") == "object":  # a map's keys are request text too (labels: {"name": "value"})
+        out.setdefault("propertyNames", {"pattern": NO_NUL})
     return out
 
 

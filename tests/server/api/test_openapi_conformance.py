@@ -215,3 +215,33 @@ def test_building_the_document_leaves_a_process_that_exits_cleanly(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]))
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_object_a_request_holds_names_its_keys_without_nul(app):
+    """jsonstrict refuses NUL in a key as in a value, so each object schema a request body or query holds (a
+    map of labels included) says its property names hold no NUL."""
+    document = openapi_document(app.url_map.iter_rules(), app.view_functions, "1.0.0")
+    components = document["components"]["schemas"]
+    request_models = set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(
+        [op.get("requestBody", {}) for item in document["paths"].values() for op in item.values()])))
+    unnamed = []
+
+    def walk(schema, where):
+        if isinstance(schema, dict):
+            if schema.get("type") == "object" and "propertyNames" not in schema:
+                unnamed.append(where)
+            for key, value in schema.items():
+                walk(value, f"{where}.{key}")
+        elif isinstance(schema, list):
+            for index, value in enumerate(schema):
+                walk(value, f"{where}[{index}]")
+
+    pending = list(request_models)
+    while pending:  # the structs a request model holds are request text too
+        for ref in re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(components[pending.pop()])):
+            if ref not in request_models:
+                request_models.add(ref)
+                pending.append(ref)
+    for name in request_models:
+        walk(components[name], name)
+    assert request_models and not unnamed, unnamed
