@@ -1,6 +1,7 @@
 """Recurring templates: list, create, edit, delete (API.md §7).
 
-The schedule is the server's: while the cron expression or timezone is typed, the form asks the server's
+A new template runs in this machine's time zone unless another is named (the server's default, America/Chicago,
+is v1's and is never assumed). The schedule is the server's: while the cron expression or timezone is typed, the form asks the server's
 preview route (POST /api/swarm/recurring/preview, ours) for the next three runs, and shows its refusal
 under the field it names. A server without that route (404) gets the next run from `nextRunAt` after saving.
 """
@@ -23,12 +24,10 @@ from ..client import limits
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import Project, counted
 from ..client.ops_models import Template
+from ..localzone import local_zone
 from ..panes.swarm import BOARD
 from ..screens.form import Field, FormScreen, FormValues, Submit
 from .base import Command, OpsHost, OpsScreen, blank_none, confirm, run_form, when
-
-DEFAULT_TIMEZONE = "America/Chicago"
-
 
 def next_run_text(t: Template) -> str:
     if not t.enabled:
@@ -80,7 +79,7 @@ class TemplateForm(FormScreen):
     async def preview(self) -> None:
         values = self.values()
         label = self.query_one("#schedule-preview", Label)
-        cron, tz_name = values["cron"], values["timezone"] or DEFAULT_TIMEZONE
+        cron, tz_name = values["cron"], values["timezone"] or local_zone()
         if not cron:
             label.update("")
             return
@@ -108,7 +107,7 @@ def template_fields(t: Template | None, projects: list[Project]) -> list[Field]:
               wire="title"),
         Field("cron", "Cron (minute hour day month weekday)", t.cron_expr if t else "0 9 * * 1", required=True,
               max_len=limits.CRON_EXPR, wire="cronExpr"),
-        Field("timezone", "Timezone (IANA)", t.timezone if t else DEFAULT_TIMEZONE, wire="timezone"),
+        Field("timezone", "Timezone (IANA)", t.timezone if t else local_zone(), wire="timezone"),
         Field("assignee", "Assignee (identity)", (t.assignee or "") if t else "", wire="assigneeUserId"),
         Field("project", "Project", project, kind="select", options=choices),
         Field("status", "Initial status", t.initial_status if t else "ready", kind="select", options=BOARD,
@@ -122,7 +121,7 @@ def template_fields(t: Template | None, projects: list[Project]) -> list[Field]:
 
 
 def wire_fields(values: FormValues, projects: list[Project]) -> dict[str, Any]:
-    return {"timezone": values["timezone"] or DEFAULT_TIMEZONE, "assigneeUserId": blank_none(values["assignee"]),
+    return {"timezone": values["timezone"] or local_zone(), "assigneeUserId": blank_none(values["assignee"]),
             "projectId": next((p.id for p in projects if p.title == values["project"]), None),
             "initialStatus": values["status"], "detail": blank_none(values["detail"])}
 
