@@ -17,7 +17,7 @@ from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
-from ..screens.form import Field, FormScreen, reply_form
+from ..screens.form import Field, FormScreen, forwarded, reply_form
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
@@ -45,10 +45,11 @@ MailData = tuple[list[Message], list[Message], int]  # received (in order), sent
 class InboxPane(Pane[MailData]):
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
-            ("r", "reply"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
+            ("r", "reply (quoting the message)"), ("f", "forward"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
             ("n / N", "next / previous unread"), ("s", "sent mail / received mail"),
             ("/", "search (enter; escape clears)"), ("ctrl+e", "in a form: write the body in $EDITOR")]
     BINDINGS = [Binding("c", "compose", "Compose", id="inbox.compose"), Binding("r", "reply", "Reply", id="inbox.reply"),
+                Binding("f", "forward", "Forward", id="inbox.forward"),
                 Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", id="inbox.ack_all"),
                 Binding("p", "pending", "Pending", id="inbox.pending"),
                 Binding("n", "next_unread(1)", "Next unread", id="inbox.next_unread"),
@@ -264,11 +265,11 @@ class InboxPane(Pane[MailData]):
             event.stop()
 
     @work(group="inbox-action", exit_on_error=False)
-    async def action_compose(self, recipient: str = "") -> None:
+    async def action_compose(self, recipient: str = "", title: str = "", body: str = "") -> None:
         sent = await self.app.push_screen_wait(FormScreen("New message", [
             Field("recipient", "To", recipient, required=True),
-            Field("title", "Title", required=True, max_len=limits.MESSAGE_TITLE),
-            Field("body", "Body", kind="text", max_len=limits.MESSAGE_BODY),
+            Field("title", "Title", title, required=True, max_len=limits.MESSAGE_TITLE),
+            Field("body", "Body", body, kind="text", max_len=limits.MESSAGE_BODY),
             Field("urgent", "Urgent", False, kind="check")], "Send",
             submit=lambda v: self.client.send(v["recipient"], v["title"], v["body"], bool(v["urgent"]))))
         if sent:
@@ -280,9 +281,22 @@ class InboxPane(Pane[MailData]):
         message = self.selected()
         if message is None:
             return
-        if await self.app.push_screen_wait(reply_form(self.client, message.id, f"{message.sender}: {message.title}")):
+        about = f"{message.sender}: {message.title}"
+        quoting = message.body if self.view == "received" else ""
+        if await self.app.push_screen_wait(reply_form(self.client, message.id, about, quoting)):
             self.notify("Reply sent", timeout=3)
             self.request_reload()
+
+    def action_forward(self) -> None:
+        """The selected message (received or sent) as a new message: "Fwd:" title, the original below a line
+        naming who sent it and when; To is left to fill in."""
+        message = self.selected()
+        if message is None:
+            return
+        sent_at = f"{message.created_at.astimezone():%Y-%m-%d %H:%M}" if message.created_at else ""
+        title = message.title if message.title.startswith("Fwd: ") else f"Fwd: {message.title}"
+        self.action_compose(title=title[:limits.MESSAGE_TITLE],
+                            body=forwarded(message.sender, sent_at, message.title, message.body))
 
     @work(group="inbox-action", exit_on_error=False)
     async def action_ack(self) -> None:

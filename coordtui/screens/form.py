@@ -55,6 +55,8 @@ class Field:
     max_len: int | None = None  # the server's limit, counted as it counts (characters)
     wire: str = ""  # the API's name for it: a refusal naming it is shown under this field too
     hint: str = ""  # one line under the label: what the field does
+    # its default is only a start (a quote): the cursor starts after it, and required means something added to it
+    empty_if_unchanged: bool = False
     # a select's choices as the server has them now: asked when the form opens (the options above show meanwhile)
     load: Callable[[], Awaitable[tuple[str, ...]]] | None = dataclass_field(default=None, compare=False)
 
@@ -136,6 +138,10 @@ class FormScreen(ModalScreen[Any]):
         for field in self.fields:
             if field.kind == "select" and field.load is not None:
                 self.load_options(field)
+        for field in self.fields:
+            if field.empty_if_unchanged:  # a start to add to (a quote): typing goes on after it
+                area = self.query_one(f"#field-{field.name}", TextArea)
+                area.move_cursor(area.document.end)
         if self.focus_field:
             self.query_one(f"#field-{self.focus_field}").focus()
             return
@@ -218,7 +224,8 @@ class FormScreen(ModalScreen[Any]):
         return {name: value.strip() if isinstance(value, str) else value for name, value in self.raw_values().items()}
 
     def problems(self, values: FormValues) -> str | None:
-        missing = [f.label for f in self.fields if f.required and not values.get(f.name)]
+        missing = [f.label for f in self.fields if f.required and (not values.get(f.name) or (
+            f.empty_if_unchanged and str(values[f.name]).strip() == str(f.default).strip()))]
         if missing:
             return f"Required: {', '.join(missing)}"
         too_long = [f"{f.label} ({len(values[f.name]):,}/{f.max_len:,})" for f in self.fields
@@ -310,11 +317,34 @@ class FormScreen(ModalScreen[Any]):
             self.action_cancel()
 
 
-def reply_form(client: CoordClient, message_id: int, about: str) -> FormScreen:
-    """The reply dialog of Wake and Inbox: it sends the reply itself, so a refusal keeps the text."""
-    return FormScreen(f"Reply to {about}", [Field("body", "Reply", kind="text", required=True,
-                                                  max_len=limits.MESSAGE_BODY)],
+def reply_form(client: CoordClient, message_id: int, about: str, quoting: str = "") -> FormScreen:
+    """The reply dialog of Wake and Inbox: it sends the reply itself, so a refusal keeps the text. With `quoting`
+    (the original's body) the reply starts with it quoted, and what is typed goes below it."""
+    return FormScreen(f"Reply to {about}", [Field("body", "Reply", quoted(quoting), kind="text", required=True,
+                                                  max_len=limits.MESSAGE_BODY, empty_if_unchanged=True)],
                       "Send", submit=lambda values: client.reply(message_id, values["body"]))
+
+
+QUOTE_MAX = limits.MESSAGE_BODY // 2  # a quote leaves room for the answer
+
+
+def quoted(body: str) -> str:
+    """`body` as an email quote ("> " before each line, then an empty line to type on); a long body is cut, so
+    the quote alone never fills a reply."""
+    body = body.strip("\n")
+    if not body:
+        return ""
+    if len(body) > QUOTE_MAX:
+        body = body[:QUOTE_MAX].rstrip() + " …"
+    return "\n".join(f"> {line}" if line else ">" for line in body.split("\n")) + "\n\n"
+
+
+def forwarded(sender: str, sent_at: str, title: str, body: str) -> str:
+    """The body of a forward: the original under a line naming who sent it and when."""
+    head = f"---------- Forwarded message from {sender}{f' ({sent_at})' if sent_at else ''} ----------"
+    room = limits.MESSAGE_BODY - len(head) - len(title) - 20
+    text = body if len(body) <= room else body[:room].rstrip() + " …"
+    return f"\n\n{head}\nTitle: {title}\n\n{text}"
 
 
 def answer_text_form(client: CoordClient, ask_id: int, question: str) -> FormScreen:

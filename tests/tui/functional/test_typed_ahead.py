@@ -211,13 +211,14 @@ async def compose(server, pilot, app):
 
 @scenario("alice", "coordtui.panes.inbox:InboxPane.action_reply")
 async def inbox_reply(server, pilot, app):
-    message = api(server, "bob", "POST", "/api/mailboxes/alice/messages", json={"title": "reply-me inbox"})
+    message = api(server, "bob", "POST", "/api/mailboxes/alice/messages",
+                  json={"title": "reply-me inbox", "body": "quote me"})
     await on_pane(pilot, app, "2", "inbox")
     await until(pilot, lambda: str(message["id"]) in row_keys(app, "#inbox-table"), "listed")
     select_row(app, "#inbox-table", str(message["id"]))
     text = body("inbox reply")
-    await pilot.press("r", *typed(text), "ctrl+s")
-    await until(pilot, lambda: text in [m["body"] for m in inbox(server, "bob")], "reply whole")
+    await pilot.press("r", *typed(text), "ctrl+s")  # typed below the quote the form opens with
+    await until(pilot, lambda: f"> quote me\n\n{text}" in [m["body"] for m in inbox(server, "bob")], "reply whole")
 
 
 @scenario("carol", "coordtui.panes.inbox:InboxPane.action_ack_all")
