@@ -74,6 +74,9 @@ class FormCheckbox(Checkbox):
 
 
 class FormScreen(ModalScreen[Any]):
+    # on_mount chooses the field; Textual's own first pick (the scrolling container) would take keys typed
+    # meanwhile and drop them
+    AUTO_FOCUS = ""  # not None: None means the App's ("*")
     BINDINGS = [Binding("escape", "cancel", "Cancel"),
                 Binding("ctrl+s", "submit", "Send/Save", priority=True, id="form.submit"),
                 Binding("ctrl+e", "editor", "$EDITOR", priority=True, id="form.editor")]
