@@ -1,10 +1,12 @@
 """Alerts over real HTTP (skill page `buzz`, "Alerts"), on SQLite and PostgreSQL: grouping of Alertmanager, GitHub
 and plain JSON ingests; resolve by the source and reopen; ack, unack, snooze and resolve with their 409s; who may
 act (403) and who may see (404); v1 buzz wake items unchanged but for alertId, and the `alert` wake item until
-handled; `alert_changed` stream events and their replay after a restart; snooze expiry on an injected clock, once,
-with two processes on one PostgreSQL; one process acks and the other's stream clients hear it."""
+handled; `alert_changed` stream events and their replay after a restart; a webhook's own flap thresholds, and a
+flapping alert that wakes (pulse and push) at most once per window; snooze expiry and escalation on an injected clock,
+once, with two processes on one PostgreSQL; one process acks and the other's stream clients hear it."""
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -12,11 +14,13 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log as event_log
+from coordserver.models import PushDelivery
 from coordserver.timeutil import FrozenClock, iso
 from tests.helpers import client, eventually, ok
 from tests.server.api.test_metrics import scrape, value
-from tests.server.realtime.test_push import ALLOW_LOOPBACK, receiver, register, verify  # noqa: F401 (a fixture)
+from tests.server.realtime.test_push import ALLOW_LOOPBACK, deliveries, receiver, register, verify  # noqa: F401
 from tests.sse_helpers import open_stream
 
 START = datetime(2026, 2, 17, 12, 0, tzinfo=UTC)
@@ -62,8 +66,16 @@ def alert_items(c: httpx.Client) -> list[dict]:
 
 
 def logged(srv, kind: str = "alert_changed") -> list[tuple[dict, list[str], bool]]:
+    return [(data, to, to_all) for _id, data, to, to_all in logged_with_ids(srv, kind)]
+
+
+def logged_with_ids(srv, *kinds: str) -> list[tuple[int, dict, list[str], bool]]:
     rows = srv.call(lambda: srv.coord.store.read(event_log.range_after, 0, None, 10_000))
-    return [(data, sorted(audience), to_all) for _id, k, data, to_all, audience in rows if k == kind]
+    return [(event_id, data, sorted(audience), to_all) for event_id, k, data, to_all, audience in rows if k in kinds]
+
+
+def pushes_to(srv, identity: str) -> list[PushDelivery]:
+    return [d for d in deliveries(srv) if d.identity == identity]
 
 
 # --- grouping ----------------------------------------------------------------------------------
@@ -170,6 +182,83 @@ def test_an_alert_resolved_too_often_flaps_and_calms_down_after_a_window(make_se
         assert cycle()["flapping"] is False  # a new window
     changes = [d["change"] for d, _to, _all in logged(srv)]
     assert changes.count("resolved") == 5 and changes.count("reopened") == 4  # the history keeps every change
+
+
+def test_a_webhook_sets_its_own_flap_thresholds(srv):
+    with client(srv, "alice") as alice:
+        hook = webhook(alice)
+        assert (hook["flapResolutions"], hook["flapWindowMinutes"]) == (None, None)  # the server's defaults
+        own = webhook(alice, appName="own", flapResolutions=5, flapWindowMinutes=60)
+        assert (own["flapResolutions"], own["flapWindowMinutes"]) == (5, 60)
+        changed = ok(alice.patch(f"/api/buzz/webhooks/{hook['id']}", json={"flapResolutions": 1}))
+        assert (changed["flapResolutions"], changed["flapWindowMinutes"]) == (1, None)
+        cleared = ok(alice.patch(f"/api/buzz/webhooks/{own['id']}", json={"flapWindowMinutes": None}))
+        assert (cleared["flapResolutions"], cleared["flapWindowMinutes"]) == (5, None)
+        listed = {w["id"]: (w["flapResolutions"], w["flapWindowMinutes"])
+                  for w in ok(alice.get("/api/buzz/webhooks"))["webhooks"]}
+        assert listed == {hook["id"]: (1, None), own["id"]: (5, None)}
+        for refused, error in (({"flapResolutions": 0}, "flapResolutions must be 1 to 1000, or null"),
+                               ({"flapResolutions": 1001}, "flapResolutions must be 1 to 1000, or null"),
+                               ({"flapWindowMinutes": 10081}, "flapWindowMinutes must be 1 to 10080, or null"),
+                               ({"flapWindowMinutes": "5"}, "flapWindowMinutes must be 1 to 10080, or null"),
+                               ({"flapResolutions": True}, "flapResolutions must be 1 to 1000, or null")):
+            for answer in (alice.patch(f"/api/buzz/webhooks/{hook['id']}", json=refused),
+                           alice.post("/api/buzz/webhooks", json={"appName": "bad", "title": "t", **refused})):
+                assert (answer.status_code, answer.json()) == (400, {"error": error}), refused
+        assert [w["appName"] for w in ok(alice.get("/api/buzz/webhooks"))["webhooks"]] == ["own", "prom"]
+        assert ok(alice.get("/api/buzz/webhooks"))["webhooks"][1]["flapResolutions"] == 1  # unchanged by a 400
+
+
+def test_a_flapping_alert_wakes_at_most_once_per_window(make_server, database_url, receiver):
+    """The webhook's thresholds (2 resolutions in 10 minutes) replace the server's (3 in 30): the third resolution
+    flaps and wakes; later changes inside the window are logged `quiet` (no wake pulse, no push); a change once
+    the window has passed since it last woke anyone wakes again."""
+    clock = FrozenClock(START)
+    srv = make_server(clock=clock, database_url=database_url, env=ALLOW_LOOPBACK)
+    register(srv, "bob", receiver().url)
+    heard: list[str] = []
+
+    async def listen() -> None:
+        srv.coord.bus.subscribe(channels.WAKE, lambda payload: heard.append(payload["identity"]))
+    srv.call(listen)
+
+    async def settle() -> None:
+        await asyncio.sleep(0.05)
+
+    def woke_bob(body: dict) -> bool:
+        before = heard.count("bob")
+        fire(srv, hook, body)
+        srv.call(settle)
+        clock.advance(minutes=1)
+        return heard.count("bob") > before
+
+    with client(srv, "alice") as alice:
+        hook = webhook(alice, flapResolutions=2, flapWindowMinutes=10)
+        steps = [alertmanager(status=status) for _ in range(5) for status in ("firing", "resolved")]
+        woke = [woke_bob(body) for body in steps]  # t0 .. t9
+        assert woke == [True] * 6 + [False] * 4  # the 3rd resolution (t5) flaps and wakes; t6 .. t9 inside its window
+        alert = ok(alice.get(f"/api/buzz/alerts/{fire(srv, hook, alertmanager())['alertId']}"))  # t10: reopens
+        assert (alert["flapping"], alert["state"], alert["count"]) == (True, "open", 6)
+        clock.advance(minutes=4)  # t14: 9 minutes after it last woke
+        assert woke_bob(alertmanager()) is False
+        assert woke_bob(alertmanager()) is True  # t15: a window after t5
+        assert woke_bob(alertmanager()) is False  # t16: inside the new window
+    logged_changes = logged_with_ids(srv, "broadcast", "alert_changed")
+    loud = {event_id for event_id, data, _to, _all in logged_changes if not data.get("quiet")}
+    quiet = [(data["type"], data.get("change")) for _id, data, _to, _all in logged_changes if data.get("quiet")]
+    cycle = [("alert_changed", "reopened"), ("broadcast", None), ("alert_changed", "resolved"), ("broadcast", None)]
+    assert quiet == cycle * 2 + cycle[:2] + [("broadcast", None)] * 2  # t6 .. t10, t14, t16
+    pushed = wait_for_pushes(srv, "bob", len(loud))
+    assert {d.event_id for d in pushed} == loud  # one push per change that woke, none for a quiet one
+    assert len(logged_changes) == len(loud) + len(quiet)
+
+
+def wait_for_pushes(srv, identity: str, count: int) -> list[PushDelivery]:
+    """The push feeder's rows for `identity` once it has written `count`; a moment later, so that an extra one
+    would show."""
+    eventually(lambda: pushes_to(srv, identity), lambda rows: len(rows) >= count)
+    srv.call(lambda: asyncio.sleep(0.3))
+    return pushes_to(srv, identity)
 
 
 # --- acting ------------------------------------------------------------------------------------
