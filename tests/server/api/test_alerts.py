@@ -468,6 +468,38 @@ def test_two_processes_one_acks_the_other_hears_and_each_snooze_ends_once(make_s
     assert sorted(d["alertId"] for d, _to, _all in logged(here) if d["change"] == "unsnoozed") == sorted(alert_ids)
 
 
+def test_two_processes_escalate_each_alert_once(make_server, pg_cluster, receiver):
+    """Both processes' passes (their own loops and four raced calls) run past escalateAfterMinutes on one clock:
+    each alert escalates once: one history entry, one push to escalateTo, one escalated wake item."""
+    url = pg_cluster.create_database()
+    clock = FrozenClock(START)
+    here = make_server(clock=clock, database_url=url, env=ALLOW_LOOPBACK, **FAST)
+    there = make_server(clock=clock, database_url=url, env=ALLOW_LOOPBACK, **FAST)
+    register(here, "carol", receiver().url)
+    with client(here, "alice") as alice, client(there, "carol") as carol:
+        hook = webhook(alice, escalateAfterMinutes=5, escalateTo=["carol"])
+        alert_ids = [fire(here, hook, {"title": f"t{n}"})["alertId"] for n in range(6)]
+        clock.advance(minutes=5)
+        barrier = threading.Barrier(4)
+
+        def race(server) -> int:
+            barrier.wait()
+            return server.call(server.coord.services.scheduler.unsnooze_alerts)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(race, [here, there, here, there]))
+        items = eventually(lambda: alert_items(carol), lambda found: len(found) == 6)
+        assert sorted(i["id"] for i in items) == sorted(alert_ids) and all(i["escalated"] for i in items)
+        escalated_at = {ok(alice.get(f"/api/buzz/alerts/{a}"))["escalatedAt"] for a in alert_ids}
+        assert escalated_at == {iso(START + timedelta(minutes=5))}
+    schedulers = here.coord.services.scheduler, there.coord.services.scheduler
+    assert sum(s.alerts_escalated for s in schedulers) == 6
+    history = [(event_id, d["alertId"]) for event_id, d, _to, _all in logged_with_ids(here, "alert_changed")
+               if d["change"] == "escalated"]
+    assert sorted(alert_id for _id, alert_id in history) == sorted(alert_ids)
+    pushed = [d for d in wait_for_pushes(here, "carol", 6) if d.event_type == "alert_changed"]
+    assert sorted(d.event_id for d in pushed) == sorted(event_id for event_id, _alert in history)
+
+
 async def test_one_process_acks_and_the_others_stream_hears_it(make_server, pg_cluster):
     url = pg_cluster.create_database()
     here, there = make_server(database_url=url), make_server(database_url=url)
