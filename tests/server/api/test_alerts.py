@@ -261,6 +261,73 @@ def wait_for_pushes(srv, identity: str, count: int) -> list[PushDelivery]:
     return pushes_to(srv, identity)
 
 
+def ingest_script(srv, clock: FrozenClock) -> list[bytes]:
+    """A fixed run of ingests (new groups, repeats, resolutions, a reopening, a silenced one, plain text) on a
+    fresh database: each ingest's answer and then the alert listing, as the bytes the server sent."""
+    answers = []
+    with client(srv, "alice") as alice, client(srv) as anon:
+        hook = webhook(alice)
+        ok(alice.post("/api/buzz/silences", json={"webhookId": hook["id"], "match": {"title": "Muted"},
+                                                  "minutes": 60}))
+        url = f"/api/ingest/{hook['appName']}/{hook['token']}"
+        latency = {**alertmanager(), "fingerprint": "f-latency"}
+        bodies: list[dict | str] = [
+            latency, {**latency, "fingerprint": "f-latency-2"}, {**latency, "fingerprint": "f-latency-2"},
+            {**alertmanager(status="resolved"), "fingerprint": "f-resolved"},
+            {**alertmanager(group="disk"), "fingerprint": "f-disk"}, {**latency, "fingerprint": "f-reopen"},
+            {"title": "Muted by the silence", "groupKey": "m"}, {"title": "Backup failed", "dedupKey": "b"},
+            {"title": "Backup failed", "dedupKey": "b"}, "plain text body"]
+        for body in bodies:
+            clock.advance(seconds=7)
+            sent = anon.post(url, content=body) if isinstance(body, str) else anon.post(url, json=body)
+            answers.append(sent.content)
+        answers.append(alice.get("/api/buzz/alerts").content)
+    return answers
+
+
+def test_ingest_answers_byte_for_byte_as_before(make_server, database_url):
+    """What the ingest and the alert listing answer, recorded before the alert lookup became fixed SQL."""
+    clock = FrozenClock(START)
+    answers = ingest_script(make_server(clock=clock, database_url=database_url), clock)
+    assert answers == INGEST_SCRIPT_ANSWERS
+
+
+INGEST_SCRIPT_ANSWERS: list[bytes] = [
+    b'{"ok":true,"eventId":1,"alertId":1}\n',
+    b'{"ok":true,"eventId":2,"alertId":1}\n',
+    b'{"ok":true,"eventId":3,"suppressed":true}\n',
+    b'{"ok":true,"eventId":4,"alertId":1}\n',
+    b'{"ok":true,"eventId":5,"alertId":2}\n',
+    b'{"ok":true,"eventId":6,"alertId":1}\n',
+    b'{"ok":true,"eventId":7,"alertId":3,"silencedBy":1}\n',
+    b'{"ok":true,"eventId":8,"alertId":4}\n',
+    b'{"ok":true,"eventId":9,"suppressed":true}\n',
+    b'{"ok":true,"eventId":10,"alertId":5}\n',
+    b'{"alerts":[{"id":5,"webhookId":1,"appName":"prom","title":"Prometheus","groupKey":"Prometheus","stat'
+    b'e":"open","count":1,"firstAt":"2026-02-17T12:01:10.000Z","lastAt":"2026-02-17T12:01:10.000Z","opened'
+    b'At":"2026-02-17T12:01:10.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":null,"'
+    b'resolvedBy":null,"lastEventId":10,"silencedBy":null,"runbook":null,"escalateAt":null,"escalatedAt":n'
+    b'ull,"flapping":false},{"id":4,"webhookId":1,"appName":"prom","title":"Backup failed","groupKey":"b",'
+    b'"state":"open","count":1,"firstAt":"2026-02-17T12:00:56.000Z","lastAt":"2026-02-17T12:00:56.000Z","o'
+    b'penedAt":"2026-02-17T12:00:56.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":n'
+    b'ull,"resolvedBy":null,"lastEventId":8,"silencedBy":null,"runbook":null,"escalateAt":null,"escalatedA'
+    b't":null,"flapping":false},{"id":3,"webhookId":1,"appName":"prom","title":"Muted by the silence","gro'
+    b'upKey":"m","state":"open","count":1,"firstAt":"2026-02-17T12:00:49.000Z","lastAt":"2026-02-17T12:00:'
+    b'49.000Z","openedAt":"2026-02-17T12:00:49.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"re'
+    b'solvedAt":null,"resolvedBy":null,"lastEventId":7,"silencedBy":1,"runbook":null,"escalateAt":null,"es'
+    b'calatedAt":null,"flapping":false},{"id":1,"webhookId":1,"appName":"prom","title":"[FIRING:1] HighLat'
+    b'ency (critical)","groupKey":"{}:{alertname=\\"HighLatency\\"}","state":"open","count":3,"firstAt":"202'
+    b'6-02-17T12:00:07.000Z","lastAt":"2026-02-17T12:00:42.000Z","openedAt":"2026-02-17T12:00:42.000Z","ac'
+    b'kedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":null,"resolvedBy":null,"lastEventId":6,"'
+    b'silencedBy":null,"runbook":null,"escalateAt":null,"escalatedAt":null,"flapping":false},{"id":2,"webh'
+    b'ookId":1,"appName":"prom","title":"[FIRING:1] HighLatency (critical)","groupKey":"disk","state":"ope'
+    b'n","count":1,"firstAt":"2026-02-17T12:00:35.000Z","lastAt":"2026-02-17T12:00:35.000Z","openedAt":"20'
+    b'26-02-17T12:00:35.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":null,"resolve'
+    b'dBy":null,"lastEventId":5,"silencedBy":null,"runbook":null,"escalateAt":null,"escalatedAt":null,"fla'
+    b'pping":false}]}\n',
+]
+
+
 # --- acting ------------------------------------------------------------------------------------
 
 def test_ack_unack_snooze_resolve_and_their_conflicts(srv):
