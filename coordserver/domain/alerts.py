@@ -122,9 +122,9 @@ def _changed(alert: BuzzAlert, change: Change, by: str | None, pulse: bool = Tru
 # --- ingest (called by buzz.ingest under the webhook's row lock) --------------------------------
 
 def find(webhook_id: int, group_key: str) -> BuzzAlert | None:
-    found: BuzzAlert | None = BuzzAlert.get_or_none(
-        (BuzzAlert.webhook_id == webhook_id) & (BuzzAlert.group_key == group_key))
-    return found
+    """The webhook's alert of that group (fixed SQL: the ingest's hot path; one row by the unique index)."""
+    found = db.sql_models(BuzzAlert, "WHERE webhook_id = ? AND group_key = ?", (webhook_id, group_key))
+    return found[0] if found else None
 
 
 def create_for(webhook: BuzzWebhook, group_key: str, title: str, resolves: bool, now: datetime) -> BuzzAlert:

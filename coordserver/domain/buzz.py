@@ -444,7 +444,7 @@ def _group_key(payload: JSONObject, github_event: str | None) -> str | None:
 def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
     """Constant-time comparison against every webhook of that app name; disabled ones do not match."""
     found = None
-    for webhook in BuzzWebhook.select().where(BuzzWebhook.app_name == app_name):
+    for webhook in db.sql_models(BuzzWebhook, "WHERE app_name = ?", (app_name,)):  # (fixed SQL: the hot path)
         if hmac.compare_digest(webhook.token.encode(), token.encode()) and webhook.enabled:
             found = webhook
     if found is None:
@@ -452,13 +452,15 @@ def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
     return found
 
 
+_REPEAT_SQL = ("SELECT 1 FROM buzz_event WHERE webhook_id = ? AND dedup_key = ? AND received_at > ? AND suppressed = ? "
+               "LIMIT 1")
+
+
 def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now: datetime) -> bool:
+    """An ingest of that dedupKey, not itself a repeat, within DEDUP_WINDOW (fixed SQL: the hot path)."""
     if not dedup_key:
         return False
-    return (BuzzEvent.select().where(
-        (BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.dedup_key == dedup_key)
-        & (BuzzEvent.received_at > to_db(now - DEDUP_WINDOW)) & (BuzzEvent.suppressed == False))  # noqa: E712
-        .exists())
+    return bool(db.sql_rows(_REPEAT_SQL, (webhook.id, dedup_key, to_db(now - DEDUP_WINDOW), False)))
 
 
 def _audience(webhook: BuzzWebhook) -> list[str] | None:

@@ -292,6 +292,31 @@ def test_ingest_answers_byte_for_byte_as_before(make_server, database_url):
     assert answers == INGEST_SCRIPT_ANSWERS
 
 
+def test_the_ingests_fixed_sql_reads_rows_as_peewee_does(make_server, database_url):
+    """alerts.find and the webhook and silence lookups (db.sql_models) give the same values, of the same types, as
+    Peewee's own SELECT, for every column: datetimes, booleans, JSON, nulls."""
+    clock = FrozenClock(START)
+    srv = make_server(clock=clock, database_url=database_url)
+    ingest_script(srv, clock)
+    with client(srv, "bob") as bob:
+        ok(bob.post("/api/buzz/alerts/2/snooze", json={"minutes": 5}))
+        ok(bob.post("/api/buzz/alerts/4/ack"))
+    from coordserver import db
+    from coordserver.domain import alerts
+    from coordserver.models import BuzzAlert, BuzzSilence, BuzzWebhook
+
+    def read() -> list[tuple[dict, dict]]:
+        pairs = [(alerts.find(a.webhook_id, a.group_key).__data__, a.__data__) for a in BuzzAlert.select()]
+        for model in (BuzzSilence, BuzzWebhook):
+            fixed = db.sql_models(model, "ORDER BY id")
+            pairs.extend(zip([row.__data__ for row in fixed], [row.__data__ for row in model.select().order_by(model.id)]))
+        return pairs
+    pairs = srv.call(lambda: srv.coord.store.read(read))
+    assert len(pairs) == 7
+    for fixed, peewee in pairs:
+        assert fixed == peewee and [type(v) for v in fixed.values()] == [type(v) for v in peewee.values()]
+
+
 INGEST_SCRIPT_ANSWERS: list[bytes] = [
     b'{"ok":true,"eventId":1,"alertId":1}\n',
     b'{"ok":true,"eventId":2,"alertId":1}\n',
