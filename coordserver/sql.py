@@ -127,7 +127,7 @@ def sql_models(model: type[M], rest: str, params: Sequence[Any] = ()) -> list[M]
     found = []
     for row in sql_rows(_select_every_column(model) + rest, params):
         instance = model(__no_default__=1, **{field.name: field.python_value(value) for field, value in zip(fields, row)})
-        instance._dirty.clear()
+        cast(Any, instance)._dirty.clear()  # (Peewee's stubs do not declare _dirty)
         found.append(instance)
     return found
 
