@@ -6,8 +6,8 @@ flapping alert that wakes (pulse and push) at most once per window; snooze expir
 once, with two processes on one PostgreSQL; one process acks and the other's stream clients hear it."""
 from __future__ import annotations
 
-import asyncio
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -222,15 +222,13 @@ def test_a_flapping_alert_wakes_at_most_once_per_window(make_server, database_ur
         srv.coord.bus.subscribe(channels.WAKE, lambda payload: heard.append(payload["identity"]))
     srv.call(listen)
 
-    async def settle() -> None:
-        await asyncio.sleep(0.05)
-
     def woke_bob(body: dict) -> bool:
+        """Whether this ingest pulsed bob's wake (the bus is asynchronous: half a second to hear it)."""
         before = heard.count("bob")
         fire(srv, hook, body)
-        srv.call(settle)
+        woke = eventually(lambda: heard.count("bob"), lambda count: count > before, timeout=0.5) > before
         clock.advance(minutes=1)
-        return heard.count("bob") > before
+        return woke
 
     with client(srv, "alice") as alice:
         hook = webhook(alice, flapResolutions=2, flapWindowMinutes=10)
@@ -257,7 +255,7 @@ def wait_for_pushes(srv, identity: str, count: int) -> list[PushDelivery]:
     """The push feeder's rows for `identity` once it has written `count`; a moment later, so that an extra one
     would show."""
     eventually(lambda: pushes_to(srv, identity), lambda rows: len(rows) >= count)
-    srv.call(lambda: asyncio.sleep(0.3))
+    time.sleep(0.3)
     return pushes_to(srv, identity)
 
 
