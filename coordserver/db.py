@@ -33,13 +33,13 @@ from .migrations import migrate
 from .models import database_proxy
 # The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
 from .sql import (PreparedStatements, Row, current_database, locked, sql_execute, sql_insert,  # noqa: F401
-                  sql_rows, tuples)
+                  sql_models, sql_rows, tuples)
 from .timeutil import Clock
 from .unit import Merge, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
 
 # What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
 __all__ = ["Row", "Store", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event", "now",
-           "sql_execute", "sql_insert", "sql_rows", "tuples"]
+           "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
 
 log = logging.getLogger("coord.db")
 

@@ -382,6 +382,8 @@ class BuzzWebhook(BaseModel):
     runbook_url = pw.CharField(max_length=2000, null=True)  # or a URL
     escalate_after_minutes = pw.IntegerField(null=True)  # an alert open this long wakes escalate_to
     escalate_to = pw.CharField(max_length=255, null=True)  # identities, a normalised comma list
+    flap_resolutions = pw.IntegerField(null=True)  # its flap threshold; null: the deployment's (settings)
+    flap_window_minutes = pw.IntegerField(null=True)  # its flap window; null: the deployment's
 
 
 class BuzzEvent(BaseModel):

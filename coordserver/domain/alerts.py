@@ -39,9 +39,22 @@ RECENT_EVENTS = 20  # events GET /api/buzz/alerts/{id} shows
 @dataclass(frozen=True)
 class FlapRule:
     """An alert resolved by its source more than `resolutions` times within `window` is flapping: it wakes at
-    most once per window (settings: COORD_FLAP_RESOLUTIONS, COORD_FLAP_WINDOW_MINUTES)."""
+    most once per window (the deployment's: COORD_FLAP_RESOLUTIONS, COORD_FLAP_WINDOW_MINUTES; a webhook's
+    flapResolutions and flapWindowMinutes replace them for its alerts)."""
     resolutions: int = 3
     window: timedelta = timedelta(minutes=30)
+
+    def for_webhook(self, webhook: BuzzWebhook) -> FlapRule:
+        """This rule with the webhook's own thresholds where it sets them."""
+        resolutions = webhook.flap_resolutions or self.resolutions
+        window = timedelta(minutes=webhook.flap_window_minutes) if webhook.flap_window_minutes else self.window
+        return FlapRule(resolutions, window)
+
+
+def quiet(wakes: bool) -> dict[str, bool]:
+    """What a logged change that wakes no one (a flapping alert inside its window) carries: `quiet` true, so
+    the push worker sends no push for it (its stream event and history stay)."""
+    return {} if wakes else {"quiet": True}
 
 
 State = Literal["open", "acked", "snoozed", "resolved"]
@@ -92,12 +105,12 @@ def audience(for_users: str | None, wake_agent: str | None, notify_agent: str | 
 
 def _changed(alert: BuzzAlert, change: Change, by: str | None, pulse: bool = True) -> None:
     """Log `alert_changed` for the alert's audience, pulse its wake agent and tell every process's
-    scheduler (a snooze's end)."""
+    scheduler (a snooze's end). Without `pulse` (a flapping alert inside its window) it is logged `quiet`."""
     escalated = _identities(alert.escalate_to) if change == "escalated" else []
     to = audience(alert.for_users, alert.wake_agent, alert.notify_agent)
     log.append("alert_changed", {"type": "alert_changed", "alertId": alert.id, "change": change, "by": by,
                                  "wakeAgent": alert.wake_agent, "notifyAgent": alert.notify_agent,
-                                 "escalateTo": escalated, "alert": alert_json(alert)},
+                                 "escalateTo": escalated, "alert": alert_json(alert), **quiet(pulse)},
                to=None if to is None else [*to, *escalated])
     for identity in ({alert.wake_agent, *_identities(alert.escalate_to)} - {None}) if pulse else ():
         assert identity is not None
@@ -109,9 +122,9 @@ def _changed(alert: BuzzAlert, change: Change, by: str | None, pulse: bool = Tru
 # --- ingest (called by buzz.ingest under the webhook's row lock) --------------------------------
 
 def find(webhook_id: int, group_key: str) -> BuzzAlert | None:
-    found: BuzzAlert | None = BuzzAlert.get_or_none(
-        (BuzzAlert.webhook_id == webhook_id) & (BuzzAlert.group_key == group_key))
-    return found
+    """The webhook's alert of that group (fixed SQL: the ingest's hot path; one row by the unique index)."""
+    found = db.sql_models(BuzzAlert, "WHERE webhook_id = ? AND group_key = ?", (webhook_id, group_key))
+    return found[0] if found else None
 
 
 def create_for(webhook: BuzzWebhook, group_key: str, title: str, resolves: bool, now: datetime) -> BuzzAlert:

@@ -40,6 +40,8 @@ APP_NAME_RULE = "appName may contain only letters, digits, '.', '_' and '-' (it 
 FOR_USERS_MAX = 255
 RUNBOOK_URL_MAX = 2000
 ESCALATE_MINUTES_MAX = 7 * 24 * 60
+FLAP_RESOLUTIONS_MAX = 1000
+FLAP_WINDOW_MINUTES_MAX = 7 * 24 * 60
 
 
 # --- wire shapes -----------------------------------------------------------------------------
@@ -55,7 +57,8 @@ def webhook_json(webhook: BuzzWebhook, base_url: str) -> JSONObject:
             "lastHitAt": iso(webhook.last_hit_at), "ingestUrl": ingest_url(base_url, webhook),
             "runbookPageId": webhook.runbook_page_id, "runbookUrl": webhook.runbook_url,
             "escalateAfterMinutes": webhook.escalate_after_minutes,
-            "escalateTo": webhook.escalate_to.split(",") if webhook.escalate_to else None}
+            "escalateTo": webhook.escalate_to.split(",") if webhook.escalate_to else None,
+            "flapResolutions": webhook.flap_resolutions, "flapWindowMinutes": webhook.flap_window_minutes}
 
 
 def event_json(event: BuzzEvent) -> JSONObject:
@@ -124,11 +127,12 @@ def clean_runbook_page(value: Any) -> str | None:
     return value.strip()
 
 
-def clean_escalate_minutes(value: Any) -> int | None:
+def optional_count(value: Any, key: str, maximum: int) -> int | None:
+    """An integer from 1 to `maximum`, or null (the field's default)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= ESCALATE_MINUTES_MAX:
-        raise Invalid(f"escalateAfterMinutes must be 1 to {ESCALATE_MINUTES_MAX}, or null")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise Invalid(f"{key} must be 1 to {maximum}, or null")
     return value
 
 
@@ -157,8 +161,10 @@ _CLEANERS: dict[str, Callable[[Any], Any]] = {
     "notifyAgent": lambda value: clean_agent(value, "notifyAgent"),
     "enabled": lambda value: flag(value, "enabled"), "runbookPageId": clean_runbook_page,
     "runbookUrl": lambda value: optional_http_url(value, "runbookUrl", RUNBOOK_URL_MAX, ", or null"),
-    "escalateAfterMinutes": clean_escalate_minutes,
-    "escalateTo": lambda value: clean_for_users(value, "escalateTo")}
+    "escalateAfterMinutes": lambda value: optional_count(value, "escalateAfterMinutes", ESCALATE_MINUTES_MAX),
+    "escalateTo": lambda value: clean_for_users(value, "escalateTo"),
+    "flapResolutions": lambda value: optional_count(value, "flapResolutions", FLAP_RESOLUTIONS_MAX),
+    "flapWindowMinutes": lambda value: optional_count(value, "flapWindowMinutes", FLAP_WINDOW_MINUTES_MAX)}
 
 
 def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
@@ -172,7 +178,7 @@ def _cleaned(body: JSONObject, env_identities: frozenset[str]) -> JSONObject:
 
 
 def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: frozenset[str]) -> JSONObject:
-    """`appName` and `title` required; routing, runbook and escalation fields optional. Starts enabled."""
+    """`appName` and `title` required; routing, runbook, escalation and flap fields optional. Starts enabled."""
     if not body.get("appName") or not body.get("title"):
         raise Invalid("appName and title are required")
     fields = _cleaned({key: value for key, value in body.items() if key != "enabled"}, env_identities)
@@ -181,7 +187,8 @@ def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: 
         for_users=fields.get("forUsers"), wake_agent=fields.get("wakeAgent"), notify_agent=fields.get("notifyAgent"),
         enabled=True, created_at=to_db(db.now()), runbook_page_id=fields.get("runbookPageId"),
         runbook_url=fields.get("runbookUrl"), escalate_after_minutes=fields.get("escalateAfterMinutes"),
-        escalate_to=fields.get("escalateTo"))
+        escalate_to=fields.get("escalateTo"), flap_resolutions=fields.get("flapResolutions"),
+        flap_window_minutes=fields.get("flapWindowMinutes"))
     return webhook_json(webhook, base_url)
 
 
@@ -203,14 +210,16 @@ def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhoo
 
 _COLUMNS = {"title": "title", "appName": "app_name", "enabled": "enabled", "forUsers": "for_users",
             "wakeAgent": "wake_agent", "notifyAgent": "notify_agent", "runbookPageId": "runbook_page_id",
-            "runbookUrl": "runbook_url", "escalateAfterMinutes": "escalate_after_minutes", "escalateTo": "escalate_to"}
+            "runbookUrl": "runbook_url", "escalateAfterMinutes": "escalate_after_minutes", "escalateTo": "escalate_to",
+            "flapResolutions": "flap_resolutions", "flapWindowMinutes": "flap_window_minutes"}
 _CARRIED = ("runbook_page_id", "runbook_url", "escalate_to")  # what its alerts carry, changed with it
 
 
 def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObject, base_url: str,
                    env_identities: frozenset[str]) -> JSONObject:
     """Any of title, appName, enabled, forUsers, wakeAgent, notifyAgent, runbookPageId, runbookUrl,
-    escalateAfterMinutes, escalateTo (null clears all but the first three)."""
+    escalateAfterMinutes, escalateTo, flapResolutions, flapWindowMinutes (null clears all but the first three;
+    a null flap field is the deployment's default)."""
     changes = _cleaned(body, env_identities)
     if not changes:
         raise Invalid("No fields to update")
@@ -435,7 +444,7 @@ def _group_key(payload: JSONObject, github_event: str | None) -> str | None:
 def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
     """Constant-time comparison against every webhook of that app name; disabled ones do not match."""
     found = None
-    for webhook in BuzzWebhook.select().where(BuzzWebhook.app_name == app_name):
+    for webhook in db.sql_models(BuzzWebhook, "WHERE app_name = ?", (app_name,)):  # (fixed SQL: the hot path)
         if hmac.compare_digest(webhook.token.encode(), token.encode()) and webhook.enabled:
             found = webhook
     if found is None:
@@ -443,13 +452,15 @@ def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
     return found
 
 
+_REPEAT_SQL = ("SELECT 1 FROM buzz_event WHERE webhook_id = ? AND dedup_key = ? AND received_at > ? AND suppressed = ? "
+               "LIMIT 1")
+
+
 def _is_repeat(webhook: BuzzWebhook, dedup_key: str | None, now: datetime) -> bool:
+    """An ingest of that dedupKey, not itself a repeat, within DEDUP_WINDOW (fixed SQL: the hot path)."""
     if not dedup_key:
         return False
-    return (BuzzEvent.select().where(
-        (BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.dedup_key == dedup_key)
-        & (BuzzEvent.received_at > to_db(now - DEDUP_WINDOW)) & (BuzzEvent.suppressed == False))  # noqa: E712
-        .exists())
+    return bool(db.sql_rows(_REPEAT_SQL, (webhook.id, dedup_key, to_db(now - DEDUP_WINDOW), False)))
 
 
 def _audience(webhook: BuzzWebhook) -> list[str] | None:
@@ -504,10 +515,10 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
     if silenced is not None:
         alerts.record_silenced(alert, event.id, silenced, now)
         return {"ok": True, "eventId": event.id, "alertId": alert.id, "silencedBy": silenced}
-    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap)
+    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap.for_webhook(webhook))
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
     log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
-                             "alertId": alert.id},
+                             "alertId": alert.id, **alerts.quiet(wakes)},
                to=_audience(webhook))
     for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None and wakes}:
         pulse: WakePayload = {"identity": agent}

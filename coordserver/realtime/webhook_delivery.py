@@ -120,7 +120,9 @@ def _audiences(rows: list) -> dict[int, set[str]]:
             .where(BuzzEvent.id.in_(buzz_ids))} if buzz_ids else {}
     audiences = {}
     for row in rows:
-        if row.type == "message":
+        if row.data.get("quiet"):  # a flapping alert's change inside its window wakes no one: no push
+            audience = set()
+        elif row.type == "message":
             audience = {row.data.get("recipient")}
         elif row.type == "ask":  # to those asked; its outcome to the asker
             audience = {i for i in row.data.get("to") or () if isinstance(i, str)}

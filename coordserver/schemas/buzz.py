@@ -7,8 +7,8 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ..domain.buzz import (APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, ESCALATE_MINUTES_MAX, FOR_USERS_MAX,
-                           RUNBOOK_URL_MAX, TITLE_MAX)
+from ..domain.buzz import (APP_NAME_MAX, APP_NAME_RE, APP_NAME_RULE, ESCALATE_MINUTES_MAX, FLAP_RESOLUTIONS_MAX,
+                           FLAP_WINDOW_MINUTES_MAX, FOR_USERS_MAX, RUNBOOK_URL_MAX, TITLE_MAX)
 from ..domain.fields import HTTP_URL
 from .base import Model, Query, at_least_one, text, trimmed
 from .common import IDENTITY_LIST_PATTERN, IDENTITY_OR_BLANK_PATTERN, IdentityOrBlank
@@ -28,6 +28,11 @@ _FOR_USERS_SCHEMA = {"description": f"identities the events are for: \"alice,bob
                                {"type": "array", "items": {"type": "string", "pattern": IDENTITY_OR_BLANK_PATTERN}},
                                {"type": "null"}]}
 Agent = Annotated[IdentityOrBlank, msgspec.Meta(description="a known identity; blank or null for none")]
+FlapResolutions = Annotated[int, msgspec.Meta(ge=1, le=FLAP_RESOLUTIONS_MAX, description=(
+    "an alert its source resolves more often than this within flapWindowMinutes flaps; null: the server's "
+    "default (COORD_FLAP_RESOLUTIONS)"))]
+FlapWindowMinutes = Annotated[int, msgspec.Meta(ge=1, le=FLAP_WINDOW_MINUTES_MAX, description=(
+    "the flap window, in minutes; null: the server's default (COORD_FLAP_WINDOW_MINUTES)"))]
 
 
 class BuzzEventsQuery(Query):
@@ -47,7 +52,9 @@ class _Routing(Model):
                     "escalateTo": _FOR_USERS.replace("forUsers", "escalateTo"),
                     "runbookUrl": f"runbookUrl must be an http or https URL of at most {RUNBOOK_URL_MAX} characters, "
                                   "or null",
-                    "escalateAfterMinutes": f"escalateAfterMinutes must be 1 to {ESCALATE_MINUTES_MAX}, or null"}
+                    "escalateAfterMinutes": f"escalateAfterMinutes must be 1 to {ESCALATE_MINUTES_MAX}, or null",
+                    "flapResolutions": f"flapResolutions must be 1 to {FLAP_RESOLUTIONS_MAX}, or null",
+                    "flapWindowMinutes": f"flapWindowMinutes must be 1 to {FLAP_WINDOW_MINUTES_MAX}, or null"}
     __field_schemas__ = {"forUsers": _FOR_USERS_SCHEMA, "escalateTo": {
         **_FOR_USERS_SCHEMA, "description": "identities an alert still open after escalateAfterMinutes wakes"}}
     for_users: ForUsers | None | UnsetType = UNSET
@@ -59,6 +66,8 @@ class _Routing(Model):
         = UNSET
     escalate_after_minutes: Annotated[int, msgspec.Meta(ge=1, le=ESCALATE_MINUTES_MAX)] | None | UnsetType = UNSET
     escalate_to: ForUsers | None | UnsetType = UNSET
+    flap_resolutions: FlapResolutions | None | UnsetType = UNSET
+    flap_window_minutes: FlapWindowMinutes | None | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         for name, value in (("forUsers", self.for_users), ("escalateTo", self.escalate_to)):
@@ -102,6 +111,8 @@ class BuzzWebhook(Model):
     runbook_url: str | None = None
     escalate_after_minutes: int | None = None
     escalate_to: list[str] | None = None
+    flap_resolutions: FlapResolutions | None = None  # null: the server's default
+    flap_window_minutes: FlapWindowMinutes | None = None
 
 
 class BuzzWebhooks(Model):

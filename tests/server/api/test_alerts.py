@@ -1,22 +1,26 @@
 """Alerts over real HTTP (skill page `buzz`, "Alerts"), on SQLite and PostgreSQL: grouping of Alertmanager, GitHub
 and plain JSON ingests; resolve by the source and reopen; ack, unack, snooze and resolve with their 409s; who may
 act (403) and who may see (404); v1 buzz wake items unchanged but for alertId, and the `alert` wake item until
-handled; `alert_changed` stream events and their replay after a restart; snooze expiry on an injected clock, once,
-with two processes on one PostgreSQL; one process acks and the other's stream clients hear it."""
+handled; `alert_changed` stream events and their replay after a restart; a webhook's own flap thresholds, and a
+flapping alert that wakes (pulse and push) at most once per window; snooze expiry and escalation on an injected clock,
+once, with two processes on one PostgreSQL; one process acks and the other's stream clients hear it."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
+from coordserver.events import channels
 from coordserver.events import log as event_log
+from coordserver.models import PushDelivery
 from coordserver.timeutil import FrozenClock, iso
 from tests.helpers import client, eventually, ok
 from tests.server.api.test_metrics import scrape, value
-from tests.server.realtime.test_push import ALLOW_LOOPBACK, receiver, register, verify  # noqa: F401 (a fixture)
+from tests.server.realtime.test_push import ALLOW_LOOPBACK, deliveries, receiver, register, verify  # noqa: F401
 from tests.sse_helpers import open_stream
 
 START = datetime(2026, 2, 17, 12, 0, tzinfo=UTC)
@@ -62,8 +66,16 @@ def alert_items(c: httpx.Client) -> list[dict]:
 
 
 def logged(srv, kind: str = "alert_changed") -> list[tuple[dict, list[str], bool]]:
+    return [(data, to, to_all) for _id, data, to, to_all in logged_with_ids(srv, kind)]
+
+
+def logged_with_ids(srv, *kinds: str) -> list[tuple[int, dict, list[str], bool]]:
     rows = srv.call(lambda: srv.coord.store.read(event_log.range_after, 0, None, 10_000))
-    return [(data, sorted(audience), to_all) for _id, k, data, to_all, audience in rows if k == kind]
+    return [(event_id, data, sorted(audience), to_all) for event_id, k, data, to_all, audience in rows if k in kinds]
+
+
+def pushes_to(srv, identity: str) -> list[PushDelivery]:
+    return [d for d in deliveries(srv) if d.identity == identity]
 
 
 # --- grouping ----------------------------------------------------------------------------------
@@ -170,6 +182,173 @@ def test_an_alert_resolved_too_often_flaps_and_calms_down_after_a_window(make_se
         assert cycle()["flapping"] is False  # a new window
     changes = [d["change"] for d, _to, _all in logged(srv)]
     assert changes.count("resolved") == 5 and changes.count("reopened") == 4  # the history keeps every change
+
+
+def test_a_webhook_sets_its_own_flap_thresholds(srv):
+    with client(srv, "alice") as alice:
+        hook = webhook(alice)
+        assert (hook["flapResolutions"], hook["flapWindowMinutes"]) == (None, None)  # the server's defaults
+        own = webhook(alice, appName="own", flapResolutions=5, flapWindowMinutes=60)
+        assert (own["flapResolutions"], own["flapWindowMinutes"]) == (5, 60)
+        changed = ok(alice.patch(f"/api/buzz/webhooks/{hook['id']}", json={"flapResolutions": 1}))
+        assert (changed["flapResolutions"], changed["flapWindowMinutes"]) == (1, None)
+        cleared = ok(alice.patch(f"/api/buzz/webhooks/{own['id']}", json={"flapWindowMinutes": None}))
+        assert (cleared["flapResolutions"], cleared["flapWindowMinutes"]) == (5, None)
+        listed = {w["id"]: (w["flapResolutions"], w["flapWindowMinutes"])
+                  for w in ok(alice.get("/api/buzz/webhooks"))["webhooks"]}
+        assert listed == {hook["id"]: (1, None), own["id"]: (5, None)}
+        for refused, error in (({"flapResolutions": 0}, "flapResolutions must be 1 to 1000, or null"),
+                               ({"flapResolutions": 1001}, "flapResolutions must be 1 to 1000, or null"),
+                               ({"flapWindowMinutes": 10081}, "flapWindowMinutes must be 1 to 10080, or null"),
+                               ({"flapWindowMinutes": "5"}, "flapWindowMinutes must be 1 to 10080, or null"),
+                               ({"flapResolutions": True}, "flapResolutions must be 1 to 1000, or null")):
+            for answer in (alice.patch(f"/api/buzz/webhooks/{hook['id']}", json=refused),
+                           alice.post("/api/buzz/webhooks", json={"appName": "bad", "title": "t", **refused})):
+                assert (answer.status_code, answer.json()) == (400, {"error": error}), refused
+        assert [w["appName"] for w in ok(alice.get("/api/buzz/webhooks"))["webhooks"]] == ["own", "prom"]
+        assert ok(alice.get("/api/buzz/webhooks"))["webhooks"][1]["flapResolutions"] == 1  # unchanged by a 400
+
+
+def test_a_flapping_alert_wakes_at_most_once_per_window(make_server, database_url, receiver):
+    """The webhook's thresholds (2 resolutions in 10 minutes) replace the server's (3 in 30): the third resolution
+    flaps and wakes; later changes inside the window are logged `quiet` (no wake pulse, no push); a change once
+    the window has passed since it last woke anyone wakes again."""
+    clock = FrozenClock(START)
+    srv = make_server(clock=clock, database_url=database_url, env=ALLOW_LOOPBACK)
+    register(srv, "bob", receiver().url)
+    heard: list[str] = []
+
+    async def listen() -> None:
+        srv.coord.bus.subscribe(channels.WAKE, lambda payload: heard.append(payload["identity"]))
+    srv.call(listen)
+
+    def woke_bob(body: dict) -> bool:
+        """Whether this ingest pulsed bob's wake (the bus is asynchronous: half a second to hear it)."""
+        before = heard.count("bob")
+        fire(srv, hook, body)
+        woke = eventually(lambda: heard.count("bob"), lambda count: count > before, timeout=0.5) > before
+        clock.advance(minutes=1)
+        return woke
+
+    with client(srv, "alice") as alice:
+        hook = webhook(alice, flapResolutions=2, flapWindowMinutes=10)
+        steps = [alertmanager(status=status) for _ in range(5) for status in ("firing", "resolved")]
+        woke = [woke_bob(body) for body in steps]  # t0 .. t9
+        assert woke == [True] * 6 + [False] * 4  # the 3rd resolution (t5) flaps and wakes; t6 .. t9 inside its window
+        alert = ok(alice.get(f"/api/buzz/alerts/{fire(srv, hook, alertmanager())['alertId']}"))  # t10: reopens
+        assert (alert["flapping"], alert["state"], alert["count"]) == (True, "open", 6)
+        clock.advance(minutes=4)  # t14: 9 minutes after it last woke
+        assert woke_bob(alertmanager()) is False
+        assert woke_bob(alertmanager()) is True  # t15: a window after t5
+        assert woke_bob(alertmanager()) is False  # t16: inside the new window
+    logged_changes = logged_with_ids(srv, "broadcast", "alert_changed")
+    loud = {event_id for event_id, data, _to, _all in logged_changes if not data.get("quiet")}
+    quiet = [(data["type"], data.get("change")) for _id, data, _to, _all in logged_changes if data.get("quiet")]
+    cycle = [("alert_changed", "reopened"), ("broadcast", None), ("alert_changed", "resolved"), ("broadcast", None)]
+    assert quiet == cycle * 2 + cycle[:2] + [("broadcast", None)] * 2  # t6 .. t10, t14, t16
+    pushed = wait_for_pushes(srv, "bob", len(loud))
+    assert {d.event_id for d in pushed} == loud  # one push per change that woke, none for a quiet one
+    assert len(logged_changes) == len(loud) + len(quiet)
+
+
+def wait_for_pushes(srv, identity: str, count: int) -> list[PushDelivery]:
+    """The push feeder's rows for `identity` once it has written `count`; a moment later, so that an extra one
+    would show."""
+    eventually(lambda: pushes_to(srv, identity), lambda rows: len(rows) >= count)
+    time.sleep(0.3)
+    return pushes_to(srv, identity)
+
+
+def ingest_script(srv, clock: FrozenClock) -> list[bytes]:
+    """A fixed run of ingests (new groups, repeats, resolutions, a reopening, a silenced one, plain text) on a
+    fresh database: each ingest's answer and then the alert listing, as the bytes the server sent."""
+    answers = []
+    with client(srv, "alice") as alice, client(srv) as anon:
+        hook = webhook(alice)
+        ok(alice.post("/api/buzz/silences", json={"webhookId": hook["id"], "match": {"title": "Muted"},
+                                                  "minutes": 60}))
+        url = f"/api/ingest/{hook['appName']}/{hook['token']}"
+        latency = {**alertmanager(), "fingerprint": "f-latency"}
+        bodies: list[dict | str] = [
+            latency, {**latency, "fingerprint": "f-latency-2"}, {**latency, "fingerprint": "f-latency-2"},
+            {**alertmanager(status="resolved"), "fingerprint": "f-resolved"},
+            {**alertmanager(group="disk"), "fingerprint": "f-disk"}, {**latency, "fingerprint": "f-reopen"},
+            {"title": "Muted by the silence", "groupKey": "m"}, {"title": "Backup failed", "dedupKey": "b"},
+            {"title": "Backup failed", "dedupKey": "b"}, "plain text body"]
+        for body in bodies:
+            clock.advance(seconds=7)
+            sent = anon.post(url, content=body) if isinstance(body, str) else anon.post(url, json=body)
+            answers.append(sent.content)
+        answers.append(alice.get("/api/buzz/alerts").content)
+    return answers
+
+
+def test_ingest_answers_byte_for_byte_as_before(make_server, database_url):
+    """What the ingest and the alert listing answer, recorded before the alert lookup became fixed SQL."""
+    clock = FrozenClock(START)
+    answers = ingest_script(make_server(clock=clock, database_url=database_url), clock)
+    assert answers == INGEST_SCRIPT_ANSWERS
+
+
+def test_the_ingests_fixed_sql_reads_rows_as_peewee_does(make_server, database_url):
+    """alerts.find and the webhook and silence lookups (db.sql_models) give the same values, of the same types, as
+    Peewee's own SELECT, for every column: datetimes, booleans, JSON, nulls."""
+    clock = FrozenClock(START)
+    srv = make_server(clock=clock, database_url=database_url)
+    ingest_script(srv, clock)
+    with client(srv, "bob") as bob:
+        ok(bob.post("/api/buzz/alerts/2/snooze", json={"minutes": 5}))
+        ok(bob.post("/api/buzz/alerts/4/ack"))
+    from coordserver import db
+    from coordserver.domain import alerts
+    from coordserver.models import BuzzAlert, BuzzSilence, BuzzWebhook
+
+    def read() -> list[tuple[dict, dict]]:
+        pairs = [(alerts.find(a.webhook_id, a.group_key).__data__, a.__data__) for a in BuzzAlert.select()]
+        for model in (BuzzSilence, BuzzWebhook):
+            fixed = db.sql_models(model, "ORDER BY id")
+            pairs.extend(zip([row.__data__ for row in fixed], [row.__data__ for row in model.select().order_by(model.id)]))
+        return pairs
+    pairs = srv.call(lambda: srv.coord.store.read(read))
+    assert len(pairs) == 7
+    for fixed, peewee in pairs:
+        assert fixed == peewee and [type(v) for v in fixed.values()] == [type(v) for v in peewee.values()]
+
+
+INGEST_SCRIPT_ANSWERS: list[bytes] = [
+    b'{"ok":true,"eventId":1,"alertId":1}\n',
+    b'{"ok":true,"eventId":2,"alertId":1}\n',
+    b'{"ok":true,"eventId":3,"suppressed":true}\n',
+    b'{"ok":true,"eventId":4,"alertId":1}\n',
+    b'{"ok":true,"eventId":5,"alertId":2}\n',
+    b'{"ok":true,"eventId":6,"alertId":1}\n',
+    b'{"ok":true,"eventId":7,"alertId":3,"silencedBy":1}\n',
+    b'{"ok":true,"eventId":8,"alertId":4}\n',
+    b'{"ok":true,"eventId":9,"suppressed":true}\n',
+    b'{"ok":true,"eventId":10,"alertId":5}\n',
+    b'{"alerts":[{"id":5,"webhookId":1,"appName":"prom","title":"Prometheus","groupKey":"Prometheus","stat'
+    b'e":"open","count":1,"firstAt":"2026-02-17T12:01:10.000Z","lastAt":"2026-02-17T12:01:10.000Z","opened'
+    b'At":"2026-02-17T12:01:10.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":null,"'
+    b'resolvedBy":null,"lastEventId":10,"silencedBy":null,"runbook":null,"escalateAt":null,"escalatedAt":n'
+    b'ull,"flapping":false},{"id":4,"webhookId":1,"appName":"prom","title":"Backup failed","groupKey":"b",'
+    b'"state":"open","count":1,"firstAt":"2026-02-17T12:00:56.000Z","lastAt":"2026-02-17T12:00:56.000Z","o'
+    b'penedAt":"2026-02-17T12:00:56.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":n'
+    b'ull,"resolvedBy":null,"lastEventId":8,"silencedBy":null,"runbook":null,"escalateAt":null,"escalatedA'
+    b't":null,"flapping":false},{"id":3,"webhookId":1,"appName":"prom","title":"Muted by the silence","gro'
+    b'upKey":"m","state":"open","count":1,"firstAt":"2026-02-17T12:00:49.000Z","lastAt":"2026-02-17T12:00:'
+    b'49.000Z","openedAt":"2026-02-17T12:00:49.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"re'
+    b'solvedAt":null,"resolvedBy":null,"lastEventId":7,"silencedBy":1,"runbook":null,"escalateAt":null,"es'
+    b'calatedAt":null,"flapping":false},{"id":1,"webhookId":1,"appName":"prom","title":"[FIRING:1] HighLat'
+    b'ency (critical)","groupKey":"{}:{alertname=\\"HighLatency\\"}","state":"open","count":3,"firstAt":"202'
+    b'6-02-17T12:00:07.000Z","lastAt":"2026-02-17T12:00:42.000Z","openedAt":"2026-02-17T12:00:42.000Z","ac'
+    b'kedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":null,"resolvedBy":null,"lastEventId":6,"'
+    b'silencedBy":null,"runbook":null,"escalateAt":null,"escalatedAt":null,"flapping":false},{"id":2,"webh'
+    b'ookId":1,"appName":"prom","title":"[FIRING:1] HighLatency (critical)","groupKey":"disk","state":"ope'
+    b'n","count":1,"firstAt":"2026-02-17T12:00:35.000Z","lastAt":"2026-02-17T12:00:35.000Z","openedAt":"20'
+    b'26-02-17T12:00:35.000Z","ackedBy":null,"ackedAt":null,"snoozedUntil":null,"resolvedAt":null,"resolve'
+    b'dBy":null,"lastEventId":5,"silencedBy":null,"runbook":null,"escalateAt":null,"escalatedAt":null,"fla'
+    b'pping":false}]}\n',
+]
 
 
 # --- acting ------------------------------------------------------------------------------------
@@ -377,6 +556,38 @@ def test_two_processes_one_acks_the_other_hears_and_each_snooze_ends_once(make_s
         scheduler_here, scheduler_there = here.coord.services.scheduler, there.coord.services.scheduler
         assert scheduler_here.alerts_unsnoozed + scheduler_there.alerts_unsnoozed == 6
     assert sorted(d["alertId"] for d, _to, _all in logged(here) if d["change"] == "unsnoozed") == sorted(alert_ids)
+
+
+def test_two_processes_escalate_each_alert_once(make_server, pg_cluster, receiver):
+    """Both processes' passes (their own loops and four raced calls) run past escalateAfterMinutes on one clock:
+    each alert escalates once: one history entry, one push to escalateTo, one escalated wake item."""
+    url = pg_cluster.create_database()
+    clock = FrozenClock(START)
+    here = make_server(clock=clock, database_url=url, env=ALLOW_LOOPBACK, **FAST)
+    there = make_server(clock=clock, database_url=url, env=ALLOW_LOOPBACK, **FAST)
+    register(here, "carol", receiver().url)
+    with client(here, "alice") as alice, client(there, "carol") as carol:
+        hook = webhook(alice, escalateAfterMinutes=5, escalateTo=["carol"])
+        alert_ids = [fire(here, hook, {"title": f"t{n}"})["alertId"] for n in range(6)]
+        clock.advance(minutes=5)
+        barrier = threading.Barrier(4)
+
+        def race(server) -> int:
+            barrier.wait()
+            return server.call(server.coord.services.scheduler.unsnooze_alerts)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(race, [here, there, here, there]))
+        items = eventually(lambda: alert_items(carol), lambda found: len(found) == 6)
+        assert sorted(i["id"] for i in items) == sorted(alert_ids) and all(i["escalated"] for i in items)
+        escalated_at = {ok(alice.get(f"/api/buzz/alerts/{a}"))["escalatedAt"] for a in alert_ids}
+        assert escalated_at == {iso(START + timedelta(minutes=5))}
+    schedulers = here.coord.services.scheduler, there.coord.services.scheduler
+    assert sum(s.alerts_escalated for s in schedulers) == 6
+    history = [(event_id, d["alertId"]) for event_id, d, _to, _all in logged_with_ids(here, "alert_changed")
+               if d["change"] == "escalated"]
+    assert sorted(alert_id for _id, alert_id in history) == sorted(alert_ids)
+    pushed = [d for d in wait_for_pushes(here, "carol", 6) if d.event_type == "alert_changed"]
+    assert sorted(d.event_id for d in pushed) == sorted(event_id for event_id, _alert in history)
 
 
 async def test_one_process_acks_and_the_others_stream_hears_it(make_server, pg_cluster):

@@ -41,7 +41,7 @@ def create_v2_database(url: str) -> tuple[str, str]:
     return "p-old", "t-old"
 
 
-def test_v2_database_is_upgraded_through_3_to_8(make_server, database_url):
+def test_v2_database_is_upgraded_through_3_to_9(make_server, database_url):
     project_id, task_id = create_v2_database(database_url)
     srv = make_server(database_url=database_url)
     alice, bob, carol = client(srv, "alice"), client(srv, "bob"), client(srv, "carol")
@@ -58,10 +58,11 @@ def test_v2_database_is_upgraded_through_3_to_8(make_server, database_url):
     assert workflow.status_code == 200
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (8, 8)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (9, 9)
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
     assert store.database.table_exists("buzz_alert")
     assert "alert_id" in {c.name for c in store.database.get_columns("buzz_event")}
+    assert {"flap_resolutions", "flap_window_minutes"} <= {c.name for c in store.database.get_columns("buzz_webhook")}
     store.close()
