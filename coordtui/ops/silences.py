@@ -7,7 +7,7 @@ and those that ended lately, and ends one (d)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Awaitable, Callable, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -100,14 +100,19 @@ def silence_fields(alert: Alert, labels: JSONObject) -> list[Field]:
     ]
 
 
+LabelsLoader = Callable[[], Awaitable[JSONObject]]
+
+
 class SilenceForm(FormScreen):
     """The silence form: it creates the silence itself (a refusal keeps the text) and shows the preview count,
-    asked again PREVIEW_DELAY seconds after the matcher changes."""
+    asked again PREVIEW_DELAY seconds after the matcher changes. It opens at once (keys typed ahead reach it); the
+    labels of the alert's latest event fill their field when they arrive, unless something was typed there."""
 
-    def __init__(self, client: CoordClient, alert: Alert, labels: JSONObject) -> None:
-        super().__init__(f"Silence alerts like #{alert.id}", silence_fields(alert, labels), "Silence",
+    def __init__(self, client: CoordClient, alert: Alert, labels: LabelsLoader | None = None) -> None:
+        super().__init__(f"Silence alerts like #{alert.id}", silence_fields(alert, {}), "Silence",
                          submit=self.create, focus="minutes")
         self.client = client
+        self.load_labels = labels
         self.preview: tuple[int, int] | None = None  # (events, alerts) of the matcher as it last was
         self._timer: Timer | None = None
 
@@ -115,6 +120,18 @@ class SilenceForm(FormScreen):
         super().on_mount()
         self.query_one("#form").mount(Label("Counting what it would hide…", id="silence-preview", markup=False),
                                       before=self.query_one("#form-error"))
+        self.fill_labels()
+
+    @work(group="silence-labels", exit_on_error=False)
+    async def fill_labels(self) -> None:
+        if self.load_labels is not None:
+            try:
+                labels = await self.load_labels()
+            except (ApiError, ConnectionFailed):
+                labels = {}
+            box = self.query_one("#field-labels", Input)
+            if labels and not box.value:
+                box.value = labels_text(labels)  # its Changed asks the preview again
         self.ask_preview()
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -155,8 +172,8 @@ class SilenceForm(FormScreen):
                                                 minutes=int(values["minutes"]), comment=values["comment"])
 
 
-def silence_form(client: CoordClient, alert: Alert, labels: JSONObject) -> FormScreen:
-    """The form S opens on an alert (labels: its latest event's)."""
+def silence_form(client: CoordClient, alert: Alert, labels: LabelsLoader | None = None) -> FormScreen:
+    """The form S opens on an alert (`labels` fetches its latest event's)."""
     return SilenceForm(client, alert, labels)
 
 

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ..client.api import ApiError, ConnectionFailed
-from ..client.models import Alert, BuzzEvent, Project, age_text, counted
+from ..client.models import Alert, BuzzEvent, JSONObject, Project, age_text, counted
 from ..ops.silences import silence_form
 from ..screens.alert_detail import AlertDetailScreen, state_words
 from ..screens.confirm import ConfirmScreen
@@ -142,8 +142,8 @@ class BuzzPane(Pane[BuzzView]):
                       key=SORTS[self.sort])
 
     def show_alerts(self, alerts: list[Alert]) -> None:
+        selected = cursor_key(self.query_one("#buzz-table", DataTable))
         table = self._table(("State", "Count", "Age", "App", "Title", "Who"))
-        selected = cursor_key(table)
         now = self.session.now()
         shown = self.shown_alerts(alerts)
         self.alerts = {str(a.id): a for a in shown}
@@ -259,14 +259,15 @@ class BuzzPane(Pane[BuzzView]):
         alert = self._need()
         if alert is None:
             return
-        detail = await self._detail(alert)
-        if detail is None:
-            return
-        labels = detail.events[0].labels if detail.events else {}
-        silence = await self.app.push_screen_wait(silence_form(self.client, detail, labels))
+        client = self.client
+
+        async def latest_labels() -> JSONObject:
+            detail = await client.alert(alert.id)
+            return detail.events[0].labels if detail.events else {}
+        silence = await self.app.push_screen_wait(silence_form(client, alert, latest_labels))
         if silence:
-            self.notify(f"Silence #{silence.id} runs until {silence.ends_at.astimezone().strftime('%a %H:%M')}"
-                        if silence.ends_at else f"Silence #{silence.id} created", timeout=5)
+            ends = f" until {silence.ends_at.astimezone().strftime('%a %H:%M')}" if silence.ends_at else ""
+            self.notify(f"Silence #{silence.id} runs{ends}: matching alerts are counted, with no effects", timeout=5)
             self.request_reload()
 
     @work(group="buzz-action", exit_on_error=False)
@@ -301,11 +302,7 @@ class BuzzPane(Pane[BuzzView]):
         if alert is None:
             return
         client = self.client
-        projects: list[Project] = []
-        try:
-            projects = await client.projects()
-        except (ApiError, ConnectionFailed):
-            pass  # the form opens without projects to choose from; the task can still be made
+        projects: list[Project] = []  # asked as the form opens (it opens at once: keys typed ahead reach it)
 
         async def current_projects() -> tuple[str, ...]:
             projects[:] = await client.projects()
