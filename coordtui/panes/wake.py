@@ -52,9 +52,9 @@ def item_text(item: WakeItem) -> Text:
         choices = numbered(item.options) + (" · t in words" if item.allow_text else "")
         text.append(f"  [{choices.lstrip(' ·')}]", style="bold cyan")
     elif item.source == "alert" and item.count is not None:
-        escalated = " · escalated to you" if item.escalated else ""
-        text.append(f"  [{counted(item.count, 'firing')} · {item.alert_state or 'open'}{escalated}]",
-                    style="bold yellow")
+        said = [] if "firing" in item.summary else [counted(item.count, "firing")]  # the server's summary may say it
+        said += [item.alert_state or "open"] + (["escalated to you"] if item.escalated else [])
+        text.append(f"  [{' · '.join(said)}]", style="bold yellow")
     elif item.source == ACKED_ELSEWHERE:
         text.append(f"  [{item.status}]", style="green")
     return text

@@ -20,7 +20,7 @@ def state_words(alert: Alert, now: datetime) -> str:
     if alert.state == "acked":
         words = f"acked by {alert.acked_by or '?'} {age_text(alert.acked_at, now)}".rstrip()
     elif alert.state == "snoozed" and alert.snoozed_until is not None:
-        words = f"snoozed until {alert.snoozed_until.astimezone().strftime('%a %H:%M')}"
+        words = f"snoozed, {age_text(now, alert.snoozed_until) or '0m'} to go"
     elif alert.state == "resolved":
         words = f"resolved by {alert.resolved_by or 'its source'} {age_text(alert.resolved_at, now)}".rstrip()
     else:

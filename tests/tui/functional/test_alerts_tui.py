@@ -203,7 +203,8 @@ async def test_wake_shows_count_and_state_and_who_acked_it_elsewhere(server):
     async with app.run_test(size=(120, 35)) as pilot:
         await wait_for(pilot, lambda: key in row_keys(app, "#wake-table"), what="the alert in Wake")
         await wait_idle(pilot, app)
-        assert "[2 firings · open]" in row_text(app, "#wake-table", key)
+        line = row_text(app, "#wake-table", key)
+        assert "2 firings" in line and "[open]" in line, line
         async with CoordClient(server.url, TOKENS["bob"]) as bob:
             await bob.ack_alert(fired["alertId"])
         acked = f"alert_acked:{fired['alertId']}"
