@@ -89,7 +89,7 @@ def silence_fields(alert: Alert, labels: JSONObject) -> list[Field]:
     return [
         Field("app_name", "App name (every webhook of it)", alert.app_name, required=True, max_len=50,
               wire="appName"),
-        Field("title", "Title matches (a substring, any case; or /a regular expression/)", alert.title,
+        Field("title", "Title matches (any case; or /a regex/)", alert.title,
               max_len=limits.SILENCE_MATCH, wire="match.title"),
         Field("labels", "Labels (name=value, comma-separated; every one must match)", labels_text(labels),
               wire="match.labels"),
@@ -118,8 +118,9 @@ class SilenceForm(FormScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
+        # under the matcher it counts, where a small terminal shows it without scrolling
         self.query_one("#form").mount(Label("Counting what it would hide…", id="silence-preview", markup=False),
-                                      before=self.query_one("#form-error"))
+                                      after=self.query_one("#error-labels"))
         self.fill_labels()
 
     @work(group="silence-labels", exit_on_error=False)

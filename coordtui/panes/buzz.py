@@ -57,8 +57,10 @@ class BuzzView:
 
 def who_text(alert: Alert, now: datetime) -> str:
     """The last column: who acked it and when, until when it sleeps, who resolved it."""
-    words = state_words(alert, now)
-    return words if alert.state != "open" else ("flapping" if alert.flapping else "")
+    words = state_words(alert, now, flags=False)  # the title says "(silenced)"
+    if alert.flapping:
+        words = "flapping" if alert.state == "open" else f"{words} · flapping"
+    return words if alert.state != "open" or alert.flapping else ""
 
 
 class BuzzPane(Pane[BuzzView]):
@@ -94,7 +96,6 @@ class BuzzPane(Pane[BuzzView]):
         self.sort = next(iter(SORTS))
         self.v1 = False  # the server answered 404 for alerts: the events list instead
         self.alerts: dict[str, Alert] = {}
-        self._columns: tuple[str, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="buzz-summary", classes="pane-summary")
@@ -116,14 +117,13 @@ class BuzzPane(Pane[BuzzView]):
 
     # --- showing ----------------------------------------------------------------------------
 
-    def _table(self, columns: tuple[str, ...]) -> DataTable[Any]:
-        table = self.query_one("#buzz-table", DataTable)
-        if columns != self._columns:
-            table.clear(columns=True)
-            table.add_columns(*columns)
-            self._columns = columns
-        else:
-            table.clear()
+    def _table(self, columns: tuple[str, ...], give_way: tuple[str, ...]) -> PlainTable:
+        """The table emptied, its columns anew (their widths follow the new rows: fitted once they are measured)."""
+        table = self.query_one("#buzz-table", PlainTable)
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        table.give_way = give_way
+        self.call_after_refresh(table.fit_columns)
         return table
 
     def show(self, view: BuzzView) -> None:
@@ -143,7 +143,7 @@ class BuzzPane(Pane[BuzzView]):
 
     def show_alerts(self, alerts: list[Alert]) -> None:
         selected = cursor_key(self.query_one("#buzz-table", DataTable))
-        table = self._table(("State", "Count", "Age", "App", "Title", "Who"))
+        table = self._table(("State", "Count", "Age", "App", "Title", "Who"), ("Title", "Who", "App"))
         now = self.session.now()
         shown = self.shown_alerts(alerts)
         self.alerts = {str(a.id): a for a in shown}
@@ -163,7 +163,7 @@ class BuzzPane(Pane[BuzzView]):
 
     def show_events(self, events: list[BuzzEvent]) -> None:
         """A v1 server: its buzz events, newest first, as they always were."""
-        table = self._table(("Age", "App", "Title", "Body"))
+        table = self._table(("Age", "App", "Title", "Body"), ("Body", "Title", "App"))
         self.alerts = {}
         now = self.session.now()
         for event in events:

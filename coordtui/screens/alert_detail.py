@@ -15,8 +15,9 @@ from ..client.models import Alert, age_text
 from ..tables import PlainTable
 
 
-def state_words(alert: Alert, now: datetime) -> str:
-    """'acked by alice 2m', 'snoozed until 14:05', 'resolved by bob 1h', 'open' (and flapping/silenced)."""
+def state_words(alert: Alert, now: datetime, flags: bool = True) -> str:
+    """'acked by alice 2m', 'snoozed, 2h to go', 'resolved by bob 1h', 'open' (and, with `flags`, whether it flaps
+    or its latest firing was silenced)."""
     if alert.state == "acked":
         words = f"acked by {alert.acked_by or '?'} {age_text(alert.acked_at, now)}".rstrip()
     elif alert.state == "snoozed" and alert.snoozed_until is not None:
@@ -25,9 +26,9 @@ def state_words(alert: Alert, now: datetime) -> str:
         words = f"resolved by {alert.resolved_by or 'its source'} {age_text(alert.resolved_at, now)}".rstrip()
     else:
         words = alert.state
-    if alert.flapping:
+    if alert.flapping and flags:
         words += " · flapping"
-    if alert.silenced_by:
+    if alert.silenced_by and flags:
         words += f" · silenced (#{alert.silenced_by})"
     return words
 
@@ -35,9 +36,9 @@ def state_words(alert: Alert, now: datetime) -> str:
 def runbook_words(alert: Alert) -> str:
     runbook = alert.runbook or {}
     if runbook.get("pageId"):
-        return f"notebook page {runbook['pageId']} (b opens it)"
+        return f"notebook page {runbook['pageId']} (b on the list opens it)"
     if runbook.get("url"):
-        return f"{runbook['url']} (b opens or copies it)"
+        return f"{runbook['url']} (b on the list opens or copies it)"
     return "none (set one on the webhook: w)"
 
 
