@@ -61,8 +61,6 @@ def webhook_problem(values: FormValues) -> str | None:
     minutes = str(values.get("escalate_after") or "")
     if minutes and (not minutes.isdigit() or not 1 <= int(minutes) <= limits.ESCALATE_MINUTES):
         return f"escalateAfterMinutes must be 1 to {limits.ESCALATE_MINUTES}, or empty"
-    if minutes and not values.get("escalate_to"):
-        return "escalateTo: whom should an alert left open escalate to?"
     return None
 
 
