@@ -363,6 +363,13 @@ class CoordApp(KeysInOrder, App[None]):
     def buzz_viewed(self, message: BuzzPane.Viewed) -> None:
         self.live.buzz_viewed(message.newest)
 
+    @on(BuzzPane.RunbookOpened)
+    def runbook_opened(self, message: BuzzPane.RunbookOpened) -> None:
+        """An alert's runbook is a notebook page: the Notes pane in view with it open."""
+        notebook = self.notebook_pane
+        self.show_pane(notebook)
+        notebook.open_page(message.page_id)
+
     # panes
     def main_screen(self) -> Screen[Any]:
         """The panes' screen, also while a dialog is on top of it."""

@@ -495,6 +495,7 @@ class BuzzEvent:
     suppressed: bool = False
     alert_id: int | None = None  # ours: the alert it counts on
     silenced_by: int | None = None  # ours: the silence that hid it
+    labels: JSONObject = field(default_factory=dict)  # what a silence's match.labels is compared with
 
     @classmethod
     def parse(cls, row: JSONObject) -> "BuzzEvent":
@@ -502,7 +503,20 @@ class BuzzEvent:
                    title=str(row.get("title") or ""), body=pick(row, "bodyText", "body_text"),
                    received_at=parse_time(pick(row, "receivedAt", "received_at")),
                    suppressed=bool(row.get("suppressed")), alert_id=row.get("alertId"),
-                   silenced_by=row.get("silencedBy"))
+                   silenced_by=row.get("silencedBy"), labels=event_labels(pick(row, "bodyJson", "body_json")))
+
+
+def event_labels(body: Any) -> dict[str, str]:
+    """The labels an event carries, as the server reads them for silences: Alertmanager's groupLabels and
+    commonLabels, or a JSON body's own `labels` (text, numbers and booleans as text)."""
+    labels: dict[str, str] = {}
+    if not isinstance(body, dict):
+        return labels
+    for key in ("groupLabels", "commonLabels", "labels"):
+        found = body.get(key)
+        if isinstance(found, dict):
+            labels.update({str(k): str(v) for k, v in found.items() if isinstance(v, (str, int, float, bool))})
+    return labels
 
 
 @dataclass(frozen=True)
@@ -527,6 +541,7 @@ class Alert:
     escalated_at: datetime | None = None
     silenced_by: int | None = None
     events: tuple[BuzzEvent, ...] = ()  # its recent events, when read one by one
+    last_event_id: int | None = None
 
     @classmethod
     def parse(cls, row: JSONObject) -> "Alert":
@@ -540,7 +555,8 @@ class Alert:
                    resolved_at=parse_time(row.get("resolvedAt")), resolved_by=row.get("resolvedBy"),
                    runbook=runbook if isinstance(runbook, dict) else None, flapping=bool(row.get("flapping")),
                    escalated_at=parse_time(row.get("escalatedAt")), silenced_by=row.get("silencedBy"),
-                   events=tuple(BuzzEvent.parse(e) for e in row.get("events") or () if isinstance(e, dict)))
+                   events=tuple(BuzzEvent.parse(e) for e in row.get("events") or () if isinstance(e, dict)),
+                   last_event_id=row.get("lastEventId"))
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,29 @@ class Webhook:
     enabled: bool
     ingest_url: str | None
     last_hit_at: datetime | None
+    # ours (issue 26): the runbook its alerts point to, and who an alert left open too long wakes
+    runbook_page_id: str | None = None
+    runbook_url: str | None = None
+    escalate_after_minutes: int | None = None
+    escalate_to: str | None = None  # comma-separated, as for_users
 
     @classmethod
     def parse(cls, row: JSONObject) -> "Webhook":
         for_users = pick(row, "forUsers", "for_users")
         if isinstance(for_users, list):
             for_users = ",".join(str(u) for u in for_users)
+        escalate_to = row.get("escalateTo")
+        if isinstance(escalate_to, list):
+            escalate_to = ",".join(str(u) for u in escalate_to)
+        minutes = row.get("escalateAfterMinutes")
         return cls(id=parse_id(row.get("id")), app_name=str(pick(row, "appName", "app_name", default="")),
                    title=str(row.get("title") or ""), owner=row.get("owner"), for_users=for_users,
                    wake_agent=pick(row, "wakeAgent", "wake_agent"), notify_agent=pick(row, "notifyAgent", "notify_agent"),
                    enabled=bool(row.get("enabled", True)), ingest_url=pick(row, "ingestUrl", "ingest_url"),
-                   last_hit_at=parse_time(pick(row, "lastHitAt", "last_hit_at")))
+                   last_hit_at=parse_time(pick(row, "lastHitAt", "last_hit_at")),
+                   runbook_page_id=row.get("runbookPageId"), runbook_url=row.get("runbookUrl"),
+                   escalate_after_minutes=minutes if isinstance(minutes, int) else None,
+                   escalate_to=escalate_to if isinstance(escalate_to, str) else None)
 
 
 @dataclass(frozen=True)

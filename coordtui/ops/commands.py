@@ -15,7 +15,7 @@ from ..client.models import Project
 from ..client.ops_models import Template, TokenRecord, Webhook
 from ..client.v11 import AdminUser
 from ..panes.base import OpsName
-from . import admin, asks, chat, projects, templates, users, webhooks
+from . import admin, asks, chat, projects, silences, templates, users, webhooks
 from .base import Command, OpsHost
 
 LOAD_TIMEOUT = 3.0
@@ -62,7 +62,8 @@ class OpsCommands(Provider):
                 _quietly(client.tokens if is_admin else no_tokens, found_tokens),
                 _quietly(user_list if is_admin else no_users, found_users))
         self.entries = [*projects.commands(host, found_projects), *templates.commands(host, found_templates),
-                        *webhooks.commands(host, found_webhooks), *chat.commands(host), *asks.commands(host),
+                        *webhooks.commands(host, found_webhooks), *silences.commands(host), *chat.commands(host),
+                        *asks.commands(host),
                         *admin.commands(host, found_tokens), *users.commands(host, found_users)]
 
     # The palette reads a hit's words as markup; they hold the server's (project titles, display names, ...):

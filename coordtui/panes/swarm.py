@@ -33,10 +33,14 @@ def project_choices(projects: list[Project]) -> tuple[str, ...]:
 
 def task_form(title: str, task: Task | None, projects: list[Project], project_id: str | None,
               me: str | None, with_status: bool, submit: Submit,
-              load_projects: Callable[[], Awaitable[tuple[str, ...]]] | None = None) -> FormScreen:
+              load_projects: Callable[[], Awaitable[tuple[str, ...]]] | None = None, *, title_text: str = "",
+              detail_text: str = "") -> FormScreen:
+    """The new-task and edit-task form; a new task may open with a title and detail (a task from an alert)."""
     current = next((p.title for p in projects if p.id == (task.project_id if task else project_id)), "")
-    fields = [Field("title", "Title", task.title if task else "", required=True, max_len=limits.TASK_TITLE),
-              Field("detail", "Detail", (task.detail or "") if task else "", kind="text", max_len=limits.TASK_DETAIL),
+    fields = [Field("title", "Title", task.title if task else title_text[:limits.TASK_TITLE], required=True,
+                    max_len=limits.TASK_TITLE),
+              Field("detail", "Detail", (task.detail or "") if task else detail_text, kind="text",
+                    max_len=limits.TASK_DETAIL),
               Field("assignee", "Assignee", (task.assignee or "") if task else (me or "")),
               Field("project", "Project", current, kind="select", options=project_choices(projects),
                     load=load_projects)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from itertools import groupby
 from typing import ClassVar
 
@@ -17,17 +18,21 @@ from textual.widgets import DataTable, Static
 from ..client import limits
 from ..client.api import ApiError
 from ..client.transitions import step
-from ..client.models import PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem, numbered
+from ..client.models import (PRIORITY_RANK, Channel, ServerEvent, Wake, WakeItem, age_text, counted, numbered,
+                             parse_time)
 from ..screens.form import Field, FormScreen, answer_text_form, reply_form
 from ..screens.task_move import move_task_dialog
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
+ACKED_ELSEWHERE = "alert_acked"  # an open alert shown here that someone else acked meanwhile: no longer urgent
+ACKED_SHOWN_FOR = timedelta(minutes=30)  # how long such an alert stays listed, unless it changes again
 SOURCE_ORDER = {"ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5, "ask_result": 6,
-                "chat": 7, "swarm": 8}
+                "chat": 7, "swarm": 8, ACKED_ELSEWHERE: 9}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
-SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts",
+SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts (a acks)",
+                 ACKED_ELSEWHERE: "Acked by others (a hides)",
                  "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
                  "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
@@ -40,19 +45,40 @@ def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
 
 
 def item_text(item: WakeItem) -> Text:
-    """The row's text: an ask put to me shows the digit of each option after its question."""
+    """The row's text: an ask put to me shows the digit of each option after its question; an alert how often it
+    fired and its state."""
     text = Text(item.summary)
     if item.source == "ask" and (item.options or item.allow_text):
         choices = numbered(item.options) + (" · t in words" if item.allow_text else "")
         text.append(f"  [{choices.lstrip(' ·')}]", style="bold cyan")
+    elif item.source == "alert" and item.count is not None:
+        said = [] if "firing" in item.summary else [counted(item.count, "firing")]  # the server's summary may say it
+        said += [item.alert_state or "open"] + (["escalated to you"] if item.escalated else [])
+        text.append(f"  [{' · '.join(said)}]", style="bold yellow")
+    elif item.source == ACKED_ELSEWHERE:
+        text.append(f"  [{item.status}]", style="green")
     return text
+
+
+@dataclass(frozen=True)
+class AckedElsewhere:
+    """An alert item that was on screen when someone else acked it (an `alert_changed` event)."""
+    item: WakeItem
+    by: str
+    at: datetime
+
+    def shown(self, now: datetime) -> WakeItem:
+        return replace(self.item, source=ACKED_ELSEWHERE, priority="low", age=age_text(self.at, now) or "0m",
+                       status=f"acked by {self.by} {age_text(self.at, now) or '0m'}")
 
 
 class WakePane(Pane[Wake]):
     ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
-                             "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
-    KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
+                             "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read",
+                             "alert_changed"})
+    KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"),
+            ("a", "acknowledge a message / ack an open alert / dismiss a buzz alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
             ("t", "create a task from a buzz alert / answer a question in words"),
             ("1-9", "answer the highlighted question with that option (other rows: switch pane)"),
@@ -97,6 +123,7 @@ class WakePane(Pane[Wake]):
         self._channels: list[Channel] | None = None  # fetched by load() with the wake it returns (older servers)
         self._signature: tuple[object, ...] = ()
         self.answering: dict[str, tuple[Timer, str]] = {}  # item key -> (the timer that sends it, the option)
+        self.acked_elsewhere: dict[str, AckedElsewhere] = {}  # alert item key -> who acked it, when
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -118,7 +145,9 @@ class WakePane(Pane[Wake]):
         self.paint(self.session.wake_view(wake, channels))
 
     def paint(self, wake: Wake) -> None:
-        """The wake list as shown (the server's, with chat items and kept alerts: Session.wake_view)."""
+        """The wake list as shown (the server's, with chat items and kept alerts: Session.wake_view, and the
+        alerts others acked while they were on screen)."""
+        wake = self.with_acked_elsewhere(wake)
         self.wake = wake
         summary = wake.summary or "All clear: nothing is waiting for you."
         if wake.hidden_text():
@@ -156,7 +185,41 @@ class WakePane(Pane[Wake]):
             first_is_question = next(iter(self.items.values())).source == "ask"
             table.move_cursor(row=0 if first_is_question else 1)
 
+    def with_acked_elsewhere(self, wake: Wake) -> Wake:
+        """Alerts someone else acked while listed leave the open alerts for a low line saying who (for
+        ACKED_SHOWN_FOR, or until the alert changes again)."""
+        now = self.session.now()
+        for key, acked in list(self.acked_elsewhere.items()):
+            if now - acked.at > ACKED_SHOWN_FOR:
+                del self.acked_elsewhere[key]
+        if not self.acked_elsewhere:
+            return wake
+        items = [i for i in wake.items if i.key not in self.acked_elsewhere]
+        return replace(wake, items=items + [a.shown(now) for a in self.acked_elsewhere.values()])
+
+    def alert_changes(self, events: list[ServerEvent]) -> bool:
+        """`alert_changed` events: an alert on screen acked by someone else is kept as such; any other change of
+        it ends that. True when what is shown changed."""
+        changed = False
+        for event in events:
+            if event.type != "alert_changed":
+                continue
+            key = f"alert:{event.data.get('alertId')}"
+            by = event.data.get("by")
+            shown = self.items.get(key)
+            if event.data.get("change") == "acked" and by and by != self.session.identity and shown is not None \
+                    and shown.source == "alert":
+                alert = event.data.get("alert") if isinstance(event.data.get("alert"), dict) else {}
+                at = parse_time((alert or {}).get("ackedAt")) or self.session.now()
+                self.acked_elsewhere[key] = AckedElsewhere(shown, str(by), at)
+                changed = True
+            elif event.data.get("change") != "acked" and self.acked_elsewhere.pop(key, None) is not None:
+                changed = True
+        return changed
+
     def handle_events(self, events: list[ServerEvent]) -> None:
+        if self.alert_changes(events) and self.wake is not None:
+            self.repaint_view()
         pulses = [e for e in events if e.type == "wake_pulse"]
         if pulses:
             if self.active:
@@ -224,6 +287,11 @@ class WakePane(Pane[Wake]):
         if self.wake is not None:
             self._fill_table(self.wake)
 
+    def repaint_view(self) -> None:
+        """The last wake list shown again (an alert acked elsewhere joins or leaves its group)."""
+        if self._last_data is not None:
+            self.paint(self.session.wake_view(self._last_data))
+
     @work(group="wake-action", exit_on_error=False)
     async def answer(self, item: WakeItem, option: int) -> None:
         if self.answering.pop(item.key, None) is None:
@@ -242,11 +310,19 @@ class WakePane(Pane[Wake]):
 
     @work(group="wake-action", exit_on_error=False)
     async def action_ack(self) -> None:
-        item = self._need("message", "message_pending", "buzz")
+        item = self._need("message", "message_pending", "buzz", "alert", ACKED_ELSEWHERE)
         if item is None:
             return
         if item.source == "buzz":
             self.dismiss_alert(item)
+            return
+        if item.source == ACKED_ELSEWHERE:
+            self.acked_elsewhere.pop(f"alert:{item.id}", None)
+            self.repaint_view()
+            return
+        if item.source == "alert":
+            if await self.act(self.client.ack_alert(int(item.id)), f"Acked: {item.title or item.summary}"):
+                self.request_reload()
             return
         if await self.act(self.client.ack(item.id), f"Acknowledged message {item.id}"):
             self.request_reload()

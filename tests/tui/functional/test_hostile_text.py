@@ -96,6 +96,8 @@ async def test_panes_dialogs_toasts_and_notifications_show_placeholders(server, 
                 links.move_cursor(row=links.get_row_index(str(seeded.link_id)), column=1, animate=False)
             await visit("directory url", to_url)
             await visit("buzz", lambda: keys("9"), lambda: pane_by_id(app, "buzz").loads)
+            await visit("buzz alert", lambda: keys("enter"), lambda: app.screen.query("#alert-events"))  # in full
+            await keys("escape")
             await visit("projects", lambda: call(open_ops, app.ops, "projects"),
                         lambda: "PWNED" in str(app.screen.query_one("#ops-detail").content))
             await visit("back", lambda: keys("escape", "6"))
@@ -115,7 +117,8 @@ async def test_panes_dialogs_toasts_and_notifications_show_placeholders(server, 
             for name in ("inbox", "chat messages", "task detail", "notebook", "toasts"):
                 assert SHOWN in shown[name], name
             assert "\ufffd" in shown["buzz"] and "https://example.com/a␛]0;PWNED␇b" in shown["directory url"]
-            for name in ("inbox", "buzz", "task detail"):  # markup shown as written (a table cuts it), never obeyed
+            for name in ("inbox", "buzz alert", "task detail"):  # markup shown as written, never obeyed (the
+                # console's title column is cut before it: the alert's detail shows the title whole)
                 assert "[link=https://evil.exam" in shown[name], name
 
             toasts = [f"{n.title}: {n.message}" for n in app._notifications]

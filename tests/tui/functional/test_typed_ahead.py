@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -29,8 +30,8 @@ from tests.tui.helpers import make_app, pane_by_id, row_keys, select_row, wait_f
 
 # What opens a form or asks a question; a function calling one of these is a form of the app (the shared helpers
 # that only pass their caller's form on are not).
-BUILDERS = {"FormScreen", "ConfirmScreen", "ConnectScreen", "TemplateForm", "run_form", "confirm", "reply_form",
-            "task_form"}
+BUILDERS = {"FormScreen", "ConfirmScreen", "ConnectScreen", "TemplateForm", "MinutesForm", "SilenceForm", "run_form",
+            "confirm", "reply_form", "task_form"}
 HELPERS = {"coordtui.ops.base:run_form", "coordtui.ops.base:confirm", "coordtui.screens.form:reply_form",
            "coordtui.panes.swarm:task_form"}
 CHAT_INPUT = "coordtui.panes.chat:ChatPane.on_input_submitted"
@@ -595,12 +596,16 @@ def webhooks(server) -> list[dict]:
 async def new_webhook(server, pilot, app):
     await on_ops(pilot, app, "9", "buzz", "w")
     head = title("Webhook")
+    runbook = "https://runbooks.example.com/payments/" + "x" * 200
+    # then the runbook page id (left empty), the runbook URL, escalate after, escalate to
     await pilot.press("n", *typed("grafana-payments"), "tab", *typed(head), "tab", *typed("alice,bob"), "tab",
-                      *typed("alice"), "tab", *typed("bob"), "ctrl+s")
+                      *typed("alice"), "tab", *typed("bob"), "tab", "tab", *typed(runbook), "tab", *typed("15"),
+                      "tab", *typed("carol"), "ctrl+s")
     await until(pilot, lambda: any(h["title"] == head for h in webhooks(server)), "created")
     hook = next(h for h in webhooks(server) if h["title"] == head)
     assert (hook["appName"], hook["forUsers"], hook["wakeAgent"], hook["notifyAgent"]) == \
         ("grafana-payments", "alice,bob", "alice", "bob")
+    assert (hook["runbookUrl"], hook["escalateAfterMinutes"], hook["escalateTo"]) == (runbook, 15, ["carol"])
 
 
 @scenario("admin", "coordtui.ops.webhooks:edit_webhook")
@@ -613,6 +618,92 @@ async def edit_webhook(server, pilot, app):
     await pilot.press("e", *typed("carol"), "shift+tab", *typed(head), "ctrl+s")
     await until(pilot, lambda: next(h for h in webhooks(server) if h["id"] == hook["id"])["title"] == head, "saved")
     assert next(h for h in webhooks(server) if h["id"] == hook["id"])["forUsers"] == "carol"
+
+
+# ---- the alert console (issue 26) -----------------------------------------------------------------------------
+
+def fired_alert(server, app_name: str, title_text: str, times: int = 1, **body) -> int:
+    """A webhook waking alice (bob may act on it too), fired `times`: its alert's id."""
+    hook = api(server, "alice", "POST", "/api/buzz/webhooks",
+               json={"appName": app_name, "title": app_name, "wakeAgent": "alice", "forUsers": "alice,bob"})
+    with client(server) as anonymous:
+        fired = [anonymous.post(f"/api/ingest/{app_name}/{hook['token']}", json={"title": title_text, **body}).json()
+                 for _ in range(times)]
+    return fired[0]["alertId"]
+
+
+def alert_of(server, alert_id: int) -> dict:
+    return api(server, "bob", "GET", f"/api/buzz/alerts/{alert_id}")
+
+
+async def on_alert(pilot, app: CoordApp, alert_id: int) -> None:
+    await on_pane(pilot, app, "9", "buzz")
+    await until(pilot, lambda: str(alert_id) in row_keys(app, "#buzz-table"), "alert in the console")
+    select_row(app, "#buzz-table", str(alert_id))
+
+
+@scenario("alice", "coordtui.screens.snooze:custom_minutes_form")
+async def snooze_minutes(server, pilot, app):
+    alert_id = fired_alert(server, "snoozy", "Cert expires soon")
+    await on_alert(pilot, app, alert_id)
+    await pilot.press("z", "5", *typed("1234"), "ctrl+s")  # 5: custom minutes
+    await until(pilot, lambda: alert_of(server, alert_id)["state"] == "snoozed", "snoozed")
+    until_at = datetime.fromisoformat(alert_of(server, alert_id)["snoozedUntil"].replace("Z", "+00:00"))
+    assert abs((until_at - datetime.now(timezone.utc)).total_seconds() - 1234 * 60) < 120
+
+
+@scenario("alice", "coordtui.ops.silences:silence_form")
+async def silence_alert(server, pilot, app):
+    alert_id = fired_alert(server, "noisy-ta", "Probe flapping", labels={"env": "staging"})
+    await on_alert(pilot, app, alert_id)
+    comment = body("silence comment")
+    # focus starts on the minutes, selected: typing replaces them; then the comment
+    await pilot.press("S", *typed("45"), "tab", *typed(comment), "ctrl+s")
+    made = lambda: [s for s in api(server, "alice", "GET", "/api/buzz/silences")["silences"]  # noqa: E731
+                    if s["appName"] == "noisy-ta"]
+    await until(pilot, made, "silence created")
+    silence = made()[0]
+    assert silence["comment"] == comment and silence["match"]["title"] == "Probe flapping"
+    ends = datetime.fromisoformat(silence["endsAt"].replace("Z", "+00:00"))
+    assert abs((ends - datetime.now(timezone.utc)).total_seconds() - 45 * 60) < 120
+
+
+@scenario("alice", "coordtui.panes.buzz:BuzzPane.action_task")
+async def task_from_console(server, pilot, app):
+    alert_id = fired_alert(server, "tasky", "Replica lag on db-3")
+    await on_alert(pilot, app, alert_id)
+    head, text = title("From buzz"), body("console detail")
+    # the title is selected when focused: typing replaces it; the detail is typed ahead of its first line
+    await pilot.press("T", *typed(head), "tab", *typed(text), "tab", *typed("bob"), "ctrl+s")
+    await until(pilot, lambda: task_titled(server, head), "task created")
+    task = task_titled(server, head)
+    assert task["detail"].startswith(text + f"From alert #{alert_id}") and task["assigneeUserId"] == "bob"
+
+
+@scenario("alice", "coordtui.panes.buzz:BuzzPane.action_resolve")
+async def resolve_alert(server, pilot, app):
+    alert_id = fired_alert(server, "resolvy", "Disk full on db-1")
+    await on_alert(pilot, app, alert_id)
+    await pilot.press("R", "y")
+    await until(pilot, lambda: alert_of(server, alert_id)["state"] == "resolved", "resolved")
+    assert alert_of(server, alert_id)["resolvedBy"] == "alice"
+
+
+@scenario("alice", "coordtui.ops.silences:SilencesScreen.action_end")
+async def end_silence(server, pilot, app):
+    fired_alert(server, "ending", "Backup slow")
+    silence = api(server, "alice", "POST", "/api/buzz/silences",
+                  json={"appName": "ending", "match": {"title": "backup"}, "minutes": 60})
+    await until(pilot, lambda: app.conn_state == "connected" and app.session.identity, "connected")
+    await pilot.press("ctrl+p", *typed("Silences"))
+    await until(pilot, lambda: "Silences" in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt),
+                "found in the palette")
+    await pilot.press("enter")
+    await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "silences listed")
+    select_ops_row(app, str(silence["id"]))
+    await pilot.press("d", "enter")
+    await until(pilot, lambda: not next(s for s in api(server, "alice", "GET", "/api/buzz/silences")["silences"]
+                                        if s["id"] == silence["id"])["active"], "ended")
 
 
 @scenario("admin", "coordtui.ops.webhooks:delete_webhook")

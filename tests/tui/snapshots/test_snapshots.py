@@ -233,12 +233,12 @@ def status_text(app) -> str:
     return str(app.query_one("#notebook-status").render())
 
 
-def own_server(tmp_path):
+def own_server(tmp_path, clock: FrozenClock | None = None):
     from coordserver.server import ServerThread
     from coordserver.settings import Settings
     from tests.conftest import base_env
     return ServerThread(Settings.from_env(base_env(f"sqlite:///{tmp_path / 'coord.db'}")),
-                        clock=FrozenClock(FROZEN_NOW - timedelta(hours=2))).start()
+                        clock=clock or FrozenClock(FROZEN_NOW - timedelta(hours=2))).start()
 
 
 def test_wake_ask_snapshot(snap_compare, tmp_path):
@@ -250,6 +250,39 @@ def test_wake_ask_snapshot(snap_compare, tmp_path):
         bob.post("/api/mailboxes/alice/messages", json={"title": "Release notes draft", "body": "Have a look"})
     try:
         assert snap_compare(snapshot_app(server), run_before=prepare("wake"), terminal_size=(100, 24))
+    finally:
+        server.stop()
+
+
+def test_alert_console_snapshot(snap_compare, tmp_path):
+    """The Buzz pane as the alert console: one line per alert with its count, age, and who acked it or how long
+    it sleeps; resolved alerts out of the default view."""
+    clock = FrozenClock(FROZEN_NOW - timedelta(hours=2))
+    server = own_server(tmp_path, clock)
+    with client(server, "alice") as alice, client(server, "bob") as bob, client(server) as anonymous:
+        hook = alice.post("/api/buzz/webhooks", json={"appName": "prom", "title": "Prometheus", "wakeAgent": "alice",
+                                                      "forUsers": "alice,bob",
+                                                      "runbookUrl": "https://runbooks.example.com/prom"}).json()
+
+        def fire(title: str, key: str) -> dict:
+            return anonymous.post(f"/api/ingest/prom/{hook['token']}", json={"title": title, "groupKey": key}).json()
+        for n in range(5):
+            disk = fire("Disk full on db-7", "disk")
+            clock.advance(minutes=3)
+        latency = fire("p99 latency above 2s on checkout", "latency")
+        clock.advance(minutes=10)
+        bob.post(f"/api/buzz/alerts/{latency['alertId']}/ack")
+        certs = fire("TLS certificate expires in 6 days", "certs")
+        alice.post(f"/api/buzz/alerts/{certs['alertId']}/snooze", json={"minutes": 240})
+        clock.advance(minutes=20)
+        done = fire("Backup job failed", "backup")
+        alice.post(f"/api/buzz/alerts/{done['alertId']}/resolve")
+        clock.advance(minutes=30)
+        fire("Queue backlog over 10k", "queue")
+        assert disk["alertId"]
+    clock.set(FROZEN_NOW)
+    try:
+        assert snap_compare(snapshot_app(server), run_before=prepare("buzz"), terminal_size=(100, 24))
     finally:
         server.stop()
 
