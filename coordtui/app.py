@@ -38,7 +38,7 @@ from .connection import state_look
 from .keybar import KeyBar
 from .keys import load_keys, unknown_ids
 from .live import Live, since_text
-from .ops.base import OpsHost
+from .ops.base import EventWatcher, OpsHost
 from .ops.commands import OpsCommands, open_ops
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
@@ -296,6 +296,9 @@ class CoordApp(KeysInOrder, App[None]):
         self.batches += 1
         for pane in self.panes():
             pane.handle_events(batch)
+        for screen in self.screen_stack:
+            if isinstance(screen, EventWatcher):
+                screen.handle_events(batch)
         active = self.active_pane
         try:
             chat = self.chat_pane

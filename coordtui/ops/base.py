@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from rich.markup import escape
 from rich.text import Text
@@ -19,6 +19,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from ..client.api import ApiError, ConnectionFailed, CoordClient
+from ..client.models import ServerEvent
 from ..connection import state_look
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
@@ -36,6 +37,13 @@ class OpsHost:
     @property
     def client(self) -> CoordClient:
         return self.session.connected_client()
+
+
+@runtime_checkable
+class EventWatcher(Protocol):
+    """A screen that follows the event stream while it is open (the app hands it every batch the panes get)."""
+
+    def handle_events(self, events: list[ServerEvent]) -> None: ...
 
 
 # A command palette entry: its title, a line of help (or none), and what choosing it runs.
