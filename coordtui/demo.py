@@ -83,6 +83,7 @@ class Demo:
     problems: list[str] = field(default_factory=list)
     user: str = ""
     clients: dict[str, CoordClient] = field(default_factory=dict)
+    builds_before: int = 0  # a second run goes on numbering builds where the first one stopped
 
     async def wait(self, seconds: float) -> None:
         await asyncio.sleep(seconds * self.pace)
@@ -112,6 +113,7 @@ class Demo:
             for name, token in (await self.cast(admin)).items():
                 self.clients[name] = CoordClient(self.base_url, token)
             channel = await self.channel()
+            await self.pick_up(self.clients[BUILD_BOT])
             hook_url = await self.webhook(admin)
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.builds())
@@ -169,6 +171,14 @@ class Demo:
             await self.attempt("flag agent", lambda: admin.update_user(name, isAgent=True))
         return issued.token
 
+    async def pick_up(self, bot: CoordClient) -> None:
+        """After an earlier run: builds are numbered on, and its unanswered questions are withdrawn (nobody
+        waits for their answer any more)."""
+        sent = await bot.sent(limit=100)
+        self.builds_before = sum(1 for m in sent if m.title.startswith("Build #"))
+        for ask in await bot.asks(role="sent", status="open"):
+            await self.attempt("withdraw", lambda: bot.cancel_ask(ask.id))
+
     async def channel(self) -> str:
         dana = self.clients[TEAMMATE]
         for channel in await dana.channels():
@@ -188,7 +198,7 @@ class Demo:
     async def builds(self) -> None:
         bot = self.clients[BUILD_BOT]
         await self.wait(2)
-        for number in range(1, self.rounds + 1):
+        for number in range(self.builds_before + 1, self.builds_before + self.rounds + 1):
             result, detail = BUILDS[(number - 1) % len(BUILDS)]
             await self.attempt("mail", lambda: bot.send(self.user, f"Build #{number} on main {result}", detail,
                                                         urgent=result == "failed"))
@@ -198,7 +208,7 @@ class Demo:
         """An ask; once the user answers it, build-bot proceeds as told (a mail and a line in #ops)."""
         bot = self.clients[BUILD_BOT]
         await self.wait(6)
-        for number in range(1, self.rounds + 1):
+        for number in range(self.builds_before + 1, self.builds_before + self.rounds + 1):
             ask = await self.attempt("ask", lambda: bot.create_ask(
                 self.user, f"Deploy build #{number} of checkout to staging?", ["Deploy", "Hold"]))
             if ask is None:

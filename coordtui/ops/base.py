@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
@@ -125,7 +125,7 @@ class SecretScreen(ModalScreen[None]):
         self.warned = False
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="form"):
+        with VerticalScroll(id="form"):  # scrolls when the terminal is shorter than the values
             yield Label(f"[b]{escape(self.secret_title)}[/b]  [dim]c copy · esc close[/dim]", id="form-title")
             if self.note:
                 yield Label(escape(self.note), classes="secret-note")

@@ -109,7 +109,8 @@ class OnboardScreen(SecretScreen):
         hint = "  [dim]s saves the MCP configuration to a file[/dim]" if self.save else ""
         waiting = "the invite to be used" if self.invite is not None else f"{escape(self.identity)}'s first request"
         status = Label(f"[b]Waiting for {waiting}…[/b]{hint}", id="onboard-status")
-        self.query_one("#form").mount(status, before=self.query_one("#secret-warning"))
+        notes = self.query(".secret-note")  # near the top: in view however short the terminal
+        self.query_one("#form").mount(status, after=notes.first() if notes else self.query_one("#form-title"))
         if self.invite is not None:
             self.set_interval(INVITE_POLL_SECONDS, self.check_invite)
 
@@ -196,7 +197,7 @@ def connect_agent(host: OpsHost, save_dir: Path | None = None) -> None:
     if not host.session.is_admin:
         ask_an_admin(host, "create a token for my agent", "Connect an agent…")
         return
-    fields = [Field("name", "Name (e.g. build-bot: ^[a-z][a-z0-9_-]*$)", required=True, max_len=limits.IDENTITY,
+    fields = [Field("name", "Name, e.g. build-bot (lowercase letters, digits, - and _)", required=True, max_len=limits.IDENTITY,
                     wire="identity"),
               Field("human", "A human (an invite), not an agent (a token)", False, kind="check")]
 

@@ -3,10 +3,14 @@ an alert within 20 s (at a fast pace), answers the user's reply to its mail, pro
 answered, and stops with the app (every actor cancelled, every client closed, no problem left behind)."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import httpx
 import pytest
 
 from coordtui.app import CoordApp
+from coordtui.client.api import CoordClient
 from coordtui.config import Profile
 from coordtui.demo import BUILD_BOT, REPLIES, Demo, mark_demo_dir
 from coordtui.embedded import EmbeddedServer
@@ -70,3 +74,30 @@ def test_demo_goes_with_serve_alone(args):
     from coordtui.cli import cli
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and "--demo goes with --serve alone" in result.output
+
+
+async def test_a_second_run_reuses_the_cast_numbers_on_and_withdraws_the_open_question(tmp_path):
+    data = tmp_path / "demo"
+    mark_demo_dir(data)
+    server = EmbeddedServer(data).start()
+    try:
+        for _ in range(2):
+            demo = Demo(server.url, server.token or "", data, pace=0.02, rounds=1, poll=10.0)
+            run = asyncio.create_task(demo.run())
+            deadline = asyncio.get_running_loop().time() + 15
+            while not (demo.events.get("mail") and demo.events.get("ask")):
+                assert asyncio.get_running_loop().time() < deadline, (demo.events, demo.problems)
+                await asyncio.sleep(0.05)
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+            assert not demo.problems, demo.problems
+        async with CoordClient(server.url, server.token or "") as me:
+            titles = {m.title for m in await me.inbox_all(None)}
+            asks = await me.asks(role="received")
+            tokens = [t for t in await me.tokens() if t.identity == BUILD_BOT]
+        assert {"Build #1 on main passed", "Build #2 on main failed"} <= titles
+        assert sorted(a.status for a in asks) == ["cancelled", "open"]
+        assert len(tokens) == 1  # the kept token worked: none issued the second time
+    finally:
+        server.stop()
