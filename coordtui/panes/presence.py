@@ -41,8 +41,8 @@ class PresencePane(Pane[list[PresenceEntry]]):
     POLL_SECONDS = 30.0  # active turns idle and away with time alone
     EMPTY_HINT = "Nobody else has connected yet: people and agents show here, live. C connects an agent, I invites a person."
     BINDINGS = [Binding("U", "ops('users')", "Users", id="presence.users"),
-                Binding("C", "ops('connect')", "Connect agent", id="presence.connect"),
-                Binding("I", "ops('invite')", "Invite", id="presence.invite")]
+                Binding("C", "ops('connect')", "Connect", id="presence.connect"),
+                Binding("I", "ops('invite')", "Invite", show=False, id="presence.invite")]
     KEYS = [("ctrl+r", "refresh"), ("/", "filter"), ("U", "users: archive, admin flag, names (admin)"),
             ("C", "connect an agent: its token and MCP configuration (admin)"),
             ("I", "invite a teammate: an onboarding URL (admin)"),
