@@ -38,7 +38,8 @@ ALERT_APP = "prometheus"
 RUNBOOK = "Runbook: deploying checkout"
 
 # What each actor says, in turn (the scripts loop over them, `rounds` times at most).
-BUILDS = [("passed", "All 412 tests passed in 6m 12s."), ("failed", "test_checkout_retries failed (timeout after 30 s)."),
+BUILDS = [("passed", "All 412 tests passed in 6m 12s."),
+          ("failed", "test_checkout_retries failed (timeout after 30 s)."),
           ("passed", "All 413 tests passed in 6m 40s; the flaky retry test is quarantined.")]
 CHAT = ["morning! anyone looking at the checkout latency?", "build-bot says #2 is red, I'll look at the retry test",
         "pushed a fix for the flaky test, should be green next build", "review-bot: can you take PR 481 after lunch?",

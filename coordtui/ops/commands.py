@@ -61,7 +61,8 @@ class OpsCommands(Provider):
                 _quietly(client.templates, found_templates),
                 _quietly(client.tokens if is_admin else no_tokens, found_tokens),
                 _quietly(user_list if is_admin else no_users, found_users))
-        self.entries = [*onboard.commands(host), *projects.commands(host, found_projects), *templates.commands(host, found_templates),
+        self.entries = [*onboard.commands(host),
+                        *projects.commands(host, found_projects), *templates.commands(host, found_templates),
                         *webhooks.commands(host, found_webhooks), *chat.commands(host), *asks.commands(host),
                         *admin.commands(host, found_tokens), *users.commands(host, found_users)]
 

@@ -197,8 +197,8 @@ def connect_agent(host: OpsHost, save_dir: Path | None = None) -> None:
     if not host.session.is_admin:
         ask_an_admin(host, "create a token for my agent", "Connect an agent…")
         return
-    fields = [Field("name", "Name, e.g. build-bot (lowercase letters, digits, - and _)", required=True, max_len=limits.IDENTITY,
-                    wire="identity"),
+    fields = [Field("name", "Name, e.g. build-bot (lowercase letters, digits, - and _)", required=True,
+                    max_len=limits.IDENTITY, wire="identity"),
               Field("human", "A human (an invite), not an agent (a token)", False, kind="check")]
 
     def submit(values: FormValues) -> Any:
@@ -224,6 +224,6 @@ def invite_teammate(host: OpsHost) -> None:
 
 
 def commands(host: OpsHost) -> Iterator[Command]:
-    yield "Connect an agent…", "A token and its MCP configuration for Claude Code, Cursor or a script (Wake, Who: C)", \
-        lambda: connect_agent(host)
+    yield ("Connect an agent…", "A token and its MCP configuration for Claude Code, Cursor or a script (Wake, Who: C)",
+           lambda: connect_agent(host))
     yield "Invite a teammate…", "An onboarding URL for a person (Who: I)", lambda: invite_teammate(host)

@@ -140,3 +140,20 @@ def test_agent_setup_texts_quote_what_a_shell_would_split():
     setup = AgentSetup("http://127.0.0.1:8080", "build-bot", "tok'en", "admin")
     assert "'Authorization: Bearer tok'\"'\"'en'" in setup.claude_command()
     assert setup.mcp_config()["mcpServers"]["coord"]["headers"] == {"Authorization": "Bearer tok'en"}
+
+
+async def test_the_palette_offers_connect_and_invite(server):
+    from textual.command import CommandPalette
+    app = make_app(server, "admin")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, what="connected")
+        for query, title in (("Connect an agent", "Connect an agent"), ("Invite a teammate", "Invite a teammate")):
+            await pilot.press("ctrl+p")
+            await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette")
+            await pilot.press(*query)
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, FormScreen) and app.screen.form_title == title,
+                           what=f"the {title} form")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="closed")
