@@ -45,7 +45,7 @@ class Pane(Widget, Generic[Data], can_focus=False):
     FRESH_FOR: ClassVar[float] = 10.0  # a pane returning to view older than this reloads at once
     SERVER_FILTER: ClassVar[bool] = False  # `/` asks the server (on enter) instead of filtering what is shown
     # One line for when the pane shows nothing (no filter set): what would appear here, and the key that makes
-    # something appear. Shown under the pane's summary line while shows_nothing() holds; none when left empty.
+    # something appear. Shown under the pane's summary line (or on top) while shows_nothing() holds; none when left empty.
     EMPTY_HINT: ClassVar[str] = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
@@ -165,10 +165,10 @@ class Pane(Widget, Generic[Data], can_focus=False):
             found.first(Static).display = empty
         elif empty:
             hint = Static(Text(self.EMPTY_HINT), id=f"{self.id}-empty", classes="pane-empty")
-            summaries = self.query(".pane-summary")
-            summary = summaries.first() if summaries else None
-            if summary is not None and isinstance(summary.parent, Widget):
-                summary.parent.mount(hint, after=summary)
+            # under the pane's own summary line; a summary inside a column (Chat, Notes) is too narrow: on top
+            summaries = [s for s in self.query(".pane-summary") if s.parent is self]
+            if summaries:
+                self.mount(hint, after=summaries[0])
             else:
                 self.mount(hint, before=0)
 

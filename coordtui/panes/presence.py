@@ -39,8 +39,7 @@ class PresencePane(Pane[list[PresenceEntry]]):
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
     POLL_SECONDS = 30.0  # active turns idle and away with time alone
-    EMPTY_HINT = ("Nobody else has connected yet: people and agents show here, live. "
-                  "C connects an agent, I invites a person.")
+    EMPTY_HINT = "Nobody else has connected yet. C connects an agent, I invites a person."
     BINDINGS = [Binding("U", "ops('users')", "Users", id="presence.users"),
                 Binding("C", "ops('connect')", "Connect", id="presence.connect"),
                 Binding("I", "ops('invite')", "Invite", show=False, id="presence.invite")]

@@ -50,7 +50,7 @@ def item_text(item: WakeItem) -> Text:
 
 class WakePane(Pane[Wake]):
     ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
-    EMPTY_HINT = "Mail, tasks, questions and alerts for you land here. C connects an agent; ctrl+p lists every action."
+    EMPTY_HINT = "Mail, tasks, questions and alerts for you land here. C connects an agent."
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),

@@ -128,6 +128,7 @@ async def test_every_empty_pane_says_what_would_appear_and_the_key(make_server):
             await wait_for(pilot, lambda: pane.query(".pane-empty") and pane.query_one(".pane-empty").display,
                            what=f"{spec.id}'s empty hint")
             assert str(pane.query_one(".pane-empty").render()) == pane.EMPTY_HINT
+            assert len(pane.EMPTY_HINT) <= 78  # one line in 80 columns
         with client(server, "alice") as alice:
             alice.post("/api/mailboxes/carol/messages", json={"title": "first mail"}).raise_for_status()
         await pilot.press("2")
