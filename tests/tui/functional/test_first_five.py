@@ -158,3 +158,17 @@ async def test_the_palette_offers_connect_and_invite(server):
                            what=f"the {title} form")
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="closed")
+
+
+async def test_connecting_a_human_makes_an_invite_naming_them(server):
+    app = make_app(server, "admin")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await open_connect_form(pilot, app)
+        await pilot.press(*"erin", "tab", "space", "ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, OnboardScreen), what="the invite dialog")
+        assert shown(app.screen, "Onboarding URL").startswith("http://coord.test/onboard?code=")
+        with client(server, "admin") as admin:
+            invites = admin.get("/api/auth/invites").json()["invites"]
+            users = [u["id"] for u in admin.get("/api/admin/users").json()["users"]]
+        assert any(i["identityHint"] == "erin" and i["maxUses"] == 1 for i in invites)
+        assert "erin" not in users  # nobody registered yet: the invite only names them
