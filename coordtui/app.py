@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Protocol, TypeVar
@@ -28,6 +29,7 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from .alerts import store_path
 from .client.api import ApiError, ConnectionFailed, CoordClient
@@ -38,7 +40,7 @@ from .connection import state_look
 from .keybar import KeyBar
 from .keys import load_keys, unknown_ids
 from .live import Live, since_text
-from .ops.base import OpsHost
+from .ops.base import EventWatcher, OpsHost
 from .ops.commands import OpsCommands, open_ops
 from .panes.base import Pane
 from .panes.buzz import BuzzPane
@@ -70,6 +72,12 @@ class BundledServer(Protocol):
     def stop(self) -> None: ...
 
 
+class Simulation(Protocol):
+    """`--demo`'s simulated cast (demo.Demo): run while the app runs, cancelled when it ends."""
+
+    async def run(self) -> None: ...
+
+
 class CoordApp(KeysInOrder, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "coord"
@@ -86,7 +94,8 @@ class CoordApp(KeysInOrder, App[None]):
 
     def __init__(self, profile: Profile | None, *, bell: bool = False, embedded: BundledServer | None = None,
                  clock: Callable[[], datetime] | None = None, batch_interval: float = 0.06,
-                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0), notify: bool = False):
+                 stream: bool = True, backoff: tuple[float, float] = (0.25, 8.0), notify: bool = False,
+                 demo: Simulation | None = None):
         super().__init__()
         self.key_config = load_keys()
         self.session = Session(clock=clock, backoff=backoff,
@@ -95,6 +104,8 @@ class CoordApp(KeysInOrder, App[None]):
         self.ops = OpsHost(self, self.session, self.show_channel)
         self.profile = profile
         self.embedded = embedded
+        self.demo = demo
+        self.demo_worker: Worker[None] | None = None
         self.batch_interval = batch_interval
         self.use_stream = stream
         self.stream: EventStream | None = None
@@ -137,7 +148,7 @@ class CoordApp(KeysInOrder, App[None]):
     # layout
     def compose(self) -> ComposeResult:
         with Horizontal(id="topbar"):
-            yield Static("coord", id="brand")
+            yield Static("coord · DEMO" if self.demo else "coord", id="brand", classes="demo" if self.demo else "")
             yield Static("", id="who")
             yield Static("", id="updated")
             yield Static("", id="conn")
@@ -156,6 +167,8 @@ class CoordApp(KeysInOrder, App[None]):
             self.push_screen(ConnectScreen(), self.connect_to)
         else:
             self.connect_to(self.profile)
+        if self.demo is not None:
+            self.demo_worker = self.run_worker(self.demo.run(), name="demo", group="demo", exit_on_error=False)
 
     def on_resize(self) -> None:
         self.render_badges()  # narrower or wider: the tab labels are fitted to the width
@@ -221,6 +234,10 @@ class CoordApp(KeysInOrder, App[None]):
         await self.stream.run()
 
     async def on_unmount(self) -> None:
+        if self.demo_worker is not None:  # the cast stops first, while the server it talks to is still there
+            self.demo_worker.cancel()
+            with suppress(Exception):
+                await self.demo_worker.wait()
         if self.session.client is not None:
             await self.session.client.aclose()
         if self.embedded is not None:
@@ -296,6 +313,9 @@ class CoordApp(KeysInOrder, App[None]):
         self.batches += 1
         for pane in self.panes():
             pane.handle_events(batch)
+        for screen in self.screen_stack:
+            if isinstance(screen, EventWatcher):
+                screen.handle_events(batch)
         active = self.active_pane
         try:
             chat = self.chat_pane

@@ -19,18 +19,20 @@ from typer.core import TyperGroup
 
 from .client.api import ApiError, ConnectionFailed, CoordClient
 from .config import ConfigError, Profile, default_data_dir, load_profile
+from .demo import demo_data_dir
 
 if TYPE_CHECKING:
     from typer._click.core import Context as ClickContext  # typer vendors click: what TyperGroup.parse_args takes
 
     from .bundled import Bundled  # imported when --serve asks for it: it starts the server
+    from .demo import Demo
 
 T = TypeVar("T")
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 GLOBAL_WITH_VALUE = ("--url", "--token", "--token-file", "--profile", "--data")
-GLOBAL_FLAGS = ("--serve", "--bell")
+GLOBAL_FLAGS = ("--serve", "--bell", "--demo")
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
@@ -71,6 +73,10 @@ Global options may stand anywhere on the line: `coordtui inbox --url U`.
 `coordtui --serve` on the same data dir, or `coordtui --serve send|wake|inbox|ack|reply|show`, attaches to the
 running one instead of starting another.
 
+--serve --demo runs it in a data dir of its own ({demo_data_dir()}; never the real one) with simulated agents
+(build-bot, review-bot) and a teammate (dana) acting through the API: mail, tasks, chat, a question for you, alerts,
+a runbook edited live. Answer them: they answer back. Quitting stops them. COORD_DEMO_PACE=0.2 runs it 5x faster.
+
 Exit codes: 0 ok, 1 server refused, 2 usage/config error, 3 cannot connect (or not a coord server)."""
 
 cli = typer.Typer(cls=GlobalOptionsGroup, help=HELP, add_completion=False, rich_markup_mode=None)
@@ -86,6 +92,7 @@ class Options:
     bell: bool
     token_file: Path | None = None
     notify: bool = False
+    demo: bool = False
 
 
 def _read_token_file(path: Path | str | None) -> str | None:
@@ -149,7 +156,11 @@ def _usage(ok: bool, message: str) -> None:
 
 def _bundled(options: Options) -> Bundled:
     from .bundled import serve_or_attach
+    from .demo import mark_demo_dir
     try:
+        if options.demo:
+            mark_demo_dir(demo_data_dir())
+            return serve_or_attach(demo_data_dir())
         return serve_or_attach(options.data or default_data_dir())
     except Exception as exc:  # the data dir or port is unusable: a configuration error
         _fail(EXIT_USAGE, f"cannot start or reach the bundled server: {exc}")
@@ -215,10 +226,14 @@ def main_options(ctx: typer.Context,
                                                      f"{default_data_dir()})."),
                  bell: bool = typer.Option(False, "--bell", help="Ring the terminal bell on urgent wake items."),
                  notify: bool = typer.Option(False, "--notify", help="Desktop notifications through the terminal "
-                                             "(OSC 9 and OSC 777) for new mail, chat and urgent items.")) -> None:
-    ctx.obj = Options(url, token, profile, serve, data, bell, token_file, notify)
+                                             "(OSC 9 and OSC 777) for new mail, chat and urgent items."),
+                 demo: bool = typer.Option(False, "--demo", help="With --serve: a demo in its own data dir "
+                                           f"({demo_data_dir()}), with simulated agents and a teammate.")) -> None:
+    ctx.obj = Options(url, token, profile, serve, data, bell, token_file, notify, demo)
     if data and not serve:
         _fail(EXIT_USAGE, "--data needs --serve")
+    if demo and (not serve or data or ctx.invoked_subcommand is not None):
+        _fail(EXIT_USAGE, "--demo goes with --serve alone (it keeps its data in a dir of its own, never --data)")
     if ctx.invoked_subcommand is None:
         run_tui(ctx.obj)
 
@@ -228,8 +243,9 @@ def run_tui(options: Options) -> None:
     if options.serve:
         bundled = _bundled(options)
         where = bundled.url.split("://", 1)[-1]
-        app = CoordApp(Profile(f"bundled http://{where}", bundled.url, bundled.token), bell=options.bell,
-                       notify=options.notify, embedded=bundled)
+        name = f"{'demo' if options.demo else 'bundled'} http://{where}"
+        app = CoordApp(Profile(name, bundled.url, bundled.token), bell=options.bell, notify=options.notify,
+                       embedded=bundled, demo=demo_cast(bundled) if options.demo else None)
         bundled.on_takeover = lambda text: app.call_from_thread(app.notify, text, title="Bundled server", timeout=8)
         bundled.watch()
         try:
@@ -242,6 +258,18 @@ def run_tui(options: Options) -> None:
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
     CoordApp(profile, bell=options.bell, notify=options.notify).run()
+
+
+def demo_cast(bundled: Bundled) -> Demo | None:
+    """The simulated cast, for the window that serves the demo (an attached window shows it, runs no second one)."""
+    from .demo import Demo
+    if not bundled.owner:
+        return None
+    try:
+        pace = float(os.environ.get("COORD_DEMO_PACE") or 1.0)
+    except ValueError:
+        _fail(EXIT_USAGE, "COORD_DEMO_PACE must be a number (1 is a human pace, 0.2 five times faster)")
+    return Demo(bundled.url, bundled.token, bundled.data_dir, pace=max(pace, 0.01))
 
 
 @cli.command()

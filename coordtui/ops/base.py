@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from rich.markup import escape
 from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from ..client.api import ApiError, ConnectionFailed, CoordClient
+from ..client.models import ServerEvent
 from ..connection import state_look
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
@@ -36,6 +37,13 @@ class OpsHost:
     @property
     def client(self) -> CoordClient:
         return self.session.connected_client()
+
+
+@runtime_checkable
+class EventWatcher(Protocol):
+    """A screen that follows the event stream while it is open (the app hands it every batch the panes get)."""
+
+    def handle_events(self, events: list[ServerEvent]) -> None: ...
 
 
 # A command palette entry: its title, a line of help (or none), and what choosing it runs.
@@ -117,7 +125,7 @@ class SecretScreen(ModalScreen[None]):
         self.warned = False
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="form"):
+        with VerticalScroll(id="form"):  # scrolls when the terminal is shorter than the values
             yield Label(f"[b]{escape(self.secret_title)}[/b]  [dim]c copy · esc close[/dim]", id="form-title")
             if self.note:
                 yield Label(escape(self.note), classes="secret-note")

@@ -15,7 +15,7 @@ from ..client.models import Project
 from ..client.ops_models import Template, TokenRecord, Webhook
 from ..client.v11 import AdminUser
 from ..panes.base import OpsName
-from . import admin, asks, chat, projects, silences, templates, users, webhooks
+from . import admin, asks, chat, onboard, projects, silences, templates, users, webhooks
 from .base import Command, OpsHost
 
 LOAD_TIMEOUT = 3.0
@@ -61,7 +61,8 @@ class OpsCommands(Provider):
                 _quietly(client.templates, found_templates),
                 _quietly(client.tokens if is_admin else no_tokens, found_tokens),
                 _quietly(user_list if is_admin else no_users, found_users))
-        self.entries = [*projects.commands(host, found_projects), *templates.commands(host, found_templates),
+        self.entries = [*onboard.commands(host),
+                        *projects.commands(host, found_projects), *templates.commands(host, found_templates),
                         *webhooks.commands(host, found_webhooks), *silences.commands(host), *chat.commands(host),
                         *asks.commands(host),
                         *admin.commands(host, found_tokens), *users.commands(host, found_users)]
@@ -95,6 +96,8 @@ OPENERS: dict[OpsName, Callable[[OpsHost], object]] = {
     "group": chat.new_group,
     "asks": lambda host: host.app.push_screen(asks.AsksScreen(host)),
     "ask": asks.new_ask,
+    "connect": onboard.connect_agent,
+    "invite": onboard.invite_teammate,
 }
 
 

@@ -12,11 +12,12 @@ from datetime import datetime
 from typing import Any, Awaitable, Callable, ClassVar, Generic, Literal, TypeVar
 
 from rich.markup import escape
+from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Input, Static, TabPane
+from textual.widgets import ContentSwitcher, DataTable, Input, Static, TabPane, Tree
 
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import ServerEvent
@@ -24,7 +25,8 @@ from ..session import Session
 from ..tables import row_matches
 
 # The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
-OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask"]
+OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask", "connect",
+                  "invite"]
 
 Data = TypeVar("Data")  # what a pane's load() fetches and its show() renders
 Result = TypeVar("Result")
@@ -42,6 +44,9 @@ class Pane(Widget, Generic[Data], can_focus=False):
     POLL_SECONDS: ClassVar[float | None] = None  # for data no event announces: reloaded this often while in view
     FRESH_FOR: ClassVar[float] = 10.0  # a pane returning to view older than this reloads at once
     SERVER_FILTER: ClassVar[bool] = False  # `/` asks the server (on enter) instead of filtering what is shown
+    # One line for when the pane shows nothing (no filter set): what would appear here, and the key that makes
+    # something appear. Shown under the pane's summary line (or on top) while shows_nothing() holds; none when left empty.
+    EMPTY_HINT: ClassVar[str] = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="pane.filter")]  # j/k etc.: the lists' own (tables.py)
 
@@ -138,7 +143,34 @@ class Pane(Widget, Generic[Data], can_focus=False):
         self._last_data = data
         self.updated_at = self.session.now()
         self.show(data)
+        self.show_empty_hint()
         self.post_message(self.Refreshed(self))
+
+    # --- the empty state --------------------------------------------------------------
+
+    def shows_nothing(self) -> bool:
+        """Whether the pane shows nothing: none of its lists has a row (a tree: a branch)."""
+        lists = list(self.query(DataTable).results(DataTable))
+        trees = list(self.query(Tree).results(Tree))
+        return bool(lists or trees) and all(table.row_count == 0 for table in lists) and \
+            all(not tree.root.children for tree in trees)
+
+    def show_empty_hint(self) -> None:
+        """EMPTY_HINT under the summary line while the pane is empty and no filter narrows it; hidden otherwise."""
+        if not self.EMPTY_HINT:
+            return
+        empty = not self.filter_text and self.shows_nothing()
+        found = self.query(".pane-empty")
+        if found:
+            found.first(Static).display = empty
+        elif empty:
+            hint = Static(Text(self.EMPTY_HINT), id=f"{self.id}-empty", classes="pane-empty")
+            # under the pane's own summary line; a summary inside a column (Chat, Notes) is too narrow: on top
+            summaries = [s for s in self.query(".pane-summary") if s.parent is self]
+            if summaries:
+                self.mount(hint, after=summaries[0])
+            else:
+                self.mount(hint, before=0)
 
     def on_mount(self) -> None:
         if self.POLL_SECONDS:
@@ -201,6 +233,7 @@ class Pane(Widget, Generic[Data], can_focus=False):
             self.request_reload()
         elif self._last_data is not None:
             self.show(self._last_data)
+            self.show_empty_hint()
 
     def focus_default(self) -> None:
         """Where the cursor goes when the pane comes into view."""

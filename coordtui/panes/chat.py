@@ -29,6 +29,7 @@ ChatData = tuple[list[Channel], list[ChatMessage] | None]  # the channels; the o
 
 
 class ChatPane(Pane[ChatData]):
+    EMPTY_HINT = "Channels and direct messages appear here. d: a direct message, g: a group."
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
             ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),

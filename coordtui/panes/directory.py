@@ -16,6 +16,7 @@ from ..tables import PlainTable, cursor_key
 
 
 class DirectoryPane(Pane[list[DirectoryEntry]]):
+    EMPTY_HINT = "Shared links (dashboards, docs, repositories) appear here. a adds one."
     EVENT_TYPES = frozenset({"resync", "reconnected"})
     POLL_SECONDS = 15.0  # no event announces link changes
     SERVER_FILTER = True

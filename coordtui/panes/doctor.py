@@ -32,6 +32,7 @@ def detail_lines(details: object) -> list[str]:
 
 
 class DoctorPane(Pane[DoctorReport]):
+    EMPTY_HINT = "The server's health probes appear here once it answers. ctrl+r asks again."
     KEYS = [("enter / space", "expand a probe's details"), ("ctrl+r", "refresh now (also every 5 s)"),
             ("t", "tokens (admin)"), ("i", "invites (admin)"), ("U", "users (admin)"),
             ("", "admins: requests/s, p99 latency, open streams, push outbox, event-loop lag (last minute)")]

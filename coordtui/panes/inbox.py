@@ -43,6 +43,7 @@ MailData = tuple[list[Message], list[Message], int]  # received (in order), sent
 
 
 class InboxPane(Pane[MailData]):
+    EMPTY_HINT = "Mail sent to you, by people or agents, appears here. c writes one."
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
             ("r", "reply (quoting the message)"), ("f", "forward"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),

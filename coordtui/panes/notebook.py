@@ -42,6 +42,7 @@ def find_all(text: str, query: str) -> list[int]:
 
 
 class NotebookPane(Pane[list[Page]]):
+    EMPTY_HINT = "Shared pages (runbooks, notes), edited live, appear here. n creates one."
     EVENT_TYPES = frozenset({"notebook_page_updated", "resync", "reconnected"})
     KEYS = [("enter", "open the page for editing"), ("n", "new page"), ("ctrl+l", "lock / unlock (owner)"),
             ("ctrl+z / ctrl+y", "undo / redo your own edits"), ("escape", "back to the page list"),

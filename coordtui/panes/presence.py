@@ -39,8 +39,13 @@ class PresencePane(Pane[list[PresenceEntry]]):
     EVENT_TYPES = frozenset({"presence", "message", "inbox_check", "swarm_task_created", "swarm_task_updated",
                              "resync", "reconnected"})
     POLL_SECONDS = 30.0  # active turns idle and away with time alone
-    BINDINGS = [Binding("U", "ops('users')", "Users", id="presence.users")]
+    EMPTY_HINT = "Nobody else has connected yet. C connects an agent, I invites a person."
+    BINDINGS = [Binding("U", "ops('users')", "Users", id="presence.users"),
+                Binding("C", "ops('connect')", "Connect", id="presence.connect"),
+                Binding("I", "ops('invite')", "Invite", show=False, id="presence.invite")]
     KEYS = [("ctrl+r", "refresh"), ("/", "filter"), ("U", "users: archive, admin flag, names (admin)"),
+            ("C", "connect an agent: its token and MCP configuration (admin)"),
+            ("I", "invite a teammate: an onboarding URL (admin)"),
             ("states", f"active < {IDLE_AFTER // 60} min since last seen · idle < {AWAY_AFTER // 60} min · "
                        "away: longer · offline: the server says not online")]
 
@@ -49,6 +54,10 @@ class PresencePane(Pane[list[PresenceEntry]]):
         table = PlainTable(id="presence-table", cursor_type="row")
         table.add_columns("", "Identity", "State", "Last seen", "Via", "Unread", "Tasks")
         yield table
+
+    def shows_nothing(self) -> bool:
+        """Nobody but me was ever seen (the others listed are names only): the hint says how others join."""
+        return all(e.identity == self.session.identity or e.last_seen is None for e in self._last_data or [])
 
     async def load(self) -> list[PresenceEntry]:
         return await self.client.presence()

@@ -50,6 +50,7 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
 
 
 class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
+    EMPTY_HINT = "Tasks appear here, a column per status. n creates a task."
     EVENT_TYPES = frozenset({"swarm_task_created", "swarm_task_updated", "resync", "reconnected"})
     KEYS = [("tab / h l", "previous / next column"), ("j k", "down / up"), ("enter", "task detail and history"),
             ("] / [", "one step along the path (ready → in progress → review → complete) / back"),

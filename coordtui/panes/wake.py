@@ -74,6 +74,7 @@ class AckedElsewhere:
 
 class WakePane(Pane[Wake]):
     ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
+    EMPTY_HINT = "Mail, tasks, questions and alerts for you land here. C connects an agent."
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read",
                              "alert_changed"})
@@ -83,7 +84,8 @@ class WakePane(Pane[Wake]):
             ("t", "create a task from a buzz alert / answer a question in words"),
             ("1-9", "answer the highlighted question with that option (other rows: switch pane)"),
             ("A", "all questions to and from you (batch answer)"), ("Q", "ask someone a question"),
-            ("n / N", "next / previous unread item (alert, mail, chat)")]
+            ("n / N", "next / previous unread item (alert, mail, chat)"),
+            ("C", "connect an agent: its token and MCP configuration (admin)")]
     BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
@@ -92,6 +94,7 @@ class WakePane(Pane[Wake]):
                 Binding("Q", "ops('ask')", "Ask", show=False, id="wake.ask"),
                 Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="wake.prev_unread"),
+                Binding("C", "ops('connect')", "Connect agent", show=False, id="wake.connect"),
                 *(Binding(str(n), f"answer({n})", f"Answer {n}", show=False, id=f"wake.answer_{n}")
                   for n in range(1, 10))]
 

@@ -813,6 +813,24 @@ async def toggle_archive(server, pilot, app):
     await until(pilot, lambda: user(server, "archivebot").get("archivedAt"), "archived")
 
 
+@scenario("admin", "coordtui.ops.onboard:connect_agent")
+async def connect_agent(server, pilot, app):
+    from coordtui.ops.onboard import OnboardScreen
+    await on_pane(pilot, app, "1", "wake")
+    # C opens the form without asking the server: the name, tab, the human check left off, send
+    await pilot.press("C", *typed("typed-agent"), "tab", "ctrl+s")
+    await until(pilot, lambda: isinstance(app.screen, OnboardScreen), "connect dialog")
+    assert user(server, "typed-agent")["isAgent"] is True
+    assert any(t["identity"] == "typed-agent" for t in tokens(server))
+
+
+@scenario("admin", "coordtui.ops.onboard:invite_teammate")
+async def invite_teammate(server, pilot, app):
+    await on_pane(pilot, app, "5", "presence")
+    await pilot.press("I", *typed("typed-human"), "ctrl+s")
+    await until(pilot, lambda: any(i["identityHint"] == "typed-human" for i in invites(server)), "invited")
+
+
 # ---- connecting and quitting -------------------------------------------------------------------------------------
 
 @scenario(None, "coordtui.app:CoordApp.on_mount")

@@ -342,3 +342,53 @@ def test_remote_cursor_snapshot(snap_compare, tmp_path):
         assert snap_compare(snapshot_app(server), run_before=prepare("wake", bob_edits), terminal_size=(80, 24))
     finally:
         server.stop()
+
+
+def test_connect_agent_snapshot(snap_compare, tmp_path):
+    """The dialog "Connect an agent" opens on (C on Wake): the MCP configuration, the claude line, the curl, the
+    skill URL and the token, each with its Copy button, and the line that says when the agent connects. The port
+    and the token differ every run: the picture shows them as PORT and TOKEN (test_first_five checks them)."""
+    from coordtui.ops.base import SecretValue
+    from coordtui.ops.onboard import OnboardScreen
+    server = own_server(tmp_path)
+
+    async def open_dialog(pilot):
+        app = pilot.app
+        await pilot.press("C", *"build-bot", "ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, OnboardScreen), what="the connect dialog")
+        token = next(value for label, value in app.screen.values if label.startswith("Token"))
+        for box in app.screen.query(SecretValue):
+            box.value = box.value.replace(token, "TOKEN").replace(server.url.rsplit(":", 1)[1], "PORT")
+            box.cursor_position = 0
+    try:
+        assert snap_compare(make_app(server, "admin", clock=lambda: FROZEN_NOW), run_before=prepare("wake", open_dialog),
+                            terminal_size=(100, 30))
+    finally:
+        server.stop()
+
+
+def test_demo_wake_snapshot(snap_compare, tmp_path):
+    """`coordtui --serve --demo` once its cast has acted (one round each, at a fast pace): mail from build-bot,
+    its question, the task review-bot gave, dana's chat, the alert that fired (kept once resolved); DEMO in the
+    header."""
+    from coordtui.app import CoordApp
+    from coordtui.config import Profile
+    from coordtui.demo import Demo, mark_demo_dir
+    from coordtui.embedded import EmbeddedServer
+    mark_demo_dir(tmp_path / "demo")
+    server = EmbeddedServer(tmp_path / "demo").start()
+    demo = Demo(server.url, server.token or "", server.data_dir, pace=0.02, rounds=1, poll=10.0)
+    app = CoordApp(Profile("demo", server.url, server.token or ""), embedded=server, demo=demo,
+                   backoff=(0.1, 0.5))
+    acted = {"mail": 1, "ask": 1, "task": 2, "move": 3, "chat": 1, "alert": 1, "resolve": 1, "page edit": 1}
+
+    async def cast_done(pilot):
+        await wait_for(pilot, lambda: all(demo.events.get(k, 0) >= n for k, n in acted.items()), timeout=20,
+                       what=lambda: f"one round of the cast: {demo.events}")
+    assert snap_compare(app, run_before=lambda pilot: _then(cast_done(pilot), prepare("wake")(pilot)),
+                        terminal_size=(100, 30))
+
+
+async def _then(first, second):
+    await first
+    await second
