@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Alert, BuzzEvent, JSONObject, Project, age_text, counted
-from ..ops.silences import silence_form
+from ..screens.silence_form import silence_form
 from ..screens.alert_detail import AlertDetailScreen, state_words
 from ..screens.confirm import ConfirmScreen
 from ..screens.page_links import PageLink, PageLinksScreen
@@ -65,6 +65,7 @@ def who_text(alert: Alert, now: datetime) -> str:
 
 class BuzzPane(Pane[BuzzView]):
     EVENT_TYPES = frozenset({"broadcast", "alert_changed", "resync", "reconnected"})
+    EMPTY_HINT = "Alerts from webhooks appear here, one line per alert. w: the webhooks."
     KEYS = [("a", "ack the alert (I'm on it; u undoes)"), ("U", "unack it (open again)"),
             ("z", "snooze: 15m, 1h, 4h, until tomorrow 09:00, or minutes"), ("R", "resolve it (asks first)"),
             ("S", "silence alerts like it (shows what it would have hidden)"), ("enter", "the alert and its events"),

@@ -652,7 +652,7 @@ async def snooze_minutes(server, pilot, app):
     assert abs((until_at - datetime.now(timezone.utc)).total_seconds() - 1234 * 60) < 120
 
 
-@scenario("alice", "coordtui.ops.silences:silence_form")
+@scenario("alice", "coordtui.screens.silence_form:silence_form")
 async def silence_alert(server, pilot, app):
     alert_id = fired_alert(server, "noisy-ta", "Probe flapping", labels={"env": "staging"})
     await on_alert(pilot, app, alert_id)

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from coordtui.client.models import event_labels
-from coordtui.ops.silences import match_of, match_text, parse_labels, silence_problem
+from coordtui.screens.silence_form import match_of, match_text, parse_labels, silence_problem
 from coordtui.ops.webhooks import webhook_problem
 from coordtui.screens.snooze import minutes_problem, tomorrow_morning
 
