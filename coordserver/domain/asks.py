@@ -24,7 +24,8 @@ import peewee as pw
 from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
-from ..events.channels import ASKS, WAKE, AsksPayload, WakePayload
+from ..events.channels import ASKS, AsksPayload
+from . import wake_signal
 from ..models import Ask, AskRecipient
 from ..timeutil import from_db, iso, parse_iso, to_db
 from .identities import is_known, valid_identity
@@ -143,7 +144,7 @@ def create(asker: str, fields: dict[str, Any], env_identities: frozenset[str]) -
     AskRecipient.insert_many([{"ask": ask.id, "identity": identity} for identity in recipients]).execute()
     _event("ask", ask, question=question, options=options, allowText=allow_text, deadline=iso(deadline))
     for identity in recipients:
-        db.after_commit(WAKE, WakePayload(identity=identity))
+        wake_signal.enters_wake(identity, asker)
     return ask_json(ask)
 
 
@@ -229,7 +230,7 @@ def answer(identity: str, ask_id: int, option: int | str | None, text: str | Non
     if not won:
         raise _refuse_closed(ask)
     _event("ask_answered", ask, question=ask.question, answeredBy=identity, option=label, text=text)
-    db.after_commit(WAKE, WakePayload(identity=ask.asker))
+    wake_signal.enters_wake(ask.asker, identity)
     return ask_json(ask)
 
 
@@ -274,7 +275,7 @@ def _expire(ask_id: int, now: datetime) -> int:
         return 0
     ask = Ask.get_by_id(ask_id)
     _event("ask_expired", ask, question=ask.question, option=default)
-    db.after_commit(WAKE, WakePayload(identity=ask.asker))
+    wake_signal.enters_wake(ask.asker, None)
     return 1
 
 

@@ -19,7 +19,8 @@ from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import archived_among, is_known, valid_identity
-from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload, WakePayload
+from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
+from . import wake_signal
 
 NAME_MAX = 100
 BODY_MAX = 10_000
@@ -180,10 +181,9 @@ def post(identity: str, channel_id: str, body: str) -> JSONObject:
     ChatChannel.update(last_message_id=message.id).where(ChatChannel.id == channel_id).execute()
     log.append("chat_message", {"type": "chat_message", "channelId": channel_id, "message": _event_message(message)},
                to=members)
-    for member in members:  # the message enters the others' wake (chat source)
+    for member in members:  # the message enters the others' wake (chat source); never its sender's
         if member != identity:
-            pulse: WakePayload = {"identity": member}
-            db.after_commit(WAKE, pulse)
+            wake_signal.enters_wake(member, identity)
     return message_json(message)
 
 

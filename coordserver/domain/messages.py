@@ -23,7 +23,8 @@ from ..models import Message
 from ..timeutil import iso, to_db
 from . import fulltext
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
-from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload, WakePayload
+from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
+from . import wake_signal
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -118,10 +119,15 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
         "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
-    pulse: WakePayload = {"identity": recipient}
-    db.after_commit(WAKE, pulse)
+    _pulse_recipient(sender, recipient)
     return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                              dedupe_key, stored_metadata)
+
+
+def _pulse_recipient(sender: str, recipient: str) -> None:
+    """The message enters the recipient's wake: pulse it, unless it wrote to itself (an identity's own
+    actions never wake it)."""
+    wake_signal.enters_wake(recipient, sender)
 
 
 def _new_message_json(message_id: int, recipient: str, sender: str, title: str, body: str, urgent: bool,
@@ -196,8 +202,7 @@ def _finisher(values: SendValues, created: datetime, metadata: str | None,
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        pulse: WakePayload = {"identity": recipient}
-        db.after_commit(WAKE, pulse)
+        _pulse_recipient(sender, recipient)
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                                  None, metadata)
     return finish

@@ -120,22 +120,22 @@ def _audiences(rows: list) -> dict[int, set[str]]:
             .where(BuzzEvent.id.in_(buzz_ids))} if buzz_ids else {}
     audiences = {}
     for row in rows:
-        if row.type == "message":
-            audience = {row.data.get("recipient")}
-        elif row.type == "ask":  # to those asked; its outcome to the asker
-            audience = {i for i in row.data.get("to") or () if isinstance(i, str)}
-        elif row.type in ASK_TYPES:
-            audience = {row.data.get("from")}
+        if row.type == "message":  # never to a sender writing to itself
+            audience = {row.data.get("recipient")} - {row.data.get("sender")}
+        elif row.type == "ask":  # to those asked (never the asker); its outcome to the asker
+            audience = {i for i in row.data.get("to") or () if isinstance(i, str)} - {row.data.get("from")}
+        elif row.type in ASK_TYPES:  # unless the asker answered itself
+            audience = {row.data.get("from")} - {row.data.get("answeredBy")}
         elif row.type == "alert_changed":  # its agents and those it escalated to, but not whoever made the change
             escalated = {i for i in row.data.get("escalateTo") or () if isinstance(i, str)}
             agents = {row.data.get("wakeAgent"), row.data.get("notifyAgent")}
-            audience = (agents | escalated) - {row.data.get("by")}
+            audience = (agents | escalated) - {row.data.get("by"), row.data.get("ingestedBy")}
         elif row.type == "chat_message":
             sender = (row.data.get("message") or {}).get("sender")
             audience = members.get(row.data.get("channelId"), set()) - {sender}
         else:
-            event = buzz.get(row.data.get("eventId"))
-            audience = {event.wake_agent, event.notify_agent} if event else set()
+            event = buzz.get(row.data.get("eventId"))  # never to the identity that ingested it
+            audience = ({event.wake_agent, event.notify_agent} if event else set()) - {row.data.get("ingestedBy")}
         audiences[row.id] = {identity for identity in audience if isinstance(identity, str) and identity}
     return audiences
 
