@@ -13,7 +13,7 @@ from .api.metrics import instrument
 from .auth import request_token
 from .context import Coord
 from .db import Store
-from .domain import users
+from .domain import kinds, users
 from .errors import render_error
 from .events.bus import make_bus
 from . import jsonstrict
@@ -83,6 +83,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         await asyncio.to_thread(store.open)
         store.on_commit = _publisher(coord)
         await store.write(users.ensure_admin_rows, settings.admin_rows())
+        await store.write(kinds.declare_env_agents, settings.env_agents)
         await coord.bus.start()
         for service in services.lifecycle():
             await service.start()

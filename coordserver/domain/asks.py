@@ -28,6 +28,7 @@ from ..events.channels import ASKS, AsksPayload
 from . import wake_signal
 from ..models import Ask, AskRecipient
 from ..timeutil import from_db, iso, parse_iso, to_db
+from . import kinds
 from .identities import is_known, valid_identity
 
 QUESTION_MAX = 2_000
@@ -58,8 +59,11 @@ def _stamp() -> datetime:
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def ask_json(ask: Ask) -> dict[str, Any]:
-    return {"id": ask.id, "from": ask.asker, "to": list(ask.recipients), "question": ask.question,
+def ask_json(ask: Ask, agents: set[str] | None = None) -> dict[str, Any]:
+    """The wire Ask; `agents`: which askers are agents, when the caller looked them up for many asks."""
+    if agents is None:
+        agents = kinds.agents_among([ask.asker])
+    return {"id": ask.id, "from": ask.asker, "fromIsAgent": ask.asker in agents, "to": list(ask.recipients), "question": ask.question,
             "options": list(ask.options or []), "allowText": bool(ask.allow_text), "deadline": iso(ask.deadline),
             "defaultOption": ask.default_option, "context": ask.context, "status": ask.status,
             "answeredBy": ask.answered_by, "option": ask.option, "text": ask.text, "createdAt": iso(ask.created_at),
@@ -180,8 +184,9 @@ def list_asks(identity: str, role: str | None, status: str | None, limit: int) -
     where = received if role == "received" else sent if role == "sent" else (sent | received)
     if status is not None:
         where &= Ask.status == status
-    rows = Ask.select().where(where).order_by(Ask.id.desc()).limit(limit)
-    return {"asks": [ask_json(ask) for ask in rows]}
+    rows = list(Ask.select().where(where).order_by(Ask.id.desc()).limit(limit))
+    agents = kinds.agents_among(ask.asker for ask in rows)
+    return {"asks": [ask_json(ask, agents) for ask in rows]}
 
 
 # --- closing: the first change wins ------------------------------------------------------------

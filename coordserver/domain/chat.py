@@ -17,7 +17,7 @@ from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
-from . import fulltext
+from . import fulltext, kinds
 from .identities import archived_among, is_known, valid_identity
 from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
 from . import wake_signal
@@ -31,13 +31,17 @@ _CHAT_DOCUMENT = "to_tsvector('simple', body)"
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def message_json(m: ChatMessage) -> JSONObject:
+def message_json(m: ChatMessage, agents: set[str] | None = None) -> JSONObject:
+    """The wire chat message; `isAgent`: its sender's kind (`agents`: looked up by the caller for many)."""
+    if agents is None:
+        agents = kinds.agents_among([m.sender])
     return {"id": m.id, "channelId": m.channel, "sender": m.sender, "body": m.body,
-            "createdAt": iso(m.created_at), "editedAt": iso(m.edited_at), "deletedAt": iso(m.deleted_at)}
+            "createdAt": iso(m.created_at), "editedAt": iso(m.edited_at), "deletedAt": iso(m.deleted_at),
+            "isAgent": m.sender in agents}
 
 
-def _event_message(m: ChatMessage) -> JSONObject:
-    return {"id": m.id, "sender": m.sender, "body": m.body, "createdAt": iso(m.created_at)}
+def _event_message(m: ChatMessage, is_agent: bool) -> JSONObject:
+    return {"id": m.id, "sender": m.sender, "body": m.body, "createdAt": iso(m.created_at), "isAgent": is_agent}
 
 
 # --- membership ------------------------------------------------------------------------------
@@ -166,7 +170,8 @@ def messages(identity: str, channel_id: str, limit: int, before: int | None) -> 
     if before is not None:
         query = query.where(ChatMessage.id < before)
     rows = list(query.order_by(ChatMessage.id.desc()).limit(limit))
-    return {"messages": [message_json(m) for m in reversed(rows)]}
+    agents = kinds.agents_among(m.sender for m in rows)
+    return {"messages": [message_json(m, agents) for m in reversed(rows)]}
 
 
 def post(identity: str, channel_id: str, body: str) -> JSONObject:
@@ -179,12 +184,13 @@ def post(identity: str, channel_id: str, body: str) -> JSONObject:
         members = [m for m in members if m not in archived]
     message = ChatMessage.create(channel=channel_id, sender=identity, body=body, created_at=to_db(db.now()))
     ChatChannel.update(last_message_id=message.id).where(ChatChannel.id == channel_id).execute()
-    log.append("chat_message", {"type": "chat_message", "channelId": channel_id, "message": _event_message(message)},
-               to=members)
+    sender_agent = kinds.is_agent(identity)
+    log.append("chat_message", {"type": "chat_message", "channelId": channel_id,
+                                "message": _event_message(message, sender_agent)}, to=members)
     for member in members:  # the message enters the others' wake (chat source); never its sender's
         if member != identity:
             wake_signal.enters_wake(member, identity)
-    return message_json(message)
+    return message_json(message, {identity} if sender_agent else set())
 
 
 def mark_read(identity: str, channel_id: str) -> JSONObject:

@@ -21,7 +21,7 @@ from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
-from . import fulltext
+from . import fulltext, kinds
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
 from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
 from . import wake_signal
@@ -43,10 +43,14 @@ PLAIN, BOOL, TIME, JSON = "plain", "bool", "time", "json"
 MESSAGE_WIRE = (("id", PLAIN), ("recipient", PLAIN), ("sender", PLAIN), ("title", PLAIN), ("body", PLAIN),
                 ("status", PLAIN), ("urgent", BOOL), ("created_at", TIME), ("viewed_at", TIME), ("thread_id", PLAIN),
                 ("reply_to_message_id", PLAIN), ("dedupe_key", PLAIN), ("metadata", JSON),
-                ("response_waiting", BOOL), ("waiting_responder", PLAIN), ("waiting_since", TIME))
+                ("response_waiting", BOOL), ("waiting_responder", PLAIN), ("waiting_since", TIME),
+                ("from_is_agent", BOOL))
+# Wire fields that are no column of the row: SQL over it (the sender's kind, domain/kinds.py). Unqualified:
+# the inbox's statements and peewee's aliased search select read it alike.
+_DERIVED = {"from_is_agent": kinds.is_agent_sql("sender")}
 _FIELDS = tuple(column for column, _kind in MESSAGE_WIRE)
-_COLUMNS = tuple(getattr(Message, name) for name in _FIELDS)
-_SELECT = "SELECT " + ", ".join(_FIELDS) + " FROM message"
+_COLUMNS = tuple(pw.SQL(_DERIVED[name]) if name in _DERIVED else getattr(Message, name) for name in _FIELDS)
+_SELECT = "SELECT " + ", ".join(_DERIVED.get(name, name) for name in _FIELDS) + " FROM message"
 _INSERT_COLUMNS = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
                    "reply_to_message_id, dedupe_key, metadata, response_waiting) ")
 _INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?)"
@@ -135,7 +139,7 @@ def _new_message_json(message_id: int, recipient: str, sender: str, title: str, 
                       stored_metadata: str | None) -> JSONObject:
     """The wire Message of a message just stored (unread, nothing waiting on it)."""
     return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
-                         reply_to, dedupe_key, stored_metadata, False, None, None))
+                         reply_to, dedupe_key, stored_metadata, False, None, None, kinds.is_agent(sender)))
 
 
 # A send's fields in _store's order: recipient, sender, title, body, urgent, thread, reply-to.
@@ -369,7 +373,7 @@ def _message_json_sql(sqlite: bool) -> str:
     read: dict[str, Callable[[str], str]] = {
         PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
         JSON: lambda _column: _METADATA_SQL[sqlite]}
-    pairs = [(camel(column), read[kind](column)) for column, kind in MESSAGE_WIRE]
+    pairs = [(camel(column), read[kind](_DERIVED.get(column, column))) for column, kind in MESSAGE_WIRE]
     body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
     return f"json_object({body})" if sqlite else f"json_build_object({body})::text"
 

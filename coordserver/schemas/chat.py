@@ -86,6 +86,7 @@ class ChatMessage(Model):
     created_at: Time
     edited_at: Time | None
     deleted_at: Time | None
+    is_agent: bool = False  # the sender's kind: an agent, or a human (who is who, issue 28)
 
 
 class ChatMessages(Model):

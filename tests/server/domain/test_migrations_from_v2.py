@@ -58,7 +58,7 @@ def test_v2_database_is_upgraded_through_3_to_8(make_server, database_url):
     assert workflow.status_code == 200
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (8, 8)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (9, 9)
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
