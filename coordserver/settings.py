@@ -189,6 +189,7 @@ class Settings:
     loop_messages: int = 40
     loop_minutes: int = 2
     loop_cooldown_minutes: int = 15
+    chat_wake_cooldown_minutes: int = 5  # a group channel wakes each agent member at most once per this long
 
     def admin_rows(self) -> dict[str, tuple[str, str | None]]:
         """Identities that get an admin users row at start: (display name of a new row, display name to
@@ -241,6 +242,8 @@ class Settings:
             loop_minutes=_positive_int(env.get("COORD_LOOP_MINUTES"), "COORD_LOOP_MINUTES", 2),
             loop_cooldown_minutes=_positive_int(env.get("COORD_LOOP_COOLDOWN_MINUTES"), "COORD_LOOP_COOLDOWN_MINUTES",
                                                 15),
+            chat_wake_cooldown_minutes=_positive_int(env.get("COORD_CHAT_WAKE_COOLDOWN_MINUTES"),
+                                                     "COORD_CHAT_WAKE_COOLDOWN_MINUTES", 5),
         )
         values.update(overrides)
         return cls(**values)

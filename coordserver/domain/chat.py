@@ -17,7 +17,7 @@ from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
-from . import fulltext, kinds
+from . import fulltext, guards, kinds
 from .identities import archived_among, is_known, valid_identity
 from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
 from . import wake_signal
@@ -175,22 +175,37 @@ def messages(identity: str, channel_id: str, limit: int, before: int | None) -> 
 
 
 def post(identity: str, channel_id: str, body: str) -> JSONObject:
+    """Post a message; the answer is the message with `woke`: how many members this post pulsed."""
     _membership(channel_id, identity)
     members = members_of(channel_id)
     archived = archived_among(members)
+    is_group = ChatChannel.select(ChatChannel.type).where(ChatChannel.id == channel_id).scalar() == "group"
     if archived:  # archived identities receive no new chat: a DM with one is refused, a group skips them
-        if ChatChannel.get_by_id(channel_id).type == "dm":
+        if not is_group:
             raise Invalid(f"Unknown identity: {sorted(archived)[0]}")
         members = [m for m in members if m not in archived]
     message = ChatMessage.create(channel=channel_id, sender=identity, body=body, created_at=to_db(db.now()))
     ChatChannel.update(last_message_id=message.id).where(ChatChannel.id == channel_id).execute()
-    sender_agent = kinds.is_agent(identity)
+    agents = kinds.agents_among(members)
+    sender_agent = identity in agents
     log.append("chat_message", {"type": "chat_message", "channelId": channel_id,
                                 "message": _event_message(message, sender_agent)}, to=members)
-    for member in members:  # the message enters the others' wake (chat source); never its sender's
-        if member != identity:
-            wake_signal.enters_wake(member, identity)
-    return message_json(message, {identity} if sender_agent else set())
+    guards.after_chat(identity, channel_id, members, sender_agent)
+    others = [m for m in members if m != identity]
+    # The chat fan-out guard: a group channel wakes each agent member at most once per cooldown.
+    held = set(others) & agents
+    if is_group and held:
+        held -= set(guards.chat_wakes(channel_id, sorted(held)))
+    else:
+        held = set()
+    woke = 0
+    for member in others:  # the message enters the others' wake (chat source); never its sender's
+        if member in held:  # still in its wake (GET /api/wake shows it), only not pulsed again
+            changed: WakeChangedPayload = {"identity": member}
+            db.after_commit(WAKE_CHANGED, changed)
+        elif wake_signal.enters_wake(member, identity):
+            woke += 1
+    return {**message_json(message, {identity} if sender_agent else set()), "woke": woke}
 
 
 def mark_read(identity: str, channel_id: str) -> JSONObject:

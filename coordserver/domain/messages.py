@@ -21,7 +21,7 @@ from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
-from . import fulltext, kinds
+from . import fulltext, guards, kinds
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
 from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
 from . import wake_signal
@@ -123,23 +123,26 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
         "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
-    _pulse_recipient(sender, recipient)
+    agents = _delivered(sender, recipient)
     return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
-                             dedupe_key, stored_metadata)
+                             dedupe_key, stored_metadata, sender in agents)
 
 
-def _pulse_recipient(sender: str, recipient: str) -> None:
-    """The message enters the recipient's wake: pulse it, unless it wrote to itself (an identity's own
-    actions never wake it)."""
+def _delivered(sender: str, recipient: str) -> set[str]:
+    """A message was stored: the loop guard counts it, then it enters the recipient's wake (a pulse, unless
+    the sender wrote to itself or a guard holds their pulses). Returns which of the two are agents."""
+    agents = kinds.agents_among((sender, recipient))
+    guards.after_mail(sender, recipient, agents)
     wake_signal.enters_wake(recipient, sender)
+    return agents
 
 
 def _new_message_json(message_id: int, recipient: str, sender: str, title: str, body: str, urgent: bool,
                       created: datetime, thread_id: str | None, reply_to: int | None, dedupe_key: str | None,
-                      stored_metadata: str | None) -> JSONObject:
+                      stored_metadata: str | None, from_is_agent: bool) -> JSONObject:
     """The wire Message of a message just stored (unread, nothing waiting on it)."""
     return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
-                         reply_to, dedupe_key, stored_metadata, False, None, None, kinds.is_agent(sender)))
+                         reply_to, dedupe_key, stored_metadata, False, None, None, from_is_agent))
 
 
 # A send's fields in _store's order: recipient, sender, title, body, urgent, thread, reply-to.
@@ -206,9 +209,9 @@ def _finisher(values: SendValues, created: datetime, metadata: str | None,
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        _pulse_recipient(sender, recipient)
+        agents = _delivered(sender, recipient)
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
-                                 None, metadata)
+                                 None, metadata, sender in agents)
     return finish
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .. import db
 from ..events.channels import WAKE, WAKE_CHANGED, WakeChangedPayload, WakePayload
+from . import guards
 
 
 def enters_wake(identity: str | None, actor: str | None) -> bool:
@@ -24,6 +25,10 @@ def enters_wake(identity: str | None, actor: str | None) -> bool:
     if actor is not None and identity == actor:
         changed: WakeChangedPayload = {"identity": identity}
         db.after_commit(WAKE_CHANGED, changed)
+        return False
+    if actor is not None and guards.holds_pulse(identity, actor):  # a suspected loop: its one pulse is used
+        held: WakeChangedPayload = {"identity": identity}
+        db.after_commit(WAKE_CHANGED, held)
         return False
     pulse: WakePayload = {"identity": identity}
     db.after_commit(WAKE, pulse)
