@@ -65,7 +65,7 @@ _ACTIONS = {
     "ask_result": ("ask_results", "Your questions were answered or expired: read each outcome, then act on it.",
                    "/api/skill/asks"),
     "guard": ("guards", "A loop among agents is suspected: stop the back-and-forth; wakes and pushes between them "
-                        "are held until it clears.", "/api/skill/wake"),
+                        "are held until it clears.", "/api/skill/guards"),
 }
 _SOURCE_ORDER = ["guard", "buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
 

@@ -197,3 +197,17 @@ def test_two_processes_count_together(make_server, pg_cluster):
     assert [(g.kind, g.members, g.messages) for g in guards_of(one)] == [("mail_loop", "alice,bob", 7)]
     assert eventually(lambda: guard_items(client(two, "admin")), bool)
     assert guard_items(client(one, "bob"))[0]["guardId"] == guards_of(two)[0].id
+
+
+async def test_guard_items_appear_in_mcp_wake(make_server):
+    from tests.server.mcp.test_mcp import connect, succeeded
+    srv = make_server(env=AGENTS)
+    alice, bob = client(srv, "alice"), client(srv, "bob")
+    for n in range(4):
+        send(alice, "bob", f"a{n}")
+        send(bob, "alice", f"b{n}")
+    async with connect(srv.url, "bob") as session:
+        wake = succeeded(await session.call_tool("wake", {}))
+    [item] = [i for i in wake["items"] if i["source"] == "guard"]
+    assert item["members"] == ["alice", "bob"] and item["kind"] == "mail_loop"
+    assert any(a["item"] == "guards" for a in wake["actions"]) and wake["summary"] == "5 waiting: 1 loop guard, 4 unread messages."
