@@ -24,10 +24,10 @@ from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
-SOURCE_ORDER = {"ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5, "ask_result": 6,
-                "chat": 7, "swarm": 8}
+SOURCE_ORDER = {"guard": -1, "ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5,
+                "ask_result": 6, "chat": 7, "swarm": 8}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
-SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts",
+SOURCE_TITLES = {"guard": "Loop guards (agents looping: wakes held)", "ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts",
                  "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
                  "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
@@ -51,7 +51,8 @@ def item_text(item: WakeItem) -> Text:
 class WakePane(Pane[Wake]):
     ANSWER_GRACE = 3.0  # seconds a digit's answer waits before it is sent (u takes it back)
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
-                             "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read"})
+                             "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read",
+                             "guard", "guard_cleared"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"), ("a", "acknowledge a message / dismiss an alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),
             ("t", "create a task from a buzz alert / answer a question in words"),

@@ -36,3 +36,18 @@ async def test_agents_are_marked_in_inbox_chat_and_who(make_server):
         who = table_text(app, "#presence-table").splitlines()
         assert any(f"carol {AGENT_MARK}" in row for row in who)
         assert not any(f"alice {AGENT_MARK}" in row for row in who)
+
+
+async def test_a_loop_guard_heads_the_wake_pane(make_server):
+    server = make_server(env={"COORD_AGENTS": "alice,bob", "COORD_LOOP_MESSAGES": "6"})
+    with client(server, "alice") as alice, client(server, "bob") as bob:
+        for n in range(4):
+            alice.post("/api/mailboxes/bob/messages", json={"title": f"ack {n}"}).raise_for_status()
+            bob.post("/api/mailboxes/alice/messages", json={"title": f"ack ack {n}"}).raise_for_status()
+        guard_id = next(i["id"] for i in bob.get("/api/wake").json()["items"] if i["source"] == "guard")
+    app = make_app(server, "bob")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: f"guard:{guard_id}" in row_keys(app, "#wake-table"), what="guard item")
+        text = table_text(app, "#wake-table")
+        assert text.index("Loop guards") < text.index("Unread mail")
+        assert "Loop suspected between alice and bob: 7 messages in 2 min" in text
