@@ -205,7 +205,7 @@ def announce_change(task: Task, actor: str) -> None:
     _announce(task, "swarm_task_updated", actor)
 
 
-def _pulse_if_wakeable(task: Task, actor: str) -> None:
+def _pulse_if_wakeable(task: Task, actor: str | None) -> None:
     """The task entered its assignee's wake; a task `actor` assigns itself (or moves itself) wakes nobody."""
     if task.assignee_user_id and task.status in WAKEABLE:
         wake_signal.enters_wake(task.assignee_user_id, actor)
@@ -268,8 +268,10 @@ def optional_timestamp(value: object, field: str) -> datetime | None:
         raise Invalid(f"{field} must be an ISO-8601 timestamp") from None
 
 
-def insert_task(actor: str, columns: dict[str, Any]) -> Task:
-    """Insert a task with its `created` history entry, log `swarm_task_created` and pulse the assignee."""
+def insert_task(actor: str, columns: dict[str, Any], scheduled: bool = False) -> Task:
+    """Insert a task with its `created` history entry, log `swarm_task_created` and pulse the assignee.
+    `scheduled`: made by a recurring template when due, so it wakes its assignee even when that is the
+    template's creator (time did it, not the identity's own action now)."""
     now = to_db(db.now())
     columns.setdefault("status", "ready")
     if columns["status"] in FINISHED:
@@ -278,7 +280,7 @@ def insert_task(actor: str, columns: dict[str, Any]) -> Task:
     record_event(task.id, actor, "created", None,
                  {"status": task.status, "assigneeUserId": task.assignee_user_id, "title": task.title})
     _announce(task, "swarm_task_created", actor)
-    _pulse_if_wakeable(task, actor)
+    _pulse_if_wakeable(task, None if scheduled else actor)
     return task
 
 

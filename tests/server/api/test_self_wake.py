@@ -119,3 +119,21 @@ def test_no_push_for_its_own_actions(make_server):
         assert [d.event_type for d in deliveries(srv)] == ["message"]
     finally:
         receiver.close()
+
+
+def test_a_recurring_task_for_its_own_creator_still_wakes_it(make_server):
+    """Time made it due, not the creator's own action now: a reminder to itself is a wake."""
+    from coordserver.timeutil import FrozenClock
+    from tests.server.api.test_recurring import SLOW_SCHEDULER, at, tick
+    clock = FrozenClock(at("2026-02-17T12:00:00"))
+    srv = make_server(clock=clock, **SLOW_SCHEDULER)
+    wakes = BusRecorder(srv, channels.WAKE)
+    try:
+        alice = client(srv, "alice")
+        ok(alice.post("/api/swarm/recurring", json={"title": "Rotate keys", "cronExpr": "0 * * * *", "timezone": "UTC",
+                                                    "assigneeUserId": "alice"}))
+        clock.advance(hours=1)
+        assert tick(alice) == {"created": 1, "errors": 0}
+        assert pulsed(srv, wakes) == ["alice"]
+    finally:
+        wakes.close()
