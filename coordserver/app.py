@@ -13,7 +13,7 @@ from .api.metrics import instrument
 from .auth import request_token
 from .context import Coord
 from .db import Store
-from .domain import users
+from .domain import guards, kinds, users
 from .errors import render_error
 from .events.bus import make_bus
 from . import jsonstrict
@@ -69,6 +69,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.url_map.converters["rowid"] = RowIdConverter
 
     store = Store(settings.database_url, clock, prepare=settings.pg_prepare, pg_writers=settings.pg_writers)
+    store.guard_rule = guards.LoopRule(settings.loop_messages, settings.loop_minutes, settings.loop_cooldown_minutes,
+                                       settings.chat_wake_cooldown_minutes)
     coord = Coord(settings=settings, store=store, bus=make_bus(store.database), clock=clock)
     app.extensions["coord"] = coord
     for blueprint in _blueprints():
@@ -83,6 +85,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         await asyncio.to_thread(store.open)
         store.on_commit = _publisher(coord)
         await store.write(users.ensure_admin_rows, settings.admin_rows())
+        await store.write(kinds.declare_env_agents, settings.env_agents)
         await coord.bus.start()
         for service in services.lifecycle():
             await service.start()

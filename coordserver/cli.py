@@ -135,13 +135,16 @@ def init(identity: str = typer.Option("admin", help="Identity of the first admin
 @invite_cli.command("create")
 def invite_create(identity_hint: Optional[str] = typer.Option(None, "--identity", help="Only this identity may use it."),
                   admin: bool = typer.Option(False, "--admin", help="Registrations become admins."),
-                  max_uses: int = typer.Option(1, min=1), expires_in_hours: float = typer.Option(72.0, min=0.01)) -> None:
+                  max_uses: int = typer.Option(1, min=1), expires_in_hours: float = typer.Option(72.0, min=0.01),
+                  agent: Optional[bool] = typer.Option(None, "--agent/--human",
+                                                       help="Registrations are agents (or humans); unsaid: as each "
+                                                            "registrant says, human by default.")) -> None:
     """Create an invite and print its onboarding URL."""
     from .domain import identities
     settings, store = _store()
     try:
         hint = identities.valid_identity(identity_hint) if identity_hint else None
-        invite = store.run_sync(identities.create_invite, "operator", hint, admin, max_uses, expires_in_hours)
+        invite = store.run_sync(identities.create_invite, "operator", hint, admin, max_uses, expires_in_hours, agent)
     finally:
         store.close()
     typer.echo(f"Invite code: {invite['code']}")
@@ -151,13 +154,16 @@ def invite_create(identity_hint: Optional[str] = typer.Option(None, "--identity"
 @token_cli.command("create")
 def token_create(identity: str = typer.Option(..., help="Identity the token acts as."),
                  admin: bool = typer.Option(False, "--admin", help="Grant admin rights."),
-                 label: str = typer.Option("Created by operator", help="A note to recognise it by.")) -> None:
+                 label: str = typer.Option("Created by operator", help="A note to recognise it by."),
+                 agent: Optional[bool] = typer.Option(None, "--agent/--human",
+                                                      help="The identity is an agent (or a human); unsaid: unchanged, "
+                                                           "human for a new identity.")) -> None:
     """Issue a database token and print it (once)."""
     from .domain import identities
     settings, store = _store()
     try:
         name = identities.valid_identity(identity)
-        token, plaintext = store.run_sync(identities.issue_token, name, admin, label, "operator")
+        token, plaintext = store.run_sync(identities.issue_token, name, admin, label, "operator", None, agent)
     finally:
         store.close()
     typer.echo(f"Token #{token.id} for {name}{' (admin)' if admin else ''} (shown once): {plaintext}")

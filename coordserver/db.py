@@ -138,6 +138,7 @@ class Store:
                  pg_writers: int = 1) -> None:
         self.url = url
         self.clock = clock or Clock()
+        self.guard_rule: Any = None  # domain/guards.LoopRule, set by the app from its settings (unit.guard_rule)
         self.database = open_database(url)
         self.sqlite = is_sqlite(self.database)
         if isinstance(self.database, PostgresDatabase):  # every database but SQLite (open_database)
@@ -199,6 +200,7 @@ class Store:
 
     def _bind_thread(self) -> None:
         _unit.clock = self.clock
+        _unit.guard_rule = self.guard_rule
         database_proxy.bind_thread(self.database)
 
     # running units of work

@@ -205,7 +205,8 @@ def row_counts() -> dict:
     waits for this read, and under load each statement's round trip waited for the GIL behind the busy
     event loop again (bench/RESULTS.md, 2026-11-24)."""
     from .domain.task_rules import STATUSES
-    from .models import BuzzAlert, ChatChannel, ChatMessage, Message, Project, PushDelivery, Task, User
+    from .domain.guards import KINDS as GUARD_KINDS
+    from .models import BuzzAlert, ChatChannel, ChatMessage, Guard, Message, Project, PushDelivery, Task, User
     from .sql import tuples
 
     def count(query):
@@ -226,7 +227,14 @@ def row_counts() -> dict:
     alerts = dict.fromkeys(("open", "acked", "snoozed"), 0)  # resolved ones are history, not a backlog
     alerts.update(tuples(BuzzAlert.select(BuzzAlert.state, pw.fn.COUNT(pw.SQL("*")))
                          .where(BuzzAlert.state != "resolved").group_by(BuzzAlert.state)))
-    return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks, "alerts": alerts}
+    # Loop guards, counted from their rows: every process's trips add up (domain/guards.py).
+    trips = dict.fromkeys(GUARD_KINDS, 0)
+    trips.update(tuples(Guard.select(Guard.kind, pw.fn.COUNT(pw.SQL("*"))).group_by(Guard.kind)))
+    holding = dict.fromkeys(GUARD_KINDS, 0)
+    holding.update(tuples(Guard.select(Guard.kind, pw.fn.COUNT(pw.SQL("*"))).where(Guard.cleared_at.is_null())
+                          .group_by(Guard.kind)))
+    return {**{name: number or 0 for name, number in zip(counted, numbers)}, "tasks": tasks, "alerts": alerts,
+            "guardTrips": trips, "guardsActive": holding}
 
 
 _HELP = {
@@ -256,6 +264,15 @@ class _AppFigures:
         for state, number in sorted(self.counts["alerts"].items()):
             alerts.add_metric([state], number)
         yield alerts
+        trips = GaugeMetricFamily("coord_guard_trips_total", "Loop guards tripped, by kind (suspected loops among "
+                                  "agents; counted from the database, so every process's add up)", labels=["kind"])
+        for kind, number in sorted(self.counts.get("guardTrips", {}).items()):
+            trips.add_metric([kind], number)
+        yield trips
+        holding = GaugeMetricFamily("coord_guards_active", "Loop guards not cleared yet, by kind", labels=["kind"])
+        for kind, number in sorted(self.counts.get("guardsActive", {}).items()):
+            holding.add_metric([kind], number)
+        yield holding
         yield GaugeMetricFamily("coord_scheduler_lag_seconds", "Recurring-task scheduler: seconds overdue "
                                 "(admin doctor's lag, 0 while on time)", value=self.scheduler_lag)
         yield GaugeMetricFamily("coord_event_loop_lag_seconds", "Event-loop lag: the longest over the last "

@@ -110,6 +110,7 @@ class Invite(BaseModel):
     expires_at = pw.DateTimeField(null=True)
     created_at = pw.DateTimeField()
     webhook_token = pw.CharField(max_length=128, null=True)
+    is_agent = pw.BooleanField(null=True)  # (v9) the kind its registrations get; null: as the registrant says
 
 
 class WebhookConfig(BaseModel):
@@ -590,10 +591,42 @@ class DirectoryEntry(BaseModel):
     created_at = pw.DateTimeField()
 
 
+# --- guards (issue 28; domain/guards.py) ------------------------------------------------------
+
+class Guard(BaseModel):
+    """A suspected loop among agents: while active (cleared_at null and until not passed) the wake pulses
+    and pushes among its members are coalesced to one per member. `scope` names what it watches
+    (`mail:a,b` for a pair's mail, `chat:<channel id>` for a channel); one active guard per scope (a
+    partial unique index, migrations/v9.py)."""
+    id = pw.AutoField()
+    kind = pw.CharField(max_length=20)  # mail_loop | chat_loop
+    scope = pw.CharField(max_length=120)
+    members = pw.CharField(max_length=2000)  # comma-joined, sorted
+    channel_id = pw.CharField(max_length=36, null=True)
+    messages = pw.IntegerField()  # how many were counted when it tripped
+    minutes = pw.IntegerField()  # ... within this many minutes
+    tripped_at = pw.DateTimeField()
+    until = pw.DateTimeField()
+    cleared_at = pw.DateTimeField(null=True)
+    cleared_by = pw.CharField(max_length=50, null=True)  # the human who wrote, or null (the cooldown ran out)
+    pulsed = pw.CharField(max_length=2000, default="")  # members who had their one pulse while it holds
+    pushed = pw.CharField(max_length=2000, default="")  # members who had their one push while it holds
+
+
+class ChatWake(BaseModel):
+    """When a channel last woke an agent member (the chat fan-out guard: at most once per cooldown)."""
+    channel = pw.CharField(max_length=36)
+    identity = pw.CharField(max_length=50)
+    woke_at = pw.DateTimeField()
+
+    class Meta:
+        primary_key = pw.CompositeKey("channel", "identity")
+
+
 ALL_MODELS = [
     SchemaVersion, User, Token, Invite, WebhookConfig, Event, EventTarget, WorkerCursor, PushDelivery, Message,
     ChatChannel, ChatMember, ChatMessage, Project, ProjectTag, Task, TaskEvent, TaskPageLink, RecurringTemplate,
     Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, NotebookVersion,
-    NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient, BuzzAlert, BuzzSilence,
+    NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient, BuzzAlert, BuzzSilence, Guard, ChatWake,
 ]

@@ -9,6 +9,9 @@
   bus (ASKS, from any process) and sleeps until the earliest one. Every process runs it; each ask's
   expiry is a conditional update, so exactly one pass (one process) expires it and logs its event.
   "Now" is the injected clock's (tests advance a FrozenClock).
+- Loop guards (domain/guards.py): guards whose cooldown has ended clear (clear_due), in the same loop
+  and the same way: the pass hears of trips on the bus (GUARDS) and sleeps until the earliest end; each
+  clearing is a conditional update, so one process makes it and logs `guard_cleared`.
 - Alert snoozes and escalations: snoozed alerts whose end has come reopen (domain/alerts.unsnooze_due),
   open alerts past their escalation time escalate (escalate_due), in the same loop and the same way: the
   pass hears of those times on the bus (ALERTS) and sleeps until the earliest of them and the ask
@@ -21,9 +24,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from .domain import alerts, asks, recurring
+from .domain import alerts, asks, guards, recurring
 from .errors import log_background_failure
-from .events.channels import ALERTS, ASKS, BUS, AlertsPayload, AsksPayload
+from .events.channels import ALERTS, ASKS, BUS, GUARDS, AlertsPayload, AsksPayload, GuardsPayload
 from .timeutil import from_db, parse_iso
 
 log = logging.getLogger("coord.scheduler")
@@ -44,6 +47,8 @@ class Scheduler:
         self._next_alert_due: datetime | None = None  # the earliest snooze end the last pass saw
         self.alerts_unsnoozed = 0  # by this process's passes
         self.alerts_escalated = 0  # by this process's passes
+        self._next_guard_due: datetime | None = None  # the earliest guard cooldown end the last pass saw
+        self.guards_cleared = 0  # by this process's passes
 
     @property
     def interval(self) -> float:
@@ -60,6 +65,7 @@ class Scheduler:
         self._task = self.coord.spawn(self._run(), "scheduler")
         self._unsubscribe = [self.coord.bus.subscribe(ASKS, self._on_ask),
                              self.coord.bus.subscribe(ALERTS, self._on_alert),
+                             self.coord.bus.subscribe(GUARDS, self._on_guard),
                              self.coord.bus.subscribe(BUS, lambda _payload: self._asks_changed.set())]
         self._asks_task = self.coord.spawn(self._run_asks(), "ask-expiry")
 
@@ -129,6 +135,25 @@ class Scheduler:
             if done < alerts.UNSNOOZE_BATCH:
                 return total
 
+    async def clear_guards(self) -> int:
+        """One guard pass now: guards whose cooldown ended clear. Returns how many this process cleared."""
+        cleared = 0
+        while True:
+            done = await self.coord.store.write_alone(guards.clear_due)
+            cleared += done
+            if done < guards.CLEAR_BATCH:
+                break
+        self.guards_cleared += cleared
+        self._next_guard_due = await self.coord.store.read(guards.next_due)
+        return cleared
+
+    def _on_guard(self, payload: GuardsPayload) -> None:
+        """A guard tripped that ends before the time the pass sleeps towards: wake it."""
+        at = _instant(payload.get("dueAt") if isinstance(payload, dict) else None)
+        if at is not None and (self._next_guard_due is None or at < self._next_guard_due):
+            self._next_guard_due = at
+            self._asks_changed.set()
+
     def _on_alert(self, payload: AlertsPayload) -> None:
         """A snooze end or escalation before the time the pass sleeps towards: wake it."""
         at = _instant(payload.get("dueAt") if isinstance(payload, dict) else None)
@@ -152,7 +177,7 @@ class Scheduler:
     def _asks_delay(self) -> float:
         """Seconds until the next pass: the interval, or less when the earliest deadline comes sooner (by
         the injected clock, so a test's FrozenClock never makes it wait longer than the interval)."""
-        due = [at for at in (self._next_deadline, self._next_alert_due) if at is not None]
+        due = [at for at in (self._next_deadline, self._next_alert_due, self._next_guard_due) if at is not None]
         if not due:
             return self.interval
         until = (min(due) - self.coord.clock.now()).total_seconds()
@@ -170,6 +195,10 @@ class Scheduler:
                 await self.unsnooze_alerts()
             except Exception:
                 log_background_failure(log, "alert snooze pass failed")
+            try:
+                await self.clear_guards()
+            except Exception:
+                log_background_failure(log, "guard pass failed")
             changed = asyncio.ensure_future(self._asks_changed.wait())
             stop = asyncio.ensure_future(stopping.wait())
             try:

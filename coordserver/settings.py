@@ -122,6 +122,15 @@ def _json_object(raw: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def parse_identity_list(value: str | None, name: str) -> frozenset[str]:
+    """A comma-separated list of identities (COORD_AGENTS), lowered; a name that is no identity is an error."""
+    names = frozenset(part.strip().lower() for part in (value or "").split(",") if part.strip())
+    for identity in names:
+        if not IDENTITY_RE.match(identity) or len(identity) > 50:
+            raise ValueError(f"{name} must list identities matching {IDENTITY_RE.pattern}, not {identity!r}")
+    return names
+
+
 def parse_webhook_overrides(env: dict[str, str]) -> dict[str, tuple[str, str]]:
     """WEBHOOK_<IDENTITY>_URL + WEBHOOK_<IDENTITY>_TOKEN, both set, override an identity's webhook."""
     overrides = {}
@@ -172,6 +181,15 @@ class Settings:
     notebook_awareness_timeout_seconds: float = 30.0
     metrics_enabled: bool = True  # GET /api/metrics; COORD_METRICS=off answers 404
     metrics_token: str | None = field(default=None, repr=False)  # COORD_METRICS_TOKEN: the scraper's bearer secret; unset = no auth
+    # Who is who (issue 28): every identity is a human unless declared an agent. COORD_AGENTS names the
+    # environment identities that are agents (their users row says so from every start on).
+    env_agents: frozenset[str] = frozenset()
+    # Loop guard (domain/guards.py): more than loop_messages mailbox or chat messages among agents only
+    # within loop_minutes trips it; it holds their wake pulses and pushes to one for loop_cooldown_minutes.
+    loop_messages: int = 40
+    loop_minutes: int = 2
+    loop_cooldown_minutes: int = 15
+    chat_wake_cooldown_minutes: int = 5  # a group channel wakes each agent member at most once per this long
 
     def admin_rows(self) -> dict[str, tuple[str, str | None]]:
         """Identities that get an admin users row at start: (display name of a new row, display name to
@@ -219,6 +237,13 @@ class Settings:
             notebook_awareness_timeout_seconds=float(env.get("COORD_NOTEBOOK_AWARENESS_TIMEOUT_SECONDS") or 30),
             metrics_enabled=_flag(env.get("COORD_METRICS"), True),
             metrics_token=(env.get("COORD_METRICS_TOKEN") or "").strip() or None,
+            env_agents=parse_identity_list(env.get("COORD_AGENTS"), "COORD_AGENTS"),
+            loop_messages=_positive_int(env.get("COORD_LOOP_MESSAGES"), "COORD_LOOP_MESSAGES", 40),
+            loop_minutes=_positive_int(env.get("COORD_LOOP_MINUTES"), "COORD_LOOP_MINUTES", 2),
+            loop_cooldown_minutes=_positive_int(env.get("COORD_LOOP_COOLDOWN_MINUTES"), "COORD_LOOP_COOLDOWN_MINUTES",
+                                                15),
+            chat_wake_cooldown_minutes=_positive_int(env.get("COORD_CHAT_WAKE_COOLDOWN_MINUTES"),
+                                                     "COORD_CHAT_WAKE_COOLDOWN_MINUTES", 5),
         )
         values.update(overrides)
         return cls(**values)

@@ -26,6 +26,11 @@ def now() -> datetime:
     return clock.now() if clock else utcnow()
 
 
+def guard_rule() -> Any:
+    """The running unit's loop-guard rule (domain/guards.LoopRule, from the store's settings), or None."""
+    return getattr(_unit, "guard_rule", None)
+
+
 def after_commit(channel: Channel[P], payload: P) -> None:
     """Publish `payload` on the bus once (and only if) the current unit succeeds: a write unit's
     transaction commits, a read unit returns. Its caller hears back only after the publish."""

@@ -15,7 +15,7 @@ PAYLOAD = ("hello \x1b]0;PWNED-TITLE\x07 \x1b[2J\x1b[31mRED \x1b]52;c;ZXZpbA==\x
            " \x1b[?1049l \x9b2J \x07 \u202eRTL"
            " \x1b]8;;https://evil.example/osc8\x1b\\osc8-click\x1b]8;;\x1b\\"
            " [link=https://evil.example/markup]markup-click[/link]")
-SHORT = "Al \x1b]0;PWNED-NAME\x07\x1b[2J\x9b\u202e\x7f ice"  # where 100 characters is the limit
+SHORT = "Mal \x1b]0;PWNED-NAME\x07\x1b[2J\x9b\u202e\x7f lory"  # where 100 characters is the limit; reads as nobody's name
 SHOWN = "hello ␛]0;PWNED-TITLE␇"  # how the start of PAYLOAD reads once neutralised
 CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\x7f")  # none of these may reach a terminal
 
@@ -35,7 +35,8 @@ class Seeded:
 def seed(server, sender: str = "alice", reader: str = "bob") -> Seeded:
     """`sender` writes PAYLOAD everywhere `reader` will see it; the server stores it as sent (checked)."""
     with client(server, sender) as api:
-        ok(api.post("/api/auth/setup-profile", json={"displayName": SHORT}))
+        # two identities cannot share a display name (issue 28): a second sender's says whose it is
+        ok(api.post("/api/auth/setup-profile", json={"displayName": SHORT if sender == "alice" else f"{SHORT} {sender}"}))
         message = ok(api.post(f"/api/mailboxes/{reader}/messages", json={"title": PAYLOAD, "body": PAYLOAD}))
         dm = ok(api.post("/api/chat/channels", json={"type": "dm", "identity": reader}))["channelId"]
         ok(api.post(f"/api/chat/channels/{dm}/messages", json={"body": PAYLOAD}))

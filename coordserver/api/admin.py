@@ -8,6 +8,7 @@ from ..context import coord
 from ..domain import users
 from ..schemas.auth import UserFields
 from ..schemas.users import AllUserStats, UserAnswer, Users
+from ..schemas.common import Error
 from .common import accepts, body
 
 bp = Blueprint("admin", __name__, url_prefix="/api")
@@ -22,7 +23,7 @@ async def list_users():
 
 
 @bp.patch("/admin/users/<id>")
-@accepts(UserFields, returns=UserAnswer)
+@accepts(UserFields, returns={200: UserAnswer, 409: Error})  # 409: the last admin, or a look-alike displayName
 async def update_user(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
     """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
     require_admin()

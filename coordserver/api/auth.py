@@ -32,7 +32,7 @@ async def create_invite():
     data: CreateInvite = await body()
     hint = identities.valid_identity(data.identity_hint) if data.identity_hint is not None else None
     invite = await coord().store.write(identities.create_invite, principal.identity, hint, data.is_admin,
-                                       data.max_uses, data.expires_in_hours)
+                                       data.max_uses, data.expires_in_hours, data.is_agent)
     return {"invite": invite, "onboardUrl": f"{coord().settings.base_url}/onboard?code={invite['code']}"}
 
 
@@ -52,13 +52,14 @@ async def delete_invite(invite_id: str):
 
 
 @bp.post("/auth/register")
-@accepts(Register, returns={200: Registered, 403: Error})  # 403: the invite is unknown, expired or used up
+@accepts(Register, returns={200: Registered, 403: Error, 409: Error})  # 403: the invite is unknown, expired or
+# used up; 409: the identity exists, or its displayName reads as another identity's name
 async def register():
     """Redeem an invite code: creates the identity and returns its token (shown once)."""
     data: Register = await body()
     c = coord()
     return await c.store.write(identities.register, data.code, data.identity, data.label, data.display_name,
-                               c.env_identities)
+                               c.env_identities, data.is_agent)
 
 
 @bp.get("/auth/tokens")

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from quart import Blueprint, request
 
-from ..auth import require_identity
+from ..auth import current_principal, require_identity
 from ..context import coord
 from ..domain import alerts, buzz
 from ..schemas.buzz import BuzzEvents, BuzzEventsQuery, BuzzWebhook, BuzzWebhooks, Ingested, NewWebhook, WebhookFields
@@ -86,7 +86,9 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
                              request.headers.get("X-GitHub-Delivery"))
     limit = c.settings.ingest_per_webhook if c.settings.rate_limits else None
     flap = alerts.FlapRule(c.settings.flap_resolutions, timedelta(minutes=c.settings.flap_window_minutes))
-    result = await c.store.write(buzz.ingest, appName, token, parsed, limit, flap)
+    principal = current_principal()  # optional: an identity's own ingest never wakes it
+    result = await c.store.write(buzz.ingest, appName, token, parsed, limit, flap,
+                                 principal.identity if principal else None)
     if "silencedBy" in result:
         c.services.metrics.process.buzz_silenced.inc()
     return result

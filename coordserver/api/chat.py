@@ -7,7 +7,7 @@ from ..auth import require_identity
 from ..context import coord
 from ..domain import chat
 from ..domain.swarm import optional_timestamp
-from ..schemas.chat import (ChannelOpened, Channels, ChannelsQuery, ChatMessage, ChatMessages, ChatMessagesQuery,
+from ..schemas.chat import (ChannelOpened, Channels, ChannelsQuery, ChatMessages, ChatMessagesQuery, PostedChatMessage,
                             ChatPost, ChatSearchQuery, ChatSearchResults, CreateChannel)
 from ..schemas.common import Ok
 from .common import accepts, body, query
@@ -45,7 +45,7 @@ async def list_messages(channel_id: str):
 
 
 @bp.post("/channels/<channel_id>/messages")
-@accepts(ChatPost, returns=ChatMessage)
+@accepts(ChatPost, returns=PostedChatMessage)
 async def post_message(channel_id: str):
     """Post to a channel."""
     principal = require_identity()

@@ -11,7 +11,7 @@ from quart import Blueprint
 from ..auth import require_admin, require_identity
 from ..principal import Principal
 from ..context import coord
-from ..domain import doctor, identities, recurring
+from ..domain import doctor, guards, identities, recurring
 from ..domain.doctor import PASS
 from ..errors import StorageFull
 from ..timeutil import iso
@@ -125,6 +125,10 @@ def _admin_probes() -> list:
         stats = c.services.loopmon.stats()
         return (*doctor.loop_verdict(stats), stats)
 
+    async def loop_guards():
+        active = await c.store.read(guards.active, c.now())
+        return (*doctor.guards_verdict(active), {"active": active})
+
     async def process():
         # The streams, scheduler and loop probes describe the process that answered; with
         # `serve --workers N` this says which one it was.
@@ -135,7 +139,7 @@ def _admin_probes() -> list:
 
     return [("database", "Database", database), ("storage", "Storage", storage), ("events", "Event log", events), ("outbox", "Push outbox", outbox),
             ("streams", "Streams", streams), ("scheduler", "Scheduler", scheduler), ("loop", "Event loop", loop),
-            ("process", "Process", process)]
+            ("guards", "Loop guards", loop_guards), ("process", "Process", process)]
 
 
 def _env_int(name: str) -> int | None:

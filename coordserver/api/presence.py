@@ -19,12 +19,13 @@ async def presence():
     principal = require_identity()
     c = coord()
     tracker = c.services.presence
-    can_act, unread, tasks = await c.store.read(presence_counts, c.env_identities, principal)
+    can_act, unread, tasks, agents = await c.store.read(presence_counts, c.env_identities, principal)
     result = {}
     for identity in sorted(can_act):
         seen = tracker.last_seen(identity)
         result[identity] = {"online": tracker.is_online(identity),
                             "lastSeen": iso(seen[0]) if seen else None,
                             "source": seen[1] if seen else None,
-                            "unread": unread.get(identity, 0), "tasks": tasks.get(identity, 0)}
+                            "unread": unread.get(identity, 0), "tasks": tasks.get(identity, 0),
+                            "isAgent": identity in agents}
     return result

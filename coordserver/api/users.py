@@ -14,6 +14,7 @@ from ..domain import identities, users
 from ..schemas.auth import SetupProfile
 from ..schemas.users import Profile, Users
 from ..timeutil import iso
+from ..schemas.common import Error
 from .common import accepts, body
 
 bp = Blueprint("users", __name__, url_prefix="/api")
@@ -34,8 +35,10 @@ async def list_users():
 
 
 @bp.post("/auth/setup-profile")
-@accepts(SetupProfile, returns=Profile, operation_id="admin.setup_profile")
+@accepts(SetupProfile, returns={200: Profile, 409: Error}, operation_id="admin.setup_profile")  # 409: a look-alike name
 async def setup_profile():
     """Set the caller's display name (1–100 characters, trimmed)."""
     principal = require_identity()
-    return await coord().store.write(users.setup_profile, principal.identity, (await body()).display_name)
+    c = coord()
+    return await c.store.write(users.setup_profile, principal.identity, (await body()).display_name,
+                               c.env_identities)

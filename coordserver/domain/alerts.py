@@ -26,7 +26,8 @@ import peewee as pw
 from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
-from ..events.channels import ALERTS, WAKE, AlertsPayload, WakePayload
+from ..events.channels import ALERTS, AlertsPayload
+from . import wake_signal
 from ..models import BuzzAlert, BuzzWebhook
 from ..timeutil import from_db, iso, parse_iso, to_db
 
@@ -103,18 +104,21 @@ def audience(for_users: str | None, wake_agent: str | None, notify_agent: str | 
     return sorted(names)
 
 
-def _changed(alert: BuzzAlert, change: Change, by: str | None, pulse: bool = True) -> None:
+def _changed(alert: BuzzAlert, change: Change, by: str | None, pulse: bool = True,
+             actor: str | None = None) -> None:
     """Log `alert_changed` for the alert's audience, pulse its wake agent and tell every process's
-    scheduler (a snooze's end). Without `pulse` (a flapping alert inside its window) it is logged `quiet`."""
+    scheduler (a snooze's end). Without `pulse` (a flapping alert inside its window) it is logged `quiet`.
+    Neither `by` nor `actor` (an identity that ingested the firing) is woken or pushed to by its own change."""
+    actor = actor or by
     escalated = _identities(alert.escalate_to) if change == "escalated" else []
     to = audience(alert.for_users, alert.wake_agent, alert.notify_agent)
     log.append("alert_changed", {"type": "alert_changed", "alertId": alert.id, "change": change, "by": by,
                                  "wakeAgent": alert.wake_agent, "notifyAgent": alert.notify_agent,
-                                 "escalateTo": escalated, "alert": alert_json(alert), **quiet(pulse)},
+                                 "escalateTo": escalated, "alert": alert_json(alert), **quiet(pulse),
+                                 **({"ingestedBy": actor} if actor and actor != by else {})},
                to=None if to is None else [*to, *escalated])
     for identity in ({alert.wake_agent, *_identities(alert.escalate_to)} - {None}) if pulse else ():
-        assert identity is not None
-        db.after_commit(WAKE, WakePayload(identity=identity))
+        wake_signal.enters_wake(identity, actor)
     db.after_commit(ALERTS, AlertsPayload(alertId=alert.id, state=alert.state,
                                           dueAt=iso(alert.snoozed_until or alert.escalate_at)))
 
@@ -155,9 +159,10 @@ def _opening(alert: BuzzAlert, stamp: datetime) -> dict[Any, Any]:
 
 
 def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, resolves: bool, created: bool,
-           now: datetime, flap: FlapRule = FlapRule()) -> bool:
+           now: datetime, flap: FlapRule = FlapRule(), ingested_by: str | None = None) -> bool:
     """The ingest `event_id` counts on `alert` (one UPDATE); a state change is logged. Returns whether the
-    ingest may wake anyone (a flapping alert wakes once per flap window)."""
+    ingest may wake anyone (a flapping alert wakes once per flap window). `ingested_by`: the identity
+    that sent the ingest, if it said (its own ingest never wakes or pushes to it)."""
     stamp = to_db(now)
     assert stamp is not None
     fields: dict[Any, Any] = {
@@ -186,7 +191,7 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
         fields[BuzzAlert.woken_at] = stamp
     BuzzAlert.update(fields).where(BuzzAlert.id == alert.id).execute()
     if change is not None:
-        _changed(BuzzAlert.get_by_id(alert.id), change, None, pulse=wakes)
+        _changed(BuzzAlert.get_by_id(alert.id), change, None, pulse=wakes, actor=ingested_by)
     return wakes
 
 

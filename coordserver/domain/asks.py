@@ -24,9 +24,11 @@ import peewee as pw
 from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
-from ..events.channels import ASKS, WAKE, AsksPayload, WakePayload
+from ..events.channels import ASKS, AsksPayload
+from . import wake_signal
 from ..models import Ask, AskRecipient
 from ..timeutil import from_db, iso, parse_iso, to_db
+from . import kinds
 from .identities import is_known, valid_identity
 
 QUESTION_MAX = 2_000
@@ -57,8 +59,11 @@ def _stamp() -> datetime:
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def ask_json(ask: Ask) -> dict[str, Any]:
-    return {"id": ask.id, "from": ask.asker, "to": list(ask.recipients), "question": ask.question,
+def ask_json(ask: Ask, agents: set[str] | None = None) -> dict[str, Any]:
+    """The wire Ask; `agents`: which askers are agents, when the caller looked them up for many asks."""
+    if agents is None:
+        agents = kinds.agents_among([ask.asker])
+    return {"id": ask.id, "from": ask.asker, "fromIsAgent": ask.asker in agents, "to": list(ask.recipients), "question": ask.question,
             "options": list(ask.options or []), "allowText": bool(ask.allow_text), "deadline": iso(ask.deadline),
             "defaultOption": ask.default_option, "context": ask.context, "status": ask.status,
             "answeredBy": ask.answered_by, "option": ask.option, "text": ask.text, "createdAt": iso(ask.created_at),
@@ -143,7 +148,7 @@ def create(asker: str, fields: dict[str, Any], env_identities: frozenset[str]) -
     AskRecipient.insert_many([{"ask": ask.id, "identity": identity} for identity in recipients]).execute()
     _event("ask", ask, question=question, options=options, allowText=allow_text, deadline=iso(deadline))
     for identity in recipients:
-        db.after_commit(WAKE, WakePayload(identity=identity))
+        wake_signal.enters_wake(identity, asker)
     return ask_json(ask)
 
 
@@ -179,8 +184,9 @@ def list_asks(identity: str, role: str | None, status: str | None, limit: int) -
     where = received if role == "received" else sent if role == "sent" else (sent | received)
     if status is not None:
         where &= Ask.status == status
-    rows = Ask.select().where(where).order_by(Ask.id.desc()).limit(limit)
-    return {"asks": [ask_json(ask) for ask in rows]}
+    rows = list(Ask.select().where(where).order_by(Ask.id.desc()).limit(limit))
+    agents = kinds.agents_among(ask.asker for ask in rows)
+    return {"asks": [ask_json(ask, agents) for ask in rows]}
 
 
 # --- closing: the first change wins ------------------------------------------------------------
@@ -229,7 +235,7 @@ def answer(identity: str, ask_id: int, option: int | str | None, text: str | Non
     if not won:
         raise _refuse_closed(ask)
     _event("ask_answered", ask, question=ask.question, answeredBy=identity, option=label, text=text)
-    db.after_commit(WAKE, WakePayload(identity=ask.asker))
+    wake_signal.enters_wake(ask.asker, identity)
     return ask_json(ask)
 
 
@@ -274,7 +280,7 @@ def _expire(ask_id: int, now: datetime) -> int:
         return 0
     ask = Ask.get_by_id(ask_id)
     _event("ask_expired", ask, question=ask.question, option=default)
-    db.after_commit(WAKE, WakePayload(identity=ask.asker))
+    wake_signal.enters_wake(ask.asker, None)
     return 1
 
 

@@ -27,7 +27,7 @@ from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag, optional_http_url
 from .identities import is_known, valid_identity
-from ..events.channels import WAKE, WakePayload
+from . import wake_signal
 
 logger = logging.getLogger("coord")
 
@@ -487,8 +487,10 @@ def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
 
 
 def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
-           flap: alerts.FlapRule = alerts.FlapRule()) -> JSONObject:
-    """`limit`: ingests per webhook per minute across every process (None when rate limits are off)."""
+           flap: alerts.FlapRule = alerts.FlapRule(), ingested_by: str | None = None) -> JSONObject:
+    """`limit`: ingests per webhook per minute across every process (None when rate limits are off).
+    `ingested_by`: the identity whose bearer token the ingest carried (optional): its own ingest never
+    wakes or pushes to it (the `broadcast` event names it as `ingestedBy`)."""
     webhook = _webhook_for(app_name, token)
     _serialise_ingests(webhook)
     now = db.now()
@@ -515,14 +517,15 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
     if silenced is not None:
         alerts.record_silenced(alert, event.id, silenced, now)
         return {"ok": True, "eventId": event.id, "alertId": alert.id, "silencedBy": silenced}
-    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap.for_webhook(webhook))
+    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap.for_webhook(webhook),
+                          ingested_by)
     BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
     log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
-                             "alertId": alert.id, **alerts.quiet(wakes)},
+                             "alertId": alert.id, **alerts.quiet(wakes),
+                             **({"ingestedBy": ingested_by} if ingested_by else {})},
                to=_audience(webhook))
     for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None and wakes}:
-        pulse: WakePayload = {"identity": agent}
-        db.after_commit(WAKE, pulse)
+        wake_signal.enters_wake(agent, ingested_by)
     return {"ok": True, "eventId": event.id, "alertId": alert.id}
 
 

@@ -17,9 +17,10 @@ from ..errors import Forbidden, Invalid, NotFound
 from ..events import log
 from ..models import ChatChannel, ChatMember, ChatMessage
 from ..timeutil import iso, to_db
-from . import fulltext
+from . import fulltext, guards, kinds
 from .identities import archived_among, is_known, valid_identity
-from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload, WakePayload
+from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
+from . import wake_signal
 
 NAME_MAX = 100
 BODY_MAX = 10_000
@@ -30,13 +31,17 @@ _CHAT_DOCUMENT = "to_tsvector('simple', body)"
 
 # --- wire shapes -----------------------------------------------------------------------------
 
-def message_json(m: ChatMessage) -> JSONObject:
+def message_json(m: ChatMessage, agents: set[str] | None = None) -> JSONObject:
+    """The wire chat message; `isAgent`: its sender's kind (`agents`: looked up by the caller for many)."""
+    if agents is None:
+        agents = kinds.agents_among([m.sender])
     return {"id": m.id, "channelId": m.channel, "sender": m.sender, "body": m.body,
-            "createdAt": iso(m.created_at), "editedAt": iso(m.edited_at), "deletedAt": iso(m.deleted_at)}
+            "createdAt": iso(m.created_at), "editedAt": iso(m.edited_at), "deletedAt": iso(m.deleted_at),
+            "isAgent": m.sender in agents}
 
 
-def _event_message(m: ChatMessage) -> JSONObject:
-    return {"id": m.id, "sender": m.sender, "body": m.body, "createdAt": iso(m.created_at)}
+def _event_message(m: ChatMessage, is_agent: bool) -> JSONObject:
+    return {"id": m.id, "sender": m.sender, "body": m.body, "createdAt": iso(m.created_at), "isAgent": is_agent}
 
 
 # --- membership ------------------------------------------------------------------------------
@@ -165,26 +170,42 @@ def messages(identity: str, channel_id: str, limit: int, before: int | None) -> 
     if before is not None:
         query = query.where(ChatMessage.id < before)
     rows = list(query.order_by(ChatMessage.id.desc()).limit(limit))
-    return {"messages": [message_json(m) for m in reversed(rows)]}
+    agents = kinds.agents_among(m.sender for m in rows)
+    return {"messages": [message_json(m, agents) for m in reversed(rows)]}
 
 
 def post(identity: str, channel_id: str, body: str) -> JSONObject:
+    """Post a message; the answer is the message with `woke`: how many members this post pulsed."""
     _membership(channel_id, identity)
     members = members_of(channel_id)
     archived = archived_among(members)
+    is_group = ChatChannel.select(ChatChannel.type).where(ChatChannel.id == channel_id).scalar() == "group"
     if archived:  # archived identities receive no new chat: a DM with one is refused, a group skips them
-        if ChatChannel.get_by_id(channel_id).type == "dm":
+        if not is_group:
             raise Invalid(f"Unknown identity: {sorted(archived)[0]}")
         members = [m for m in members if m not in archived]
     message = ChatMessage.create(channel=channel_id, sender=identity, body=body, created_at=to_db(db.now()))
     ChatChannel.update(last_message_id=message.id).where(ChatChannel.id == channel_id).execute()
-    log.append("chat_message", {"type": "chat_message", "channelId": channel_id, "message": _event_message(message)},
-               to=members)
-    for member in members:  # the message enters the others' wake (chat source)
-        if member != identity:
-            pulse: WakePayload = {"identity": member}
-            db.after_commit(WAKE, pulse)
-    return message_json(message)
+    agents = kinds.agents_among(members)
+    sender_agent = identity in agents
+    log.append("chat_message", {"type": "chat_message", "channelId": channel_id,
+                                "message": _event_message(message, sender_agent)}, to=members)
+    guards.after_chat(identity, channel_id, members, sender_agent)
+    others = [m for m in members if m != identity]
+    # The chat fan-out guard: a group channel wakes each agent member at most once per cooldown.
+    held = set(others) & agents
+    if is_group and held:
+        held -= set(guards.chat_wakes(channel_id, sorted(held)))
+    else:
+        held = set()
+    woke = 0
+    for member in others:  # the message enters the others' wake (chat source); never its sender's
+        if member in held:  # still in its wake (GET /api/wake shows it), only not pulsed again
+            changed: WakeChangedPayload = {"identity": member}
+            db.after_commit(WAKE_CHANGED, changed)
+        elif wake_signal.enters_wake(member, identity):
+            woke += 1
+    return {**message_json(message, {identity} if sender_agent else set()), "woke": woke}
 
 
 def mark_read(identity: str, channel_id: str) -> JSONObject:

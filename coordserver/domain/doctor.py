@@ -231,3 +231,12 @@ def loop_verdict(stats: JSONObject) -> tuple[str, str]:
     if stats["maxMs"] > STUCK_LOOP_MS:
         return FAIL, summary
     return (WARN if stats["maxMs"] > SLOW_LOOP_MS else PASS), summary
+
+
+def guards_verdict(active: list[JSONObject]) -> tuple[str, str]:
+    """Active loop guards (domain/guards.py): a warning naming them, each a suspected loop among agents."""
+    if not active:
+        return PASS, "No loop guard holds"
+    names = "; ".join(str(guard["summary"]) for guard in active[:3])
+    more = f" (and {len(active) - 3} more)" if len(active) > 3 else ""
+    return WARN, f"{len(active)} loop guard{'s' if len(active) != 1 else ''} holding: {names}{more}"

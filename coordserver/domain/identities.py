@@ -16,6 +16,7 @@ from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..models import Invite, Message, PushDelivery, Token, User, WebhookConfig
 from ..settings import IDENTITY_RE
 from ..timeutil import from_db, iso, to_db
+from .lookalike import require_own_name
 from ..events.channels import CONTROL, TOKENS, WAKE_CHANGED, ControlPayload, TokensPayload, WakeChangedPayload
 
 REGISTER_NOTICE = ("Store this token now: it is shown only once and cannot be recovered. "
@@ -142,9 +143,12 @@ def touch_token(token_id: int) -> None:
 
 
 def issue_token(identity: str, is_admin: bool, label: str | None, created_by: str | None,
-                expires_at: datetime | None = None) -> tuple[Token, str]:
-    """Creates a database token (and the user, if new). Returns the row and the only plaintext copy."""
-    ensure_user(identity, is_admin=is_admin)
+                expires_at: datetime | None = None, is_agent: bool | None = None) -> tuple[Token, str]:
+    """Creates a database token (and the user, if new). Returns the row and the only plaintext copy.
+    `is_agent` (None: unchanged, human for a new user) sets the identity's kind (who is who)."""
+    user = ensure_user(identity, is_admin=is_admin, is_agent=bool(is_agent))
+    if is_agent is not None and user.is_agent != is_agent:
+        User.update(is_agent=is_agent, updated_at=to_db(db.now())).where(User.id == identity).execute()
     plaintext = new_token()
     token = Token.create(identity=identity, token_hash=hash_token(plaintext), is_admin=is_admin,
                          label=(label or None) and label[:100], created_by=created_by,
@@ -275,14 +279,15 @@ def invite_json(invite: Invite) -> JSONObject:
     return {"id": invite.id, "code": invite.code, "createdBy": invite.created_by,
             "identityHint": invite.identity_hint, "isAdmin": invite.is_admin, "maxUses": invite.max_uses,
             "useCount": invite.use_count, "expiresAt": iso(invite.expires_at), "createdAt": iso(invite.created_at),
-            "webhookToken": invite.webhook_token}
+            "webhookToken": invite.webhook_token, "isAgent": invite.is_agent}
 
 
 def create_invite(created_by: str, identity_hint: str | None, is_admin: bool, max_uses: int,
-                  expires_in_hours: float) -> JSONObject:
+                  expires_in_hours: float, is_agent: bool | None = None) -> JSONObject:
+    """`is_agent`: the kind its registrations get (None: as each registrant says, human by default)."""
     now = db.now()
     invite = Invite.create(code=secrets.token_hex(24), created_by=created_by, identity_hint=identity_hint,
-                           is_admin=is_admin, max_uses=max_uses, use_count=0,
+                           is_admin=is_admin, is_agent=is_agent, max_uses=max_uses, use_count=0,
                            expires_at=to_db(now + timedelta(hours=expires_in_hours)), created_at=to_db(now))
     return invite_json(invite)
 
@@ -328,8 +333,9 @@ def _claimable(identity: str, named_by_invite: bool, env_identities: frozenset[s
 
 
 def register(code: object, identity: object, label: object, display_name: object,
-             env_identities: frozenset[str]) -> JSONObject:
-    """Redeem an invite code (POST /api/auth/register and the /onboard form): the identity and its token."""
+             env_identities: frozenset[str], is_agent: bool | None = None) -> JSONObject:
+    """Redeem an invite code (POST /api/auth/register and the /onboard form): the identity and its token.
+    Its kind: the invite's when the invite names one, else `is_agent` as the registrant says, else human."""
     if not isinstance(code, str) or not code.strip():
         raise Invalid("code is required")
     if identity is None or (isinstance(identity, str) and not identity.strip()):
@@ -351,17 +357,25 @@ def register(code: object, identity: object, label: object, display_name: object
     if invite.identity_hint and invite.identity_hint != identity:
         raise Invalid(f"This invite is for the identity '{invite.identity_hint}'")
     restoring = _claimable(identity, invite.identity_hint == identity, env_identities)
+    if not restoring:  # a new identity's display name (its id when none is given) reads as nobody else's
+        require_own_name(identity, display_name or identity, env_identities)
     claimed = (Invite.update(use_count=Invite.use_count + 1)
                .where((Invite.id == invite.id) & (Invite.use_count < Invite.max_uses)).execute())
     if not claimed:
         raise Forbidden("Invite has been used up")
+    kind = invite.is_agent if invite.is_agent is not None else is_agent
     if restoring:  # the invite is the admin's grant now: the row's old flag must not outlive it
-        User.update(is_admin=invite.is_admin, updated_at=now).where(User.id == identity).execute()
+        restored: dict[str, object] = {"is_admin": invite.is_admin, "updated_at": now}
+        if kind is not None:
+            restored["is_agent"] = kind
+        User.update(**restored).where(User.id == identity).execute()
     elif not (User.insert(id=identity, display_name=(display_name or identity)[:100], is_admin=invite.is_admin,
-                          is_agent=False, created_at=now, updated_at=now).on_conflict_ignore().as_rowcount().execute()):
+                          is_agent=bool(kind), created_at=now, updated_at=now).on_conflict_ignore().as_rowcount().execute()):
         raise Conflict(f"Identity '{identity}' already exists")  # a concurrent registration won the name
     token, plaintext = issue_token(identity, invite.is_admin, label or "Onboarded via invite", invite.created_by)
-    return {"identity": identity, "token": plaintext, "isAdmin": token.is_admin, "message": REGISTER_NOTICE}
+    agent = bool(User.select(User.is_agent).where(User.id == identity).scalar())
+    return {"identity": identity, "token": plaintext, "isAdmin": token.is_admin, "isAgent": agent,
+            "message": REGISTER_NOTICE}
 
 
 # --- webhook config --------------------------------------------------------------------------

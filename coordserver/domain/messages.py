@@ -21,9 +21,10 @@ from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
 from ..timeutil import iso, to_db
-from . import fulltext
+from . import fulltext, guards, kinds
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
-from ..events.channels import EPHEMERAL, WAKE, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload, WakePayload
+from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
+from . import wake_signal
 
 TITLE_MAX = 255
 BODY_MAX = 10_000
@@ -42,10 +43,14 @@ PLAIN, BOOL, TIME, JSON = "plain", "bool", "time", "json"
 MESSAGE_WIRE = (("id", PLAIN), ("recipient", PLAIN), ("sender", PLAIN), ("title", PLAIN), ("body", PLAIN),
                 ("status", PLAIN), ("urgent", BOOL), ("created_at", TIME), ("viewed_at", TIME), ("thread_id", PLAIN),
                 ("reply_to_message_id", PLAIN), ("dedupe_key", PLAIN), ("metadata", JSON),
-                ("response_waiting", BOOL), ("waiting_responder", PLAIN), ("waiting_since", TIME))
+                ("response_waiting", BOOL), ("waiting_responder", PLAIN), ("waiting_since", TIME),
+                ("from_is_agent", BOOL))
+# Wire fields that are no column of the row: SQL over it (the sender's kind, domain/kinds.py). Unqualified:
+# the inbox's statements and peewee's aliased search select read it alike.
+_DERIVED = {"from_is_agent": kinds.is_agent_sql("sender")}
 _FIELDS = tuple(column for column, _kind in MESSAGE_WIRE)
-_COLUMNS = tuple(getattr(Message, name) for name in _FIELDS)
-_SELECT = "SELECT " + ", ".join(_FIELDS) + " FROM message"
+_COLUMNS = tuple(pw.SQL(_DERIVED[name]) if name in _DERIVED else getattr(Message, name) for name in _FIELDS)
+_SELECT = "SELECT " + ", ".join(_DERIVED.get(name, name) for name in _FIELDS) + " FROM message"
 _INSERT_COLUMNS = ("INSERT INTO message (recipient, sender, title, body, status, urgent, created_at, thread_id, "
                    "reply_to_message_id, dedupe_key, metadata, response_waiting) ")
 _INSERT = _INSERT_COLUMNS + "VALUES (?, ?, ?, ?, 'unread', ?, ?, ?, ?, ?, ?, ?)"
@@ -118,18 +123,26 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
         "message", _event_data(recipient, sender, title, urgent), "messageId", to=[recipient])
     if message_id is None:
         raise Invalid("Invalid recipient mailbox")
-    pulse: WakePayload = {"identity": recipient}
-    db.after_commit(WAKE, pulse)
+    agents = _delivered(sender, recipient)
     return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
-                             dedupe_key, stored_metadata)
+                             dedupe_key, stored_metadata, sender in agents)
+
+
+def _delivered(sender: str, recipient: str) -> set[str]:
+    """A message was stored: the loop guard counts it, then it enters the recipient's wake (a pulse, unless
+    the sender wrote to itself or a guard holds their pulses). Returns which of the two are agents."""
+    agents = kinds.agents_among((sender, recipient))
+    guards.after_mail(sender, recipient, agents)
+    wake_signal.enters_wake(recipient, sender)
+    return agents
 
 
 def _new_message_json(message_id: int, recipient: str, sender: str, title: str, body: str, urgent: bool,
                       created: datetime, thread_id: str | None, reply_to: int | None, dedupe_key: str | None,
-                      stored_metadata: str | None) -> JSONObject:
+                      stored_metadata: str | None, from_is_agent: bool) -> JSONObject:
     """The wire Message of a message just stored (unread, nothing waiting on it)."""
     return message_json((message_id, recipient, sender, title, body, "unread", urgent, created, None, thread_id,
-                         reply_to, dedupe_key, stored_metadata, False, None, None))
+                         reply_to, dedupe_key, stored_metadata, False, None, None, from_is_agent))
 
 
 # A send's fields in _store's order: recipient, sender, title, body, urgent, thread, reply-to.
@@ -196,10 +209,9 @@ def _finisher(values: SendValues, created: datetime, metadata: str | None,
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        pulse: WakePayload = {"identity": recipient}
-        db.after_commit(WAKE, pulse)
+        agents = _delivered(sender, recipient)
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
-                                 None, metadata)
+                                 None, metadata, sender in agents)
     return finish
 
 
@@ -364,7 +376,7 @@ def _message_json_sql(sqlite: bool) -> str:
     read: dict[str, Callable[[str], str]] = {
         PLAIN: lambda column: column, BOOL: boolean, TIME: lambda column: _wire_time_sql(column, sqlite),
         JSON: lambda _column: _METADATA_SQL[sqlite]}
-    pairs = [(camel(column), read[kind](column)) for column, kind in MESSAGE_WIRE]
+    pairs = [(camel(column), read[kind](_DERIVED.get(column, column))) for column, kind in MESSAGE_WIRE]
     body = ", ".join(f"'{key}', {expression}" for key, expression in pairs)
     return f"json_object({body})" if sqlite else f"json_build_object({body})::text"
 

@@ -294,7 +294,7 @@ def _create_instance(template: RecurringTemplate, instant: datetime) -> bool:
                "recurring_template_id": template.id, "recurring_instance_at": to_db(instant)}
     try:
         with database_proxy.atomic():  # savepoint: a unique violation must not poison the batch
-            swarm.insert_task(template.creator_user_id, columns)
+            swarm.insert_task(template.creator_user_id, columns, scheduled=True)
     except pw.IntegrityError:
         return False
     return True

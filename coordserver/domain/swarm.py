@@ -29,7 +29,7 @@ from .identities import is_known, valid_identity
 from .task_rules import FINISHED, LIST_RANK, REASSIGNING_MOVES, STATUSES, TRANSITIONS, WAKEABLE, allowed_from, \
     require_reassign
 from .visibility import can_see
-from ..events.channels import WAKE, WakePayload
+from . import wake_signal
 
 
 class _LinkRow(Protocol):
@@ -205,10 +205,10 @@ def announce_change(task: Task, actor: str) -> None:
     _announce(task, "swarm_task_updated", actor)
 
 
-def _pulse_if_wakeable(task: Task) -> None:
+def _pulse_if_wakeable(task: Task, actor: str | None) -> None:
+    """The task entered its assignee's wake; a task `actor` assigns itself (or moves itself) wakes nobody."""
     if task.assignee_user_id and task.status in WAKEABLE:
-        pulse: WakePayload = {"identity": task.assignee_user_id}
-        db.after_commit(WAKE, pulse)
+        wake_signal.enters_wake(task.assignee_user_id, actor)
 
 
 # --- tasks: create and field PATCH -----------------------------------------------------------
@@ -268,8 +268,10 @@ def optional_timestamp(value: object, field: str) -> datetime | None:
         raise Invalid(f"{field} must be an ISO-8601 timestamp") from None
 
 
-def insert_task(actor: str, columns: dict[str, Any]) -> Task:
-    """Insert a task with its `created` history entry, log `swarm_task_created` and pulse the assignee."""
+def insert_task(actor: str, columns: dict[str, Any], scheduled: bool = False) -> Task:
+    """Insert a task with its `created` history entry, log `swarm_task_created` and pulse the assignee.
+    `scheduled`: made by a recurring template when due, so it wakes its assignee even when that is the
+    template's creator (time did it, not the identity's own action now)."""
     now = to_db(db.now())
     columns.setdefault("status", "ready")
     if columns["status"] in FINISHED:
@@ -278,7 +280,7 @@ def insert_task(actor: str, columns: dict[str, Any]) -> Task:
     record_event(task.id, actor, "created", None,
                  {"status": task.status, "assigneeUserId": task.assignee_user_id, "title": task.title})
     _announce(task, "swarm_task_created", actor)
-    _pulse_if_wakeable(task)
+    _pulse_if_wakeable(task, None if scheduled else actor)
     return task
 
 
@@ -325,7 +327,7 @@ def update_task(viewer: Principal, task_id: str, body: JSONObject, env_identitie
     task = _task(task_id, None)
     _announce(task, "swarm_task_updated", caller)
     if "assignee_user_id" in changed:
-        _pulse_if_wakeable(task)
+        _pulse_if_wakeable(task, caller)
     return task_json(task)
 
 
@@ -383,7 +385,7 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
     record_event(task_id, caller, "status_changed", before, after)
     task = _task(task_id, None)
     _announce(task, "swarm_task_updated", caller, previous_status=old_status)
-    _pulse_if_wakeable(task)
+    _pulse_if_wakeable(task, caller)
     return task_json(task)
 
 

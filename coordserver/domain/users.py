@@ -18,6 +18,7 @@ from ..models import Message, Task, Token, User, WebhookConfig
 from ..timeutil import iso, parse_iso, to_db
 from . import identities
 from .fields import flag, optional_http_url
+from .lookalike import require_own_name
 
 DISPLAY_NAME_MAX = 100
 AVATAR_URL_MAX = 500
@@ -30,8 +31,9 @@ def display_name(value: object) -> str:
     return name
 
 
-def setup_profile(identity: str, value: object) -> JSONObject:
+def setup_profile(identity: str, value: object, env_identities: frozenset[str] = frozenset()) -> JSONObject:
     name = display_name(value)
+    require_own_name(identity, name, env_identities)
     user = identities.ensure_user(identity, name)
     User.update(display_name=name, updated_at=to_db(db.now())).where(User.id == user.id).execute()
     return {"identity": identity, "displayName": name}
@@ -70,6 +72,8 @@ def admin_update(user_id: str, body: JSONObject, env_identities: frozenset[str] 
     user = db.locked(User.select().where(User.id == user_id)).first()
     if user is None:
         raise NotFound("User not found")
+    if "display_name" in columns:
+        require_own_name(user_id, columns["display_name"], env_identities)
     if _removes_admin(user, columns) and not _other_active_admins(user_id, env_identities):
         verb = "archived" if columns.get("archived_at") is not None else "demoted"
         raise Conflict(f"{user_id} is the only active admin and cannot be {verb}: make another admin first")

@@ -18,7 +18,7 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
-from . import asks
+from . import asks, guards
 from .alerts import wake_items as open_alert_items
 from .project_access import task_visible_fast
 from .wake_chat import chat_items
@@ -64,8 +64,10 @@ _ACTIONS = {
             "/api/skill/asks"),
     "ask_result": ("ask_results", "Your questions were answered or expired: read each outcome, then act on it.",
                    "/api/skill/asks"),
+    "guard": ("guards", "A loop among agents is suspected: stop the back-and-forth; wakes and pushes between them "
+                        "are held until it clears.", "/api/skill/guards"),
 }
-_SOURCE_ORDER = ["buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
+_SOURCE_ORDER = ["guard", "buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -256,7 +258,7 @@ def backup_items(identity: str, now: datetime, include_off_hours: bool,
 
 def _summary(counts: dict[str, int]) -> str | None:
     parts = []
-    for key, one, many in (("alert", "alert", "alerts"), ("open_alert", "open alert", "open alerts"),
+    for key, one, many in (("guard", "loop guard", "loop guards"), ("alert", "alert", "alerts"), ("open_alert", "open alert", "open alerts"),
                            ("ask", "question for you", "questions for you"),
                            ("backup", "backup alert", "backup alerts"),
                            ("message", "unread message", "unread messages"),
@@ -327,12 +329,13 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
     asked, asked_total = asks.asked_items(identity, MAX_ITEMS_PER_SOURCE)
     watched, watched_total = open_alert_items(identity, MAX_ITEMS_PER_SOURCE)
     outcomes, outcome_total = asks.result_items(identity, MAX_ITEMS_PER_SOURCE)
+    held, guards_end = guards.wake_items(identity)
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
               "message_pending": pending_total, "chat": len(chats), "swarm": task_total, "ask": asked_total,
-              "ask_result": outcome_total, "open_alert": watched_total}
-    return Gathered(alerts + notes + watched + asked + messages + pending + outcomes + chats + tasks, counts, now,
-                    tasks_change_at(identity, now),
-                    off_hours=hidden, backups_at=len(alerts) + len(notes))
+              "ask_result": outcome_total, "open_alert": watched_total, "guard": len(held)}
+    expires = min([at for at in (tasks_change_at(identity, now), guards_end) if at is not None], default=None)
+    return Gathered(held + alerts + notes + watched + asked + messages + pending + outcomes + chats + tasks, counts,
+                    now, expires, off_hours=hidden, backups_at=len(held) + len(alerts) + len(notes))
 
 
 def tasks_change_at(identity: str, now: datetime) -> datetime | None:

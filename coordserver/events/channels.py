@@ -115,6 +115,10 @@ class AlertsPayload(TypedDict):
     dueAt: str | None
 
 
+class GuardsPayload(TypedDict):
+    dueAt: str | None
+
+
 class BusPayload(TypedDict):
     kind: Literal["reconnected"]
 
@@ -149,6 +153,9 @@ ASKS: Channel[AsksPayload] = Channel(
 ALERTS: Channel[AlertsPayload] = Channel(
     "alerts", "an alert changed state (domain/alerts.py): the alert pass sleeps until the earliest snooze end "
               "or escalation (scheduler.py)")
+GUARDS: Channel[GuardsPayload] = Channel(
+    "guards", "a loop guard tripped (domain/guards.py): the guard pass sleeps until the earliest cooldown end "
+              "(scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")

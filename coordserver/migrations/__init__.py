@@ -14,14 +14,14 @@ import peewee as pw
 
 from ..database import is_sqlite
 from ..models import ALL_MODELS, SchemaVersion
-from . import v2, v3, v4, v5, v6, v7, v8, v9
+from . import v2, v3, v4, v5, v6, v7, v8, v9, v10
 
 log = logging.getLogger("coord.db")
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 UPGRADES: dict[int, Callable[[pw.Database], None]] = {2: v2.upgrade, 3: v3.upgrade, 4: v4.upgrade,
                                                      5: v5.upgrade, 6: v6.upgrade, 7: v7.upgrade, 8: v8.upgrade,
-                                                     9: v9.upgrade}
+                                                     9: v9.upgrade, 10: v10.upgrade}
 
 
 class SchemaTooNew(RuntimeError):
@@ -52,6 +52,7 @@ def migrate(database: pw.Database) -> tuple[int | None, int]:
             database.create_tables(ALL_MODELS, safe=True)
             v2.create_search_index(database)
             v4.create_wake_indexes(database)
+            v10.create_guard_indexes(database)
             SchemaVersion.create(version=SCHEMA_VERSION)
             return None, SCHEMA_VERSION
         if found > SCHEMA_VERSION:

@@ -165,9 +165,10 @@ class PresenceTracker:
 ACTIVE_TASK_STATUSES = ("ready", "in_progress", "review")
 
 
-def presence_counts(env_identities: frozenset[str], viewer) -> tuple[set[str], dict[str, int], dict[str, int]]:
-    """Identities that can act, unread mail per recipient and active tasks per assignee that `viewer`
-    (a Principal) may see: four queries in all."""
+def presence_counts(env_identities: frozenset[str], viewer) -> tuple[set[str], dict[str, int], dict[str, int], set[str]]:
+    """Identities that can act, unread mail per recipient, active tasks per assignee that `viewer`
+    (a Principal) may see, and which of them are agents: five queries in all."""
+    from ..domain.kinds import agents_among
     from ..domain.identities import actors
     from ..domain.project_access import task_visible
     unread: dict[str, int] = dict(db.tuples(Message.select(Message.recipient, pw.fn.COUNT(Message.id))
@@ -177,4 +178,5 @@ def presence_counts(env_identities: frozenset[str], viewer) -> tuple[set[str], d
                                                   & Task.assignee_user_id.is_null(False)
                                                   & task_visible(viewer.identity, viewer.is_admin))
                                            .group_by(Task.assignee_user_id)))
-    return actors(env_identities), unread, tasks
+    can_act = actors(env_identities)
+    return can_act, unread, tasks, agents_among(can_act)

@@ -28,6 +28,7 @@ from ..netcheck import REFUSED_PREFIX, Refused, pin
 from ..timeutil import from_db, to_db
 from .logreader import GapTracker
 from ..events.channels import EVENTS
+from ..domain import guards
 
 log = logging.getLogger("coord.push")
 
@@ -122,22 +123,22 @@ def _audiences(rows: list) -> dict[int, set[str]]:
     for row in rows:
         if row.data.get("quiet"):  # a flapping alert's change inside its window wakes no one: no push
             audience = set()
-        elif row.type == "message":
-            audience = {row.data.get("recipient")}
-        elif row.type == "ask":  # to those asked; its outcome to the asker
-            audience = {i for i in row.data.get("to") or () if isinstance(i, str)}
-        elif row.type in ASK_TYPES:
-            audience = {row.data.get("from")}
+        elif row.type == "message":  # never to a sender writing to itself
+            audience = {row.data.get("recipient")} - {row.data.get("sender")}
+        elif row.type == "ask":  # to those asked (never the asker); its outcome to the asker
+            audience = {i for i in row.data.get("to") or () if isinstance(i, str)} - {row.data.get("from")}
+        elif row.type in ASK_TYPES:  # unless the asker answered itself
+            audience = {row.data.get("from")} - {row.data.get("answeredBy")}
         elif row.type == "alert_changed":  # its agents and those it escalated to, but not whoever made the change
             escalated = {i for i in row.data.get("escalateTo") or () if isinstance(i, str)}
             agents = {row.data.get("wakeAgent"), row.data.get("notifyAgent")}
-            audience = (agents | escalated) - {row.data.get("by")}
+            audience = (agents | escalated) - {row.data.get("by"), row.data.get("ingestedBy")}
         elif row.type == "chat_message":
             sender = (row.data.get("message") or {}).get("sender")
             audience = members.get(row.data.get("channelId"), set()) - {sender}
         else:
-            event = buzz.get(row.data.get("eventId"))
-            audience = {event.wake_agent, event.notify_agent} if event else set()
+            event = buzz.get(row.data.get("eventId"))  # never to the identity that ingested it
+            audience = ({event.wake_agent, event.notify_agent} if event else set()) - {row.data.get("ingestedBy")}
         audiences[row.id] = {identity for identity in audience if isinstance(identity, str) and identity}
     return audiences
 
@@ -198,12 +199,18 @@ def _any_webhook() -> bool:
 
 
 def _deliveries(event_ids: list[int], overrides: dict, now: datetime) -> list[dict]:
-    rows = list(Event.select(Event.id, Event.type, Event.data).where(Event.id.in_(event_ids)).order_by(Event.id))
+    rows = list(Event.select(Event.id, Event.type, Event.data, Event.created_at).where(Event.id.in_(event_ids))
+                .order_by(Event.id))
     audiences = _audiences(rows)
     hooked = _with_webhook(set().union(*audiences.values()) if audiences else set(), overrides)
+    guarded = bool(rows) and guards.held_since(min(from_db(row.created_at) for row in rows))
     deliveries = []
     for row in rows:
         targets = sorted(audiences[row.id] & hooked)
+        if guarded and row.type in ("message", "chat_message"):  # a suspected loop: one push each while it holds
+            sender = row.data.get("sender") if row.type == "message" else (row.data.get("message") or {}).get("sender")
+            at = from_db(row.created_at)
+            targets = [t for t in targets if guards.push_allowed(sender, t, at)]
         body = push_body(row.type, row.data) if targets else None
         deliveries += [{"id": new_uuid(), "identity": identity, "event_id": row.id, "event_type": row.type,
                         "body": body, "status": "pending", "attempts": 0, "next_attempt_at": now, "created_at": now}

@@ -126,6 +126,7 @@ class Ask(Model, omit_defaults=False):
     default applied, or null. `readAt`: when the asker read the outcome (its wake item left then)."""
     id: int
     from_: str = msgspec.field(name="from")
+    from_is_agent: bool  # the asker's kind (who is who, issue 28)
     to: list[str]
     question: str
     options: list[str]

@@ -22,6 +22,8 @@ class CreateInvite(Model):
     __messages__ = {"expiresInHours": _HOURS}
     identity_hint: Identity | None = None
     is_admin: bool | None = None
+    is_agent: Annotated[bool, msgspec.Meta(description="the kind its registrations get; absent or null: as each "
+                                                       "registrant says (human by default)")] | None = None
     max_uses: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
     expires_in_hours: Annotated[float, msgspec.Meta(gt=0, le=24 * 365)] | None = None
 
@@ -38,6 +40,8 @@ class Register(Model):
     identity: Identity
     label: Annotated[str, msgspec.Meta(max_length=LABEL_MAX)] | None = None
     display_name: Annotated[str, msgspec.Meta(max_length=DISPLAY_NAME_MAX)] | None = None
+    is_agent: Annotated[bool, msgspec.Meta(description="an agent (true) or a human (false, the default); an "
+                                                       "invite that names a kind decides instead")] | None = None
 
 
 class SetWebhook(Model):
@@ -99,6 +103,7 @@ class Invite(Model):
     expires_at: Time | None
     created_at: Time
     webhook_token: str | None
+    is_agent: bool | None = None  # the kind its registrations get; null: as each registrant says
 
 
 class InviteCreated(Model):
@@ -120,6 +125,7 @@ class IssuedToken(Verified):
 class Registered(IssuedToken):
     """The identity created by redeeming an invite, with its token."""
     message: str
+    is_agent: bool = False  # its kind (who is who)
 
 
 class NewToken(IssuedToken):

@@ -86,6 +86,14 @@ class ChatMessage(Model):
     created_at: Time
     edited_at: Time | None
     deleted_at: Time | None
+    is_agent: bool = False  # the sender's kind: an agent, or a human (who is who, issue 28)
+
+
+class PostedChatMessage(ChatMessage):
+    """The message just posted, and how many members it woke (pulsed): an agent member of a group channel is
+    woken at most once per COORD_CHAT_WAKE_COOLDOWN_MINUTES, members a loop guard holds are not, nor the
+    sender."""
+    woke: int = 0
 
 
 class ChatMessages(Model):

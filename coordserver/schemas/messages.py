@@ -93,6 +93,7 @@ class Message(Model, omit_defaults=False):
     response_waiting: bool
     waiting_responder: str | None
     waiting_since: Time | None
+    from_is_agent: bool  # the sender's kind: an agent, or a human (who is who, issue 28)
 
 
 if TYPE_CHECKING:  # a type the checker can read: a SearchRow has the Message's fields (only its wire names differ)

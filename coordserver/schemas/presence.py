@@ -18,6 +18,7 @@ class PresenceEntry(Seen):
     """An identity's presence with its unread mail and active tasks."""
     unread: int
     tasks: int
+    is_agent: bool = False  # who is who: an agent, or a human (issue 28)
 
 
 Presence = dict[str, PresenceEntry]  # keyed by identity

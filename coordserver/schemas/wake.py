@@ -102,6 +102,18 @@ class AskResultItem(WakeItem, tag="ask_result"):
     text: str | None
 
 
+class GuardItem(WakeItem, tag="guard"):
+    """A suspected loop among agents (issue 28): for each member, and for every human admin. While it holds, wake
+    pulses and pushes among `members` are coalesced to one each; it leaves when it clears (at `until`, or when a
+    human writes to a member)."""
+    id: str
+    guard_id: int
+    kind: Literal["mail_loop", "chat_loop"]
+    members: list[str]
+    until: Time
+    project_id: None
+
+
 class WakeAction(Model, rename=None):
     """What to do with one kind of item, and the skill page that explains it."""
     item: str
@@ -125,7 +137,7 @@ class WakePayload(Model):
     instructions: str
     skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
     items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, AlertItem, BackupItem, ChatItem, AskItem,
-                      AskResultItem]]
+                      AskResultItem, GuardItem]]
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time

@@ -403,7 +403,8 @@ class CoordClient:
             entries.append(PresenceEntry(identity=str(identity), online=bool(row.get("online")),
                                          last_seen=parse_time(row.get("lastSeen")), source=row.get("source"),
                                          unread=int(row.get("unread") or 0),
-                                         tasks=int(row["tasks"]) if isinstance(row.get("tasks"), int) else None))
+                                         tasks=int(row["tasks"]) if isinstance(row.get("tasks"), int) else None,
+                                         is_agent=row.get("isAgent") is True))
         return entries
 
     async def doctor(self, admin: bool = False) -> DoctorReport:

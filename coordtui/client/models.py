@@ -89,6 +89,7 @@ class Message:
     thread_id: str | None = None
     reply_to: int | None = None
     response_waiting: bool = False
+    from_is_agent: bool = False  # the sender is an agent (who is who; older servers: unknown, False)
 
     @property
     def unread(self) -> bool:
@@ -105,7 +106,8 @@ class Message:
             viewed_at=parse_time(pick(row, "viewedAt", "viewed_at")),
             thread_id=None if thread is None else str(thread),
             reply_to=parse_id(pick(row, "replyToMessageId", "reply_to_message_id")),
-            response_waiting=bool(pick(row, "responseWaiting", "response_waiting", default=False)))
+            response_waiting=bool(pick(row, "responseWaiting", "response_waiting", default=False)),
+            from_is_agent=pick(row, "fromIsAgent", "from_is_agent", default=False) is True)
 
 
 @dataclass(frozen=True)
@@ -189,12 +191,14 @@ class ChatMessage:
     sender: str
     body: str
     created_at: datetime | None
+    is_agent: bool = False  # the sender is an agent (who is who)
 
     @classmethod
     def parse(cls, row: JSONObject, channel_id: str | None = None) -> "ChatMessage":
         return cls(id=parse_id(row.get("id")), channel_id=str(pick(row, "channelId", "channel_id", default=channel_id)),
                    sender=str(row.get("sender") or ""), body=str(row.get("body") or ""),
-                   created_at=parse_time(pick(row, "createdAt", "created_at")))
+                   created_at=parse_time(pick(row, "createdAt", "created_at")),
+                   is_agent=pick(row, "isAgent", "is_agent", default=False) is True)
 
 
 TASK_STATUSES = ("queued", "ready", "in_progress", "review", "holding", "complete", "closed")
@@ -393,6 +397,7 @@ class PresenceEntry:
     source: str | None
     unread: int
     tasks: int | None
+    is_agent: bool = False  # who is who
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
+from ..agentmark import named
 from ..client import limits
 from ..client.models import Channel, ChatMessage, ServerEvent
 from ..screens.confirm import ConfirmScreen
@@ -126,7 +127,8 @@ class ChatPane(Pane[ChatData]):
         for message in ordered[-200:]:
             when = message.created_at.strftime("%H:%M") if message.created_at else "--:--"
             colour = "green" if message.sender == me else "cyan"
-            lines.append(f"[dim]{when}[/dim] [{colour}]{escape(message.sender)}[/{colour}]: {escape(message.body)}")
+            sender = escape(named(message.sender, message.is_agent))
+            lines.append(f"[dim]{when}[/dim] [{colour}]{sender}[/{colour}]: {escape(message.body)}")
         self.query_one("#chat-messages", Static).update("\n".join(lines) or "No messages yet.")
         self.query_one("#chat-log", VerticalScroll).scroll_end(animate=False)
 

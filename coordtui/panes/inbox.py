@@ -13,6 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message as TextualMessage
 from textual.widgets import DataTable, Input, Static
 
+from ..agentmark import named
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
@@ -127,7 +128,7 @@ class InboxPane(Pane[MailData]):
             if message.response_waiting:
                 flag = Text("⏳" if not message.unread else "●⏳", style="yellow")
             style = "bold" if message.unread and self.view == "received" else ""
-            who = message.sender if self.view == "received" else message.recipient
+            who = named(message.sender, message.from_is_agent) if self.view == "received" else message.recipient
             table.add_row(flag, Text(who, style=style), Text(message.title, style=style),
                           age_text(message.created_at, now), key=str(message.id))
         label = f"search “{self.query_text}”: {len(messages)} found" if self.query_text else \
@@ -230,7 +231,7 @@ class InboxPane(Pane[MailData]):
         parts = []
         for item in ordered:
             marker = "→" if item.sender == self.session.identity else "←"
-            head = f"[b]{marker} {escape(item.sender)} → {escape(item.recipient)}[/b]  [dim]{age_text(item.created_at, now)} ago[/dim]"
+            head = f"[b]{marker} {escape(named(item.sender, item.from_is_agent))} → {escape(item.recipient)}[/b]  [dim]{age_text(item.created_at, now)} ago[/dim]"
             if item.urgent:
                 head += "  [red]urgent[/red]"
             if item.response_waiting:

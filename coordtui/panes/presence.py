@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from ..agentmark import named
 from ..client.models import PresenceEntry, age_text
 from .base import Pane
 from ..tables import PlainTable
@@ -75,7 +76,8 @@ class PresencePane(Pane[list[PresenceEntry]]):
                 continue
             dot, style = STATE_LOOK[state]
             seen = f"{age_text(entry.last_seen, now)} ago" if entry.last_seen else "never"
-            table.add_row(Text(dot, style=style), Text(entry.identity, style="bold" if state == "active" else ""),
+            table.add_row(Text(dot, style=style), Text(named(entry.identity, entry.is_agent),
+                                                        style="bold" if state == "active" else ""),
                           Text(state, style=style), seen, entry.source or "", str(entry.unread),
                           "" if entry.tasks is None else str(entry.tasks), key=entry.identity)
         self.query_one("#presence-summary", Static).update(

@@ -28,11 +28,11 @@ from ..tables import PlainTable, cursor_key, jump_to_next
 
 ACKED_ELSEWHERE = "alert_acked"  # an open alert shown here that someone else acked meanwhile: no longer urgent
 ACKED_SHOWN_FOR = timedelta(minutes=30)  # how long such an alert stays listed, unless it changes again
-SOURCE_ORDER = {"ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5, "ask_result": 6,
-                "chat": 7, "swarm": 8, ACKED_ELSEWHERE: 9}
+SOURCE_ORDER = {"guard": -1, "ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5,
+                "ask_result": 6, "chat": 7, "swarm": 8, ACKED_ELSEWHERE: 9}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
-SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts (a acks)",
-                 ACKED_ELSEWHERE: "Acked by others (a hides)",
+SOURCE_TITLES = {"guard": "Loop guards (agents looping: wakes held)", "ask": "Questions for you (1-9 answers)",
+                 "backup": "Backup", "alert": "Open alerts (a acks)", ACKED_ELSEWHERE: "Acked by others (a hides)",
                  "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
                  "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
@@ -77,7 +77,7 @@ class WakePane(Pane[Wake]):
     EMPTY_HINT = "Mail, tasks, questions and alerts for you land here. C connects an agent."
     EVENT_TYPES = frozenset({"message", "swarm_task_created", "swarm_task_updated", "broadcast", "resync",
                              "reconnected", "ask", "ask_answered", "ask_expired", "ask_cancelled", "ask_read",
-                             "alert_changed"})
+                             "alert_changed", "guard", "guard_cleared"})
     KEYS = [("enter", "open the item (chat: the channel)"), ("/", "filter"),
             ("a", "acknowledge a message / ack an open alert / dismiss a buzz alert"), ("p", "mark/unmark a message pending"),
             ("r", "reply to a message"), ("c", "claim / start a task"), ("m", "move a task"),

@@ -166,7 +166,7 @@ def test_events_chat_message_logged_to_all_members_and_typing_to_others(chat):
     message = post(api["bob"], channel, "  ship it  ")
     assert message["body"] == "ship it" and message["channelId"] == channel and message["sender"] == "bob"
     expected = {"type": "chat_message", "channelId": channel,
-                "message": {"id": message["id"], "sender": "bob", "body": "ship it", "createdAt": message["createdAt"]}}
+                "message": {"id": message["id"], "sender": "bob", "body": "ship it", "createdAt": message["createdAt"], "isAgent": False}}
     for who in ("alice", "bob"):
         assert events_for(srv, who, "chat_message") == [expected]
     assert events_for(srv, "carol", "chat_message") == []

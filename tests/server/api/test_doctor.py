@@ -20,7 +20,7 @@ PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 
 STATUSES = {"pass", "warn", "fail"}
 CALLER_PROBES = ["auth", "identity", "stream", "webhooks", "pending"]
-ADMIN_PROBES = ["database", "storage", "events", "outbox", "streams", "scheduler", "loop", "process"]
+ADMIN_PROBES = ["database", "storage", "events", "outbox", "streams", "scheduler", "loop", "guards", "process"]
 
 
 def check_report(report: dict, probe_ids: list[str]) -> dict:

@@ -34,8 +34,9 @@ def test_presence_lists_known_identities_with_counts(make_server):
     assert {"alice", "bob", "carol"} <= set(presence)
     assert "dave" not in presence  # unread mail, but no identity that can act (API.md §18)
     assert presence["alice"] == {"online": True, "lastSeen": iso(clock.now()), "source": "api",
-                                 "unread": 0, "tasks": 0}
-    assert presence["bob"] == {"online": False, "lastSeen": None, "source": None, "unread": 2, "tasks": 2}
+                                 "unread": 0, "tasks": 0, "isAgent": False}
+    assert presence["bob"] == {"online": False, "lastSeen": None, "source": None, "unread": 2, "tasks": 2,
+                               "isAgent": False}
     assert presence["carol"]["tasks"] == 1
 
     clock.advance(minutes=6)
@@ -92,7 +93,7 @@ def test_last_seen_survives_a_restart(make_server, tmp_path):
     with client(again, "alice") as alice:
         presence = alice.get("/api/presence").json()
     assert presence["carol"] == {"online": False, "lastSeen": iso(seen_at), "source": "api", "unread": 0,
-                                 "tasks": 0}
+                                 "tasks": 0, "isAgent": False}
 
 
 def test_a_worker_answers_presence_for_identities_seen_by_another(make_server, pg_cluster):

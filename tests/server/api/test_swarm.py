@@ -323,7 +323,8 @@ def test_claiming_an_unassigned_ready_task(alice, bob, wakes):
     event = events_of(alice, task["id"])[0]
     assert event["beforeState"] == {"status": "ready", "assigneeUserId": None}
     assert event["afterState"] == {"status": "in_progress", "assigneeUserId": "bob"}
-    assert wakes.saw("bob")
+    ok(alice.post("/api/mailboxes/carol/messages", json={"title": "a marker pulse after the claim"}))
+    assert wakes.saw("carol") and "bob" not in wakes.pulses  # its own claim never wakes it (issue 28)
 
 
 def test_review_handoff_reassigns_and_send_back(alice, bob, carol, wakes):

@@ -292,7 +292,8 @@ async def test_a_backup_change_reaches_both_backups_wakes(store):
 def test_invites_are_made_listed_newest_first_and_deleted(store):
     made = run(store, identities.create_invite, "root", "pat", True, 3, 1.5)
     assert made == {"id": made["id"], "code": made["code"], "createdBy": "root", "identityHint": "pat",
-                    "isAdmin": True, "maxUses": 3, "useCount": 0, "expiresAt": iso(to_db(START + timedelta(hours=1.5))),
+                    "isAdmin": True, "isAgent": None, "maxUses": 3, "useCount": 0,
+                    "expiresAt": iso(to_db(START + timedelta(hours=1.5))),
                     "createdAt": iso(NOW), "webhookToken": None}
     assert len(made["code"]) == 48
     more = [run(store, identities.create_invite, "root", None, False, 1, 1)["id"] for _ in range(50)]
@@ -335,7 +336,8 @@ def test_each_state_of_a_name(store):
 def test_registering_a_new_name(store):
     code = invite(store, is_admin=True, max_uses=2)
     made = register(store, f"  {code} ", " Quinn ", None, "Q. Uinn")
-    assert made == {"identity": "quinn", "token": made["token"], "isAdmin": True, "message": identities.REGISTER_NOTICE}
+    assert made == {"identity": "quinn", "token": made["token"], "isAdmin": True, "isAgent": False,
+                    "message": identities.REGISTER_NOTICE}
     row = run(store, identities.token_by_hash, hash_token(made["token"]))
     assert (row.identity, row.is_admin, row.label, row.created_by) == ("quinn", True, "Onboarded via invite", "root")
     quinn = run(store, User.get_by_id, "quinn")

@@ -255,7 +255,7 @@ def test_chat_and_broadcast_pushes_go_to_the_right_people(make_server, receiver)
     assert json.loads(alice_hook.wait_calls(1)[0]["body"])["event"]["type"] == "broadcast"
     # A marker after both: the feeder writes deliveries in log order, so once the marker's rows exist
     # every decision about the events before it is made; then its pushes arrive after the others.
-    marker = emit(srv, *message_event("alice", 77))
+    marker = emit(srv, *message_event("alice", 77, sender="bob"))  # (a message to itself is never pushed)
     emit(srv, *message_event("carol", 78))
     wait_until(lambda: {d.identity for d in deliveries(srv) if d.event_id >= marker} == {"alice", "carol"})
     assert sorted(d.identity for d in deliveries(srv)) == ["alice", "alice", "bob", "bob", "carol", "carol"]

@@ -152,7 +152,7 @@ async def test_display_names_in_user_admin_and_the_palette(server, seeded, monke
             palette = screen(written[mark:])
     for name, output in (("users", users), ("palette", palette)):
         assert not screen_leaks(output), (name, screen_leaks(output))
-        assert "Al ␛]0;PWNED-NAME␇␛[2J\ufffd\ufffd␡ ice" in output, name
+        assert "Mal ␛]0;PWNED-NAME␇␛[2J\ufffd\ufffd␡ lory" in output, name
 
 
 runner = CliRunner()

@@ -1,0 +1,291 @@
+"""Loop guards (issue 28): agents that cannot run away with each other unnoticed.
+
+A loop is suspected when more than `LoopRule.messages` mailbox messages between two agents (both ways),
+or chat messages in one channel from two or more agents, are written within `LoopRule.minutes`, with no
+human writing to them meanwhile. Counted from the message tables themselves, so what two server
+processes on one PostgreSQL store adds up; one active guard per scope (`mail:a,b`, `chat:<channel>`)
+is held by a partial unique index, so two processes tripping at once make one.
+
+When it trips (a `guard` event to its members and the human admins, in the sending unit):
+- nothing is lost: the messages are stored and readable as ever;
+- its members' wake pulses among themselves are coalesced to one per member while it holds
+  (wake_signal.enters_wake asks `holds_pulse`), and so are their pushes (`push_allowed`, asked by the
+  webhook feeder);
+- each member's wake carries a `guard` item (what happened, what to do), and so does every human
+  admin's (`wake_items`).
+It clears when its cooldown ends (the scheduler's `clear_due`, a conditional update: one process logs
+it) or at once when a human writes to any member (`human_wrote`); either logs `guard_cleared`.
+
+Settings: COORD_LOOP_MESSAGES (40), COORD_LOOP_MINUTES (2), COORD_LOOP_COOLDOWN_MINUTES (15) and the chat
+fan-out's COORD_CHAT_WAKE_COOLDOWN_MINUTES (5; `chat_wakes`), carried per Store unit (unit.guard_rule).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .. import db, unit
+from ..events import log
+from ..events.channels import GUARDS, GuardsPayload
+from ..jsonstrict import JSONObject
+from ..models import ChatWake, Guard
+from ..timeutil import from_db, iso, to_db
+from . import kinds
+from .visibility import admin_identities
+
+KINDS = ("mail_loop", "chat_loop")
+CLEAR_BATCH = 100
+
+
+@dataclass(frozen=True)
+class LoopRule:
+    messages: int = 40  # more than this many within `minutes` trips a guard
+    minutes: int = 2
+    cooldown_minutes: int = 15  # how long a guard holds (unless a human writes first)
+    chat_wake_minutes: int = 5  # a group channel wakes each agent member at most once per this long
+
+
+def rule() -> LoopRule:
+    """The running unit's rule (its Store's, from the settings), or the defaults."""
+    current = unit.guard_rule()
+    return current if isinstance(current, LoopRule) else LoopRule()
+
+
+def _members(text: str) -> list[str]:
+    return [m for m in text.split(",") if m]
+
+
+# --- tripping ----------------------------------------------------------------------------------
+
+def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
+    """A message from `sender` to `recipient` was stored in this unit (`agents`: which of the two are agents)."""
+    if sender == recipient:
+        return
+    if sender not in agents:
+        human_wrote(sender, [recipient])
+        return
+    if recipient not in agents:
+        return
+    pair = sorted((sender, recipient))
+    scope = "mail:" + ",".join(pair)
+    if _active(scope):
+        return
+    current = rule()
+    since = to_db(db.now() - timedelta(minutes=current.minutes))
+    a, b = pair
+    row = db.sql_rows(
+        "SELECT SUM(CASE WHEN sender = ? AND recipient = ? THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN sender = ? AND recipient = ? THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN NOT {kinds.is_agent_sql('sender')} THEN 1 ELSE 0 END) "
+        "FROM message WHERE created_at > ? AND recipient IN (?, ?) "
+        "AND (sender IN (?, ?) OR NOT " + kinds.is_agent_sql("sender") + ")",
+        (a, b, b, a, since, a, b, a, b))[0]
+    ab, ba, humans = (int(v or 0) for v in row)
+    if ab and ba and not humans and ab + ba > current.messages:
+        _trip("mail_loop", scope, pair, None, ab + ba, current)
+
+
+def after_chat(sender: str, channel_id: str, members: list[str], sender_is_agent: bool) -> None:
+    """A chat message from `sender` was stored in `channel_id` in this unit."""
+    if not sender_is_agent:
+        human_wrote(sender, [m for m in members if m != sender])
+        return
+    scope = f"chat:{channel_id}"
+    if _active(scope):
+        return
+    current = rule()
+    since = to_db(db.now() - timedelta(minutes=current.minutes))
+    rows = db.sql_rows(f"SELECT sender, COUNT(*), MAX(CASE WHEN {kinds.is_agent_sql('sender')} THEN 0 ELSE 1 END) "
+                       "FROM chat_message WHERE channel = ? AND created_at > ? AND deleted_at IS NULL "
+                       "GROUP BY sender", (channel_id, since))
+    senders = sorted(r[0] for r in rows)
+    count = sum(int(r[1]) for r in rows)
+    humans = any(int(r[2]) for r in rows)
+    if len(senders) >= 2 and not humans and count > current.messages:
+        _trip("chat_loop", scope, senders, channel_id, count, current)
+
+
+def _active(scope: str) -> bool:
+    return Guard.select().where((Guard.scope == scope) & Guard.cleared_at.is_null()).exists()
+
+
+def _admins() -> list[str]:
+    """The humans who administer the agents: admins that are not agents themselves."""
+    admins = admin_identities()
+    return sorted(admins - kinds.agents_among(admins))
+
+
+def _audience(members: Iterable[str]) -> list[str]:
+    return sorted(set(members) | set(_admins()))
+
+
+def _trip(kind: str, scope: str, members: list[str], channel_id: str | None, count: int, current: LoopRule) -> None:
+    now = db.now()
+    until = now + timedelta(minutes=current.cooldown_minutes)
+    inserted = (Guard.insert(kind=kind, scope=scope, members=",".join(members), channel_id=channel_id,
+                             messages=count, minutes=current.minutes, tripped_at=to_db(now), until=to_db(until),
+                             pulsed="", pushed="")
+                .on_conflict_ignore().as_rowcount().execute())
+    if not inserted:  # another process tripped it first
+        return
+    guard = Guard.get((Guard.scope == scope) & Guard.cleared_at.is_null())
+    log.append("guard", {"type": "guard", "change": "tripped", "guard": guard_json(guard)}, to=_audience(members))
+    due: GuardsPayload = {"dueAt": iso(until)}
+    db.after_commit(GUARDS, due)
+
+
+# --- clearing ----------------------------------------------------------------------------------
+
+def human_wrote(human: str, to: Iterable[str]) -> int:
+    """A human wrote to these identities: every active guard holding one of them clears now."""
+    targets = set(to)
+    return sum(_clear(guard, human) for guard in Guard.select().where(Guard.cleared_at.is_null())
+               if targets & set(_members(guard.members)))
+
+
+def _clear(guard: Guard, by: str | None) -> int:
+    now = to_db(db.now())
+    done = (Guard.update(cleared_at=now, cleared_by=by)
+            .where((Guard.id == guard.id) & Guard.cleared_at.is_null()).execute())
+    if done:
+        guard.cleared_at, guard.cleared_by = now, by
+        log.append("guard_cleared", {"type": "guard_cleared", "change": "cleared", "guard": guard_json(guard)},
+                   to=_audience(_members(guard.members)))
+    return int(done)
+
+
+def clear_due() -> int:
+    """A scheduler pass: guards whose cooldown has ended clear (each by a conditional update, so of several
+    processes one logs it). Returns how many this unit cleared."""
+    due = list(Guard.select().where(Guard.cleared_at.is_null() & (Guard.until <= to_db(db.now())))
+               .order_by(Guard.until).limit(CLEAR_BATCH))
+    return sum(_clear(guard, None) for guard in due)
+
+
+def next_due() -> datetime | None:
+    until = Guard.select(Guard.until).where(Guard.cleared_at.is_null()).order_by(Guard.until).limit(1).scalar()
+    return from_db(until) if until is not None else None
+
+
+# --- coalescing ----------------------------------------------------------------------------------
+
+def _holding(a: str, b: str) -> Guard | None:
+    """The active guard holding both identities, if any (active guards are few: read them all)."""
+    for guard in Guard.select().where(Guard.cleared_at.is_null() & (Guard.until > to_db(db.now()))):
+        members = _members(guard.members)
+        if a in members and b in members:
+            return guard
+    return None
+
+
+def _take_once(guard: Guard, column: str, identity: str) -> bool:
+    """Record that `identity` had its one pulse (or push) of this guard; False when it had it already."""
+    field = getattr(Guard, column)
+    taken = _members(getattr(guard, column))
+    if identity in taken:
+        return False
+    return bool(Guard.update({field: ",".join([*taken, identity])})
+                .where((Guard.id == guard.id) & (field == getattr(guard, column))).execute())
+
+
+def holds_pulse(identity: str, actor: str) -> bool:
+    """Whether a pulse to `identity` caused by `actor` is held back by a guard (its one pulse used)."""
+    guard = _holding(identity, actor)
+    return guard is not None and not _take_once(guard, "pulsed", identity)
+
+
+def push_allowed(sender: str | None, identity: str, at: datetime) -> bool:
+    """Whether a push to `identity` of what `sender` wrote at `at` goes out (the webhook feeder asks, maybe
+    later): held when a guard holding both held at `at` and `identity` had its one push of it."""
+    if not sender or sender == identity:
+        return True
+    stamp = to_db(at)
+    for guard in Guard.select().where((Guard.tripped_at <= stamp) & (Guard.until > stamp)
+                                      & (Guard.cleared_at.is_null() | (Guard.cleared_at > stamp))):
+        members = _members(guard.members)
+        if identity in members and sender in members:
+            return _take_once(guard, "pushed", identity)
+    return True
+
+
+def held_since(at: datetime) -> bool:
+    """Whether any guard held at `at` or since (the webhook feeder skips its lookups otherwise)."""
+    return Guard.select().where(Guard.cleared_at.is_null() | (Guard.cleared_at > to_db(at))).exists()
+
+
+# --- chat fan-out ------------------------------------------------------------------------------
+
+def chat_wakes(channel_id: str, agents: list[str]) -> list[str]:
+    """Of a group channel's agent members, those its new message may wake: each at most once per
+    `chat_wake_minutes` per channel (a conditional update or insert per member, so processes agree)."""
+    now = db.now()
+    before = to_db(now - timedelta(minutes=rule().chat_wake_minutes))
+    woken = []
+    for identity in agents:
+        moved = (ChatWake.update(woke_at=to_db(now))
+                 .where((ChatWake.channel == channel_id) & (ChatWake.identity == identity)
+                        & (ChatWake.woke_at <= before)).execute())
+        if not moved:
+            moved = (ChatWake.insert(channel=channel_id, identity=identity, woke_at=to_db(now))
+                     .on_conflict_ignore().as_rowcount().execute())
+        if moved:
+            woken.append(identity)
+    return woken
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+def guard_json(guard: Guard) -> JSONObject:
+    members = _members(guard.members)
+    return {"id": guard.id, "kind": guard.kind, "members": members, "channelId": guard.channel_id,
+            "messages": guard.messages, "minutes": guard.minutes, "trippedAt": iso(guard.tripped_at),
+            "until": iso(guard.until), "clearedAt": iso(guard.cleared_at), "clearedBy": guard.cleared_by,
+            "summary": _summary(guard, members)}
+
+
+def _summary(guard: Guard, members: list[str]) -> str:
+    where = " in chat" if guard.kind == "chat_loop" else ""
+    return (f"loop suspected between {_names(members)}{where}: {guard.messages} messages in "
+            f"{guard.minutes} min")
+
+
+def _names(members: list[str]) -> str:
+    return members[0] if len(members) == 1 else ", ".join(members[:-1]) + " and " + members[-1]
+
+
+def active(now: datetime | None = None) -> list[JSONObject]:
+    """Guards holding now, oldest first (doctor, GET /api/admin/guards)."""
+    at = to_db(now or db.now())
+    return [guard_json(g) for g in Guard.select().where(Guard.cleared_at.is_null() & (Guard.until > at))
+            .order_by(Guard.tripped_at, Guard.id)]
+
+
+def wake_items(identity: str) -> tuple[list[JSONObject], datetime | None]:
+    """The `guard` wake items of `identity`: the active guards it is in, and every active guard when it
+    is a human admin; and when the first of them ends by itself (the wake cache's expiry)."""
+    now = db.now()
+    query = Guard.select().where(Guard.cleared_at.is_null() & (Guard.until > to_db(now)))
+    guards = list(query.order_by(Guard.tripped_at, Guard.id))
+    if not guards:
+        return [], None
+    overseer = identity in _admins()
+    items = []
+    for guard in guards:
+        members = _members(guard.members)
+        if identity in members:
+            others = [m for m in members if m != identity]
+            action = (f"Your exchange with {_names(others)} looks like a loop: stop replying to acknowledgements, "
+                      f"finish or hand the work to a human. Wake pulses and pushes from them are held to one "
+                      f"until {iso(guard.until)} or until a human writes to you; nothing is lost.")
+        elif overseer:
+            action = (f"Agents you administer may be looping: read their exchange and write to one of them to "
+                      f"clear the guard, or let it clear by itself at {iso(guard.until)}.")
+        else:
+            continue
+        items.append({"source": "guard", "id": f"guard-{guard.id}", "guardId": guard.id, "kind": guard.kind,
+                      "members": members, "summary": _summary(guard, members).capitalize(), "action": action,
+                      "priority": "high", "until": iso(guard.until), "projectId": None, "ephemeral": False,
+                      "_at": from_db(guard.tripped_at)})
+    ends = min(from_db(g.until) for g in guards)
+    return items, ends
