@@ -115,6 +115,10 @@ class AlertsPayload(TypedDict):
     dueAt: str | None
 
 
+class DuePayload(TypedDict):
+    dueAt: str | None
+
+
 class BusPayload(TypedDict):
     kind: Literal["reconnected"]
 
@@ -149,6 +153,9 @@ ASKS: Channel[AsksPayload] = Channel(
 ALERTS: Channel[AlertsPayload] = Channel(
     "alerts", "an alert changed state (domain/alerts.py): the alert pass sleeps until the earliest snooze end "
               "or escalation (scheduler.py)")
+LEASES: Channel[DuePayload] = Channel(
+    "leases", "a task lease or a resource reservation got a new end (domain/leases.py, domain/reservations.py): "
+              "the expiry pass sleeps until the earliest one (scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")
