@@ -60,7 +60,9 @@ def witness(a: str, b: str) -> str | None:
 @lru_cache(maxsize=4096)
 def _path_witness(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
     found = _product(a, b, DSTAR, _one_segment, lambda x, y: (segment_witness(x, y),))
-    return None if found is None else "/".join(found)
+    if found is None:
+        return None
+    return "/".join(found) or "x"  # no segment only when both are all `**`: then any path matches both
 
 
 def _one_segment(pattern: str) -> str:
