@@ -49,6 +49,20 @@ def _task(verb: str) -> Callable[[Any, dict], str]:
     return lambda t, _args: f"{verb} task {t['id']} '{t['title']}': {t['status']}, assignee {t['assigneeUserId']}."
 
 
+def _leased(t: dict, _args: dict) -> str:
+    return f"Task {t['id']} '{t['title']}': lease until {t.get('leaseExpiresAt') or '(none)'}."
+
+
+def _reservation(verb: str) -> Callable[[Any, dict], str]:
+    return lambda r, _args: (f"{verb} reservation {r['id']} of {r['resource']} "
+                             f"({'exclusive' if r['exclusive'] else 'shared'}) until {r['expiresAt']}.")
+
+
+def _reservations(result: dict, _args: dict) -> str:
+    mine = sum(1 for r in result["reservations"] if r["exclusive"])
+    return f"{len(result['reservations'])} reservations in force, {mine} exclusive."
+
+
 def _presence(result: dict, _args: dict) -> str:
     online = sorted(i for i, p in result.items() if p.get("online"))
     return f"{len(online)} of {len(result)} online: {', '.join(online) or 'nobody'}."
@@ -233,8 +247,21 @@ TOOLS: list[Tool] = [
          "statuses allowed from the current one (`allowed`).", "PATCH",
          "/api/swarm/tasks/{taskId}/status", _task("Moved")),
     Tool("claim_task", "Start a ready task: an unassigned one becomes yours (of racing claims exactly one "
-         "wins).", "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
+         "wins). With leaseSeconds it is yours only until then unless you renew_task_lease: a lease that runs out "
+         "returns the task to ready.", "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
          fixed={"status": "in_progress"}),
+    Tool("renew_task_lease", "Extend the lease of a task you hold (by leaseSeconds, else the lease's own length).",
+         "POST", "/api/swarm/tasks/{taskId}/renew", _leased),
+    Tool("reserve", "Reserve a resource (a path, a glob such as src/** or src/*.py, or a name) for ttlSeconds: "
+         "exclusive unless exclusive=false (shared ones coexist). Refused with the conflicts when it overlaps "
+         "others' reservations. Advisory: reserve before editing files others may edit.", "POST",
+         "/api/reservations", _reservation("Made")),
+    Tool("list_reservations", "Reservations in force you can see, soonest to end first; resource= lists those "
+         "overlapping it.", "GET", "/api/reservations", _reservations),
+    Tool("renew_reservation", "Extend a reservation you hold (by ttlSeconds, else its own length).", "POST",
+         "/api/reservations/{reservationId}/renew", _reservation("Renewed")),
+    Tool("release", "Release a reservation you hold (an admin may release any).", "DELETE",
+         "/api/reservations/{reservationId}", lambda _r, args: f"Released reservation {args['reservationId']}."),
     Tool("list_projects", "Projects you can see, by title.", "GET", "/api/swarm/projects",
          _count("projects", "projects")),
     Tool("task_workflows", "The workflows (procedures) attached to a task: follow an enabled, unexpired one.",

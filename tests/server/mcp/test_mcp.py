@@ -82,7 +82,7 @@ async def test_initialize_lists_the_tools_with_their_schemas(srv, mode):
         assert (session.protocol_version == "2026-07-28") == (mode == "auto")
         listed = (await session.list_tools()).tools
         assert [t.name for t in listed] == [t.name for t in tools.TOOLS]
-        assert len(listed) == 40
+        assert len(listed) == 45
         send = next(t for t in listed if t.name == "send_message")
         assert send.input_schema["type"] == "object"
         assert "recipient" in send.input_schema["required"] and "replyToMessageId" in send.input_schema["properties"]
@@ -203,12 +203,15 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "resolve_alert": {"alertId": 999999},
         "preview_silence": {"appName": "nothing", "match": {"title": "x"}},
         "silence_alerts": {"appName": "nothing", "match": {"title": "x"}, "minutes": 5},
+        "renew_task_lease": {"taskId": MISSING}, "reserve": {"resource": " ", "ttlSeconds": 60},
+        "renew_reservation": {"reservationId": 999999}, "release": {"reservationId": 999999},
     }
     argument_refusals = {  # the arguments do not fit the tool's model
         "wake": {"includeOffHours": "yes"}, "chat_channels": {"archived": "maybe"},
         "list_projects": {"includeArchived": "no"}, "notebook_search": {"limit": 0}, "directory": {"offset": -1},
         "buzz_events": {"limit": "ten"}, "presence": {"who": "me"}, "doctor": {"verbose": True},
         "list_asks": {"role": "both"}, "list_alerts": {"state": "gone"},
+        "list_reservations": {"holder": "Not An Identity!"},
     }
     assert set(route_refusals) | set(argument_refusals) == set(tools.BY_NAME)
     async with connect(srv.url, "alice", mode="auto") as s:
