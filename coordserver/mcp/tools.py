@@ -15,6 +15,7 @@ import msgspec
 from ..realtime.ask_waiters import AskWaiters
 from ..schemas.base import Model
 from ..sendroute import SEND_ROUTE
+from . import fence
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape, object_schema
 from .terminal_text import terminal_safe
@@ -76,6 +77,8 @@ def _doctor(result: dict, _args: dict) -> str:
 def _ask(a: dict, _args: dict) -> str:
     """One line on an ask's state, and what to do next."""
     said = a["option"] if a["option"] is not None else json.dumps(a["text"], ensure_ascii=False)
+    if a["option"] is not None:
+        said = f"'{said}'"
     if a["status"] == "answered":
         return f"Ask {a['id']}: {a['answeredBy']} answered {said}."
     if a["status"] == "expired":
@@ -344,19 +347,38 @@ async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
     reply = await caller.call(scope, tool.method, path, query, body)
     if tool.then is not None and reply.ok:
         reply = await tool.then(Follow(caller, scope, asks), reply, own)
-    return result_of(tool, reply, arguments or {})
-
-
-def result_of(tool: Tool, reply: Reply, arguments: dict) -> types.CallToolResult:
     if not reply.ok:
-        body = reply.error()
-        return refusal(body["error"], body)
+        error = reply.error()
+        return refusal(error["error"], error)
     result = reply.json()
     structured = {tool.wrap: result} if tool.wrap else result
-    text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    found = fence.pieces(structured, scope["coord.principal"].identity, tool.name)
+    agents = await _agent_flags(caller, scope, found)
+    return result_of(tool, structured, arguments or {}, found, agents)
+
+
+async def _agent_flags(caller: RouteCaller, scope: dict, found: list[fence.Piece]) -> dict[str, bool]:
+    """Whether each author of an untrusted text is an agent (GET /api/users, as the caller)."""
+    if not any(piece.author for piece in found):
+        return {}
+    users = await caller.call(scope, "GET", "/api/users")
+    if not users.ok:
+        return {}
+    return {u["id"]: bool(u.get("isAgent")) for u in users.json().get("users", [])}
+
+
+def result_of(tool: Tool, structured: dict, arguments: dict, found: list[fence.Piece],
+              agents: dict[str, bool]) -> types.CallToolResult:
+    """The route's answer as the tool's result; what others wrote is fenced (fence.py)."""
+    summary = tool.summary(structured, arguments)
+    if not found:
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        return types.CallToolResult(content=[shown(summary), shown(text)], structured_content=structured)
+    text = json.dumps(fence.with_references(structured, found), ensure_ascii=False, separators=(",", ":"))
+    blocks = [shown(block) for block in fence.fenced(found, agents)]
     return types.CallToolResult(
-        content=[shown(tool.summary(structured, arguments)), shown(text)],
-        structured_content=structured)
+        content=[shown(fence.summary_without(summary, found)), shown(text), *blocks],
+        structured_content={**structured, "untrusted": fence.provenance(found, agents)})
 
 
 def markdown_table() -> str:

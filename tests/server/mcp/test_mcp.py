@@ -63,9 +63,11 @@ def rest(srv, who: str, tool_name: str, arguments: dict) -> httpx.Response:
 
 
 def succeeded(result: types.CallToolResult) -> dict:
+    """The route's answer a successful call carries (without `untrusted`, the provenance of what others wrote:
+    test_mcp_fence.py)."""
     assert not result.is_error, result.content[0].text
     assert len(result.content[0].text.splitlines()) == 1  # the one-line summary
-    return result.structured_content
+    return {k: v for k, v in result.structured_content.items() if k != "untrusted"}
 
 
 def refused(result: types.CallToolResult, message: str | None = None) -> dict:

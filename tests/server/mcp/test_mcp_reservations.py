@@ -30,7 +30,7 @@ async def test_claim_with_a_lease_and_renew_it(srv):
         assert claimed["assigneeUserId"] == "bob" and "leaseExpiresAt" in claimed
         renewed = await bob.call_tool("renew_task_lease", {"taskId": task["id"], "leaseSeconds": 1200})
         assert succeeded(renewed)["leaseExpiresAt"] > claimed["leaseExpiresAt"]
-        assert renewed.content[0].text.startswith(f"Task {task['id']} 'Leased over MCP': lease until ")
+        assert renewed.content[0].text.startswith(f"Task {task['id']} ⟦untrusted 1⟧: lease until ")  # alice's title
         refused(await bob.call_tool("renew_task_lease", {"taskId": task["id"], "leaseSeconds": 5}),
                 "leaseSeconds must be an integer from 60 to 86400")
     async with connect(srv.url, "carol") as carol:
