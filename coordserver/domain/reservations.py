@@ -73,7 +73,7 @@ def _live(now: datetime) -> pw.Expression:
     return Reservation.expired_at.is_null() & (Reservation.expires_at > now)
 
 
-def _visible_to(viewer: Principal) -> pw.Expression:
+def _visible_to(viewer: Principal) -> pw.ColumnBase:
     if viewer.is_admin:
         return pw.SQL("1 = 1")
     return Reservation.project_id.is_null() | Reservation.project_id.not_in(
@@ -157,7 +157,8 @@ def list_reservations(viewer: Principal, resource: str | None, holder: str | Non
 
 
 def _visible(viewer: Principal, reservation_id: int) -> Reservation:
-    row = Reservation.select().where((Reservation.id == reservation_id) & _visible_to(viewer)).first()
+    row: Reservation | None = Reservation.select().where(
+        (Reservation.id == reservation_id) & _visible_to(viewer)).first()
     if row is None:
         raise NotFound(NOT_FOUND)
     return row

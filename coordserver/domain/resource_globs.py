@@ -18,6 +18,7 @@ each witness against both patterns compiled to regular expressions, and random p
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from ..errors import Invalid
@@ -83,7 +84,8 @@ def _same_character(x: str, y: str) -> tuple[str | None]:
     return (y,) if x == "?" else (None,)
 
 
-def _product(a: tuple[str, ...], b: tuple[str, ...], star: str, taken, both) -> list[str] | None:
+def _product(a: tuple[str, ...], b: tuple[str, ...], star: str, taken: Callable[[str], str],
+             both: Callable[[str, str], tuple[str | None]]) -> list[str] | None:
     """A sequence of tokens matched by both patterns (sequences of tokens where `star` matches any run of
     tokens), or None. `taken(t)`: a token the single pattern `t` matches (what a star takes from the other
     side); `both(x, y)`: `(token,)` matched by both single patterns, `(None,)` if none.

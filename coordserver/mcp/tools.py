@@ -348,8 +348,8 @@ async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
     if tool.then is not None and reply.ok:
         reply = await tool.then(Follow(caller, scope, asks), reply, own)
     if not reply.ok:
-        error = reply.error()
-        return refusal(error["error"], error)
+        refused = reply.error()
+        return refusal(refused["error"], refused)
     result = reply.json()
     structured = {tool.wrap: result} if tool.wrap else result
     found = fence.pieces(structured, scope["coord.principal"].identity, tool.name)
