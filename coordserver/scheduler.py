@@ -14,7 +14,7 @@
   pass hears of those times on the bus (ALERTS) and sleeps until the earliest of them and the ask
   deadlines; each change is a conditional update, so one process makes it.
 - Task leases and resource reservations: leases that ran out return their tasks to ready
-  (domain/leases.expire_due), reservations that ran out end (domain/reservations.expire_due), in the same
+  (domain/lease_changes.expire_due), reservations that ran out end (domain/reservations.expire_due), in the same
   loop and the same way (the bus channel LEASES announces new ends; conditional updates pick one process).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from .domain import alerts, asks, leases, recurring, reservations
+from .domain import alerts, asks, lease_changes, leases, recurring, reservations
 from .errors import log_background_failure
 from .events.channels import ALERTS, ASKS, BUS, LEASES, AlertsPayload, AsksPayload, DuePayload
 from .timeutil import from_db, parse_iso
@@ -139,11 +139,11 @@ class Scheduler:
     async def expire_leases(self) -> tuple[int, int]:
         """One lease pass now: task leases, then reservations, that ran out (each until none is left). Returns
         (leases, reservations) this process expired."""
-        tasks = await self._until_done(leases.expire_due, leases.EXPIRE_BATCH)
+        tasks = await self._until_done(lease_changes.expire_due, leases.EXPIRE_BATCH)
         reserved = await self._until_done(reservations.expire_due, reservations.EXPIRE_BATCH)
         self.leases_expired += tasks
         self.reservations_expired += reserved
-        due = [at for at in (await self.coord.store.read(leases.next_due),
+        due = [at for at in (await self.coord.store.read(lease_changes.next_due),
                              await self.coord.store.read(reservations.next_due)) if at is not None]
         self._next_lease_due = min(due) if due else None
         return tasks, reserved

@@ -5,7 +5,7 @@ from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
-from ..domain import leases, projects, swarm
+from ..domain import lease_changes, projects, swarm
 from ..schemas.common import Ok
 from ..schemas.swarm import (MoveTask, NewProject, NewTask, PageLink, Project, ProjectFields, Projects, ProjectsQuery, RenewLease, Task,
                              TaskEvents, TaskEventsQuery, TaskFields, TaskPageLinks, Tasks, TasksQuery)
@@ -107,7 +107,7 @@ async def renew_lease(id: str):  # noqa: A002 (the path parameter is named as in
     """Extend the lease of a task you hold (by leaseSeconds, else the lease's own length)."""
     principal = require_identity()
     data: RenewLease = await body()
-    return await coord().store.write(leases.renew, principal, id, data.lease_seconds)
+    return await coord().store.write(lease_changes.renew, principal, id, data.lease_seconds)
 
 
 @bp.get("/tasks/<id>/events")

@@ -367,8 +367,10 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
         if new_status == "in_progress" and old_assignee and old_assignee != caller:
             # A claim that lost the race (or came late) must not look like success.
             raise Conflict(f"Task is already in progress under {old_assignee}", allowed=allowed_from(old_status))
-        if lease_seconds is not None and old_assignee == caller:  # the holder claims again with a lease
-            return leases.retake(viewer, task_id, lease_seconds)
+        if lease_seconds is not None and old_assignee == caller:  # the holder claims again: a lease from now
+            leases.set_lease(task_id, caller, lease_seconds)
+            task = _task(task_id, None)
+            announce_change(task, caller)
         return task_json(task)
     if new_status not in TRANSITIONS[old_status]:
         raise Conflict(f"Cannot move task from {old_status} to {new_status}", allowed=allowed_from(old_status))
