@@ -392,8 +392,8 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
         raise Invalid("leaseSeconds needs a holder: the task has no assignee")
 
     now = to_db(db.now())
-    columns: dict[str, Any] = {"status": new_status, "assignee_user_id": assignee, "updated_at": now,
-                               **(leases.LEASE_CLEARED if lease_seconds is None else leases.lease_columns(lease_seconds))}
+    lease = leases.LEASE_CLEARED if lease_seconds is None else leases.lease_columns(lease_seconds)
+    columns: dict[str, Any] = {"status": new_status, "assignee_user_id": assignee, "updated_at": now, **lease}
     if new_status in FINISHED:
         columns["completed_at"] = now
     elif old_status in FINISHED:

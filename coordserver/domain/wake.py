@@ -387,7 +387,8 @@ def _lease_warnings_at(identity: str, now: datetime) -> list[datetime]:
     """The next instant a lease of the identity's starts its warning (the item turns high): none is written."""
     future = []
     for task in Task.select(Task.lease_expires_at, Task.lease_seconds).where(
-            (Task.assignee_user_id == identity) & (Task.status == "in_progress") & Task.lease_expires_at.is_null(False)):
+            (Task.assignee_user_id == identity) & (Task.status == "in_progress")
+            & Task.lease_expires_at.is_null(False)):
         expires = from_db(task.lease_expires_at)
         if expires is not None and leases.warn_from(expires, task.lease_seconds) > now:
             future.append(leases.warn_from(expires, task.lease_seconds))

@@ -25,17 +25,19 @@ from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
 
 SOURCE_ORDER = {"ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5, "ask_result": 6,
-                "chat": 7, "swarm": 8}
+                "chat": 7, "lease_expired": 8, "reservation_expired": 9, "swarm": 10}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
 SOURCE_TITLES = {"ask": "Questions for you (1-9 answers)", "backup": "Backup", "alert": "Open alerts",
                  "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
-                 "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
+                 "ask_result": "Answers to your questions", "chat": "Unread chat",
+                 "lease_expired": "Task leases ran out", "reservation_expired": "Reservations ran out", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
 
 
 def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
-    ordered = sorted(items, key=lambda i: (SOURCE_ORDER.get(i.source, 9), i.source, PRIORITY_RANK.get(i.priority, 1)))
+    ordered = sorted(items, key=lambda i: (SOURCE_ORDER.get(i.source, len(SOURCE_ORDER)), i.source,
+                                           PRIORITY_RANK.get(i.priority, 1)))
     return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
 
 
