@@ -145,12 +145,13 @@ def list_reservations(viewer: Principal, resource: str | None, holder: str | Non
                       project_id: str | None) -> list[JSONObject]:
     """Reservations in force that the caller may see, soonest to end first; `resource`: those overlapping it."""
     query = Reservation.select().where(_live(_stamp()) & _visible_to(viewer))
+    holder = (holder or "").strip().lower()  # (identities are lowercase slugs; blank: anyone)
     if holder:
         query = query.where(Reservation.holder == holder)
     if project_id:
         query = query.where(Reservation.project_id == project_id)
     rows = list(query.order_by(Reservation.expires_at, Reservation.id))
-    if resource:
+    if resource and resource.strip():
         wanted = resource_globs.normalise(resource)
         rows = [r for r in rows if resource_globs.overlaps(wanted, r.resource)]
     return [reservation_json(r) for r in rows]

@@ -299,10 +299,10 @@ def create_task(viewer: Principal, body: JSONObject, env_identities: frozenset[s
     columns = _task_columns(viewer, body, env_identities)
     if body.get("status") is not None:
         columns["status"] = valid_status(body["status"])
-    if body.get("leaseSeconds") is not None:
-        if columns.get("status") != "in_progress" or not columns.get("assignee_user_id"):
-            raise Invalid("leaseSeconds applies only to a task created in_progress with an assignee")
-        columns.update(leases.lease_columns(leases.valid_lease_seconds(body["leaseSeconds"])))
+    if body.get("leaseSeconds") is not None:  # honoured on a task created in_progress with an assignee only
+        seconds = leases.valid_lease_seconds(body["leaseSeconds"])
+        if columns.get("status") == "in_progress" and columns.get("assignee_user_id"):
+            columns.update(leases.lease_columns(seconds))
     project_access.require_assignable(columns.get("assignee_user_id"), columns.get("project_id"))
     return task_json(insert_task(viewer.identity, columns))
 
@@ -357,10 +357,8 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
     """A move by the state table. `lease_seconds` (a move to in_progress only) gives the holder a lease
     (leases.py); every other move ends the task's lease."""
     caller, is_admin = viewer.identity, viewer.is_admin
-    if lease_seconds is not None:
-        if new_status != "in_progress":
-            raise Invalid("leaseSeconds applies only to a move to in_progress")
-        lease_seconds = leases.valid_lease_seconds(lease_seconds)
+    if lease_seconds is not None:  # honoured on a move to in_progress (with a holder) only, like assigneeUserId
+        lease_seconds = leases.valid_lease_seconds(lease_seconds) if new_status == "in_progress" else None
     task = _task(task_id, viewer)
     old_status, old_assignee = task.status, task.assignee_user_id
     if new_status == old_status:
@@ -388,8 +386,8 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
         require_reassign(task, caller, is_admin)
         project_access.require_assignable(new_assignee, task.project_id)
         assignee = new_assignee
-    if lease_seconds is not None and assignee is None:
-        raise Invalid("leaseSeconds needs a holder: the task has no assignee")
+    if assignee is None:
+        lease_seconds = None
 
     now = to_db(db.now())
     lease = leases.LEASE_CLEARED if lease_seconds is None else leases.lease_columns(lease_seconds)

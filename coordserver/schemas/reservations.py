@@ -9,7 +9,7 @@ import msgspec
 from ..domain.reservations import REASON_MAX, TTL_MAX, TTL_MIN
 from ..domain.resource_globs import RESOURCE_MAX
 from .base import Model, Query, text
-from .common import Identity, Time
+from .common import IdentityOrBlank, Time
 
 Ttl = Annotated[int, msgspec.Meta(ge=TTL_MIN, le=TTL_MAX, description=f"seconds ({TTL_MIN} to {TTL_MAX})")]
 TTL_MESSAGE = f"ttlSeconds must be an integer from {TTL_MIN} to {TTL_MAX}"
@@ -37,7 +37,7 @@ class RenewReservation(Model):
 class ReservationsQuery(Query):
     """GET /api/reservations: those in force the caller may see; `resource`: those overlapping it."""
     resource: Annotated[str, msgspec.Meta(max_length=RESOURCE_MAX)] | None = None
-    holder: Identity | None = None
+    holder: Annotated[IdentityOrBlank, msgspec.Meta(description="an identity (blank: anyone)")] | None = None
     project_id: str | None = None
 
 
