@@ -1,6 +1,6 @@
 """Schema 2 -> 3 (API.md §18) -> 4 (the wake index) -> 5 (notebook read bases) -> 6 (asks) -> 7
-(notebook page versions) -> 8 (alerts) -> 9 (leases, reservations): a version-2 database with projects and tasks opens, is upgraded, and its
-projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
+(notebook page versions) -> 8 (alerts) -> 9 (leases, reservations): a version-2 database with projects and
+tasks opens, is upgraded, and its projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
 from __future__ import annotations
 
 from datetime import datetime
