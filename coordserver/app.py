@@ -34,12 +34,13 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 def _blueprints():
     from .api import (admin, alerts, asks, auth, buzz, chat, directory, doctor, messages, meta, metrics, notebook,
-                      presence, recurring, silences, skills, stream, swarm, users, wake, workflows)
+                      presence, recurring, reservations, silences, skills, stream, swarm, users, wake,
+                      workflows)
     from .web import onboard
     return [auth.bp, meta.bp, onboard.bp, messages.bp, chat.bp, directory.bp, skills.bp, buzz.broadcast_bp,
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
             stream.bp, presence.bp, admin.bp, users.bp, metrics.bp, asks.bp, alerts.bp,
-            silences.bp]
+            silences.bp, reservations.bp]
 
 
 class StandardJSONProvider(DefaultJSONProvider):

@@ -292,6 +292,12 @@ class Task(BaseModel):
     created_at = pw.DateTimeField()
     updated_at = pw.DateTimeField()
     completed_at = pw.DateTimeField(null=True)
+    # A lease (domain/leases.py): the holder's claim runs out at lease_expires_at unless renewed; a lease that
+    # ran out leaves who held it and when, for their and the creator's wake, until the task moves on.
+    lease_expires_at = pw.DateTimeField(null=True, index=True)
+    lease_seconds = pw.IntegerField(null=True)
+    lease_lapsed_by = pw.CharField(max_length=50, null=True)
+    lease_lapsed_at = pw.DateTimeField(null=True)
 
     class Meta:
         indexes = (
@@ -581,6 +587,30 @@ class AskRecipient(BaseModel):
         primary_key = pw.CompositeKey("identity", "ask")
 
 
+# --- reservations ----------------------------------------------------------------------------
+
+class Reservation(BaseModel):
+    """An advisory lock on a named resource (a path, a glob or a service name; domain/reservations.py), held by
+    one identity until it is released or `expires_at` passes. `expired_at`: the expiry pass ended it (the row
+    stays, for the holder's wake, until the holder releases it or reserves the resource again)."""
+    id = pw.AutoField()
+    resource = pw.CharField(max_length=500)
+    exclusive = pw.BooleanField(default=True)
+    holder = pw.CharField(max_length=50)
+    reason = pw.TextField(null=True)
+    project_id = pw.CharField(max_length=36, null=True)
+    ttl_seconds = pw.IntegerField()
+    created_at = pw.DateTimeField()
+    expires_at = pw.DateTimeField()
+    expired_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("expired_at", "expires_at"), False),  # live ones and the expiry pass
+            (("holder", "expired_at"), False),  # the holder's wake
+        )
+
+
 class DirectoryEntry(BaseModel):
     id = pw.AutoField()  # peewee's implicit key, spelled out so that the type checker knows it
     title = pw.CharField(max_length=255)
@@ -629,4 +659,5 @@ ALL_MODELS = [
     Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, NotebookVersion,
     NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient, BuzzAlert, BuzzSilence, Guard, ChatWake,
+    Reservation,
 ]

@@ -16,6 +16,9 @@
   open alerts past their escalation time escalate (escalate_due), in the same loop and the same way: the
   pass hears of those times on the bus (ALERTS) and sleeps until the earliest of them and the ask
   deadlines; each change is a conditional update, so one process makes it.
+- Task leases and resource reservations: leases that ran out return their tasks to ready
+  (domain/lease_changes.expire_due), reservations that ran out end (domain/reservations.expire_due), in the same
+  loop and the same way (the bus channel LEASES announces new ends; conditional updates pick one process).
 """
 from __future__ import annotations
 
@@ -24,9 +27,10 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from .domain import alerts, asks, guards, recurring
+from .domain import alerts, asks, guards, lease_changes, leases, recurring, reservations
 from .errors import log_background_failure
-from .events.channels import ALERTS, ASKS, BUS, GUARDS, AlertsPayload, AsksPayload, GuardsPayload
+from .events.channels import (ALERTS, ASKS, BUS, GUARDS, LEASES, AlertsPayload, AsksPayload, DuePayload,
+                              GuardsPayload)
 from .timeutil import from_db, parse_iso
 
 log = logging.getLogger("coord.scheduler")
@@ -49,6 +53,9 @@ class Scheduler:
         self.alerts_escalated = 0  # by this process's passes
         self._next_guard_due: datetime | None = None  # the earliest guard cooldown end the last pass saw
         self.guards_cleared = 0  # by this process's passes
+        self._next_lease_due: datetime | None = None  # the earliest lease or reservation end the last pass saw
+        self.leases_expired = 0  # by this process's passes
+        self.reservations_expired = 0  # by this process's passes
 
     @property
     def interval(self) -> float:
@@ -66,6 +73,7 @@ class Scheduler:
         self._unsubscribe = [self.coord.bus.subscribe(ASKS, self._on_ask),
                              self.coord.bus.subscribe(ALERTS, self._on_alert),
                              self.coord.bus.subscribe(GUARDS, self._on_guard),
+                             self.coord.bus.subscribe(LEASES, self._on_lease),
                              self.coord.bus.subscribe(BUS, lambda _payload: self._asks_changed.set())]
         self._asks_task = self.coord.spawn(self._run_asks(), "ask-expiry")
 
@@ -127,12 +135,12 @@ class Scheduler:
         self._next_alert_due = await self.coord.store.read(alerts.next_due)
         return reopened
 
-    async def _until_done(self, unit) -> int:
+    async def _until_done(self, unit, batch: int = alerts.UNSNOOZE_BATCH) -> int:
         total = 0
         while True:
             done = await self.coord.store.write_alone(unit)
             total += done
-            if done < alerts.UNSNOOZE_BATCH:
+            if done < batch:
                 return total
 
     async def clear_guards(self) -> int:
@@ -152,6 +160,25 @@ class Scheduler:
         at = _instant(payload.get("dueAt") if isinstance(payload, dict) else None)
         if at is not None and (self._next_guard_due is None or at < self._next_guard_due):
             self._next_guard_due = at
+            self._asks_changed.set()
+
+    async def expire_leases(self) -> tuple[int, int]:
+        """One lease pass now: task leases, then reservations, that ran out (each until none is left). Returns
+        (leases, reservations) this process expired."""
+        tasks = await self._until_done(lease_changes.expire_due, leases.EXPIRE_BATCH)
+        reserved = await self._until_done(reservations.expire_due, reservations.EXPIRE_BATCH)
+        self.leases_expired += tasks
+        self.reservations_expired += reserved
+        due = [at for at in (await self.coord.store.read(lease_changes.next_due),
+                             await self.coord.store.read(reservations.next_due)) if at is not None]
+        self._next_lease_due = min(due) if due else None
+        return tasks, reserved
+
+    def _on_lease(self, payload: DuePayload) -> None:
+        """A lease or reservation ending before the time the pass sleeps towards: wake it."""
+        at = _instant(payload.get("dueAt") if isinstance(payload, dict) else None)
+        if at is not None and (self._next_lease_due is None or at < self._next_lease_due):
+            self._next_lease_due = at
             self._asks_changed.set()
 
     def _on_alert(self, payload: AlertsPayload) -> None:
@@ -177,7 +204,8 @@ class Scheduler:
     def _asks_delay(self) -> float:
         """Seconds until the next pass: the interval, or less when the earliest deadline comes sooner (by
         the injected clock, so a test's FrozenClock never makes it wait longer than the interval)."""
-        due = [at for at in (self._next_deadline, self._next_alert_due, self._next_guard_due) if at is not None]
+        due = [at for at in (self._next_deadline, self._next_alert_due, self._next_guard_due, self._next_lease_due)
+               if at is not None]
         if not due:
             return self.interval
         until = (min(due) - self.coord.clock.now()).total_seconds()
@@ -199,6 +227,10 @@ class Scheduler:
                 await self.clear_guards()
             except Exception:
                 log_background_failure(log, "guard pass failed")
+            try:
+                await self.expire_leases()
+            except Exception:
+                log_background_failure(log, "lease expiry pass failed")
             changed = asyncio.ensure_future(self._asks_changed.wait())
             stop = asyncio.ensure_future(stopping.wait())
             try:

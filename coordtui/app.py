@@ -54,6 +54,7 @@ from .screens.confirm import ConfirmScreen
 from .screens.connect import ConnectScreen
 from .screens.form import FormScreen
 from .screens.help import HelpScreen, PaneHelp
+from .screens.reservations import ReservationsScreen
 from .screens.task_detail import TaskDetailScreen
 from .session import Session
 from .tables import ListTree, PlainTable
@@ -374,6 +375,10 @@ class CoordApp(KeysInOrder, App[None]):
     def channel_read(self, message: ChatPane.ChannelRead) -> None:
         self.live.counts_seen(channels=self.session.counts.read(message.channel_id))
         self.live.recount()  # a count fetched before this read must not have the last word
+
+    @on(SwarmPane.ReservationsAsked)
+    def reservations_asked(self, _message: SwarmPane.ReservationsAsked) -> None:
+        self.push_screen(ReservationsScreen(self.session))
 
     @on(SwarmPane.TaskOpened)
     def task_opened(self, message: SwarmPane.TaskOpened) -> None:

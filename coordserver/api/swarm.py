@@ -5,9 +5,9 @@ from quart import Blueprint
 
 from ..auth import require_identity
 from ..context import coord
-from ..domain import projects, swarm
+from ..domain import lease_changes, projects, swarm
 from ..schemas.common import Ok
-from ..schemas.swarm import (MoveTask, NewProject, NewTask, PageLink, Project, ProjectFields, Projects, ProjectsQuery, Task,
+from ..schemas.swarm import (MoveTask, NewProject, NewTask, PageLink, Project, ProjectFields, Projects, ProjectsQuery, RenewLease, Task,
                              TaskEvents, TaskEventsQuery, TaskFields, TaskPageLinks, Tasks, TasksQuery)
 from .common import accepts, body, query
 
@@ -98,7 +98,16 @@ async def move_task(id: str):  # noqa: A002 (the path parameter is named as in t
     assignee = data.assignee_user_id
     if assignee is not None:
         assignee = await c.store.read(swarm.known_identity, assignee, "assigneeUserId", c.env_identities)
-    return await c.store.write(swarm.move_task, principal, id, status, data.reason, assignee)
+    return await c.store.write(swarm.move_task, principal, id, status, data.reason, assignee, data.lease_seconds)
+
+
+@bp.post("/tasks/<id>/renew")
+@accepts(RenewLease, returns=Task, body_required=False)
+async def renew_lease(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
+    """Extend the lease of a task you hold (by leaseSeconds, else the lease's own length)."""
+    principal = require_identity()
+    data: RenewLease = await body()
+    return await coord().store.write(lease_changes.renew, principal, id, data.lease_seconds)
 
 
 @bp.get("/tasks/<id>/events")

@@ -23,7 +23,7 @@ from ..events import log
 from ..models import NotebookPage, Task, TaskEvent, TaskPageLink
 from ..principal import Principal
 from ..timeutil import iso, parse_iso, to_db
-from . import project_access
+from . import leases, project_access
 from .fields import WS
 from .identities import is_known, valid_identity
 from .task_rules import FINISHED, LIST_RANK, REASSIGNING_MOVES, STATUSES, TRANSITIONS, WAKEABLE, allowed_from, \
@@ -134,7 +134,7 @@ def task_json(t: Task) -> JSONObject:
             "nextTaskId": t.next_task_id, "nextTaskAssigneeUserId": t.next_task_assignee_user_id,
             "recurringTemplateId": t.recurring_template_id, "recurringInstanceAt": iso(t.recurring_instance_at),
             "linkedNotebookPages": t.linked_notebook_pages, "createdAt": iso(t.created_at),
-            "updatedAt": iso(t.updated_at), "completedAt": iso(t.completed_at)}
+            "updatedAt": iso(t.updated_at), "completedAt": iso(t.completed_at), **leases.lease_json(t)}
 
 
 def _task(task_id: str, viewer: Principal | None, lock: bool = False) -> Task:
@@ -150,6 +150,11 @@ def _task(task_id: str, viewer: Principal | None, lock: bool = False) -> Task:
 
 def visible_task(task_id: str, viewer: Principal) -> Task:
     return _task(task_id, viewer)
+
+
+def lock_visible_task(task_id: str, viewer: Principal) -> Task:
+    """The task (404 when absent or not visible), its row locked until the unit commits on PostgreSQL."""
+    return _task(task_id, viewer, lock=True)
 
 
 def list_tasks(viewer: Principal, statuses: list[str] | None, assignee: str | None, project_id: str | None,
@@ -201,8 +206,14 @@ def _announce(task: Task, kind: str, actor: str, previous_status: str | None = N
 
 
 def announce_change(task: Task, actor: str) -> None:
-    """A change beside the task's own fields (a workflow attached or detached): swarm_task_updated."""
+    """A change beside the task's own fields (a workflow attached or detached, a lease renewed):
+    swarm_task_updated."""
     _announce(task, "swarm_task_updated", actor)
+
+
+def announce_move(task: Task, actor: str, previous_status: str) -> None:
+    """A status move made outside move_task (a lease that ran out): swarm_task_updated with previousStatus."""
+    _announce(task, "swarm_task_updated", actor, previous_status=previous_status)
 
 
 def _pulse_if_wakeable(task: Task, actor: str | None) -> None:
@@ -290,6 +301,10 @@ def create_task(viewer: Principal, body: JSONObject, env_identities: frozenset[s
     columns = _task_columns(viewer, body, env_identities)
     if body.get("status") is not None:
         columns["status"] = valid_status(body["status"])
+    if body.get("leaseSeconds") is not None:  # honoured on a task created in_progress with an assignee only
+        seconds = leases.valid_lease_seconds(body["leaseSeconds"])
+        if columns.get("status") == "in_progress" and columns.get("assignee_user_id"):
+            columns.update(leases.lease_columns(seconds))
     project_access.require_assignable(columns.get("assignee_user_id"), columns.get("project_id"))
     return task_json(insert_task(viewer.identity, columns))
 
@@ -314,8 +329,10 @@ def update_task(viewer: Principal, task_id: str, body: JSONObject, env_identitie
         require_reassign(task, caller, is_admin)
     if "project_id" in changed:  # a project's leads may reassign, so moving the task is the same decision
         require_reassign(task, caller, is_admin, "move it to another project")
-    # Only the changed columns are written, so concurrent PATCHes of different fields both survive.
-    Task.update(updated_at=to_db(db.now()), **changed).where(Task.id == task_id).execute()
+    # Only the changed columns are written, so concurrent PATCHes of different fields both survive. A new
+    # holder does not inherit the old one's lease (nor a lapse notice).
+    ended = leases.LEASE_CLEARED if "assignee_user_id" in changed else {}
+    Task.update(updated_at=to_db(db.now()), **changed, **ended).where(Task.id == task_id).execute()
     if "assignee_user_id" in changed:
         record_event(task_id, caller, "assigned", {"assigneeUserId": task.assignee_user_id},
                      {"assigneeUserId": changed["assignee_user_id"]})
@@ -338,14 +355,22 @@ def _event_value(value: Any) -> Any:
 # --- tasks: status moves (the state table, API.md §6) -----------------------------------------
 
 def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | None,
-              new_assignee: str | None) -> JSONObject:
+              new_assignee: str | None, lease_seconds: int | None = None) -> JSONObject:
+    """A move by the state table. `lease_seconds` (a move to in_progress only) gives the holder a lease
+    (leases.py); every other move ends the task's lease."""
     caller, is_admin = viewer.identity, viewer.is_admin
+    if lease_seconds is not None:  # honoured on a move to in_progress (with a holder) only, like assigneeUserId
+        lease_seconds = leases.valid_lease_seconds(lease_seconds) if new_status == "in_progress" else None
     task = _task(task_id, viewer)
     old_status, old_assignee = task.status, task.assignee_user_id
     if new_status == old_status:
         if new_status == "in_progress" and old_assignee and old_assignee != caller:
             # A claim that lost the race (or came late) must not look like success.
             raise Conflict(f"Task is already in progress under {old_assignee}", allowed=allowed_from(old_status))
+        if lease_seconds is not None and old_assignee == caller:  # the holder claims again: a lease from now
+            leases.set_lease(task_id, caller, lease_seconds)
+            task = _task(task_id, None)
+            announce_change(task, caller)
         return task_json(task)
     if new_status not in TRANSITIONS[old_status]:
         raise Conflict(f"Cannot move task from {old_status} to {new_status}", allowed=allowed_from(old_status))
@@ -363,9 +388,12 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
         require_reassign(task, caller, is_admin)
         project_access.require_assignable(new_assignee, task.project_id)
         assignee = new_assignee
+    if assignee is None:
+        lease_seconds = None
 
     now = to_db(db.now())
-    columns: dict[str, Any] = {"status": new_status, "assignee_user_id": assignee, "updated_at": now}
+    lease = leases.LEASE_CLEARED if lease_seconds is None else leases.lease_columns(lease_seconds)
+    columns: dict[str, Any] = {"status": new_status, "assignee_user_id": assignee, "updated_at": now, **lease}
     if new_status in FINISHED:
         columns["completed_at"] = now
     elif old_status in FINISHED:
@@ -380,6 +408,8 @@ def move_task(viewer: Principal, task_id: str, new_status: str, reason: str | No
     after: dict[str, Any] = {"status": new_status}
     if reason is not None:
         after["reason"] = reason
+    if lease_seconds is not None:
+        after["leaseSeconds"] = lease_seconds
     if assignee != old_assignee:
         before["assigneeUserId"], after["assigneeUserId"] = old_assignee, assignee
     record_event(task_id, caller, "status_changed", before, after)

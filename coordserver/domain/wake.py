@@ -18,7 +18,7 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..models import BuzzEvent, Message, Project, Task, Token, User
 from ..timeutil import age_text, from_db, iso, to_db
-from . import asks, guards
+from . import asks, guards, leases, reservations
 from .alerts import wake_items as open_alert_items
 from .project_access import task_visible_fast
 from .wake_chat import chat_items
@@ -38,6 +38,8 @@ class TaskRow(Protocol):
     work_hours_start: int | None
     work_hours_end: int | None
     work_hours_timezone: str | None
+    lease_expires_at: datetime | None
+    lease_seconds: int | None
 
 MAX_ITEMS_PER_SOURCE = 50
 WAKEABLE_STATUSES = ("ready", "in_progress", "review")
@@ -66,8 +68,13 @@ _ACTIONS = {
                    "/api/skill/asks"),
     "guard": ("guards", "A loop among agents is suspected: stop the back-and-forth; wakes and pushes between them "
                         "are held until it clears.", "/api/skill/guards"),
+    "lease_expired": ("leases", "Task leases ran out: claim the task again if you are still on it, or find "
+                                "someone for it.", "/api/skill/swarm"),
+    "reservation_expired": ("reservations", "Reservations of yours ran out: reserve again what you still need, "
+                                            "release the rest.", "/api/skill/reservations"),
 }
-_SOURCE_ORDER = ["guard", "buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat", "swarm"]
+_SOURCE_ORDER = ["guard", "buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat",
+                 "lease_expired", "reservation_expired", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -126,7 +133,8 @@ def in_work_hours(start: int | None, end: int | None, timezone: str | None, now:
 
 def _task_query(identity: str, now: datetime) -> pw.SelectQuery:
     return (Task.select(Task.id, Task.title, Task.status, Task.project_id, Task.created_at, Project.title.alias(
-                        "project_title"), Project.work_hours_start, Project.work_hours_end, Project.work_hours_timezone)
+                        "project_title"), Project.work_hours_start, Project.work_hours_end, Project.work_hours_timezone,
+                        Task.lease_expires_at, Task.lease_seconds)
             .join(Project, pw.JOIN.LEFT_OUTER, on=(Task.project_id == Project.id))
             .where((Task.assignee_user_id == identity) & (Task.status.in_(WAKEABLE_STATUSES))
                    & (Task.on_or_after_at.is_null() | (Task.on_or_after_at <= to_db(now)))
@@ -171,9 +179,23 @@ def active_tasks(identity: str, now: datetime,
     """The task items, how many there are, and what work hours hide (`off_hours`)."""
     hidden: list[TaskRow] = []
     rows, total = _visible_tasks(identity, now, include_off_hours, MAX_ITEMS_PER_SOURCE, hidden)
-    return [{"source": "swarm", "id": t.id, "summary": t.title, "status": t.status,
-             "action": _TASK_ACTIONS[t.status], "priority": "normal", "projectId": t.project_id,
-             "ephemeral": False, "_at": from_db(t.created_at)} for t in rows], total, off_hours(hidden)
+    return [_task_item(t, now) for t in rows], total, off_hours(hidden)
+
+
+def _task_item(task: TaskRow, now: datetime) -> JSONObject:
+    """A swarm item; a leased task's carries `leaseExpiresAt`, and turns high with a renew action once the lease
+    is in its last stretch (leases.warn_from)."""
+    item: JSONObject = {"source": "swarm", "id": task.id, "summary": task.title, "status": task.status,
+                        "action": _TASK_ACTIONS[task.status], "priority": "normal", "projectId": task.project_id,
+                        "ephemeral": False}
+    if task.lease_expires_at is not None and task.status == "in_progress":
+        expires = from_db(task.lease_expires_at)
+        item["leaseExpiresAt"] = iso(expires)
+        if now >= leases.warn_from(expires, task.lease_seconds):
+            item["action"] = leases.RENEW_ACTION.format(id=task.id)
+            item["priority"] = "high"
+    item["_at"] = from_db(task.created_at)
+    return item
 
 
 def _buzz_summary(event: BuzzEvent) -> str:
@@ -264,6 +286,8 @@ def _summary(counts: dict[str, int]) -> str | None:
                            ("message", "unread message", "unread messages"),
                            ("message_pending", "reply owed", "replies owed"),
                            ("ask_result", "ask outcome to read", "ask outcomes to read"),
+                           ("lease_expired", "lease ran out", "leases ran out"),
+                           ("reservation_expired", "reservation ran out", "reservations ran out"),
                            ("chat", "unread chat", "unread chats"),
                            ("swarm", "active task", "active tasks"),
                            ("notification", "notification", "notifications")):
@@ -330,12 +354,18 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
     watched, watched_total = open_alert_items(identity, MAX_ITEMS_PER_SOURCE)
     outcomes, outcome_total = asks.result_items(identity, MAX_ITEMS_PER_SOURCE)
     held, guards_end = guards.wake_items(identity)
+    lapsed, lapsed_total = leases.lapsed_items(identity, MAX_ITEMS_PER_SOURCE)
     counts = {"alert": alert_total, "notification": note_total, "message": unread_total,
               "message_pending": pending_total, "chat": len(chats), "swarm": task_total, "ask": asked_total,
               "ask_result": outcome_total, "open_alert": watched_total, "guard": len(held)}
+    ended, ended_total = reservations.expired_items(identity, MAX_ITEMS_PER_SOURCE)
+    for key, total in (("lease_expired", lapsed_total), ("reservation_expired", ended_total)):
+        if total:  # (counts a v1 wake never has)
+            counts[key] = total
     expires = min([at for at in (tasks_change_at(identity, now), guards_end) if at is not None], default=None)
-    return Gathered(held + alerts + notes + watched + asked + messages + pending + outcomes + chats + tasks, counts,
-                    now, expires, off_hours=hidden, backups_at=len(held) + len(alerts) + len(notes))
+    return Gathered(held + alerts + notes + watched + asked + messages + pending + outcomes + chats + lapsed + ended
+                    + tasks, counts, now, expires, off_hours=hidden,
+                    backups_at=len(held) + len(alerts) + len(notes))
 
 
 def tasks_change_at(identity: str, now: datetime) -> datetime | None:
@@ -349,10 +379,23 @@ def tasks_change_at(identity: str, now: datetime) -> datetime | None:
            "WHERE t.assignee_user_id = ? AND t.status IN (?, ?, ?)")
     next_start, windowed = db.sql_rows(sql, (to_db(now), identity, *WAKEABLE_STATUSES))[0]
     candidates = [from_db(next_start)] if next_start is not None else []
+    candidates += _lease_warnings_at(identity, now)
     if windowed:
         quarter = now.replace(second=0, microsecond=0) - timedelta(minutes=now.minute % 15)
         candidates.append(quarter + timedelta(minutes=15))
     return min(candidates) if candidates else None
+
+
+def _lease_warnings_at(identity: str, now: datetime) -> list[datetime]:
+    """The next instant a lease of the identity's starts its warning (the item turns high): none is written."""
+    future = []
+    for task in Task.select(Task.lease_expires_at, Task.lease_seconds).where(
+            (Task.assignee_user_id == identity) & (Task.status == "in_progress")
+            & Task.lease_expires_at.is_null(False)):
+        expires = from_db(task.lease_expires_at)
+        if expires is not None and leases.warn_from(expires, task.lease_seconds) > now:
+            future.append(leases.warn_from(expires, task.lease_seconds))
+    return [min(future)] if future else []
 
 
 def wake_version(identity: str) -> tuple[tuple[Any, ...], bool]:

@@ -119,6 +119,10 @@ class GuardsPayload(TypedDict):
     dueAt: str | None
 
 
+class DuePayload(TypedDict):
+    dueAt: str | None
+
+
 class BusPayload(TypedDict):
     kind: Literal["reconnected"]
 
@@ -156,6 +160,9 @@ ALERTS: Channel[AlertsPayload] = Channel(
 GUARDS: Channel[GuardsPayload] = Channel(
     "guards", "a loop guard tripped (domain/guards.py): the guard pass sleeps until the earliest cooldown end "
               "(scheduler.py)")
+LEASES: Channel[DuePayload] = Channel(
+    "leases", "a task lease or a resource reservation got a new end (domain/leases.py, domain/reservations.py): "
+              "the expiry pass sleeps until the earliest one (scheduler.py)")
 BUS: Channel[BusPayload] = Channel(
     "bus", "local only: this process listens again after losing its connection, and may have missed "
            "announcements meanwhile")

@@ -29,7 +29,8 @@ PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")]
         "pageId": Annotated[str, msgspec.Meta(description="A notebook page id (uuid)")],
         "askId": Annotated[RowId, msgspec.Meta(description="An ask id")],
         "versionId": Annotated[RowId, msgspec.Meta(description="A notebook page version id")],
-        "alertId": Annotated[RowId, msgspec.Meta(description="A buzz alert id")]}
+        "alertId": Annotated[RowId, msgspec.Meta(description="A buzz alert id")],
+        "reservationId": Annotated[RowId, msgspec.Meta(description="A reservation id")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 

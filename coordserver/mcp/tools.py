@@ -15,6 +15,7 @@ import msgspec
 from ..realtime.ask_waiters import AskWaiters
 from ..schemas.base import Model
 from ..sendroute import SEND_ROUTE
+from . import fence
 from .routes import Reply, RouteCaller
 from .shapes import Refused, Shape, object_schema
 from .terminal_text import terminal_safe
@@ -49,6 +50,20 @@ def _task(verb: str) -> Callable[[Any, dict], str]:
     return lambda t, _args: f"{verb} task {t['id']} '{t['title']}': {t['status']}, assignee {t['assigneeUserId']}."
 
 
+def _leased(t: dict, _args: dict) -> str:
+    return f"Task {t['id']} '{t['title']}': lease until {t.get('leaseExpiresAt') or '(none)'}."
+
+
+def _reservation(verb: str) -> Callable[[Any, dict], str]:
+    return lambda r, _args: (f"{verb} reservation {r['id']} of {r['resource']} "
+                             f"({'exclusive' if r['exclusive'] else 'shared'}) until {r['expiresAt']}.")
+
+
+def _reservations(result: dict, _args: dict) -> str:
+    mine = sum(1 for r in result["reservations"] if r["exclusive"])
+    return f"{len(result['reservations'])} reservations in force, {mine} exclusive."
+
+
 def _presence(result: dict, _args: dict) -> str:
     online = sorted(i for i, p in result.items() if p.get("online"))
     return f"{len(online)} of {len(result)} online: {', '.join(online) or 'nobody'}."
@@ -62,6 +77,8 @@ def _doctor(result: dict, _args: dict) -> str:
 def _ask(a: dict, _args: dict) -> str:
     """One line on an ask's state, and what to do next."""
     said = a["option"] if a["option"] is not None else json.dumps(a["text"], ensure_ascii=False)
+    if a["option"] is not None:
+        said = f"'{said}'"
     if a["status"] == "answered":
         return f"Ask {a['id']}: {a['answeredBy']} answered {said}."
     if a["status"] == "expired":
@@ -233,8 +250,21 @@ TOOLS: list[Tool] = [
          "statuses allowed from the current one (`allowed`).", "PATCH",
          "/api/swarm/tasks/{taskId}/status", _task("Moved")),
     Tool("claim_task", "Start a ready task: an unassigned one becomes yours (of racing claims exactly one "
-         "wins).", "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
+         "wins). With leaseSeconds it is yours only until then unless you renew_task_lease: a lease that runs out "
+         "returns the task to ready.", "PATCH", "/api/swarm/tasks/{taskId}/status", _task("Claimed"),
          fixed={"status": "in_progress"}),
+    Tool("renew_task_lease", "Extend the lease of a task you hold (by leaseSeconds, else the lease's own length).",
+         "POST", "/api/swarm/tasks/{taskId}/renew", _leased),
+    Tool("reserve", "Reserve a resource (a path, a glob such as src/** or src/*.py, or a name) for ttlSeconds: "
+         "exclusive unless exclusive=false (shared ones coexist). Refused with the conflicts when it overlaps "
+         "others' reservations. Advisory: reserve before editing files others may edit.", "POST",
+         "/api/reservations", _reservation("Made")),
+    Tool("list_reservations", "Reservations in force you can see, soonest to end first; resource= lists those "
+         "overlapping it.", "GET", "/api/reservations", _reservations),
+    Tool("renew_reservation", "Extend a reservation you hold (by ttlSeconds, else its own length).", "POST",
+         "/api/reservations/{reservationId}/renew", _reservation("Renewed")),
+    Tool("release", "Release a reservation you hold (an admin may release any).", "DELETE",
+         "/api/reservations/{reservationId}", lambda _r, args: f"Released reservation {args['reservationId']}."),
     Tool("list_projects", "Projects you can see, by title.", "GET", "/api/swarm/projects",
          _count("projects", "projects")),
     Tool("task_workflows", "The workflows (procedures) attached to a task: follow an enabled, unexpired one.",
@@ -317,19 +347,38 @@ async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
     reply = await caller.call(scope, tool.method, path, query, body)
     if tool.then is not None and reply.ok:
         reply = await tool.then(Follow(caller, scope, asks), reply, own)
-    return result_of(tool, reply, arguments or {})
-
-
-def result_of(tool: Tool, reply: Reply, arguments: dict) -> types.CallToolResult:
     if not reply.ok:
-        body = reply.error()
-        return refusal(body["error"], body)
+        refused = reply.error()
+        return refusal(refused["error"], refused)
     result = reply.json()
     structured = {tool.wrap: result} if tool.wrap else result
-    text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    found = fence.pieces(structured, scope["coord.principal"].identity, tool.name)
+    agents = await _agent_flags(caller, scope, found)
+    return result_of(tool, structured, arguments or {}, found, agents)
+
+
+async def _agent_flags(caller: RouteCaller, scope: dict, found: list[fence.Piece]) -> dict[str, bool]:
+    """Whether each author of an untrusted text is an agent (GET /api/users, as the caller)."""
+    if not any(piece.author for piece in found):
+        return {}
+    users = await caller.call(scope, "GET", "/api/users")
+    if not users.ok:
+        return {}
+    return {u["id"]: bool(u.get("isAgent")) for u in users.json().get("users", [])}
+
+
+def result_of(tool: Tool, structured: dict, arguments: dict, found: list[fence.Piece],
+              agents: dict[str, bool]) -> types.CallToolResult:
+    """The route's answer as the tool's result; what others wrote is fenced (fence.py)."""
+    summary = tool.summary(structured, arguments)
+    if not found:
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        return types.CallToolResult(content=[shown(summary), shown(text)], structured_content=structured)
+    text = json.dumps(fence.with_references(structured, found), ensure_ascii=False, separators=(",", ":"))
+    blocks = [shown(block) for block in fence.fenced(found, agents)]
     return types.CallToolResult(
-        content=[shown(tool.summary(structured, arguments)), shown(text)],
-        structured_content=structured)
+        content=[shown(fence.summary_without(summary, found)), shown(text), *blocks],
+        structured_content={**structured, "untrusted": fence.provenance(found, agents)})
 
 
 def markdown_table() -> str:

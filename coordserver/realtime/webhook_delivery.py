@@ -33,7 +33,8 @@ from ..domain import guards
 log = logging.getLogger("coord.push")
 
 CURSOR_NAME = "push"
-PUSHED_TYPES = ("message", "chat_message", "broadcast", "ask", "ask_answered", "ask_expired", "alert_changed")
+PUSHED_TYPES = ("message", "chat_message", "broadcast", "ask", "ask_answered", "ask_expired", "alert_changed",
+                "task_lease_expired", "reservation_changed")
 BACKOFF_SECONDS = (10, 30, 120, 600, 1800, 3600, 10800)  # waits after attempts 1..7
 MAX_ATTEMPTS = 8
 ATTEMPT_TIMEOUT = 5.0
@@ -70,6 +71,15 @@ def push_text(event_type: str, data: dict) -> str:
         by = f" by {data.get('by')}" if data.get("by") else ""
         return (f"{alert.get('appName')} alert \"{alert.get('title')}\" (alert {data.get('alertId')}) "
                 f"{data.get('change')}{by}; {alert.get('count')} firings: GET /api/buzz/alerts/{data.get('alertId')}")
+    if event_type == "task_lease_expired":
+        return (f"The lease of {data.get('holder')} on task \"{_preview(str(data.get('title') or ''))}\" "
+                f"(task {data.get('taskId')}) ran out: it is back in ready, unassigned. "
+                f"Claim it again with PATCH /api/swarm/tasks/{data.get('taskId')}/status if you are still on it")
+    if event_type == "reservation_changed":
+        given = data.get("reservation")
+        reservation = given if isinstance(given, dict) else {}
+        return (f"Your reservation {data.get('reservationId')} of {reservation.get('resource')} ran out. "
+                "Reserve it again with POST /api/reservations if you still need it")
     title = data.get("title")
     return f"{data.get('appName')} alert \"{title}\" (buzz event {data.get('eventId')}): GET /api/wake"
 
@@ -133,6 +143,12 @@ def _audiences(rows: list) -> dict[int, set[str]]:
             escalated = {i for i in row.data.get("escalateTo") or () if isinstance(i, str)}
             agents = {row.data.get("wakeAgent"), row.data.get("notifyAgent")}
             audience = (agents | escalated) - {row.data.get("by"), row.data.get("ingestedBy")}
+        elif row.type == "task_lease_expired":  # the former holder and the task's creator
+            audience = {row.data.get("holder"), row.data.get("creator")}
+        elif row.type == "reservation_changed":  # only an expiry is pushed, to the holder
+            given = row.data.get("reservation")
+            holder = given.get("holder") if isinstance(given, dict) else None
+            audience = {holder} if row.data.get("change") == "expired" else set()
         elif row.type == "chat_message":
             sender = (row.data.get("message") or {}).get("sender")
             audience = members.get(row.data.get("channelId"), set()) - {sender}

@@ -10,6 +10,7 @@ from msgspec import UNSET, UnsetType
 from ..domain.projects import TAGGED_MAX
 from ..domain.swarm import (COLOR_RE, DEFAULT_TIMEZONE, TIMEZONE_MAX, TEXT_MAX, URL_MAX, REASON_MAX, STATUS_LIST_PATTERN,
                             TITLE_MAX)
+from ..domain.leases import LEASE_MAX, LEASE_MIN
 from ..domain.task_rules import STATUSES
 from .base import Model, Query, text
 from .common import Identity, Limit, Time, capped, clamp_limit
@@ -46,17 +47,32 @@ class TaskEventsQuery(Query):
         self.limit = clamp_limit(self.limit)
 
 
+LeaseSeconds = Annotated[int, msgspec.Meta(
+    ge=LEASE_MIN, le=LEASE_MAX, description=f"a lease of this many seconds ({LEASE_MIN} to {LEASE_MAX}): unless "
+                                            "renewed (POST /api/swarm/tasks/{id}/renew) the task returns to ready, "
+                                            "unassigned, when it runs out")]
+LEASE_MESSAGE = f"leaseSeconds must be an integer from {LEASE_MIN} to {LEASE_MAX}"
+
+
 class MoveTask(Model):
-    """PATCH /api/swarm/tasks/{id}/status: a move by the state table (claims are atomic)."""
+    """PATCH /api/swarm/tasks/{id}/status: a move by the state table (claims are atomic). `leaseSeconds`: a move
+    to in_progress only."""
     __messages__ = {"reason": f"reason must be a string of at most {REASON_MAX} characters",
-                    "status": "status required"}
+                    "status": "status required", "leaseSeconds": LEASE_MESSAGE}
     status: Status
     reason: Annotated[str, msgspec.Meta(max_length=REASON_MAX)] | None = None
     assignee_user_id: Identity | None = None
+    lease_seconds: LeaseSeconds | None = None
 
     def __post_init__(self) -> None:
         if self.status == "":
             raise ValueError("status required")
+
+
+class RenewLease(Model):
+    """POST /api/swarm/tasks/{id}/renew: the holder extends the lease (by its own length without leaseSeconds)."""
+    __messages__ = {"leaseSeconds": LEASE_MESSAGE}
+    lease_seconds: LeaseSeconds | None = None
 
 
 class PageLink(Model):
@@ -135,9 +151,12 @@ class TaskFields(Model):
 
 
 class NewTask(TaskFields, kw_only=True):
-    """POST /api/swarm/tasks: `title` required; status defaults to ready."""
+    """POST /api/swarm/tasks: `title` required; status defaults to ready; `leaseSeconds` only with status
+    in_progress and an assignee."""
+    __messages__ = {**TaskFields.__messages__, "leaseSeconds": LEASE_MESSAGE}
     title: Title
     status: Status | None | UnsetType = UNSET
+    lease_seconds: LeaseSeconds | None | UnsetType = UNSET
 
 
 class Project(Model):
@@ -190,6 +209,8 @@ class Task(Model):
     created_at: Time
     updated_at: Time
     completed_at: Time | None
+    lease_expires_at: Annotated[Time, msgspec.Meta(
+        description="present only while the task holds a lease: when it runs out")] | UnsetType = UNSET
 
 
 class Tasks(Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Literal, Union
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from .alerts import Runbook
 from .base import Model, Query
@@ -39,9 +40,25 @@ class PendingItem(WakeItem, tag="message_pending"):
 
 
 class SwarmItem(WakeItem, tag="swarm"):
-    """A task assigned to the caller in a wakeable status."""
+    """A task assigned to the caller in a wakeable status; `leaseExpiresAt` while it holds a lease (the item is
+    `high` with a renew action in the lease's last stretch)."""
     id: str
     status: Status
+    project_id: str | None
+    lease_expires_at: Time | UnsetType = UNSET
+
+
+class LeaseExpiredItem(WakeItem, tag="lease_expired"):
+    """A task whose lease ran out while the caller held it, or that the caller created: back in ready and
+    unassigned. It leaves when the task is claimed, moved or assigned again."""
+    id: str
+    former_holder: str
+    project_id: str | None
+
+
+class ReservationExpiredItem(WakeItem, tag="reservation_expired"):
+    """A reservation of the caller's that ran out. It leaves when released or the resource is reserved again."""
+    id: int
     project_id: str | None
 
 
@@ -137,7 +154,7 @@ class WakePayload(Model):
     instructions: str
     skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
     items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, AlertItem, BackupItem, ChatItem, AskItem,
-                      AskResultItem, GuardItem]]
+                      AskResultItem, GuardItem, LeaseExpiredItem, ReservationExpiredItem]]
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time

@@ -11,7 +11,7 @@ import certifi
 import httpx
 
 from .models import (Alert, Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity,
-                     InboxPage, JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Silence, Task,
+                     InboxPage, JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Reservation, Silence, Task,
                      TaskEvent, User, Wake, parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
 from .safe_text import neutralise, neutralise_json
@@ -220,6 +220,15 @@ class CoordClient:
 
     async def cancel_ask(self, ask_id: int) -> Ask:
         return Ask.parse(await self.request("POST", f"/api/asks/{_q(ask_id)}/cancel"))
+
+    # reservations (ours: a 404 from another v1 server means unsupported)
+    async def reservations(self, resource: str | None = None, holder: str | None = None) -> list[Reservation]:
+        """Reservations in force I may see, soonest to end first; `resource`: those overlapping it."""
+        body = await self.request("GET", "/api/reservations", params={"resource": resource, "holder": holder})
+        return [Reservation.parse(r) for r in body.get("reservations") or [] if isinstance(r, dict)]
+
+    async def release_reservation(self, reservation_id: int) -> None:
+        await self.request("DELETE", f"/api/reservations/{_q(reservation_id)}")
 
     # alerts and silences (ours: a 404 from another v1 server means unsupported)
     async def alerts(self, state: str | None = None, app_name: str | None = None, limit: int = 50) -> list[Alert]:

@@ -605,3 +605,34 @@ class ServerEvent:
     data: JSONObject
     id: int | None = None
     extra: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """An advisory lock on a resource (a path, glob or name) until `expires_at` (ours: `GET /api/skill/reservations`)."""
+    id: int
+    resource: str
+    exclusive: bool
+    holder: str
+    reason: str | None
+    project_id: str | None
+    expires_at: datetime | None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "Reservation":
+        return cls(id=parse_id(row.get("id")), resource=str(row.get("resource") or ""),
+                   exclusive=bool(row.get("exclusive", True)), holder=str(row.get("holder") or ""),
+                   reason=row.get("reason"), project_id=row.get("projectId"),
+                   expires_at=parse_time(row.get("expiresAt")))
+
+
+def time_left(until: datetime | None, now: datetime) -> str:
+    """`12m 30s`, `1h 5m`, or `ended` once `until` has passed."""
+    if until is None:
+        return ""
+    seconds = int((until - now).total_seconds())
+    if seconds <= 0:
+        return "ended"
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}h {minutes}m" if hours else f"{minutes}m {seconds}s" if minutes else f"{seconds}s"

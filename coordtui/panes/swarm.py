@@ -57,7 +57,8 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
             ("m", "move: only the statuses allowed from here"),
             ("c", "claim (start) the task"), ("n", "new task"), ("e", "edit the task"),
             ("f", "filter by project (cycles)"), ("/", "filter tasks by text"), ("P", "projects"),
-            ("R", "recurring templates"), ("x", "close the task (won't do) with a reason"),
+            ("R", "recurring templates"), ("r", "reservations: who holds which files, time left"),
+            ("x", "close the task (won't do) with a reason"),
             ("d", "show / hide the Complete and Closed columns")]
     BINDINGS = [Binding("left_square_bracket", "shift(-1)", "Move ←", id="swarm.back"),
                 Binding("right_square_bracket", "shift(1)", "Move →", id="swarm.forward"),
@@ -67,12 +68,16 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
                 Binding("h", "column(-1)", "", show=False), Binding("l", "column(1)", "", show=False),
                 Binding("x", "close", "Close", id="swarm.close"), Binding("d", "done", "Done", id="swarm.done"),
                 Binding("P", "ops('projects')", "Projects", id="swarm.projects"),
-                Binding("R", "ops('templates')", "Recurring", id="swarm.templates")]
+                Binding("R", "ops('templates')", "Recurring", id="swarm.templates"),
+                Binding("r", "reservations", "Reservations", id="swarm.reservations")]
 
     @dataclass
     class TaskOpened(Message):
         """enter on a task: its detail and history."""
         task_id: str
+
+    class ReservationsAsked(Message):
+        """r: the reservations in force (advisory locks), where one's own can be released."""
 
     def __init__(self, session: Session, *, title: str, id: str) -> None:
         super().__init__(session, title=title, id=id)
@@ -246,6 +251,10 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
         task = self._need()
         if task is not None and await move_task(self, self.client, task.id, "in_progress"):
             self.request_reload()
+
+    def action_reservations(self) -> None:
+        """Reservations in force (advisory locks on files and services), with release of your own."""
+        self.post_message(self.ReservationsAsked())
 
     def project_id_for(self, title: str) -> str | None:
         return next((p.id for p in self.projects if p.title == title), None)

@@ -29,18 +29,21 @@ from ..tables import PlainTable, cursor_key, jump_to_next
 ACKED_ELSEWHERE = "alert_acked"  # an open alert shown here that someone else acked meanwhile: no longer urgent
 ACKED_SHOWN_FOR = timedelta(minutes=30)  # how long such an alert stays listed, unless it changes again
 SOURCE_ORDER = {"guard": -1, "ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5,
-                "ask_result": 6, "chat": 7, "swarm": 8, ACKED_ELSEWHERE: 9}
+                "ask_result": 6, "chat": 7, "lease_expired": 8, "reservation_expired": 9, "swarm": 10,
+                ACKED_ELSEWHERE: 11}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
 SOURCE_TITLES = {"guard": "Loop guards (agents looping: wakes held)", "ask": "Questions for you (1-9 answers)",
                  "backup": "Backup", "alert": "Open alerts (a acks)", ACKED_ELSEWHERE: "Acked by others (a hides)",
                  "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
-                 "ask_result": "Answers to your questions", "chat": "Unread chat", "swarm": "Tasks"}
+                 "ask_result": "Answers to your questions", "chat": "Unread chat",
+                 "lease_expired": "Task leases ran out", "reservation_expired": "Reservations ran out", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
 
 
 def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
-    ordered = sorted(items, key=lambda i: (SOURCE_ORDER.get(i.source, 9), i.source, PRIORITY_RANK.get(i.priority, 1)))
+    ordered = sorted(items, key=lambda i: (SOURCE_ORDER.get(i.source, len(SOURCE_ORDER)), i.source,
+                                           PRIORITY_RANK.get(i.priority, 1)))
     return [(source, list(group)) for source, group in groupby(ordered, key=lambda i: i.source)]
 
 

@@ -170,7 +170,8 @@ _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId"
                    "minutes": ("alice", f"/api/buzz/alerts/{_UNKNOWN_ID}/snooze"),
                    "webhookId": ("alice", "/api/buzz/silences/preview"),
                    "escalateAfterMinutes": ("alice", "/api/buzz/webhooks"),
-                   "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}")}
+                   "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}"),
+                   "leaseSeconds": ("alice", "/api/swarm/tasks"), "ttlSeconds": ("alice", "/api/reservations")}
 
 
 def test_integer_fields_refuse_out_of_range_numbers(hostile_server):

@@ -187,6 +187,17 @@ def _swarm(alice, bob) -> str:
     alice.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"})
     alice.get("/api/swarm/tasks", params={"includeCompleted": "true"})
     alice.get(f"/api/swarm/tasks/{task['id']}/events")
+    leased = alice.post("/api/swarm/tasks", json={"title": "Leased"}).json()
+    bob.patch(f"/api/swarm/tasks/{leased['id']}/status", json={"status": "in_progress", "leaseSeconds": 86400})
+    bob.post(f"/api/swarm/tasks/{leased['id']}/renew", json={"leaseSeconds": 86400})
+    held = alice.post("/api/reservations", json={"resource": "src/**", "ttlSeconds": 86400, "reason": "refactor",
+                                                 "projectId": project["id"]}).json()
+    bob.post("/api/reservations", json={"resource": "lib/app.py", "ttlSeconds": 60, "projectId": project["id"]})
+    alice.post(f"/api/reservations/{held['id']}/renew", json={"ttlSeconds": 86400})
+    spare_hold = bob.post("/api/reservations", json={"resource": "docs/", "ttlSeconds": 600,
+                                                     "exclusive": False}).json()
+    bob.get("/api/reservations", params={"resource": "src/a.py"})
+    bob.delete(f"/api/reservations/{spare_hold['id']}")
     return task["id"]
 
 

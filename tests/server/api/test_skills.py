@@ -162,7 +162,7 @@ def test_reference_monitor_resumes_with_last_event_id(server, tmp_path):
         httpd.shutdown()
 
 
-@pytest.mark.parametrize("page", ["messages", "chat", "directory", "onboarding", "guards"])
+@pytest.mark.parametrize("page", ["messages", "chat", "directory", "onboarding", "guards", "reservations", "swarm"])
 def test_pages_have_curl_examples(server, page):
     assert "curl " in client(server).get(f"/api/skill/{page}").text
 

@@ -1,6 +1,6 @@
 """Schema 2 -> 3 (API.md §18) -> 4 (the wake index) -> 5 (notebook read bases) -> 6 (asks) -> 7
-(notebook page versions): a version-2 database with projects and tasks opens, is upgraded, and its
-projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
+(notebook page versions) -> 8 (alerts) -> 9 (leases, reservations): a version-2 database with projects and
+tasks opens, is upgraded, and its projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -41,7 +41,7 @@ def create_v2_database(url: str) -> tuple[str, str]:
     return "p-old", "t-old"
 
 
-def test_v2_database_is_upgraded_through_3_to_9(make_server, database_url):
+def test_v2_database_is_upgraded_through_every_version(make_server, database_url):
     project_id, task_id = create_v2_database(database_url)
     srv = make_server(database_url=database_url)
     alice, bob, carol = client(srv, "alice"), client(srv, "bob"), client(srv, "carol")
@@ -58,11 +58,16 @@ def test_v2_database_is_upgraded_through_3_to_9(make_server, database_url):
     assert workflow.status_code == 200
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (9, 9)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (11, 11)
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
     assert store.database.table_exists("buzz_alert")
     assert "alert_id" in {c.name for c in store.database.get_columns("buzz_event")}
     assert {"flap_resolutions", "flap_window_minutes"} <= {c.name for c in store.database.get_columns("buzz_webhook")}
+    assert store.database.table_exists("guard") and store.database.table_exists("chat_wake")  # 10: loop guards
+    assert "is_agent" in {c.name for c in store.database.get_columns("invite")}
+    assert store.database.table_exists("reservation")  # 11: leases and reservations
+    assert {"lease_expires_at", "lease_seconds", "lease_lapsed_by", "lease_lapsed_at"} <= \
+        {c.name for c in store.database.get_columns("task")}
     store.close()

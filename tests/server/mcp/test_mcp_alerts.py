@@ -35,7 +35,8 @@ async def test_list_ack_snooze_and_resolve(srv):
         assert [(a["id"], a["count"]) for a in listed["alerts"]] == [(first["alertId"], 2)]
         acked = await bob.call_tool("ack_alert", {"alertId": first["alertId"]})
         assert succeeded(acked)["ackedBy"] == "bob"
-        assert acked.content[0].text == f"Acked alert {first['alertId']} 'Disk full': acked, 2 firings, acked by bob."
+        # the feed's title is fenced, never quoted in the summary (fence.py)
+        assert acked.content[0].text == f"Acked alert {first['alertId']} ⟦untrusted 1⟧: acked, 2 firings, acked by bob."
         async with connect(srv.url, "alice") as alice_mcp:
             again = refused(await alice_mcp.call_tool("ack_alert", {"alertId": first["alertId"]}))
             assert again == {"error": "Already acked by bob", "state": "acked", "ackedBy": "bob"}

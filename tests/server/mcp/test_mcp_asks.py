@@ -66,7 +66,7 @@ async def test_ask_human_blocks_until_a_rest_answer_releases_it(srv, mode):
     assert released - answered_at < GRACE
     ask = succeeded(result)
     assert (ask["id"], ask["status"], ask["answeredBy"], ask["option"]) == (made["id"], "answered", "bob", "Wait")
-    assert result.content[0].text == f"Ask {made['id']}: bob answered Wait."
+    assert result.content[0].text == f"Ask {made['id']}: bob answered 'Wait'."  # the asker's own label
     assert ask["readAt"] is not None  # the agent got the answer: nothing waits in its wake
     with client(srv, "alice") as alice:
         assert not [i for i in ok(alice.get("/api/wake"))["items"] if i["source"] == "ask_result"]

@@ -30,10 +30,14 @@ async def test_tool_texts_show_placeholders_and_structured_content_keeps_the_dat
             assert not result.is_error, (name, result.content[0].text)
             texts[name] = [c.text for c in result.content]
             assert not raw_controls("".join(texts[name])), (name, texts[name])
-        assert SHOWN in texts["notebook_read"][0] and SHOWN in texts["update_task"][0]  # summaries quote titles
+        # Summaries no longer quote others' titles (fence.py): the fenced blocks after the JSON show them.
+        assert "⟦untrusted" in texts["notebook_read"][0] and "⟦untrusted" in texts["update_task"][0]
+        assert SHOWN in "".join(texts["notebook_read"][2:]) and SHOWN in "".join(texts["update_task"][2:])
         for name in ("list_inbox", "chat_read", "notebook_read", "directory", "buzz_events", "list_tasks"):
-            assert "\ufffd" in texts[name][1], name  # the JSON text: C1 and bidi controls as U+FFFD
-            assert "\\u001b]0;PWNED-TITLE\\u0007" in texts[name][1], name  # C0 as JSON escapes, as ever
+            shown = "".join(texts[name][1:])  # the JSON text and the fenced blocks
+            assert "\ufffd" in shown, name  # C1 and bidi controls as U+FFFD
+            # C0: as JSON escapes in the JSON, as control pictures in a fenced block
+            assert "\\u001b]0;PWNED-TITLE\\u0007" in shown or "␛]0;PWNED-TITLE␇" in shown, name
         inbox = (await s.call_tool("list_inbox", {})).structured_content
         assert inbox["messages"][0]["title"] == PAYLOAD  # the data itself is unchanged
         channels = (await s.call_tool("chat_channels", {})).structured_content["channels"]

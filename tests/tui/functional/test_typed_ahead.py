@@ -398,6 +398,18 @@ async def on_task(pilot, app, server, head: str, status: str = "ready") -> dict:
     return task
 
 
+@scenario("alice", "coordtui.screens.reservations:ReservationsScreen.action_release")
+async def release_reservation(server, pilot, app):
+    """r opens the reservations (the soonest to end is first, under the cursor), then d and y in one burst."""
+    made = api(server, "alice", "POST", "/api/reservations", json={"resource": "typed/ahead/**", "ttlSeconds": 600})
+    await on_pane(pilot, app, "4", "swarm")
+    await pilot.press("r")
+    await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "reservations listed")
+    await pilot.press("d", "y")
+    await until(pilot, lambda: made["id"] not in [r["id"] for r in api(server, "alice", "GET", "/api/reservations")
+                                                  ["reservations"]], "released")
+
+
 @scenario("alice", "coordtui.panes.swarm:SwarmPane.action_new")
 async def new_task(server, pilot, app):
     await on_pane(pilot, app, "4", "swarm")
