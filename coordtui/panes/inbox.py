@@ -51,7 +51,7 @@ class InboxPane(Pane[MailData]):
             ("n / N", "next / previous unread"), ("s", "sent mail / received mail"),
             ("/", "search (enter; escape clears)"), ("ctrl+e", "in a form: write the body in $EDITOR")]
     BINDINGS = [Binding("c", "compose", "Compose", id="inbox.compose"), Binding("r", "reply", "Reply", id="inbox.reply"),
-                Binding("f", "forward", "Forward", id="inbox.forward"),
+                Binding("f", "forward", "Forward", show=False, id="inbox.forward"),  # in help (?); the bar keeps Pending
                 Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", id="inbox.ack_all"),
                 Binding("p", "pending", "Pending", id="inbox.pending"),
                 Binding("n", "next_unread(1)", "Next unread", id="inbox.next_unread"),
