@@ -16,6 +16,8 @@ from .errors import Invalid
 from .ratelimit import RateLimiter, route_class
 from .realtime.presence import PresenceTracker
 
+MCP_PATH = "/mcp"  # the MCP endpoint's (mcp/endpoint.py): a first request there is announced as `via: "mcp"`
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -43,7 +45,7 @@ class Gate:
         if self._rate_limits and token and principal is None:
             self._limiter.check("refused", client(), "requests with an invalid token")
         if principal is not None:
-            self._presence.touch(principal.identity, "api")
+            self._presence.touch(principal.identity, "api", via="mcp" if path == MCP_PATH else None)
         no_nul(path, query)
         return Admission(principal, token is not None, rate_headers)
 

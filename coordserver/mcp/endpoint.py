@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from ..domain.doctor import version
 from ..auth import identity_required, parse_bearer
 from ..errors import ApiError, render_error
-from ..gate import client_address
+from ..gate import MCP_PATH, client_address
 from ..metrics import process_metrics
 from ..principal import Principal
 from ..realtime.ask_waiters import AskWaiters
@@ -41,7 +41,7 @@ from .terminal_text import terminal_safe
 
 log = logging.getLogger("coord.mcp")
 
-PATH = "/mcp"
+PATH = MCP_PATH
 SESSION_IDLE_SECONDS = 10 * 60  # a session with no request in flight and no open GET stream for this long ends
 MAX_SESSIONS = 1000  # per process, all identities (each identity at most wake_listeners.SESSIONS_PER_IDENTITY)
 _SESSION_HEADER = b"mcp-session-id"

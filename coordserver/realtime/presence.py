@@ -89,13 +89,15 @@ class PresenceTracker:
             if mine is None or mine[0] < when:
                 self.seen[identity] = (when, source)
 
-    def touch(self, identity: str, source: str = "api") -> None:
+    def touch(self, identity: str, source: str = "api", via: str | None = None) -> None:
+        """A request or stream of `identity`; `via` ("mcp": the MCP endpoint) is said in the presence event
+        announcing it online (ours, additive: v1's `source` is only "api" or "sse")."""
         now = self.coord.now()
         self.seen[identity] = (now, source)
         self._dirty[identity] = (now, source)
         if identity not in self._online:
             self._online.add(identity)
-            self._announce(identity, True)
+            self._announce(identity, True, via)
 
     def connection_opened(self, identity: str, source: str) -> None:
         """An event stream ("sse") or notebook socket ("api") opened: online while it stays open. Whether
@@ -124,11 +126,12 @@ class PresenceTracker:
         """Last-seen times as plain values, for domain code (backup alerts in wakes)."""
         return {identity: when for identity, (when, _source) in list(self.seen.items())}
 
-    def _announce(self, identity: str, online: bool) -> None:
+    def _announce(self, identity: str, online: bool, via: str | None = None) -> None:
         seen = self.seen.get(identity)
         self.coord.bus.publish(EPHEMERAL, {"type": "presence", "to": None, "data": {
             "type": "presence", "identity": identity, "online": online,
-            "lastSeen": iso(seen[0]) if seen else None, "source": seen[1] if seen else None}})
+            "lastSeen": iso(seen[0]) if seen else None, "source": seen[1] if seen else None,
+            **({"via": via} if via else {})}})
 
     def sweep(self) -> None:
         """Announce identities that have gone quiet."""

@@ -81,9 +81,9 @@ class AgentSetup:
                 (f"Token for {self.identity}", self.token)]
 
 
-def connected_text(identity: str, source: str | None) -> str:
-    via = {"sse": " (event stream)", "api": " (its first request)"}.get(source or "", "")
-    return f"{identity} connected{via}"
+def connected_text(identity: str, source: str | None, via: str | None = None) -> str:
+    how = " via MCP" if via == "mcp" else {"sse": " (event stream)", "api": " (its first request)"}.get(source or "", "")
+    return f"{identity} connected{how}"
 
 
 class OnboardScreen(SecretScreen):
@@ -117,7 +117,7 @@ class OnboardScreen(SecretScreen):
     def handle_events(self, events: list[ServerEvent]) -> None:
         for event in events:
             if event.type == "presence" and event.data.get("identity") == self.identity and event.data.get("online"):
-                self.mark_connected(connected_text(self.identity, event.data.get("source")))
+                self.mark_connected(connected_text(self.identity, event.data.get("source"), event.data.get("via")))
 
     def mark_connected(self, text: str) -> None:
         if self.connected:

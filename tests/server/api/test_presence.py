@@ -76,6 +76,18 @@ async def test_presence_events_announce_going_online_and_offline(make_server):
         assert offline.data["online"] is False
 
 
+async def test_a_first_request_over_mcp_is_announced_via_mcp(make_server):
+    """Ours, additive: the presence event of an identity whose first request came to /mcp says `via: "mcp"`
+    (its v1 `source` stays "api"): coordtui's Connect an agent says how the agent connected."""
+    srv = make_server()
+    async with open_stream(srv, "bob") as bob:
+        with client(srv, "carol") as carol:
+            carol.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                       headers={"Accept": "application/json, text/event-stream"})
+        online = await bob.until(lambda f: f.event == "presence" and f.data["identity"] == "carol")
+        assert (online.data["online"], online.data["source"], online.data.get("via")) == (True, "api", "mcp")
+
+
 async def _sweep(srv):
     srv.coord.services.presence.sweep()
 

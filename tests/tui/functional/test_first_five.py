@@ -62,7 +62,7 @@ async def test_connect_an_agent_gives_a_working_mcp_configuration_and_sees_it_co
             result = await session.call_tool("wake", {})
             assert not result.is_error, result.content
         await wait_for(pilot, lambda: dialog.connected, what="the dialog seeing build-bot connect")
-        assert "build-bot connected" in str(dialog.query_one("#onboard-status").render())
+        assert "build-bot connected via MCP" in str(dialog.query_one("#onboard-status").render())
 
         # the curl, as shown, sends the first message to whoever connected it
         process = await asyncio.create_subprocess_shell(shown(dialog, "A first message"),
