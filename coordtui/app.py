@@ -264,6 +264,10 @@ class CoordApp(KeysInOrder, App[None]):
         self.render_connection()
         self.live.recount()
 
+    async def identity_names(self) -> tuple[str, ...]:
+        """The server's identities, for the identity fields of forms to complete from (screens/form.py)."""
+        return tuple(user.id for user in await self.session.connected_client().users())
+
     def server_key(self) -> str:
         """What names this server across runs: the bundled server's port changes every start, its data dir does not."""
         if self.embedded is not None:

@@ -87,7 +87,7 @@ async def answer_alike(client: CoordClient, asks: list[Ask], option: int) -> Bat
 def ask_fields(to: str = "") -> list[Field]:
     return [
         Field("to", "To (identities, comma-separated: a group is answered once for all)", to, required=True,
-              wire="to"),
+              wire="to", names=True),
         Field("question", "Question", kind="text", required=True, max_len=limits.ASK_QUESTION, wire="question"),
         Field("options", f"Options, one per line (2 to {limits.ASK_OPTIONS}; none: answered in words)",
               kind="text", wire="options", hint=f"Each at most {limits.ASK_OPTION_LABEL} characters; "

@@ -12,7 +12,7 @@ from .base import Command, OpsHost, identity_list, run_form
 def new_group(host: OpsHost) -> None:
     fields = [Field("name", "Name", required=True, max_len=limits.CHAT_GROUP_NAME, wire="name"),
               Field("members", "Members (identities, comma-separated; you are included)", required=True,
-                    wire="members")]
+                    wire="members", names=True)]
 
     def submit(values: FormValues) -> Awaitable[Any]:
         return host.client.create_group(values["name"], identity_list(values["members"]))

@@ -28,9 +28,9 @@ def project_fields(project: Project | None, visibility: bool = True) -> list[Fie
         Field("description", "Description", (p.description or "") if p else "", max_len=limits.PROJECT_DESCRIPTION,
               wire="description"),
         Field("project_lead", "Project lead (identity; empty = you)", (p.project_lead or "") if p else "",
-              wire="projectLeadUserId"),
+              wire="projectLeadUserId", names=True),
         Field("developer_lead", "Developer lead (identity; empty = you)", (p.developer_lead or "") if p else "",
-              wire="developerLeadUserId"),
+              wire="developerLeadUserId", names=True),
         Field("hours_start", "Work hours start (0-23; empty = no window)", _hour(p.work_hours_start) if p else "",
               wire="workHoursStart"),
         Field("hours_end", "Work hours end (0-23, exclusive)", _hour(p.work_hours_end) if p else "",
@@ -40,7 +40,7 @@ def project_fields(project: Project | None, visibility: bool = True) -> list[Fie
     ]
     if visibility:  # §18: a server without taggedUsers gets no such field
         fields.append(Field("visible", "Visible to (identities, comma-separated; empty = everyone)",
-                            ", ".join(p.tagged_users or []) if p else "", wire="taggedUsers"))
+                            ", ".join(p.tagged_users or []) if p else "", wire="taggedUsers", names=True))
     return fields
 
 

@@ -34,11 +34,11 @@ def webhook_fields(hook: Webhook | None, creator: str = "") -> list[Field]:
               max_len=limits.WEBHOOK_APP_NAME, wire="appName"),
         Field("title", "Title", h.title if h else "", required=True, max_len=limits.WEBHOOK_TITLE, wire="title"),
         Field("for_users", "For users (comma-separated)", (h.for_users or "") if h else "",
-              max_len=limits.WEBHOOK_FOR_USERS, wire="forUsers", hint=FOR_USERS_HINT),
+              max_len=limits.WEBHOOK_FOR_USERS, wire="forUsers", hint=FOR_USERS_HINT, names=True),
         Field("wake_agent", "Wake agent (identity)", (h.wake_agent or "") if h else creator, wire="wakeAgent",
-              hint=WAKE_AGENT_HINT),
+              hint=WAKE_AGENT_HINT, names=True),
         Field("notify_agent", "Notify agent (identity)", (h.notify_agent or "") if h else "", wire="notifyAgent",
-              hint=NOTIFY_AGENT_HINT),
+              hint=NOTIFY_AGENT_HINT, names=True),
         Field("runbook_page_id", "Runbook: notebook page id", (h.runbook_page_id or "") if h else "",
               max_len=limits.RUNBOOK_PAGE_ID, wire="runbookPageId", hint=RUNBOOK_HINT),
         Field("runbook_url", "Runbook: URL (http or https)", (h.runbook_url or "") if h else "",
@@ -46,7 +46,7 @@ def webhook_fields(hook: Webhook | None, creator: str = "") -> list[Field]:
         Field("escalate_after", f"Escalate after (minutes, 1 to {limits.ESCALATE_MINUTES}; empty: never)",
               str(h.escalate_after_minutes or "") if h else "", wire="escalateAfterMinutes", hint=ESCALATE_HINT),
         Field("escalate_to", "Escalate to (identities, comma-separated)", (h.escalate_to or "") if h else "",
-              max_len=limits.WEBHOOK_FOR_USERS, wire="escalateTo"),
+              max_len=limits.WEBHOOK_FOR_USERS, wire="escalateTo", names=True),
     ]
     if h is not None:
         fields.append(Field("enabled", "Enabled (off: ingest answers 404)", h.enabled, kind="check"))

@@ -299,6 +299,6 @@ class ChatPane(Pane[ChatData]):
     @work(group="chat-action", exit_on_error=False)
     async def action_open_dm(self) -> None:
         channel_id = await self.app.push_screen_wait(FormScreen("Direct message", [
-            Field("identity", "With", required=True)], "Open", submit=lambda v: self.client.open_dm(v["identity"])))
+            Field("identity", "With", required=True, names=True)], "Open", submit=lambda v: self.client.open_dm(v["identity"])))
         if isinstance(channel_id, str):
             self.open_for_reading(channel_id)

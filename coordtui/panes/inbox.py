@@ -269,7 +269,7 @@ class InboxPane(Pane[MailData]):
     @work(group="inbox-action", exit_on_error=False)
     async def action_compose(self, recipient: str = "", title: str = "", body: str = "") -> None:
         sent = await self.app.push_screen_wait(FormScreen("New message", [
-            Field("recipient", "To", recipient, required=True),
+            Field("recipient", "To", recipient, required=True, names=True),
             Field("title", "Title", title, required=True, max_len=limits.MESSAGE_TITLE),
             Field("body", "Body", body, kind="text", max_len=limits.MESSAGE_BODY),
             Field("urgent", "Urgent", False, kind="check")], "Send",

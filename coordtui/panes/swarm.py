@@ -41,7 +41,7 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
                     max_len=limits.TASK_TITLE),
               Field("detail", "Detail", (task.detail or "") if task else detail_text, kind="text",
                     max_len=limits.TASK_DETAIL),
-              Field("assignee", "Assignee", (task.assignee or "") if task else (me or "")),
+              Field("assignee", "Assignee", (task.assignee or "") if task else (me or ""), names=True),
               Field("project", "Project", current, kind="select", options=project_choices(projects),
                     load=load_projects)]
     if with_status:

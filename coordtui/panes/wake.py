@@ -392,7 +392,7 @@ class WakePane(Pane[Wake]):
             Field("title", "Title", item.summary[:limits.TASK_TITLE], required=True, max_len=limits.TASK_TITLE),
             Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text",
                   max_len=limits.TASK_DETAIL),
-            Field("assignee", "Assignee", self.session.identity or "")], "Create",
+            Field("assignee", "Assignee", self.session.identity or "", names=True)], "Create",
             submit=lambda v: self.client.create_task(v["title"], detail=v["detail"] or None,
                                                      assigneeUserId=v["assignee"] or None)))
         if created:

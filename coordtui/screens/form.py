@@ -26,6 +26,7 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
+from textual.suggester import Suggester
 from textual.content import Content
 from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
 
@@ -44,6 +45,30 @@ class KeepsDrafts(Protocol):
     form_drafts: dict[str, FormValues]
 
 
+@runtime_checkable
+class KnowsIdentities(Protocol):
+    """An app that can name the server's identities (CoordApp): what identity fields complete from."""
+    async def identity_names(self) -> tuple[str, ...]: ...
+
+
+class NameSuggester(Suggester):
+    """Completes the name being typed (the last of a comma-separated list) from `names`, ignoring case; the
+    completion shows after the cursor and `right` or `end` takes it (tab still moves on, enter still submits)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.names = sorted(names)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        typing = value.rpartition(",")[2].lstrip()
+        if not typing:
+            return None
+        start = typing.casefold()
+        found = next((name for name in self.names if name.casefold().startswith(start) and len(name) > len(typing)),
+                     None)
+        return value + found[len(typing):] if found else None
+
+
 @dataclass(frozen=True)
 class Field:
     name: str
@@ -57,6 +82,7 @@ class Field:
     hint: str = ""  # one line under the label: what the field does
     # its default is only a start (a quote): the cursor starts after it, and required means something added to it
     empty_if_unchanged: bool = False
+    names: bool = False  # an identity (or a comma-separated list of them): completes from the server's identities
     # a select's choices as the server has them now: asked when the form opens (the options above show meanwhile)
     load: Callable[[], Awaitable[tuple[str, ...]]] | None = dataclass_field(default=None, compare=False)
 
@@ -141,6 +167,8 @@ class FormScreen(ModalScreen[Any]):
         for field in self.fields:
             if field.kind == "select" and field.load is not None:
                 self.load_options(field)
+            if field.names:
+                self.complete_names(field)
         for field in self.fields:
             if field.empty_if_unchanged:  # a start to add to (a quote): typing goes on after it
                 area = self.query_one(f"#field-{field.name}", TextArea)
@@ -156,6 +184,17 @@ class FormScreen(ModalScreen[Any]):
             target.focus()
         else:  # a confirmation: enter answers it
             self.query_one("#submit", Button).focus()
+
+    @work(group="form-names", exit_on_error=False)
+    async def complete_names(self, field: Field) -> None:
+        """An identity field completes from the identities as the server has them when the form opens."""
+        if not isinstance(self.app, KnowsIdentities):
+            return
+        try:
+            names = await self.app.identity_names()
+        except (ApiError, ConnectionFailed):
+            return
+        self.query_one(f"#field-{field.name}", Input).suggester = NameSuggester(names)
 
     @work(group="form-options", exit_on_error=False)
     async def load_options(self, field: Field) -> None:

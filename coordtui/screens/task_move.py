@@ -44,7 +44,7 @@ async def move_task_dialog(widget: Widget, client: CoordClient, task_id: str, ti
     form = FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
         Field("status", "New status", moves[0], kind="select", options=moves),
         Field("reason", "Reason (holding, closed)", max_len=limits.TASK_REASON),
-        Field("assignee", "Reassign to (optional)")], "Move", focus="status")
+        Field("assignee", "Reassign to (optional)", names=True)], "Move", focus="status")
 
     async def submit(values: dict[str, Any]) -> Task:
         try:
