@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from rich.markup import escape
 from rich.text import Text
@@ -19,6 +19,7 @@ from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, forwarded, reply_form
+from ..screens.page_links import text_links, use_links
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
@@ -47,11 +48,14 @@ class InboxPane(Pane[MailData]):
     EMPTY_HINT = "Mail sent to you, by people or agents, appears here. c writes one."
     EVENT_TYPES = frozenset({"message", "inbox_check", "resync", "reconnected"})
     KEYS = [("enter", "open: show the thread and mark it read (keys.toml open_marks_read)"), ("c", "compose"),
-            ("r", "reply (quoting the message)"), ("f", "forward"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
+            ("r", "reply (quoting the message)"), ("f", "forward"),
+            ("o / y", "open / copy the message's link (a chooser when it has several)"), ("a", "acknowledge"), ("A", "mark all read (asks first)"), ("p", "toggle pending"),
             ("n / N", "next / previous unread"), ("s", "sent mail / received mail"),
             ("/", "search (enter; escape clears)"), ("ctrl+e", "in a form: write the body in $EDITOR")]
     BINDINGS = [Binding("c", "compose", "Compose", id="inbox.compose"), Binding("r", "reply", "Reply", id="inbox.reply"),
                 Binding("f", "forward", "Forward", show=False, id="inbox.forward"),  # in help (?); the bar keeps Pending
+                Binding("o", "links('open')", "Open link", show=False, id="inbox.open_link"),
+                Binding("y", "links('copy')", "Copy link", show=False, id="inbox.copy_link"),
                 Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", id="inbox.ack_all"),
                 Binding("p", "pending", "Pending", id="inbox.pending"),
                 Binding("n", "next_unread(1)", "Next unread", id="inbox.next_unread"),
@@ -288,6 +292,11 @@ class InboxPane(Pane[MailData]):
         if await self.app.push_screen_wait(reply_form(self.client, message.id, about, quoting)):
             self.notify("Reply sent", timeout=3)
             self.request_reload()
+
+    def action_links(self, how: Literal["open", "copy"]) -> None:
+        message = self.selected()
+        if message is not None:
+            use_links(self.app, text_links(f"{message.title}\n{message.body}"), how, "this message")
 
     def action_forward(self) -> None:
         """The selected message (received or sent) as a new message: "Fwd:" title, the original below a line

@@ -2,11 +2,13 @@
 with. Text and addresses come from another identity's page: shown as data, never as markup."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from markdown_it import MarkdownIt
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -41,17 +43,49 @@ def page_links(markdown: str) -> list[PageLink]:
     return links
 
 
+BARE_URL = re.compile(r"https?://[^\s<>()\[\]\"'`]+")
+
+
+def text_links(text: str) -> list[PageLink]:
+    """The links of a message, chat line or task: Markdown links, then bare http(s) addresses (without the
+    punctuation that ends a sentence after them), each address once."""
+    links = page_links(text)
+    seen = {link.url for link in links}
+    for match in BARE_URL.finditer(text):
+        url = match.group(0).rstrip(".,;:!?")
+        if url not in seen:
+            seen.add(url)
+            links.append(PageLink(url, url))
+    return links
+
+
+def use_links(app: App[Any], links: list[PageLink], how: Literal["open", "copy"], where: str) -> None:
+    """o / y on something with links: the only one is opened or copied at once; several are offered to choose
+    from (o/enter open, y copy); none is said."""
+    if not links:
+        app.notify(f"No links in {where}", severity="warning", timeout=3)
+    elif len(links) > 1:
+        app.push_screen(PageLinksScreen(links, f"Links in {where}"))
+    elif how == "open":
+        app.open_url(links[0].url)
+        app.notify(f"Opened {links[0].url}", timeout=3)
+    else:
+        app.copy_to_clipboard(links[0].url)
+        app.notify(f"{links[0].url} copied to the clipboard", timeout=3)
+
+
 class PageLinksScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape", "dismiss_links", "Close"), Binding("o", "open_link", "Open"),
                 Binding("y", "copy_link", "Copy")]
 
-    def __init__(self, links: list[PageLink]) -> None:
+    def __init__(self, links: list[PageLink], heading: str = "Links on this page") -> None:
         super().__init__(classes="form-screen")
         self.links = links
+        self.heading = heading
 
     def compose(self) -> ComposeResult:
         with Vertical(id="form"):
-            yield Label(Text.assemble(("Links on this page", "bold"), ("  o/enter open · y copy · esc close", "dim")))
+            yield Label(Text.assemble((self.heading, "bold"), ("  o/enter open · y copy · esc close", "dim")))
             yield OptionList(*[Option(Text.assemble(link.text, ("  " + link.url, "dim")), id=str(index))
                                for index, link in enumerate(self.links)], id="page-links")
 

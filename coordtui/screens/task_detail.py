@@ -3,7 +3,7 @@ GET /api/swarm/tasks/{id}/events."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Literal
 
 from rich.markup import escape
 from textual import work
@@ -19,6 +19,7 @@ from ..client.v11 import Workflow
 from ..keybar import KeyBar
 from ..session import Session
 from .form import Field, FormScreen
+from .page_links import text_links, use_links
 from .task_move import move_task, move_task_dialog
 
 STATE_STYLE = {"enabled": "green", "disabled": "dim", "expired": "red", "review due": "yellow"}
@@ -26,7 +27,8 @@ STATE_STYLE = {"enabled": "green", "disabled": "dim", "expired": "red", "review 
 
 class TaskDetailScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "close", "Close"), Binding("m", "move", "Move"), Binding("c", "claim", "Claim"),
-                Binding("a", "attach", "Attach workflow"), Binding("d", "detach", "Detach workflow")]
+                Binding("a", "attach", "Attach workflow"), Binding("d", "detach", "Detach workflow"),
+                Binding("o", "links('open')", "Open link"), Binding("y", "links('copy')", "Copy link", show=False)]
 
     def __init__(self, session: Session, task_id: str) -> None:
         super().__init__()
@@ -43,6 +45,14 @@ class TaskDetailScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.load()
+
+    def action_links(self, how: Literal["open", "copy"]) -> None:
+        """o / y: the task's link (its title, detail and workflows' addresses; a chooser when several)."""
+        task = self.current_task
+        if task is None:
+            return
+        text = "\n".join([task.title, task.detail or "", *(w.document_url or "" for w in self.workflows or [])])
+        use_links(self.app, text_links(text), how, "this task")
 
     @work(exclusive=True, group="task-detail", exit_on_error=False)
     async def load(self) -> None:
