@@ -5,9 +5,13 @@
     python bench/tui.py --events mail                     # every event changes the visible wake
     python bench/tui.py --url URL --token T --sender-token S --recipient NAME   # against a running server
 
+    python bench/tui.py --scale                           # 10,000 unread messages and 2,000 tasks: every pane
+
 The app runs headless (80x24) in this process; the server runs in another, so the resident memory reported
 is coordtui's. Targets: first wake painted <= 1.0 s; key latency p95 <= 50 ms while 100 events/s arrive;
 resident memory <= 150 MB after 10,000 events. Panes update in batches (events per batch is reported).
+With --scale (issue 24): each pane's first paint <= 1.0 s, scrolling (Inbox) and `/` filtering (Swarm) key
+latency p95 <= 50 ms, and memory <= 150 MB, with 10,000 unread messages and 2,000 tasks waiting.
 """
 from __future__ import annotations
 
@@ -47,6 +51,109 @@ def seed(url: str, sender_token: str, recipient: str, items: int) -> None:
             api.post(f"/api/mailboxes/{recipient}/messages", json={"title": f"Item {n}", "body": "x"}).raise_for_status()
         for n in range(items - items // 2):
             api.post("/api/swarm/tasks", json={"title": f"Task {n}", "assigneeUserId": recipient}).raise_for_status()
+
+
+async def seed_many(url: str, sender_token: str, recipient: str, mail: int, tasks: int) -> None:
+    """`mail` unread messages and `tasks` ready tasks for `recipient`, 8 requests at a time."""
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {sender_token}"},
+                                 timeout=60) as api:
+        jobs = iter([("POST", f"/api/mailboxes/{recipient}/messages", {"title": f"Item {n}", "body": "x"})
+                     for n in range(mail)]
+                    + [("POST", "/api/swarm/tasks", {"title": f"Task {n}", "assigneeUserId": recipient})
+                       for n in range(tasks)])
+
+        async def worker() -> None:
+            for method, path, body in jobs:
+                (await api.request(method, path, json=body)).raise_for_status()
+        await asyncio.gather(*(worker() for _ in range(8)))
+
+
+def press(app: CoordApp, key: str, character: str | None = None) -> None:
+    """A key as the terminal driver delivers it (Pilot.press would wait for idle)."""
+    event = textual_events.Key(key, character)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
+async def until(condition, limit: float = 30.0) -> float:
+    """Seconds until `condition()` holds (polled every millisecond)."""
+    started = time.perf_counter()
+    while not condition():
+        if time.perf_counter() - started > limit:
+            raise TimeoutError("condition never held")
+        await asyncio.sleep(0.001)
+    return time.perf_counter() - started
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(0, int(len(values) * 0.95) - 1)]
+
+
+async def measure_scale(url: str, token: str) -> dict:
+    """Each pane's first paint (its key to its first load shown), Inbox scrolling and Swarm `/` filtering key
+    latency, and memory, with the seeded mail and tasks waiting."""
+    from coordtui.panes.catalog import PANES
+    started = time.perf_counter()
+    app = CoordApp(Profile("bench", url, token))
+    results: dict = {"paint_ms": {}}
+    async with app.run_test(headless=True, size=(120, 35)):
+        await until(lambda: app.first_wake_painted is not None)
+        results["paint_ms"]["wake"] = (app.first_wake_painted - started) * 1000
+        await until(lambda: app.conn_state == "connected")
+        for spec in PANES:
+            pane = app.pane_of(spec.cls)
+            if spec.id == "wake":
+                continue
+            loads = pane.loads
+            press(app, spec.key, spec.key)
+            results["paint_ms"][spec.id] = await until(lambda: pane.loads > loads and not pane.busy) * 1000
+            await asyncio.sleep(0.3)
+        press(app, "2", "2")
+        inbox = app.inbox_pane
+        await until(lambda: inbox.loads > 0 and not inbox.busy)
+        table = app.query_one("#inbox-table")
+        table.focus()
+        await asyncio.sleep(0.2)
+        scroll = []
+        for n in range(80):
+            key = ("down", "pagedown", "up", "pageup")[n % 4]  # never at an end, where a key moves nothing
+            before = table.cursor_row
+            t0 = time.perf_counter()
+            press(app, key)
+            await until(lambda: table.cursor_row != before)
+            scroll.append((time.perf_counter() - t0) * 1000)
+            await asyncio.sleep(0.02)
+        results["inbox_rows"] = table.row_count
+        results["scroll_p50_ms"], results["scroll_p95_ms"] = statistics.median(scroll), p95(scroll)
+        swarm = next(app.pane_of(spec.cls) for spec in PANES if spec.id == "swarm")
+        press(app, "4", "4")
+        await until(lambda: swarm.loads > 0 and not swarm.busy)
+        await asyncio.sleep(0.2)
+        press(app, "slash", "/")
+        await until(lambda: swarm.query(f"#{swarm.id}-filter") and swarm.filter_input().has_focus)
+        typed, filtering = "", []
+        for character in "Task 1999":
+            typed += character
+            t0 = time.perf_counter()
+            press(app, "space" if character == " " else character, character)
+            await until(lambda: swarm.filter_text == typed.strip())
+            filtering.append((time.perf_counter() - t0) * 1000)
+            await asyncio.sleep(0.02)
+        results["filter_p50_ms"], results["filter_p95_ms"] = statistics.median(filtering), p95(filtering)
+        gc.collect()
+        results["rss_mb"] = rss_mb()
+    return results
+
+
+def report_scale(r: dict, mail: int, tasks: int) -> bool:
+    print(f"with {mail:,} unread messages and {tasks:,} tasks waiting:")
+    print("first paint per pane (ms, target <= 1000): "
+          + ", ".join(f"{pane} {ms:.0f}" for pane, ms in r["paint_ms"].items()))
+    print(f"Inbox scrolling ({r['inbox_rows']:,} rows): p50 {r['scroll_p50_ms']:.1f} ms, p95 {r['scroll_p95_ms']:.1f} ms; "
+          f"Swarm `/` filtering: p50 {r['filter_p50_ms']:.1f} ms, p95 {r['filter_p95_ms']:.1f} ms (target p95 <= 50 ms)")
+    print(f"memory: {r['rss_mb']:.0f} MB (target <= 150 MB)")
+    return (max(r["paint_ms"].values()) <= 1000 and r["scroll_p95_ms"] <= 50 and r["filter_p95_ms"] <= 50
+            and r["rss_mb"] <= 150)
 
 
 # The sender runs in a process of its own, so that it does not share this process's CPU with coordtui.
@@ -161,7 +268,27 @@ def main() -> int:
     parser.add_argument("--no-seed", action="store_true", help="the server already holds the waiting items")
     parser.add_argument("--memory-events", type=int, default=10_000,
                         help="events to receive before reading coordtui's memory (0: skip)")
+    parser.add_argument("--scale", action="store_true",
+                        help="seed --mail unread messages and --tasks tasks, then measure every pane")
+    parser.add_argument("--mail", type=int, default=10_000)
+    parser.add_argument("--tasks", type=int, default=2_000)
     args = parser.parse_args()
+    if args.scale:
+        def scaled(url: str, token: str, sender: str) -> dict:
+            if not args.no_seed:
+                t0 = time.perf_counter()
+                asyncio.run(seed_many(url, sender, args.recipient, args.mail, args.tasks))
+                print(f"seeded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            return asyncio.run(measure_scale(url, token))
+        if args.url:
+            if not (args.token and args.sender_token):
+                parser.error("--url needs --token and --sender-token")
+            found = scaled(args.url, args.token, args.sender_token)
+        else:
+            env = {"SERVICE_TOKEN_BENCH": BENCH_TOKENS["bench"], "SERVICE_TOKEN_SENDER": BENCH_TOKENS["sender"]}
+            found = serve_locally(env, lambda url, _pid: scaled(url, BENCH_TOKENS["bench"], BENCH_TOKENS["sender"]))
+        return 0 if report_scale(found, args.mail, args.tasks) else 1
+
     def run(url: str, token: str, sender: str) -> dict:
         if not args.no_seed:
             t0 = time.perf_counter()
