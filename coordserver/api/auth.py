@@ -33,14 +33,20 @@ async def create_invite():
     hint = identities.valid_identity(data.identity_hint) if data.identity_hint is not None else None
     invite = await coord().store.write(identities.create_invite, principal.identity, hint, data.is_admin,
                                        data.max_uses, data.expires_in_hours, data.is_agent)
-    return {"invite": invite, "onboardUrl": f"{coord().settings.base_url}/onboard?code={invite['code']}"}
+    return {"invite": invite, "onboardUrl": onboard_url(invite["code"])}
+
+
+def onboard_url(code: str) -> str:
+    return f"{coord().settings.base_url}/onboard?code={code}"
 
 
 @bp.get("/auth/invites")
 @accepts(returns=Invites)
 async def list_invites():
+    """Invites, newest first, each with its onboarding URL (ours), to hand out again."""
     require_admin()
-    return {"invites": await coord().store.read(identities.list_invites)}
+    return {"invites": [{**invite, "onboardUrl": onboard_url(invite["code"])}
+                        for invite in await coord().store.read(identities.list_invites)]}
 
 
 @bp.delete("/auth/invites/<rowid:invite_id>")

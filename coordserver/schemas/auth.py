@@ -112,9 +112,14 @@ class InviteCreated(Model):
     onboard_url: str
 
 
+class ListedInvite(Invite, kw_only=True):
+    """An invite as listed: with the page that redeems it (ours, additive), so it can be handed out again."""
+    onboard_url: str
+
+
 class Invites(Model):
     """Invites, newest first."""
-    invites: list[Invite]
+    invites: list[ListedInvite]
 
 
 class IssuedToken(Verified):

@@ -526,7 +526,7 @@ class CoordClient:
 
     async def invites(self) -> list[Invite]:
         body = await self.request("GET", "/api/auth/invites")
-        return [Invite.parse(i) for i in body.get("invites") or []]
+        return [Invite.parse(i, i.get("onboardUrl")) for i in body.get("invites") or []]
 
     async def create_invite(self, identity_hint: str | None = None, is_admin: bool = False, max_uses: int = 1,
                             expires_in_hours: float | None = None) -> Invite:

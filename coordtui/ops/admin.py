@@ -10,6 +10,7 @@ from typing import Any, Awaitable
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.widgets import DataTable
 
 from ..client import limits
 from ..client.models import counted
@@ -86,9 +87,9 @@ class TokensScreen(OpsScreen[TokenRecord]):
             revoke_token(self.host, token)
 
 
-def show_invite(host: OpsHost, invite: Invite) -> None:
+def show_invite(host: OpsHost, invite: Invite, heading: str = "Invite created") -> None:
     values = [("Onboarding URL", invite.onboard_url)] if invite.onboard_url else []
-    host.app.push_screen(SecretScreen("Invite created", "Whoever opens the URL registers an identity and gets a token.",
+    host.app.push_screen(SecretScreen(heading, "Whoever opens the URL registers an identity and gets a token.",
                                  values + [("Invite code", invite.code)]))
 
 
@@ -117,8 +118,8 @@ class InvitesScreen(OpsScreen[Invite]):
     TITLE_TEXT = "Invites"
     COLUMNS = ("ID", "Identity", "Admin", "Uses", "Expires", "Code")
     GIVE_WAY = ("Uses", "Identity")
-    HINT = "n new · d delete"
-    BINDINGS = [Binding("n", "new", "New"), Binding("d", "delete", "Delete")]
+    HINT = "enter/c the onboarding URL to copy · n new · d delete"
+    BINDINGS = [Binding("n", "new", "New"), Binding("d", "delete", "Delete"), Binding("c", "show", "Copy URL")]
 
     async def fetch(self) -> list[Invite]:
         return await self.client.invites()
@@ -132,6 +133,16 @@ class InvitesScreen(OpsScreen[Invite]):
 
     def action_new(self) -> None:
         new_invite(self.host)
+
+    def action_show(self) -> None:
+        """An existing invite's onboarding URL and code, shown again to copy (a server without the URL in its
+        list: the code alone)."""
+        invite = self.need()
+        if invite is not None:
+            show_invite(self.host, invite, f"Invite #{invite.id}")
+
+    def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
+        self.action_show()
 
     def action_delete(self) -> None:
         invite = self.need()

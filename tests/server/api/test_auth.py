@@ -43,6 +43,8 @@ def test_onboarding_end_to_end(server):
     assert again.status_code == 403 and "used up" in again.json()["error"]
     listed = admin.get("/api/auth/invites").json()["invites"]
     assert next(i for i in listed if i["id"] == invite["id"])["useCount"] == 1
+    # ours: each listed invite carries its onboarding URL, to hand it out again
+    assert next(i for i in listed if i["id"] == invite["id"])["onboardUrl"] == created["onboardUrl"]
     users = client(server, token=body["token"]).get("/api/users").json()["users"]
     assert any(u["id"] == "newbot" for u in users)
 

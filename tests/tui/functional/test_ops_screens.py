@@ -216,6 +216,11 @@ async def test_admin_invite_shows_the_onboarding_url(server):
         await pilot.press("escape")
         await wait_for(pilot, lambda: str(invite["id"]) in app.screen.items, what="listed")
         select_row(app.screen, "#ops-table", str(invite["id"]))
+        await pilot.press("c")  # an existing invite's URL, shown again to copy
+        assert await secret_value(pilot, app) == url
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, InvitesScreen), what="back to the list")
+        select_row(app.screen, "#ops-table", str(invite["id"]))
         await pilot.press("d")
         await confirm_yes(pilot, app)
         await wait_for(pilot, lambda: str(invite["id"]) not in app.screen.items, what="deleted")
