@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
 from rich.markup import escape
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
@@ -131,9 +131,9 @@ class FormScreen(ModalScreen[Any]):
         self.draft = drafts.get(self.draft_key) if drafts is not None else None
         with VerticalScroll(id="form"):
             editor = " · ctrl+e $EDITOR" if any(f.kind == "text" for f in self.fields) else ""
-            yield Label(f"[b]{escape(self.form_title)}[/b]  "
-                        f"[dim]ctrl+s {self.submit_label.lower()}{editor} · esc cancel[/dim]",
-                        id="form-title")
+            keys = (f"ctrl+s {self.submit_label.lower()}{editor} · esc cancel" if self.fields
+                    else "y or enter confirms · n or escape cancels")  # a confirmation: y/n as ConfirmScreen's
+            yield Label(f"[b]{escape(self.form_title)}[/b]  [dim]{keys}[/dim]", id="form-title")
             for field in self.fields:
                 widget_id = f"field-{field.name}"
                 if field.kind == "check":
@@ -344,6 +344,16 @@ class FormScreen(ModalScreen[Any]):
             elif isinstance(widget, (Input, Checkbox, Select)):
                 result[field.name] = widget.value
         return result
+
+    def on_key(self, event: events.Key) -> None:
+        """A confirmation (no fields) answers y and n as every confirmation of the app does (ConfirmScreen)."""
+        if self.fields or event.key not in ("y", "n"):
+            return
+        event.stop()
+        if event.key == "y":
+            self.action_submit()
+        else:
+            self.action_cancel()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         inputs = list(self.query(Input))
