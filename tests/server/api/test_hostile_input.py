@@ -170,6 +170,7 @@ _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId"
                    "minutes": ("alice", f"/api/buzz/alerts/{_UNKNOWN_ID}/snooze"),
                    "webhookId": ("alice", "/api/buzz/silences/preview"),
                    "escalateAfterMinutes": ("alice", "/api/buzz/webhooks"),
+                   "flapResolutions": ("alice", "/api/buzz/webhooks"), "flapWindowMinutes": ("alice", "/api/buzz/webhooks"),
                    "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}"),
                    "leaseSeconds": ("alice", "/api/swarm/tasks"), "ttlSeconds": ("alice", "/api/reservations")}
 
