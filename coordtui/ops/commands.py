@@ -94,6 +94,7 @@ OPENERS: dict[OpsName, Callable[[OpsHost], object]] = {
     "invites": lambda host: host.app.push_screen(admin.InvitesScreen(host)),
     "users": lambda host: host.app.push_screen(users.UsersScreen(host)),
     "group": chat.new_group,
+    "archived_chats": lambda host: host.app.push_screen(chat.ArchivedChannelsScreen(host)),
     "asks": lambda host: host.app.push_screen(asks.AsksScreen(host)),
     "ask": asks.new_ask,
     "connect": onboard.connect_agent,

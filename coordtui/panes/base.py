@@ -26,7 +26,7 @@ from ..tables import row_matches
 
 # The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
 OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask", "connect",
-                  "invite"]
+                  "invite", "archived_chats"]
 
 Data = TypeVar("Data")  # what a pane's load() fetches and its show() renders
 Result = TypeVar("Result")

@@ -33,13 +33,15 @@ class ChatPane(Pane[ChatData]):
     EMPTY_HINT = "Channels and direct messages appear here. d: a direct message, g: a group."
     EVENT_TYPES = frozenset({"chat_message", "resync", "reconnected"})
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
-            ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"), ("/", "filter channels"),
+            ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"),
+            ("X", "archived chats: what arrived since, unarchive"), ("/", "filter channels"),
             ("escape", "back to the channel list"),
             ("", "the open channel is marked read as messages arrive while this pane is in view")]
     BINDINGS = [Binding("n", "next_unread(1)", "Next unread", id="chat.next_unread"),
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="chat.prev_unread"),
                 Binding("i", "write", "Write", id="chat.write"), Binding("d", "open_dm", "DM", id="chat.dm"),
                 Binding("x", "archive", "Archive", id="chat.archive"),
+                Binding("X", "ops('archived_chats')", "Archived", show=False, id="chat.archived"),
                 Binding("g", "ops('group')", "Group", id="chat.group")]
 
     @dataclass
