@@ -39,6 +39,17 @@ SOURCE_TITLES = {"guard": "Loop guards (agents looping: wakes held)", "ask": "Qu
                  "ask_result": "Answers to your questions", "chat": "Unread chat",
                  "lease_expired": "Task leases ran out", "reservation_expired": "Reservations ran out", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
+# What a person calls each kind of item (the server's source names are never shown)
+SOURCE_WORDS = {"message": "a message", "message_pending": "a message", "buzz": "an alert", "alert": "an alert",
+                ACKED_ELSEWHERE: "an alert", "swarm": "a task", "chat": "a chat", "ask": "a question",
+                "ask_result": "an answer", "backup": "a backup alert", "guard": "a loop guard",
+                "lease_expired": "a task lease", "reservation_expired": "a reservation"}
+
+
+def need_words(sources: tuple[str, ...]) -> str:
+    """"a message or an alert": the kinds an action needs, in words, each once."""
+    words = list(dict.fromkeys(SOURCE_WORDS.get(source, "an item") for source in sources))
+    return " or ".join(words)
 
 
 def group_items(items: list[WakeItem]) -> list[tuple[str, list[WakeItem]]]:
@@ -262,7 +273,7 @@ class WakePane(Pane[Wake]):
     def _need(self, *sources: str) -> WakeItem | None:
         item = self.selected()
         if item is None or item.source not in sources:
-            self.notify(f"Select a {' or '.join(sources)} item first", severity="warning", timeout=3)
+            self.notify(f"Select {need_words(sources)} first", severity="warning", timeout=3)
             return None
         return item
 

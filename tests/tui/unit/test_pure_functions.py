@@ -135,3 +135,11 @@ def test_the_servers_own_chat_items_are_never_doubled():
     older = Wake([], "", "", None)
     assert [i.id for i in with_chat(older, [channel("c1", 2)], "me").items] == ["c1"]
     assert with_chat(older, None, "me") is older
+
+
+def test_wake_names_kinds_in_words_never_the_servers_source_names():
+    from coordtui.panes.wake import SOURCE_ORDER, SOURCE_WORDS, need_words
+    assert set(SOURCE_ORDER) <= set(SOURCE_WORDS), "every kind Wake lists has words for it"
+    assert need_words(("message", "message_pending", "buzz", "alert", "alert_acked")) == "a message or an alert"
+    assert need_words(("swarm",)) == "a task"
+    assert all("_" not in words for words in SOURCE_WORDS.values())
