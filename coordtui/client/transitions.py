@@ -15,6 +15,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "closed": ("ready",),
 }
 
+# Statuses as a person reads them (the wire names, e.g. `in_progress`, are never shown)
+STATUS_WORDS = {"queued": "Queued", "ready": "Ready", "in_progress": "In progress", "review": "Review",
+                "holding": "Holding", "complete": "Complete", "closed": "Closed"}
+
 # `]` walks forward along the work path, `[` walks back; holding and closed are never a step, only a choice.
 FORWARD = {"queued": "ready", "ready": "in_progress", "in_progress": "review", "review": "complete",
            "holding": "in_progress"}

@@ -24,6 +24,7 @@ from ..client import limits
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import Project, counted
 from ..client.ops_models import Template
+from ..client.transitions import STATUS_WORDS
 from ..localzone import local_zone
 from ..panes.swarm import BOARD
 from ..screens.form import Field, FormScreen, FormValues, Submit
@@ -112,6 +113,7 @@ def template_fields(t: Template | None, projects: list[Project]) -> list[Field]:
               names=True),
         Field("project", "Project", project, kind="select", options=choices),
         Field("status", "Initial status", t.initial_status if t else "ready", kind="select", options=BOARD,
+              option_words=STATUS_WORDS,
               wire="initialStatus"),
         Field("detail", "Detail", (t.detail or "") if t else "", kind="text", max_len=limits.TEMPLATE_DETAIL,
               wire="detail"),

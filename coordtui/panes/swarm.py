@@ -22,8 +22,7 @@ from .base import Pane
 from ..tables import PlainTable, cursor_key
 
 BOARD = ("queued", "ready", "in_progress", "review", "holding", "complete", "closed")
-BOARD_TITLES = {"queued": "Queued", "ready": "Ready", "in_progress": "In progress", "review": "Review",
-                "holding": "Holding", "complete": "Complete", "closed": "Closed"}
+BOARD_TITLES = transitions.STATUS_WORDS
 DONE = ("complete", "closed")  # hidden until `d` shows them
 
 
@@ -45,7 +44,7 @@ def task_form(title: str, task: Task | None, projects: list[Project], project_id
               Field("project", "Project", current, kind="select", options=project_choices(projects),
                     load=load_projects)]
     if with_status:
-        fields.append(Field("status", "Status", "ready", kind="select", options=BOARD))
+        fields.append(Field("status", "Status", "ready", kind="select", options=BOARD, option_words=transitions.STATUS_WORDS))
     return FormScreen(title, fields, "Save" if task else "Create", submit=submit, focus="title")
 
 

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+from typing import Any, Awaitable, Callable, Mapping, Protocol, runtime_checkable
 
 from rich.markup import escape
 from rich.text import Text
@@ -83,6 +83,8 @@ class Field:
     # its default is only a start (a quote): the cursor starts after it, and required means something added to it
     empty_if_unchanged: bool = False
     names: bool = False  # an identity (or a comma-separated list of them): completes from the server's identities
+    # a select's options as shown, where the wire value is not what a person reads (in_progress: "In progress")
+    option_words: Mapping[str, str] = dataclass_field(default_factory=dict, compare=False)
     # a select's choices as the server has them now: asked when the form opens (the options above show meanwhile)
     load: Callable[[], Awaitable[tuple[str, ...]]] | None = dataclass_field(default=None, compare=False)
 
@@ -151,7 +153,8 @@ class FormScreen(ModalScreen[Any]):
                     area.cursor_blink = False
                     yield area
                 elif field.kind == "select":
-                    yield Select([(Text(str(o)), o) for o in field.options], value=str(self._start(field)),
+                    yield Select([(Text(field.option_words.get(o, str(o))), o) for o in field.options],
+                                 value=str(self._start(field)),
                                  allow_blank=False, id=widget_id, compact=True)
                 else:
                     yield Input(str(self._start(field) or ""), id=widget_id, compact=True)
@@ -208,7 +211,7 @@ class FormScreen(ModalScreen[Any]):
             return
         select = self.query_one(f"#field-{field.name}", Select)
         chosen = select.value
-        select.set_options([(str(o), o) for o in options])
+        select.set_options([(field.option_words.get(o, str(o)), o) for o in options])
         if chosen in options:
             select.value = chosen
 

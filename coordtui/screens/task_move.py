@@ -13,7 +13,7 @@ from textual.widgets import Select
 from ..client import limits
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import Task
-from ..client.transitions import allowed_moves
+from ..client.transitions import STATUS_WORDS, allowed_moves
 from .form import Field, FormScreen
 
 
@@ -42,7 +42,7 @@ async def move_task_dialog(widget: Widget, client: CoordClient, task_id: str, ti
     """Starts on the status, offering only the moves the state table allows from `status`."""
     moves = allowed_moves(status)
     form = FormScreen(f"Move: {title}" + (f" (now {status})" if status else ""), [
-        Field("status", "New status", moves[0], kind="select", options=moves),
+        Field("status", "New status", moves[0], kind="select", options=moves, option_words=STATUS_WORDS),
         Field("reason", "Reason (holding, closed)", max_len=limits.TASK_REASON),
         Field("assignee", "Reassign to (optional)", names=True)], "Move", focus="status")
 

@@ -143,3 +143,10 @@ def test_wake_names_kinds_in_words_never_the_servers_source_names():
     assert need_words(("message", "message_pending", "buzz", "alert", "alert_acked")) == "a message or an alert"
     assert need_words(("swarm",)) == "a task"
     assert all("_" not in words for words in SOURCE_WORDS.values())
+
+
+def test_every_status_reads_as_words_in_forms_and_on_the_board():
+    from coordtui.client.transitions import ALLOWED, STATUS_WORDS
+    from coordtui.panes.swarm import BOARD
+    assert set(BOARD) == set(ALLOWED) == set(STATUS_WORDS)
+    assert STATUS_WORDS["in_progress"] == "In progress" and all("_" not in w for w in STATUS_WORDS.values())
