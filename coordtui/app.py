@@ -502,7 +502,7 @@ class CoordApp(KeysInOrder, App[None]):
             if yes:
                 self.exit()
         what = unsent[0] if len(unsent) == 1 else ", ".join(unsent[:-1]) + " and " + unsent[-1]
-        plural = len(unsent) > 1 or not (unsent[0].startswith(("1 ", "the ")))
+        plural = len(unsent) > 1 or unsent[0].startswith("the kept drafts") or not unsent[0].startswith(("1 ", "the "))
         self.push_screen(ConfirmScreen(f"{what[0].upper()}{what[1:]} {'are' if plural else 'is'} not on the server "
                                        f"yet and would be lost. Quit anyway?", "Quit"), answered)
 
@@ -519,9 +519,11 @@ class CoordApp(KeysInOrder, App[None]):
         forms = [screen for screen in self.screen_stack if isinstance(screen, FormScreen)]
         if any(form.typed() for form in forms):
             lost.append("the text in the open form")
-        kept = len(set(self.form_drafts) - {form.draft_key for form in forms})
-        if kept:
-            lost.append(counted(kept, "kept form draft"))
+        kept = sorted({key.split("\x00", 1)[0] for key in set(self.form_drafts) - {form.draft_key for form in forms}})
+        if kept:  # named by their forms' titles: "the kept drafts of “New message” and “New task”"
+            titles = [f"“{title if len(title) <= 40 else title[:39] + '…'}”" for title in kept]
+            named = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
+            lost.append(f"the kept draft{'s' if len(kept) > 1 else ''} of {named}")
         if drafts:
             lost.append(f"{counted(drafts, 'chat draft')}")
         return lost

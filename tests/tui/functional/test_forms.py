@@ -168,7 +168,8 @@ async def test_a_cancelled_form_keeps_its_text_as_a_draft_until_sent(server):
 
         await pilot.press("ctrl+q")  # a kept draft is named before quitting
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
-        assert "1 kept form draft is not on the server yet" in str(app.screen.query_one("#confirm-question").render())
+        assert "The kept draft of “New message” is not on the server yet" in str(
+            app.screen.query_one("#confirm-question").render())
         await pilot.press("n")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="answered")
 
