@@ -254,6 +254,16 @@ async def measure(url: str, token: str, sender_token: str, recipient: str, rate:
     return results
 
 
+def against(args: argparse.Namespace, parser: argparse.ArgumentParser, run) -> dict:
+    """`run(url, token, sender_token)` against --url, else against a server this script starts."""
+    if args.url:
+        if not (args.token and args.sender_token):
+            parser.error("--url needs --token and --sender-token")
+        return run(args.url, args.token, args.sender_token)
+    env = {"SERVICE_TOKEN_BENCH": BENCH_TOKENS["bench"], "SERVICE_TOKEN_SENDER": BENCH_TOKENS["sender"]}
+    return serve_locally(env, lambda url, _pid: run(url, BENCH_TOKENS["bench"], BENCH_TOKENS["sender"]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url")
@@ -280,14 +290,7 @@ def main() -> int:
                 asyncio.run(seed_many(url, sender, args.recipient, args.mail, args.tasks))
                 print(f"seeded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
             return asyncio.run(measure_scale(url, token))
-        if args.url:
-            if not (args.token and args.sender_token):
-                parser.error("--url needs --token and --sender-token")
-            found = scaled(args.url, args.token, args.sender_token)
-        else:
-            env = {"SERVICE_TOKEN_BENCH": BENCH_TOKENS["bench"], "SERVICE_TOKEN_SENDER": BENCH_TOKENS["sender"]}
-            found = serve_locally(env, lambda url, _pid: scaled(url, BENCH_TOKENS["bench"], BENCH_TOKENS["sender"]))
-        return 0 if report_scale(found, args.mail, args.tasks) else 1
+        return 0 if report_scale(against(args, parser, scaled), args.mail, args.tasks) else 1
 
     def run(url: str, token: str, sender: str) -> dict:
         if not args.no_seed:
@@ -297,13 +300,7 @@ def main() -> int:
         return asyncio.run(measure(url, token, sender, args.recipient, args.rate, args.presses, args.events,
                                    args.memory_events))
 
-    if args.url:
-        if not (args.token and args.sender_token):
-            parser.error("--url needs --token and --sender-token")
-        r = run(args.url, args.token, args.sender_token)
-    else:
-        env = {"SERVICE_TOKEN_BENCH": BENCH_TOKENS["bench"], "SERVICE_TOKEN_SENDER": BENCH_TOKENS["sender"]}
-        r = serve_locally(env, lambda url, _pid: run(url, BENCH_TOKENS["bench"], BENCH_TOKENS["sender"]))
+    r = against(args, parser, run)
     print(f"first wake painted: {r['first_wake_s'] * 1000:.0f} ms (target <= 1000 ms); "
           f"{r['wake_rows']} rows; server summary: {r['wake_summary']}")
     print(f"events ({args.events}): {r['events_per_s']:.0f}/s received (sent at {args.rate:.0f}/s), "

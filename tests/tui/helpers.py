@@ -56,6 +56,14 @@ def table_text(app, selector: str) -> str:
     return "\n".join(lines)
 
 
+async def select_message(pilot, app, message_id: int) -> None:
+    """Inbox in view with the message `message_id` highlighted."""
+    await pilot.press("2")
+    await wait_for(pilot, lambda: str(message_id) in row_keys(app, "#inbox-table"), what="listed")
+    await wait_idle(pilot, app)
+    select_row(app, "#inbox-table", str(message_id))
+
+
 def select_row(app, selector: str, key: str) -> None:
     """Puts the cursor of a DataTable on the row with `key` (what the arrow keys would do)."""
     table = app.query_one(selector)

@@ -8,7 +8,7 @@ from textual.app import App
 
 from coordtui.screens.page_links import PageLink, PageLinksScreen, text_links
 from tests.conftest import client
-from tests.tui.helpers import make_app, row_keys, select_row, wait_for, wait_idle
+from tests.tui.helpers import make_app, select_message, wait_for
 
 
 @pytest.fixture
@@ -18,20 +18,13 @@ def opened(monkeypatch) -> list[str]:
     return urls
 
 
-async def on_message(pilot, app, message_id: int) -> None:
-    await pilot.press("2")
-    await wait_for(pilot, lambda: str(message_id) in row_keys(app, "#inbox-table"), what="listed")
-    await wait_idle(pilot, app)
-    select_row(app, "#inbox-table", str(message_id))
-
-
 async def test_the_only_link_of_a_message_opens_and_copies_at_once(server, opened):
     with client(server, "bob") as bob:
         sent = bob.post("/api/mailboxes/alice/messages", json={
             "title": "Dashboard", "body": "Look at https://grafana.example/d/42?orgId=1."}).json()
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:
-        await on_message(pilot, app, sent["id"])
+        await select_message(pilot, app, sent["id"])
         await pilot.press("o")
         await wait_for(pilot, lambda: opened, what="opened")
         assert opened == ["https://grafana.example/d/42?orgId=1"]
@@ -46,7 +39,7 @@ async def test_several_links_offer_a_chooser(server, opened):
         }).json()
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:
-        await on_message(pilot, app, sent["id"])
+        await select_message(pilot, app, sent["id"])
         await pilot.press("o")
         await wait_for(pilot, lambda: isinstance(app.screen, PageLinksScreen), what="the chooser")
         assert [link.url for link in app.screen.links] == ["https://wiki.example/rb", "https://grafana.example/d/1"]
@@ -60,7 +53,7 @@ async def test_no_link_is_said(server, opened):
         sent = bob.post("/api/mailboxes/alice/messages", json={"title": "Plain", "body": "no address here"}).json()
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:
-        await on_message(pilot, app, sent["id"])
+        await select_message(pilot, app, sent["id"])
         await pilot.press("o")
         await wait_for(pilot, lambda: any("No links" in str(n.message) for n in app._notifications), what="said")
         assert not opened

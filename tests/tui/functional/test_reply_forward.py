@@ -6,19 +6,12 @@ from textual.widgets import TextArea
 
 from coordtui.screens.form import FormScreen, quoted
 from tests.conftest import client
-from tests.tui.helpers import make_app, row_keys, select_row, wait_for, wait_idle
+from tests.tui.helpers import make_app, select_message, wait_for
 
 
 def bodies(server, who: str) -> list[dict]:
     with client(server, who) as c:
         return c.get("/api/mailboxes/me/messages", params={"limit": 100}).json()["messages"]
-
-
-async def open_message(pilot, app, message_id: int) -> None:
-    await pilot.press("2")
-    await wait_for(pilot, lambda: str(message_id) in row_keys(app, "#inbox-table"), what="listed")
-    await wait_idle(pilot, app)
-    select_row(app, "#inbox-table", str(message_id))
 
 
 async def test_a_reply_quotes_the_original_and_the_answer_goes_below_it(server):
@@ -27,7 +20,7 @@ async def test_a_reply_quotes_the_original_and_the_answer_goes_below_it(server):
             "title": "Disk on db-2", "body": "db-2 is at 91%.\n\nShall I rotate the logs?"}).json()
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:
-        await open_message(pilot, app, original["id"])
+        await select_message(pilot, app, original["id"])
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="reply form")
         area = app.screen.query_one("#field-body", TextArea)
@@ -48,7 +41,7 @@ async def test_forward_prefills_title_and_the_original(server):
             "title": "Incident notes", "body": "Timeline: 09:12 page, 09:20 rollback."}).json()
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:
-        await open_message(pilot, app, original["id"])
+        await select_message(pilot, app, original["id"])
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="forward form")
         assert app.screen.focused is app.screen.query_one("#field-recipient"), "To is what is left to fill"
