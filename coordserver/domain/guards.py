@@ -14,7 +14,9 @@ When it trips (a `guard` event to its members and the human admins, in the sendi
 - each member's wake carries a `guard` item (what happened, what to do), and so does every human
   admin's (`wake_items`).
 It clears when its cooldown ends (the scheduler's `clear_due`, a conditional update: one process logs
-it) or at once when a human writes to any member (`human_wrote`); either logs `guard_cleared`.
+it), at once when a human writes to any member (`human_wrote`), or when an admin clears it
+(`clear_by_admin`, POST /api/admin/guards/{id}/clear); each logs `guard_cleared`. `admin_list` shows the
+active guards and those cleared in the last RECENT_HOURS hours, with who cleared them.
 
 Settings: COORD_LOOP_MESSAGES (40), COORD_LOOP_MINUTES (2), COORD_LOOP_COOLDOWN_MINUTES (15) and the chat
 fan-out's COORD_CHAT_WAKE_COOLDOWN_MINUTES (5; `chat_wakes`), carried per Store unit (unit.guard_rule).
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .. import db, unit
+from ..errors import Conflict, NotFound
 from ..events import log
 from ..events.channels import GUARDS, GuardsPayload
 from ..jsonstrict import JSONObject
@@ -36,6 +39,8 @@ from .visibility import admin_identities
 
 KINDS = ("mail_loop", "chat_loop")
 CLEAR_BATCH = 100
+RECENT_HOURS = 24  # GET /api/admin/guards lists the guards cleared within this long
+RECENT_LIMIT = 100  # ... at most this many, most recently cleared first
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,19 @@ def clear_due() -> int:
     return sum(_clear(guard, None) for guard in due)
 
 
+def clear_by_admin(guard_id: int, admin: str) -> JSONObject:
+    """An admin clears a guard now (404 unknown, 409 already cleared: by a human, an admin or its cooldown);
+    `guard_cleared` is logged in this transaction, as when a human writes."""
+    guard = Guard.get_or_none(Guard.id == guard_id)
+    if guard is None:
+        raise NotFound("No such guard")
+    if guard.cleared_at is None and _clear(guard, admin):
+        return guard_json(guard)
+    guard = Guard.get_by_id(guard_id)  # another process (or a human's message) cleared it first
+    by = f"by {guard.cleared_by}" if guard.cleared_by else "by its cooldown"
+    raise Conflict(f"The guard is already cleared ({by} at {iso(guard.cleared_at)})")
+
+
 def next_due() -> datetime | None:
     until = Guard.select(Guard.until).where(Guard.cleared_at.is_null()).order_by(Guard.until).limit(1).scalar()
     return from_db(until) if until is not None else None
@@ -259,6 +277,15 @@ def active(now: datetime | None = None) -> list[JSONObject]:
     at = to_db(now or db.now())
     return [guard_json(g) for g in Guard.select().where(Guard.cleared_at.is_null() & (Guard.until > at))
             .order_by(Guard.tripped_at, Guard.id)]
+
+
+def admin_list() -> JSONObject:
+    """GET /api/admin/guards: the guards holding now (oldest first) and those cleared within RECENT_HOURS,
+    most recently cleared first, each with `clearedBy` (null: its cooldown ran out)."""
+    since = to_db(db.now() - timedelta(hours=RECENT_HOURS))
+    cleared = (Guard.select().where(Guard.cleared_at.is_null(False) & (Guard.cleared_at > since))
+               .order_by(Guard.cleared_at.desc(), Guard.id.desc()).limit(RECENT_LIMIT))
+    return {"active": active(), "cleared": [guard_json(g) for g in cleared]}
 
 
 def wake_items(identity: str) -> tuple[list[JSONObject], datetime | None]:

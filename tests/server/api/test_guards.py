@@ -211,3 +211,95 @@ async def test_guard_items_appear_in_mcp_wake(make_server):
     [item] = [i for i in wake["items"] if i["source"] == "guard"]
     assert item["members"] == ["alice", "bob"] and item["kind"] == "mail_loop"
     assert any(a["item"] == "guards" for a in wake["actions"]) and wake["summary"] == "5 waiting: 1 loop guard, 4 unread messages."
+
+
+# --- the admin's list and clear (GET /api/admin/guards, POST /api/admin/guards/{id}/clear) -------------
+
+def ping_pong(alice: httpx.Client, bob: httpx.Client, rounds: int = 4) -> None:
+    for n in range(rounds):
+        send(alice, "bob", f"a{n}")
+        send(bob, "alice", f"b{n}")
+
+
+def test_an_admin_lists_and_clears_a_guard(world):
+    srv, clock, wakes, api = world
+    ping_pong(api["alice"], api["bob"])
+    [guard] = guards_of(srv)
+    for who in ("alice", "carol"):
+        assert api[who].get("/api/admin/guards").status_code == 403
+        refused = api[who].post(f"/api/admin/guards/{guard.id}/clear")
+        assert refused.status_code == 403 and refused.json()["error"]
+    listed = ok(api["admin"].get("/api/admin/guards"))
+    assert [g["id"] for g in listed["active"]] == [guard.id] and listed["cleared"] == []
+    assert listed["active"][0]["members"] == ["alice", "bob"] and listed["active"][0]["clearedBy"] is None
+    assert api["admin"].post("/api/admin/guards/999999/clear").status_code == 404
+    assert api["admin"].post("/api/admin/guards/x/clear").status_code == 400
+    assert guards_of(srv)[0].cleared_at is None  # refusals changed nothing
+    clock.advance(minutes=1)
+    cleared = ok(api["admin"].post(f"/api/admin/guards/{guard.id}/clear"))
+    assert cleared["id"] == guard.id and cleared["clearedBy"] == "admin" and cleared["clearedAt"]
+    assert [e["guard"]["clearedBy"] for e in events_for(srv, "alice", "guard_cleared")] == ["admin"]
+    assert [e["guard"]["id"] for e in events_for(srv, "admin", "guard_cleared")] == [guard.id]
+    assert guard_items(api["bob"]) == [] == guard_items(api["admin"])
+    again = api["admin"].post(f"/api/admin/guards/{guard.id}/clear")
+    assert again.status_code == 409 and "by admin" in again.json()["error"]
+    assert len(events_for(srv, "alice", "guard_cleared")) == 1
+    listed = ok(api["admin"].get("/api/admin/guards"))
+    assert listed["active"] == [] and [(g["id"], g["clearedBy"]) for g in listed["cleared"]] == [(guard.id, "admin")]
+    pulsed(srv, wakes)
+    send(api["alice"], "bob", "after the clear")
+    assert pulsed(srv, wakes) == ["bob"]  # pulses flow again
+    clock.advance(hours=25)
+    assert ok(api["admin"].get("/api/admin/guards")) == {"active": [], "cleared": []}  # only the last 24 h
+
+
+def test_a_guard_cleared_by_a_human_or_its_cooldown_is_409_and_listed(world):
+    srv, clock, _wakes, api = world
+    ping_pong(api["alice"], api["bob"])
+    send(api["carol"], "alice", "enough")
+    [guard] = guards_of(srv)
+    refused = api["admin"].post(f"/api/admin/guards/{guard.id}/clear")
+    assert refused.status_code == 409 and "by carol" in refused.json()["error"]
+    clock.advance(minutes=3)  # past the human's message: a new loop counts
+    ping_pong(api["alice"], api["bob"])
+    clock.advance(minutes=10)
+    assert clear_pass(srv) == 1
+    second = guards_of(srv)[1]
+    assert "by its cooldown" in api["admin"].post(f"/api/admin/guards/{second.id}/clear").json()["error"]
+    listed = ok(api["admin"].get("/api/admin/guards"))["cleared"]
+    assert [(g["id"], g["clearedBy"]) for g in listed] == [(second.id, None), (guard.id, "carol")]
+
+
+def test_two_processes_clearing_at_once_clear_once(make_server, pg_cluster):
+    url = pg_cluster.create_database()
+    one, two = make_server(database_url=url, env=AGENTS), make_server(database_url=url, env=AGENTS)
+    ping_pong(client(one, "alice"), client(two, "bob"))
+    [guard] = guards_of(one)
+
+    async def both():
+        from tests.helpers import async_client
+        async with async_client(one, "admin") as first, async_client(two, "admin") as second:
+            return await asyncio.gather(*(c.post(f"/api/admin/guards/{guard.id}/clear") for c in (first, second)))
+    statuses = sorted(r.status_code for r in asyncio.run(both()))
+    assert statuses == [200, 409]
+    assert len(events_for(one, "alice", "guard_cleared")) == 1
+    assert ok(client(two, "admin").get("/api/admin/guards"))["active"] == []
+    assert guard_items(client(one, "bob")) == [] == guard_items(client(two, "alice"))
+
+
+async def test_list_and_clear_guards_over_mcp(make_server):
+    from tests.server.mcp.test_mcp import connect, refused, succeeded
+    srv = make_server(env=AGENTS)
+    ping_pong(client(srv, "alice"), client(srv, "bob"))
+    [guard] = guards_of(srv)
+    async with connect(srv.url, "alice") as session:
+        refused(await session.call_tool("list_guards", {}))
+        refused(await session.call_tool("clear_guard", {"guardId": guard.id}))
+    async with connect(srv.url, "admin") as session:
+        listed = await session.call_tool("list_guards", {})
+        assert [g["id"] for g in succeeded(listed)["active"]] == [guard.id]
+        assert listed.content[0].text == "1 active loop guards, 0 cleared in the last 24 h."
+        cleared = succeeded(await session.call_tool("clear_guard", {"guardId": guard.id}))
+        assert cleared["clearedBy"] == "admin"
+        refused(await session.call_tool("clear_guard", {"guardId": guard.id}))
+        assert succeeded(await session.call_tool("list_guards", {}))["cleared"][0]["id"] == guard.id
