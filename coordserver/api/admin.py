@@ -9,7 +9,7 @@ from ..context import coord
 from ..domain import guards, users
 from ..schemas.auth import UserFields
 from ..schemas.guards import LoopGuard, LoopGuards
-from ..schemas.users import AllUserStats, UserAnswer, Users
+from ..schemas.users import AdminUsers, AllUserStats, UserAnswer
 from ..schemas.common import Error
 from .common import accepts, body, path_int
 
@@ -17,7 +17,7 @@ bp = Blueprint("admin", __name__, url_prefix="/api")
 
 
 @bp.get("/admin/users")
-@accepts(returns=Users)
+@accepts(returns=AdminUsers)
 async def list_users():
     """Every user, archived ones included, by id."""
     require_admin()
@@ -27,7 +27,8 @@ async def list_users():
 @bp.patch("/admin/users/<id>")
 @accepts(UserFields, returns={200: UserAnswer, 409: Error})  # 409: the last admin, or a look-alike displayName
 async def update_user(id: str):  # noqa: A002 (the path parameter is named as in the API docs)
-    """Change a user's displayName, isAdmin, isAgent, avatarUrl or archivedAt (archiving revokes its tokens)."""
+    """Change a user's displayName, isAdmin, isAgent, avatarUrl, archivedAt (archiving revokes its tokens) or
+    its loop-guard thresholds loopMessages and loopMinutes (null: the deployment's)."""
     require_admin()
     fields: UserFields = await body()
     c = coord()

@@ -19,26 +19,31 @@ it), at once when a human writes to any member (`human_wrote`), or when an admin
 active guards and those cleared in the last RECENT_HOURS hours, with who cleared them.
 
 Settings: COORD_LOOP_MESSAGES (40), COORD_LOOP_MINUTES (2), COORD_LOOP_COOLDOWN_MINUTES (15) and the chat
-fan-out's COORD_CHAT_WAKE_COOLDOWN_MINUTES (5; `chat_wakes`), carried per Store unit (unit.guard_rule).
+fan-out's COORD_CHAT_WAKE_COOLDOWN_MINUTES (5; `chat_wakes`), carried per Store unit (unit.guard_rule). An
+admin may set an identity's own `loopMessages` (1–LOOP_MESSAGES_MAX) and `loopMinutes` (1–LOOP_MINUTES_MAX)
+(PATCH /api/admin/users/{id}; null: the deployment's): a guard over several identities uses the strictest of
+their settings, the fewest messages within the longest window (`rule_for`).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from .. import db, unit
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, Invalid, NotFound
 from ..events import log
 from ..events.channels import GUARDS, GuardsPayload
 from ..jsonstrict import JSONObject
-from ..models import ChatWake, Guard
+from ..models import ChatWake, Guard, User
 from ..timeutil import from_db, iso, to_db
 from . import kinds
 from .visibility import admin_identities
 
 KINDS = ("mail_loop", "chat_loop")
 CLEAR_BATCH = 100
+LOOP_MESSAGES_MAX = 10_000  # an identity's loopMessages: 1 to this
+LOOP_MINUTES_MAX = 1_440  # ... and loopMinutes: 1 to this (a day)
 RECENT_HOURS = 24  # GET /api/admin/guards lists the guards cleared within this long
 RECENT_LIMIT = 100  # ... at most this many, most recently cleared first
 
@@ -55,6 +60,30 @@ def rule() -> LoopRule:
     """The running unit's rule (its Store's, from the settings), or the defaults."""
     current = unit.guard_rule()
     return current if isinstance(current, LoopRule) else LoopRule()
+
+
+def rule_for(identities: Iterable[str]) -> LoopRule:
+    """The rule over these identities: the deployment's, made stricter by any of theirs an admin set (the
+    fewest messages, the longest window). One primary-key read."""
+    current = rule()
+    wanted = list(identities)
+    rows = (User.select(User.loop_messages, User.loop_minutes)
+            .where(User.id.in_(wanted) & (User.loop_messages.is_null(False) | User.loop_minutes.is_null(False)))
+            .tuples()) if wanted else []
+    messages, minutes = current.messages, current.minutes
+    for own_messages, own_minutes in rows:
+        messages = min(messages, own_messages) if own_messages is not None else messages
+        minutes = max(minutes, own_minutes) if own_minutes is not None else minutes
+    return replace(current, messages=messages, minutes=minutes)
+
+
+def threshold(value: object, field: str, most: int) -> int | None:
+    """An identity's loopMessages or loopMinutes as an admin sends it: an integer 1–`most`, or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise Invalid(f"{field} must be an integer from 1 to {most}, or null")
+    return value
 
 
 def _members(text: str) -> list[str]:
@@ -76,7 +105,7 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     scope = "mail:" + ",".join(pair)
     if _active(scope):
         return
-    current = rule()
+    current = rule_for(pair)
     since = to_db(db.now() - timedelta(minutes=current.minutes))
     a, b = pair
     row = db.sql_rows(
@@ -99,7 +128,7 @@ def after_chat(sender: str, channel_id: str, members: list[str], sender_is_agent
     scope = f"chat:{channel_id}"
     if _active(scope):
         return
-    current = rule()
+    current = rule_for(members)
     since = to_db(db.now() - timedelta(minutes=current.minutes))
     rows = db.sql_rows(f"SELECT sender, COUNT(*), MAX(CASE WHEN {kinds.is_agent_sql('sender')} THEN 0 ELSE 1 END) "
                        "FROM chat_message WHERE channel = ? AND created_at > ? AND deleted_at IS NULL "

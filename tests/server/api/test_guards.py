@@ -303,3 +303,48 @@ async def test_list_and_clear_guards_over_mcp(make_server):
         assert cleared["clearedBy"] == "admin"
         refused(await session.call_tool("clear_guard", {"guardId": guard.id}))
         assert succeeded(await session.call_tool("list_guards", {}))["cleared"][0]["id"] == guard.id
+
+
+# --- per-identity thresholds (PATCH /api/admin/users/{id} loopMessages, loopMinutes) -------------------
+
+def test_an_admin_sets_an_identitys_thresholds_within_bounds(world):
+    srv, _clock, _wakes, api = world
+    for bad in ({"loopMessages": 0}, {"loopMessages": 10_001}, {"loopMinutes": 0}, {"loopMinutes": 1441},
+                {"loopMessages": "5"}, {"loopMinutes": 2.5}, {"loopMessages": True}):
+        refused = api["admin"].patch("/api/admin/users/alice", json={**bad, "displayName": "Alice Changed"})
+        assert refused.status_code == 400 and "loopM" in refused.json()["error"], (bad, refused.text)
+    assert api["alice"].patch("/api/admin/users/alice", json={"loopMessages": 3}).status_code == 403
+    user = ok(api["admin"].get("/api/admin/users"))["users"]
+    alice = next(u for u in user if u["id"] == "alice")
+    assert (alice["loopMessages"], alice["loopMinutes"], alice["displayName"]) == (None, None, "alice")  # nothing half-written
+    changed = ok(api["admin"].patch("/api/admin/users/alice", json={"loopMessages": 3, "loopMinutes": 1440}))["user"]
+    assert (changed["loopMessages"], changed["loopMinutes"]) == (3, 1440)
+    changed = ok(api["admin"].patch("/api/admin/users/alice", json={"loopMinutes": None}))["user"]
+    assert (changed["loopMessages"], changed["loopMinutes"]) == (3, None)
+    assert "loopMessages" not in ok(api["alice"].get("/api/users"))["users"][0]  # the public list is as in v1
+
+
+def test_a_per_identity_threshold_trips_earlier_than_the_default(world):
+    srv, clock, _wakes, api = world
+    ok(api["admin"].patch("/api/admin/users/bob", json={"loopMessages": 3}))
+    send(api["alice"], "bob", "one")
+    send(api["bob"], "alice", "two")
+    send(api["alice"], "bob", "three")
+    assert guards_of(srv) == []  # three: at bob's threshold, not above it (the default is 6)
+    send(api["bob"], "alice", "four")
+    [guard] = guards_of(srv)  # bob's is the stricter: it counts for the pair, whoever sent
+    assert (guard.members, guard.messages, guard.minutes) == ("alice,bob", 4, 2)
+
+
+def test_the_longer_window_of_the_two_counts(world):
+    srv, clock, _wakes, api = world
+    ok(api["admin"].patch("/api/admin/users/alice", json={"loopMinutes": 30}))
+    for n in range(4):  # seven messages, 4 minutes apart: outside the default 2-minute window, inside alice's 30
+        send(api["alice"], "bob", f"a{n}")
+        clock.advance(minutes=4)
+        if n < 3:
+            send(api["bob"], "alice", f"b{n}")
+            clock.advance(minutes=4)
+    [guard] = guards_of(srv)
+    assert (guard.messages, guard.minutes) == (7, 30)
+    assert guard_items(api["bob"])[0]["summary"] == "Loop suspected between alice and bob: 7 messages in 30 min"
