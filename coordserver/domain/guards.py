@@ -1,7 +1,7 @@
 """Loop guards (issue 28): agents that cannot run away with each other unnoticed.
 
 A loop is suspected when more than `LoopRule.messages` mailbox messages between two agents (both ways),
-or chat messages in one channel from two or more agents, are written within `LoopRule.minutes`, with no
+or among three agents passing mail round a ring (a→b→c→a; `_ring`), or chat messages in one channel from two or more agents, are written within `LoopRule.minutes`, with no
 human writing to them meanwhile. Counted from the message tables themselves, so what two server
 processes on one PostgreSQL store adds up; one active guard per scope (`mail:a,b`, `chat:<channel>`)
 is held by a partial unique index, so two processes tripping at once make one.
@@ -106,18 +106,56 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     if _active(scope):
         return
     current = rule_for(pair)
-    since = to_db(db.now() - timedelta(minutes=current.minutes))
+    edges = _mail_edges(pair, current.minutes)
+    if any(human and to in pair for (_frm, to), (_n, human) in edges.items()):
+        return  # a human wrote to one of them meanwhile
     a, b = pair
-    row = db.sql_rows(
-        "SELECT SUM(CASE WHEN sender = ? AND recipient = ? THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN sender = ? AND recipient = ? THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN NOT {kinds.is_agent_sql('sender')} THEN 1 ELSE 0 END) "
-        "FROM message WHERE created_at > ? AND recipient IN (?, ?) "
-        "AND (sender IN (?, ?) OR NOT " + kinds.is_agent_sql("sender") + ")",
-        (a, b, b, a, since, a, b, a, b))[0]
-    ab, ba, humans = (int(v or 0) for v in row)
-    if ab and ba and not humans and ab + ba > current.messages:
+    ab, ba = edges.get((a, b), (0, False))[0], edges.get((b, a), (0, False))[0]
+    if ab and ba and ab + ba > current.messages:
         _trip("mail_loop", scope, pair, None, ab + ba, current)
+    else:
+        _ring(sender, recipient, edges, current)
+
+
+Edges = dict[tuple[str, str], tuple[int, bool]]  # (sender, recipient) -> (messages, the sender is a human)
+
+
+def _mail_edges(pair: list[str], minutes: int) -> Edges:
+    """Who wrote to whom how often in the last `minutes`, of the mail written by or to either of `pair`: one
+    query, walking the (sender, created_at) and (recipient, created_at) indexes."""
+    since = to_db(db.now() - timedelta(minutes=minutes))
+    a, b = pair
+    rows = db.sql_rows(f"SELECT sender, recipient, COUNT(*), MAX(CASE WHEN {kinds.is_agent_sql('sender')} "
+                       "THEN 0 ELSE 1 END) FROM message WHERE created_at > ? "
+                       "AND (sender IN (?, ?) OR recipient IN (?, ?)) GROUP BY sender, recipient",
+                       (since, a, b, a, b))
+    return {(frm, to): (int(n), bool(human)) for frm, to, n, human in rows if frm != to}
+
+
+def _ring(sender: str, recipient: str, edges: Edges, current: LoopRule) -> None:
+    """Small cycles: three agents passing mail round a ring (a→b→c→a), none of them writing back, trip a
+    guard like a pair (scope `mail:a,b,c`, all three held and told). Only rings of three are found (larger
+    ones would need a walk over everyone's recent mail): the message `sender`→`recipient` closes one when
+    `recipient` wrote to some agent c and c to `sender` within the window. Counted from `edges` (the pair's
+    one query): every message among the three; the threshold is the strictest of theirs, the window the
+    pair's. A second query (has a human written to c?) runs only for a ring over its threshold."""
+    onward = {to for (frm, to) in edges if frm == recipient and to not in (sender, recipient)}
+    back = {frm for (frm, to), (_n, human) in edges.items() if to == sender and not human
+            and frm not in (sender, recipient)}
+    for third in sorted(onward & back):
+        members = sorted((sender, recipient, third))
+        count = sum(n for (frm, to), (n, _human) in edges.items() if frm in members and to in members)
+        ring_rule = replace(rule_for(members), minutes=current.minutes)
+        scope = "mail:" + ",".join(members)
+        if count > ring_rule.messages and not _active(scope) and not _human_wrote_to(third, current.minutes):
+            _trip("mail_loop", scope, members, None, count, ring_rule)
+            return
+
+
+def _human_wrote_to(identity: str, minutes: int) -> bool:
+    since = to_db(db.now() - timedelta(minutes=minutes))
+    return bool(db.sql_rows(f"SELECT 1 FROM message WHERE recipient = ? AND created_at > ? "
+                            f"AND NOT {kinds.is_agent_sql('sender')} LIMIT 1", (identity, since)))
 
 
 def after_chat(sender: str, channel_id: str, members: list[str], sender_is_agent: bool) -> None:

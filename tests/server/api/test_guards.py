@@ -348,3 +348,60 @@ def test_the_longer_window_of_the_two_counts(world):
     [guard] = guards_of(srv)
     assert (guard.messages, guard.minutes) == (7, 30)
     assert guard_items(api["bob"])[0]["summary"] == "Loop suspected between alice and bob: 7 messages in 30 min"
+
+
+# --- small cycles over mail (a→b→c→a) ------------------------------------------------------------------
+
+RING = {**AGENTS, "COORD_AGENTS": "alice,bob,carol"}
+
+
+@pytest.fixture
+def ring(make_server, database_url):
+    clock = FrozenClock()
+    srv = make_server(clock=clock, database_url=database_url, env=RING)
+    wakes = BusRecorder(srv, channels.WAKE)
+    yield srv, clock, wakes, {who: client(srv, who) for who in ("alice", "bob", "carol", "admin")}
+    wakes.close()
+
+
+def round_the_ring(api: dict, n: int) -> None:
+    send(api["alice"], "bob", f"over to you {n}")
+    send(api["bob"], "carol", f"over to you {n}")
+    send(api["carol"], "alice", f"over to you {n}")
+
+
+def test_three_agents_passing_mail_round_a_ring_trip_a_guard(ring):
+    srv, _clock, wakes, api = ring
+    round_the_ring(api, 0)
+    round_the_ring(api, 1)
+    assert guards_of(srv) == []  # six: at the threshold
+    send(api["alice"], "bob", "and again")
+    [guard] = guards_of(srv)
+    assert (guard.kind, guard.scope, guard.members, guard.messages) == ("mail_loop", "mail:alice,bob,carol",
+                                                                        "alice,bob,carol", 7)
+    for who in ("alice", "bob", "carol"):  # every member told
+        [item] = guard_items(api[who])
+        assert item["members"] == ["alice", "bob", "carol"]
+        assert item["summary"] == "Loop suspected between alice, bob and carol: 7 messages in 2 min"
+        assert [e["change"] for e in events_for(srv, who, "guard")] == ["tripped"]
+    assert len(guard_items(api["admin"])) == 1
+    pulsed(srv, wakes)
+    for n in range(2, 5):
+        round_the_ring(api, n)
+    assert sorted(pulsed(srv, wakes)) == ["alice", "carol"]  # every member held: one pulse each (bob had his)
+    send(api["admin"], "carol", "stop")  # a human writing to any member clears it
+    assert guard_items(api["alice"]) == [] and guards_of(srv)[0].cleared_by == "admin"
+
+
+def test_no_ring_guard_when_a_human_wrote_to_the_third_or_the_ring_is_open(ring):
+    srv, clock, _wakes, api = ring
+    for n in range(4):  # a chain a→b→c, never back to a: no ring
+        send(api["alice"], "bob", f"chain {n}")
+        send(api["bob"], "carol", f"chain {n}")
+    assert guards_of(srv) == []
+    clock.advance(minutes=3)
+    send(api["admin"], "carol", "I am watching")  # a human writes to the third member only
+    round_the_ring(api, 0)
+    round_the_ring(api, 1)
+    send(api["alice"], "bob", "and again")
+    assert guards_of(srv) == []
