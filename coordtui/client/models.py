@@ -482,12 +482,14 @@ class DirectoryEntry:
     description: str | None
     created_by: str | None
     created_at: datetime | None
+    created_by_is_agent: bool = False  # who is who (older servers: unknown, False)
 
     @classmethod
     def parse(cls, row: JSONObject) -> "DirectoryEntry":
         return cls(id=parse_id(row.get("id")), title=str(row.get("title") or ""), url=str(row.get("url") or ""),
                    description=row.get("description"), created_by=pick(row, "createdBy", "created_by"),
-                   created_at=parse_time(pick(row, "createdAt", "created_at")))
+                   created_at=parse_time(pick(row, "createdAt", "created_at")),
+                   created_by_is_agent=pick(row, "createdByIsAgent", "created_by_is_agent", default=False) is True)
 
 
 @dataclass(frozen=True)
