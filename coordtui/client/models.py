@@ -589,6 +589,36 @@ class Silence:
 
 
 @dataclass(frozen=True)
+class LoopGuard:
+    """A suspected loop among agents (GET /api/admin/guards): active while `cleared_at` is None and `until` is
+    ahead; `cleared_by` None with `cleared_at` set: its cooldown ran out."""
+    id: int
+    kind: str
+    members: list[str]
+    messages: int
+    minutes: int
+    tripped_at: datetime | None
+    until: datetime | None
+    cleared_at: datetime | None
+    cleared_by: str | None
+    summary: str
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "LoopGuard":
+        members = row.get("members")
+        return cls(id=parse_id(row.get("id")), kind=str(row.get("kind") or ""),
+                   members=[str(m) for m in members] if isinstance(members, list) else [],
+                   messages=int(parse_id(row.get("messages")) or 0), minutes=int(parse_id(row.get("minutes")) or 0),
+                   tripped_at=parse_time(row.get("trippedAt")), until=parse_time(row.get("until")),
+                   cleared_at=parse_time(row.get("clearedAt")), cleared_by=row.get("clearedBy"),
+                   summary=str(row.get("summary") or ""))
+
+
+@dataclass(frozen=True)
 class User:
     id: str
     display_name: str
