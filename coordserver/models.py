@@ -82,6 +82,9 @@ class User(BaseModel):
     last_seen_at = pw.DateTimeField(null=True)
     last_seen_source = pw.CharField(max_length=10, null=True)
     archived_at = pw.DateTimeField(null=True)
+    # Its loop-guard thresholds (domain/guards.py), set by an admin; null: the deployment's (COORD_LOOP_*).
+    loop_messages = pw.IntegerField(null=True)
+    loop_minutes = pw.IntegerField(null=True)
 
 
 class Token(BaseModel):

@@ -10,6 +10,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Forbidden, NotFound
 from ..models import DirectoryEntry
 from ..timeutil import iso, to_db
+from . import kinds
 from .visibility import can_see, is_owner
 
 TITLE_MAX = 255
@@ -19,9 +20,10 @@ URL_RE = re.compile(rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://[^{WS_CHARS}\x00/?#\[\]@]+(
 DESCRIPTION_MAX = 10_000
 
 
-def entry_json(e: DirectoryEntry) -> JSONObject:
+def entry_json(e: DirectoryEntry, agents: set[str]) -> JSONObject:
+    """An entry; `agents`: which identities are agents (who is who: `createdByIsAgent`)."""
     return {"id": e.id, "title": e.title, "url": e.url, "description": e.description, "createdBy": e.created_by,
-            "taggedUsers": e.tagged_users, "createdAt": iso(e.created_at)}
+            "createdByIsAgent": e.created_by in agents, "taggedUsers": e.tagged_users, "createdAt": iso(e.created_at)}
 
 
 def list_entries(identity: str, is_admin: bool, q: str | None, limit: int, offset: int) -> list[JSONObject]:
@@ -31,19 +33,20 @@ def list_entries(identity: str, is_admin: bool, q: str | None, limit: int, offse
         query = query.where(DirectoryEntry.title.contains(q) | DirectoryEntry.description.contains(q))
     visible = (e for e in query.order_by(DirectoryEntry.created_at.desc(), DirectoryEntry.id.desc()).iterator()
                if can_see(e.created_by, e.tagged_users, identity, is_admin))
-    page = []
+    page: list[DirectoryEntry] = []
     for index, entry in enumerate(visible):
         if index >= offset + limit:
             break
         if index >= offset:
-            page.append(entry_json(entry))
-    return page
+            page.append(entry)
+    agents = kinds.agents_among(e.created_by for e in page)
+    return [entry_json(e, agents) for e in page]
 
 
 def create(identity: str, title: str, url: str, description: str | None, tagged_users: list[str] | None) -> JSONObject:
     entry = DirectoryEntry.create(title=title, url=url, description=description, created_by=identity,
                                   tagged_users=tagged_users or None, created_at=to_db(db.now()))
-    return entry_json(entry)
+    return entry_json(entry, kinds.agents_among([identity]))
 
 
 def delete(identity: str, is_admin: bool, entry_id: int) -> JSONObject:

@@ -1,7 +1,7 @@
 """Loop guards (issue 28): agents that cannot run away with each other unnoticed.
 
 A loop is suspected when more than `LoopRule.messages` mailbox messages between two agents (both ways),
-or chat messages in one channel from two or more agents, are written within `LoopRule.minutes`, with no
+or among three agents passing mail round a ring (a→b→c→a; `_ring`), or chat messages in one channel from two or more agents, are written within `LoopRule.minutes`, with no
 human writing to them meanwhile. Counted from the message tables themselves, so what two server
 processes on one PostgreSQL store adds up; one active guard per scope (`mail:a,b`, `chat:<channel>`)
 is held by a partial unique index, so two processes tripping at once make one.
@@ -14,28 +14,38 @@ When it trips (a `guard` event to its members and the human admins, in the sendi
 - each member's wake carries a `guard` item (what happened, what to do), and so does every human
   admin's (`wake_items`).
 It clears when its cooldown ends (the scheduler's `clear_due`, a conditional update: one process logs
-it) or at once when a human writes to any member (`human_wrote`); either logs `guard_cleared`.
+it), at once when a human writes to any member (`human_wrote`), or when an admin clears it
+(`clear_by_admin`, POST /api/admin/guards/{id}/clear); each logs `guard_cleared`. `admin_list` shows the
+active guards and those cleared in the last RECENT_HOURS hours, with who cleared them.
 
 Settings: COORD_LOOP_MESSAGES (40), COORD_LOOP_MINUTES (2), COORD_LOOP_COOLDOWN_MINUTES (15) and the chat
-fan-out's COORD_CHAT_WAKE_COOLDOWN_MINUTES (5; `chat_wakes`), carried per Store unit (unit.guard_rule).
+fan-out's COORD_CHAT_WAKE_COOLDOWN_MINUTES (5; `chat_wakes`), carried per Store unit (unit.guard_rule). An
+admin may set an identity's own `loopMessages` (1–LOOP_MESSAGES_MAX) and `loopMinutes` (1–LOOP_MINUTES_MAX)
+(PATCH /api/admin/users/{id}; null: the deployment's): a guard over several identities uses the strictest of
+their settings, the fewest messages within the longest window (`rule_for`).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from .. import db, unit
+from ..errors import Conflict, Invalid, NotFound
 from ..events import log
 from ..events.channels import GUARDS, GuardsPayload
 from ..jsonstrict import JSONObject
-from ..models import ChatWake, Guard
+from ..models import ChatWake, Guard, User
 from ..timeutil import from_db, iso, to_db
 from . import kinds
 from .visibility import admin_identities
 
 KINDS = ("mail_loop", "chat_loop")
 CLEAR_BATCH = 100
+LOOP_MESSAGES_MAX = 10_000  # an identity's loopMessages: 1 to this
+LOOP_MINUTES_MAX = 1_440  # ... and loopMinutes: 1 to this (a day)
+RECENT_HOURS = 24  # GET /api/admin/guards lists the guards cleared within this long
+RECENT_LIMIT = 100  # ... at most this many, most recently cleared first
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,30 @@ def rule() -> LoopRule:
     """The running unit's rule (its Store's, from the settings), or the defaults."""
     current = unit.guard_rule()
     return current if isinstance(current, LoopRule) else LoopRule()
+
+
+def rule_for(identities: Iterable[str]) -> LoopRule:
+    """The rule over these identities: the deployment's, made stricter by any of theirs an admin set (the
+    fewest messages, the longest window). One primary-key read."""
+    current = rule()
+    wanted = list(identities)
+    rows = (User.select(User.loop_messages, User.loop_minutes)
+            .where(User.id.in_(wanted) & (User.loop_messages.is_null(False) | User.loop_minutes.is_null(False)))
+            .tuples()) if wanted else []
+    messages, minutes = current.messages, current.minutes
+    for own_messages, own_minutes in rows:
+        messages = min(messages, own_messages) if own_messages is not None else messages
+        minutes = max(minutes, own_minutes) if own_minutes is not None else minutes
+    return replace(current, messages=messages, minutes=minutes)
+
+
+def threshold(value: object, field: str, most: int) -> int | None:
+    """An identity's loopMessages or loopMinutes as an admin sends it: an integer 1–`most`, or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise Invalid(f"{field} must be an integer from 1 to {most}, or null")
+    return value
 
 
 def _members(text: str) -> list[str]:
@@ -71,19 +105,57 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     scope = "mail:" + ",".join(pair)
     if _active(scope):
         return
-    current = rule()
-    since = to_db(db.now() - timedelta(minutes=current.minutes))
+    current = rule_for(pair)
+    edges = _mail_edges(pair, current.minutes)
+    if any(human and to in pair for (_frm, to), (_n, human) in edges.items()):
+        return  # a human wrote to one of them meanwhile
     a, b = pair
-    row = db.sql_rows(
-        "SELECT SUM(CASE WHEN sender = ? AND recipient = ? THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN sender = ? AND recipient = ? THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN NOT {kinds.is_agent_sql('sender')} THEN 1 ELSE 0 END) "
-        "FROM message WHERE created_at > ? AND recipient IN (?, ?) "
-        "AND (sender IN (?, ?) OR NOT " + kinds.is_agent_sql("sender") + ")",
-        (a, b, b, a, since, a, b, a, b))[0]
-    ab, ba, humans = (int(v or 0) for v in row)
-    if ab and ba and not humans and ab + ba > current.messages:
+    ab, ba = edges.get((a, b), (0, False))[0], edges.get((b, a), (0, False))[0]
+    if ab and ba and ab + ba > current.messages:
         _trip("mail_loop", scope, pair, None, ab + ba, current)
+    else:
+        _ring(sender, recipient, edges, current)
+
+
+Edges = dict[tuple[str, str], tuple[int, bool]]  # (sender, recipient) -> (messages, the sender is a human)
+
+
+def _mail_edges(pair: list[str], minutes: int) -> Edges:
+    """Who wrote to whom how often in the last `minutes`, of the mail written by or to either of `pair`: one
+    query, walking the (sender, created_at) and (recipient, created_at) indexes."""
+    since = to_db(db.now() - timedelta(minutes=minutes))
+    a, b = pair
+    rows = db.sql_rows(f"SELECT sender, recipient, COUNT(*), MAX(CASE WHEN {kinds.is_agent_sql('sender')} "
+                       "THEN 0 ELSE 1 END) FROM message WHERE created_at > ? "
+                       "AND (sender IN (?, ?) OR recipient IN (?, ?)) GROUP BY sender, recipient",
+                       (since, a, b, a, b))
+    return {(frm, to): (int(n), bool(human)) for frm, to, n, human in rows if frm != to}
+
+
+def _ring(sender: str, recipient: str, edges: Edges, current: LoopRule) -> None:
+    """Small cycles: three agents passing mail round a ring (a→b→c→a), none of them writing back, trip a
+    guard like a pair (scope `mail:a,b,c`, all three held and told). Only rings of three are found (larger
+    ones would need a walk over everyone's recent mail): the message `sender`→`recipient` closes one when
+    `recipient` wrote to some agent c and c to `sender` within the window. Counted from `edges` (the pair's
+    one query): every message among the three; the threshold is the strictest of theirs, the window the
+    pair's. A second query (has a human written to c?) runs only for a ring over its threshold."""
+    onward = {to for (frm, to) in edges if frm == recipient and to not in (sender, recipient)}
+    back = {frm for (frm, to), (_n, human) in edges.items() if to == sender and not human
+            and frm not in (sender, recipient)}
+    for third in sorted(onward & back):
+        members = sorted((sender, recipient, third))
+        count = sum(n for (frm, to), (n, _human) in edges.items() if frm in members and to in members)
+        ring_rule = replace(rule_for(members), minutes=current.minutes)
+        scope = "mail:" + ",".join(members)
+        if count > ring_rule.messages and not _active(scope) and not _human_wrote_to(third, current.minutes):
+            _trip("mail_loop", scope, members, None, count, ring_rule)
+            return
+
+
+def _human_wrote_to(identity: str, minutes: int) -> bool:
+    since = to_db(db.now() - timedelta(minutes=minutes))
+    return bool(db.sql_rows(f"SELECT 1 FROM message WHERE recipient = ? AND created_at > ? "
+                            f"AND NOT {kinds.is_agent_sql('sender')} LIMIT 1", (identity, since)))
 
 
 def after_chat(sender: str, channel_id: str, members: list[str], sender_is_agent: bool) -> None:
@@ -94,7 +166,7 @@ def after_chat(sender: str, channel_id: str, members: list[str], sender_is_agent
     scope = f"chat:{channel_id}"
     if _active(scope):
         return
-    current = rule()
+    current = rule_for(members)
     since = to_db(db.now() - timedelta(minutes=current.minutes))
     rows = db.sql_rows(f"SELECT sender, COUNT(*), MAX(CASE WHEN {kinds.is_agent_sql('sender')} THEN 0 ELSE 1 END) "
                        "FROM chat_message WHERE channel = ? AND created_at > ? AND deleted_at IS NULL "
@@ -161,6 +233,19 @@ def clear_due() -> int:
     due = list(Guard.select().where(Guard.cleared_at.is_null() & (Guard.until <= to_db(db.now())))
                .order_by(Guard.until).limit(CLEAR_BATCH))
     return sum(_clear(guard, None) for guard in due)
+
+
+def clear_by_admin(guard_id: int, admin: str) -> JSONObject:
+    """An admin clears a guard now (404 unknown, 409 already cleared: by a human, an admin or its cooldown);
+    `guard_cleared` is logged in this transaction, as when a human writes."""
+    guard = Guard.get_or_none(Guard.id == guard_id)
+    if guard is None:
+        raise NotFound("No such guard")
+    if guard.cleared_at is None and _clear(guard, admin):
+        return guard_json(guard)
+    guard = Guard.get_by_id(guard_id)  # another process (or a human's message) cleared it first
+    by = f"by {guard.cleared_by}" if guard.cleared_by else "by its cooldown"
+    raise Conflict(f"The guard is already cleared ({by} at {iso(guard.cleared_at)})")
 
 
 def next_due() -> datetime | None:
@@ -259,6 +344,15 @@ def active(now: datetime | None = None) -> list[JSONObject]:
     at = to_db(now or db.now())
     return [guard_json(g) for g in Guard.select().where(Guard.cleared_at.is_null() & (Guard.until > at))
             .order_by(Guard.tripped_at, Guard.id)]
+
+
+def admin_list() -> JSONObject:
+    """GET /api/admin/guards: the guards holding now (oldest first) and those cleared within RECENT_HOURS,
+    most recently cleared first, each with `clearedBy` (null: its cooldown ran out)."""
+    since = to_db(db.now() - timedelta(hours=RECENT_HOURS))
+    cleared = (Guard.select().where(Guard.cleared_at.is_null(False) & (Guard.cleared_at > since))
+               .order_by(Guard.cleared_at.desc(), Guard.id.desc()).limit(RECENT_LIMIT))
+    return {"active": active(), "cleared": [guard_json(g) for g in cleared]}
 
 
 def wake_items(identity: str) -> tuple[list[JSONObject], datetime | None]:

@@ -16,7 +16,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Conflict, Invalid, NotFound
 from ..models import Message, Task, Token, User, WebhookConfig
 from ..timeutil import iso, parse_iso, to_db
-from . import identities
+from . import guards, identities
 from .fields import flag, optional_http_url
 from .lookalike import require_own_name
 
@@ -39,8 +39,13 @@ def setup_profile(identity: str, value: object, env_identities: frozenset[str] =
     return {"identity": identity, "displayName": name}
 
 
+def admin_user_json(user: User) -> JSONObject:
+    """A user as admins see it: with its own loop-guard thresholds (null: the deployment's)."""
+    return {**identities.user_json(user), "loopMessages": user.loop_messages, "loopMinutes": user.loop_minutes}
+
+
 def admin_list() -> list[JSONObject]:
-    return [identities.user_json(u) for u in User.select().order_by(User.id)]
+    return [admin_user_json(u) for u in User.select().order_by(User.id)]
 
 
 def _archived_at(value: object) -> datetime | None:
@@ -64,6 +69,10 @@ def _columns(body: JSONObject) -> dict[str, Any]:
         columns["avatar_url"] = optional_http_url(body["avatarUrl"], "avatarUrl", AVATAR_URL_MAX, ", or null")
     if "archivedAt" in body:
         columns["archived_at"] = to_db(_archived_at(body["archivedAt"]))
+    if "loopMessages" in body:
+        columns["loop_messages"] = guards.threshold(body["loopMessages"], "loopMessages", guards.LOOP_MESSAGES_MAX)
+    if "loopMinutes" in body:
+        columns["loop_minutes"] = guards.threshold(body["loopMinutes"], "loopMinutes", guards.LOOP_MINUTES_MAX)
     return columns
 
 
@@ -87,7 +96,7 @@ def admin_update(user_id: str, body: JSONObject, env_identities: frozenset[str] 
         identities.revoke_identity_tokens(user_id, "archived")
     elif "archived_at" in columns and user.archived_at is not None:  # unarchived: an environment token
         identities.tokens_changed([], user_id)  # serves again at once, not after the cache's refusal
-    return {"user": identities.user_json(User.get_by_id(user_id))}
+    return {"user": admin_user_json(User.get_by_id(user_id))}
 
 
 def _removes_admin(user: User, columns: dict[str, Any]) -> bool:

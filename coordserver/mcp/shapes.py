@@ -30,7 +30,8 @@ PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")]
         "askId": Annotated[RowId, msgspec.Meta(description="An ask id")],
         "versionId": Annotated[RowId, msgspec.Meta(description="A notebook page version id")],
         "alertId": Annotated[RowId, msgspec.Meta(description="A buzz alert id")],
-        "reservationId": Annotated[RowId, msgspec.Meta(description="A reservation id")]}
+        "reservationId": Annotated[RowId, msgspec.Meta(description="A reservation id")],
+        "guardId": Annotated[RowId, msgspec.Meta(description="A loop guard id")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 

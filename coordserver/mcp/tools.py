@@ -115,6 +115,14 @@ def _preview(p: dict, _args: dict) -> str:
     return f"Would have hidden {p['events']} events of the last 24 h, of {len(p['alerts'])} alerts."
 
 
+def _guards(result: dict, _args: dict) -> str:
+    return f"{len(result['active'])} active loop guards, {len(result['cleared'])} cleared in the last 24 h."
+
+
+def _guard_cleared(g: dict, _args: dict) -> str:
+    return f"Cleared guard {g['id']} ({g['summary']})."
+
+
 WAIT_MAX = 300  # seconds ask_human may block
 RECHECK_SECONDS = 10.0  # a blocked ask_human reads its ask at least this often (announcements can be missed)
 
@@ -320,6 +328,10 @@ TOOLS: list[Tool] = [
     Tool("silence_alerts", "Silence ingests of a webhook or app name matching a title (substring or /regex/) "
          "and/or labels, for minutes or until endsAt: stored and counted, with no wake, stream event or push.",
          "POST", "/api/buzz/silences", _silence),
+    Tool("list_guards", "Admin: loop guards holding now (agents suspected of looping, their pulses and pushes "
+         "held) and those cleared in the last 24 h, with who cleared them.", "GET", "/api/admin/guards", _guards),
+    Tool("clear_guard", "Admin: clear a loop guard now, so its members' wake pulses and pushes flow again "
+         "(409 when already cleared).", "POST", "/api/admin/guards/{guardId}/clear", _guard_cleared),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -8,6 +8,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..domain.fields import HTTP_URL
+from ..domain.guards import LOOP_MESSAGES_MAX, LOOP_MINUTES_MAX
 from ..domain.identities import LABEL_MAX
 from ..domain.users import AVATAR_URL_MAX, DISPLAY_NAME_MAX
 from ..netcheck import URL_MAX, URL_PATTERN
@@ -65,13 +66,21 @@ class UserFields(Model):
     __messages__ = {"displayName": f"displayName must be 1–{DISPLAY_NAME_MAX} characters",
                     "avatarUrl": f"avatarUrl must be an http or https URL of at most {AVATAR_URL_MAX} characters, "
                                  "or null",
-                    "archivedAt": "archivedAt must be an ISO-8601 timestamp or null"}
+                    "archivedAt": "archivedAt must be an ISO-8601 timestamp or null",
+                    "loopMessages": f"loopMessages must be an integer from 1 to {LOOP_MESSAGES_MAX}, or null",
+                    "loopMinutes": f"loopMinutes must be an integer from 1 to {LOOP_MINUTES_MAX}, or null"}
     display_name: Annotated[str, text(DISPLAY_NAME_MAX, description="trimmed")] | UnsetType = UNSET
     is_admin: bool | UnsetType = UNSET
     is_agent: bool | UnsetType = UNSET
     avatar_url: Annotated[str, msgspec.Meta(max_length=AVATAR_URL_MAX, pattern=HTTP_URL.pattern,
                                             description="http or https")] | None | UnsetType = UNSET
     archived_at: Time | None | UnsetType = UNSET
+    loop_messages: Annotated[int, msgspec.Meta(
+        ge=1, le=LOOP_MESSAGES_MAX, description="its loop guard trips above this many messages within its window; "
+                                                "null: the deployment's")] | None | UnsetType = UNSET
+    loop_minutes: Annotated[int, msgspec.Meta(
+        ge=1, le=LOOP_MINUTES_MAX, description="its loop guard's window; null: the deployment's")] \
+        | None | UnsetType = UNSET
 
 
 class TokenFields(Model):

@@ -36,6 +36,7 @@ class DirectoryEntry(Model):
     url: str
     description: str | None
     created_by: str
+    created_by_is_agent: bool  # who is who: its creator is an agent
     tagged_users: list[str] | None
     created_at: Time
 

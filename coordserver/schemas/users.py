@@ -21,14 +21,26 @@ class User(Model):
     archived_at: Time | None
 
 
+class AdminUser(User, omit_defaults=False):
+    """A user as admins see it: with its own loop-guard thresholds, null where it uses the deployment's
+    (COORD_LOOP_MESSAGES, COORD_LOOP_MINUTES); skill page `guards`."""
+    loop_messages: int | None
+    loop_minutes: int | None
+
+
 class Users(Model):
     """Users."""
     users: list[User]
 
 
+class AdminUsers(Model):
+    """Users, as admins see them."""
+    users: list[AdminUser]
+
+
 class UserAnswer(Model):
     """One user, as changed."""
-    user: User
+    user: AdminUser
 
 
 class Profile(Model):

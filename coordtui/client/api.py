@@ -10,7 +10,7 @@ from urllib.parse import quote
 import certifi
 import httpx
 
-from .models import (Alert, Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity,
+from .models import (Alert, Ask, BuzzEvent, Channel, ChatMessage, DirectoryEntry, DoctorReport, Identity, LoopGuard,
                      InboxPage, JSONObject, Message, Page, PageVersion, PresenceEntry, Project, Reservation, Silence, Task,
                      TaskEvent, User, Wake, parse_time)
 from .ops_models import Invite, IssuedToken, Template, TokenRecord, Webhook
@@ -274,6 +274,14 @@ class CoordClient:
         payload: dict[str, Any] = {**_silence_target(match, app_name, webhook_id), "comment": comment,
                                    **({"minutes": minutes} if minutes is not None else {"endsAt": ends_at})}
         return Silence.parse(await self.request("POST", "/api/buzz/silences", json=payload))
+
+    async def guards(self) -> list[LoopGuard]:
+        """Loop guards (admin): the active ones, oldest first, then those cleared in the last 24 h."""
+        body = await self.request("GET", "/api/admin/guards")
+        return [LoopGuard.parse(g) for key in ("active", "cleared") for g in body.get(key) or [] if isinstance(g, dict)]
+
+    async def clear_guard(self, guard_id: int) -> LoopGuard:
+        return LoopGuard.parse(await self.request("POST", f"/api/admin/guards/{_q(guard_id)}/clear"))
 
     async def end_silence(self, silence_id: int) -> Silence:
         return Silence.parse(await self.request("DELETE", f"/api/buzz/silences/{_q(silence_id)}"))

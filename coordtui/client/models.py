@@ -482,12 +482,14 @@ class DirectoryEntry:
     description: str | None
     created_by: str | None
     created_at: datetime | None
+    created_by_is_agent: bool = False  # who is who (older servers: unknown, False)
 
     @classmethod
     def parse(cls, row: JSONObject) -> "DirectoryEntry":
         return cls(id=parse_id(row.get("id")), title=str(row.get("title") or ""), url=str(row.get("url") or ""),
                    description=row.get("description"), created_by=pick(row, "createdBy", "created_by"),
-                   created_at=parse_time(pick(row, "createdAt", "created_at")))
+                   created_at=parse_time(pick(row, "createdAt", "created_at")),
+                   created_by_is_agent=pick(row, "createdByIsAgent", "created_by_is_agent", default=False) is True)
 
 
 @dataclass(frozen=True)
@@ -584,6 +586,36 @@ class Silence:
                    match=match if isinstance(match, dict) else {}, comment=str(row.get("comment") or ""),
                    created_by=str(row.get("createdBy") or ""), ends_at=parse_time(row.get("endsAt")),
                    active=bool(row.get("active")), ended_by=row.get("endedBy"))
+
+
+@dataclass(frozen=True)
+class LoopGuard:
+    """A suspected loop among agents (GET /api/admin/guards): active while `cleared_at` is None and `until` is
+    ahead; `cleared_by` None with `cleared_at` set: its cooldown ran out."""
+    id: int
+    kind: str
+    members: list[str]
+    messages: int
+    minutes: int
+    tripped_at: datetime | None
+    until: datetime | None
+    cleared_at: datetime | None
+    cleared_by: str | None
+    summary: str
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+    @classmethod
+    def parse(cls, row: JSONObject) -> "LoopGuard":
+        members = row.get("members")
+        return cls(id=parse_id(row.get("id")), kind=str(row.get("kind") or ""),
+                   members=[str(m) for m in members] if isinstance(members, list) else [],
+                   messages=int(parse_id(row.get("messages")) or 0), minutes=int(parse_id(row.get("minutes")) or 0),
+                   tripped_at=parse_time(row.get("trippedAt")), until=parse_time(row.get("until")),
+                   cleared_at=parse_time(row.get("clearedAt")), cleared_by=row.get("clearedBy"),
+                   summary=str(row.get("summary") or ""))
 
 
 @dataclass(frozen=True)

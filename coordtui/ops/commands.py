@@ -15,7 +15,7 @@ from ..client.models import Project
 from ..client.ops_models import Template, TokenRecord, Webhook
 from ..client.v11 import AdminUser
 from ..panes.base import OpsName
-from . import admin, asks, chat, onboard, projects, silences, templates, users, webhooks
+from . import admin, asks, chat, guards, onboard, projects, silences, templates, users, webhooks
 from .base import Command, OpsHost
 
 LOAD_TIMEOUT = 3.0
@@ -63,7 +63,7 @@ class OpsCommands(Provider):
                 _quietly(user_list if is_admin else no_users, found_users))
         self.entries = [*onboard.commands(host),
                         *projects.commands(host, found_projects), *templates.commands(host, found_templates),
-                        *webhooks.commands(host, found_webhooks), *silences.commands(host), *chat.commands(host),
+                        *webhooks.commands(host, found_webhooks), *silences.commands(host), *guards.commands(host), *chat.commands(host),
                         *asks.commands(host),
                         *admin.commands(host, found_tokens), *users.commands(host, found_users)]
 

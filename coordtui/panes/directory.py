@@ -1,4 +1,4 @@
-"""Directory: shared links; add, delete, search."""
+"""Directory: shared links; add, delete, search. Who added a link carries the agent mark when it is an agent."""
 from __future__ import annotations
 
 from textual import work
@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from ..agentmark import named
 from ..client import limits
 from ..client.models import DirectoryEntry, counted
 from ..screens.confirm import ConfirmScreen
@@ -41,7 +42,8 @@ class DirectoryPane(Pane[list[DirectoryEntry]]):
         table.clear()
         self.entries = {str(e.id): e for e in entries}
         for entry in entries:
-            table.add_row(entry.title, entry.url, entry.created_by or "", entry.description or "", key=str(entry.id))
+            by = named(entry.created_by, entry.created_by_is_agent) if entry.created_by else ""
+            table.add_row(entry.title, entry.url, by, entry.description or "", key=str(entry.id))
         label = f"search “{self.filter_text}”: " if self.filter_text else ""
         self.query_one("#directory-summary", Static).update(f"{label}{counted(len(entries), 'link')}")
 

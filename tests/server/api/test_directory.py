@@ -22,7 +22,7 @@ def test_create_list_search_and_paging(make_server):
     alice, bob = client(srv, "alice"), client(srv, "bob")
     entry = create(alice, title="Handbook", description="How we work")
     assert entry == {"id": entry["id"], "title": "Handbook", "url": "https://docs.example.com/h",
-                     "description": "How we work", "createdBy": "alice", "taggedUsers": None,
+                     "description": "How we work", "createdBy": "alice", "createdByIsAgent": False, "taggedUsers": None,
                      "createdAt": entry["createdAt"]}
     create(alice, title="Runbook", url="http://ops.example.com/run", description="On-call HANDBOOK appendix")
     create(bob, title="Status page", url="https://status.example.com")

@@ -211,3 +211,197 @@ async def test_guard_items_appear_in_mcp_wake(make_server):
     [item] = [i for i in wake["items"] if i["source"] == "guard"]
     assert item["members"] == ["alice", "bob"] and item["kind"] == "mail_loop"
     assert any(a["item"] == "guards" for a in wake["actions"]) and wake["summary"] == "5 waiting: 1 loop guard, 4 unread messages."
+
+
+# --- the admin's list and clear (GET /api/admin/guards, POST /api/admin/guards/{id}/clear) -------------
+
+def ping_pong(alice: httpx.Client, bob: httpx.Client, rounds: int = 4) -> None:
+    for n in range(rounds):
+        send(alice, "bob", f"a{n}")
+        send(bob, "alice", f"b{n}")
+
+
+def test_an_admin_lists_and_clears_a_guard(world):
+    srv, clock, wakes, api = world
+    ping_pong(api["alice"], api["bob"])
+    [guard] = guards_of(srv)
+    for who in ("alice", "carol"):
+        assert api[who].get("/api/admin/guards").status_code == 403
+        refused = api[who].post(f"/api/admin/guards/{guard.id}/clear")
+        assert refused.status_code == 403 and refused.json()["error"]
+    listed = ok(api["admin"].get("/api/admin/guards"))
+    assert [g["id"] for g in listed["active"]] == [guard.id] and listed["cleared"] == []
+    assert listed["active"][0]["members"] == ["alice", "bob"] and listed["active"][0]["clearedBy"] is None
+    assert api["admin"].post("/api/admin/guards/999999/clear").status_code == 404
+    assert api["admin"].post("/api/admin/guards/x/clear").status_code == 400
+    assert guards_of(srv)[0].cleared_at is None  # refusals changed nothing
+    clock.advance(minutes=1)
+    cleared = ok(api["admin"].post(f"/api/admin/guards/{guard.id}/clear"))
+    assert cleared["id"] == guard.id and cleared["clearedBy"] == "admin" and cleared["clearedAt"]
+    assert [e["guard"]["clearedBy"] for e in events_for(srv, "alice", "guard_cleared")] == ["admin"]
+    assert [e["guard"]["id"] for e in events_for(srv, "admin", "guard_cleared")] == [guard.id]
+    assert guard_items(api["bob"]) == [] == guard_items(api["admin"])
+    again = api["admin"].post(f"/api/admin/guards/{guard.id}/clear")
+    assert again.status_code == 409 and "by admin" in again.json()["error"]
+    assert len(events_for(srv, "alice", "guard_cleared")) == 1
+    listed = ok(api["admin"].get("/api/admin/guards"))
+    assert listed["active"] == [] and [(g["id"], g["clearedBy"]) for g in listed["cleared"]] == [(guard.id, "admin")]
+    pulsed(srv, wakes)
+    send(api["alice"], "bob", "after the clear")
+    assert pulsed(srv, wakes) == ["bob"]  # pulses flow again
+    clock.advance(hours=25)
+    assert ok(api["admin"].get("/api/admin/guards")) == {"active": [], "cleared": []}  # only the last 24 h
+
+
+def test_a_guard_cleared_by_a_human_or_its_cooldown_is_409_and_listed(world):
+    srv, clock, _wakes, api = world
+    ping_pong(api["alice"], api["bob"])
+    send(api["carol"], "alice", "enough")
+    [guard] = guards_of(srv)
+    refused = api["admin"].post(f"/api/admin/guards/{guard.id}/clear")
+    assert refused.status_code == 409 and "by carol" in refused.json()["error"]
+    clock.advance(minutes=3)  # past the human's message: a new loop counts
+    ping_pong(api["alice"], api["bob"])
+    clock.advance(minutes=10)
+    assert clear_pass(srv) == 1
+    second = guards_of(srv)[1]
+    assert "by its cooldown" in api["admin"].post(f"/api/admin/guards/{second.id}/clear").json()["error"]
+    listed = ok(api["admin"].get("/api/admin/guards"))["cleared"]
+    assert [(g["id"], g["clearedBy"]) for g in listed] == [(second.id, None), (guard.id, "carol")]
+
+
+def test_two_processes_clearing_at_once_clear_once(make_server, pg_cluster):
+    url = pg_cluster.create_database()
+    one, two = make_server(database_url=url, env=AGENTS), make_server(database_url=url, env=AGENTS)
+    ping_pong(client(one, "alice"), client(two, "bob"))
+    [guard] = guards_of(one)
+
+    async def both():
+        from tests.helpers import async_client
+        async with async_client(one, "admin") as first, async_client(two, "admin") as second:
+            return await asyncio.gather(*(c.post(f"/api/admin/guards/{guard.id}/clear") for c in (first, second)))
+    statuses = sorted(r.status_code for r in asyncio.run(both()))
+    assert statuses == [200, 409]
+    assert len(events_for(one, "alice", "guard_cleared")) == 1
+    assert ok(client(two, "admin").get("/api/admin/guards"))["active"] == []
+    assert guard_items(client(one, "bob")) == [] == guard_items(client(two, "alice"))
+
+
+async def test_list_and_clear_guards_over_mcp(make_server):
+    from tests.server.mcp.test_mcp import connect, refused, succeeded
+    srv = make_server(env=AGENTS)
+    ping_pong(client(srv, "alice"), client(srv, "bob"))
+    [guard] = guards_of(srv)
+    async with connect(srv.url, "alice") as session:
+        refused(await session.call_tool("list_guards", {}))
+        refused(await session.call_tool("clear_guard", {"guardId": guard.id}))
+    async with connect(srv.url, "admin") as session:
+        listed = await session.call_tool("list_guards", {})
+        assert [g["id"] for g in succeeded(listed)["active"]] == [guard.id]
+        assert listed.content[0].text == "1 active loop guards, 0 cleared in the last 24 h."
+        cleared = succeeded(await session.call_tool("clear_guard", {"guardId": guard.id}))
+        assert cleared["clearedBy"] == "admin"
+        refused(await session.call_tool("clear_guard", {"guardId": guard.id}))
+        assert succeeded(await session.call_tool("list_guards", {}))["cleared"][0]["id"] == guard.id
+
+
+# --- per-identity thresholds (PATCH /api/admin/users/{id} loopMessages, loopMinutes) -------------------
+
+def test_an_admin_sets_an_identitys_thresholds_within_bounds(world):
+    srv, _clock, _wakes, api = world
+    for bad in ({"loopMessages": 0}, {"loopMessages": 10_001}, {"loopMinutes": 0}, {"loopMinutes": 1441},
+                {"loopMessages": "5"}, {"loopMinutes": 2.5}, {"loopMessages": True}):
+        refused = api["admin"].patch("/api/admin/users/alice", json={**bad, "displayName": "Alice Changed"})
+        assert refused.status_code == 400 and "loopM" in refused.json()["error"], (bad, refused.text)
+    assert api["alice"].patch("/api/admin/users/alice", json={"loopMessages": 3}).status_code == 403
+    user = ok(api["admin"].get("/api/admin/users"))["users"]
+    alice = next(u for u in user if u["id"] == "alice")
+    assert (alice["loopMessages"], alice["loopMinutes"], alice["displayName"]) == (None, None, "alice")  # nothing half-written
+    changed = ok(api["admin"].patch("/api/admin/users/alice", json={"loopMessages": 3, "loopMinutes": 1440}))["user"]
+    assert (changed["loopMessages"], changed["loopMinutes"]) == (3, 1440)
+    changed = ok(api["admin"].patch("/api/admin/users/alice", json={"loopMinutes": None}))["user"]
+    assert (changed["loopMessages"], changed["loopMinutes"]) == (3, None)
+    assert "loopMessages" not in ok(api["alice"].get("/api/users"))["users"][0]  # the public list is as in v1
+
+
+def test_a_per_identity_threshold_trips_earlier_than_the_default(world):
+    srv, clock, _wakes, api = world
+    ok(api["admin"].patch("/api/admin/users/bob", json={"loopMessages": 3}))
+    send(api["alice"], "bob", "one")
+    send(api["bob"], "alice", "two")
+    send(api["alice"], "bob", "three")
+    assert guards_of(srv) == []  # three: at bob's threshold, not above it (the default is 6)
+    send(api["bob"], "alice", "four")
+    [guard] = guards_of(srv)  # bob's is the stricter: it counts for the pair, whoever sent
+    assert (guard.members, guard.messages, guard.minutes) == ("alice,bob", 4, 2)
+
+
+def test_the_longer_window_of_the_two_counts(world):
+    srv, clock, _wakes, api = world
+    ok(api["admin"].patch("/api/admin/users/alice", json={"loopMinutes": 30}))
+    for n in range(4):  # seven messages, 4 minutes apart: outside the default 2-minute window, inside alice's 30
+        send(api["alice"], "bob", f"a{n}")
+        clock.advance(minutes=4)
+        if n < 3:
+            send(api["bob"], "alice", f"b{n}")
+            clock.advance(minutes=4)
+    [guard] = guards_of(srv)
+    assert (guard.messages, guard.minutes) == (7, 30)
+    assert guard_items(api["bob"])[0]["summary"] == "Loop suspected between alice and bob: 7 messages in 30 min"
+
+
+# --- small cycles over mail (a→b→c→a) ------------------------------------------------------------------
+
+RING = {**AGENTS, "COORD_AGENTS": "alice,bob,carol"}
+
+
+@pytest.fixture
+def ring(make_server, database_url):
+    clock = FrozenClock()
+    srv = make_server(clock=clock, database_url=database_url, env=RING)
+    wakes = BusRecorder(srv, channels.WAKE)
+    yield srv, clock, wakes, {who: client(srv, who) for who in ("alice", "bob", "carol", "admin")}
+    wakes.close()
+
+
+def round_the_ring(api: dict, n: int) -> None:
+    send(api["alice"], "bob", f"over to you {n}")
+    send(api["bob"], "carol", f"over to you {n}")
+    send(api["carol"], "alice", f"over to you {n}")
+
+
+def test_three_agents_passing_mail_round_a_ring_trip_a_guard(ring):
+    srv, _clock, wakes, api = ring
+    round_the_ring(api, 0)
+    round_the_ring(api, 1)
+    assert guards_of(srv) == []  # six: at the threshold
+    send(api["alice"], "bob", "and again")
+    [guard] = guards_of(srv)
+    assert (guard.kind, guard.scope, guard.members, guard.messages) == ("mail_loop", "mail:alice,bob,carol",
+                                                                        "alice,bob,carol", 7)
+    for who in ("alice", "bob", "carol"):  # every member told
+        [item] = guard_items(api[who])
+        assert item["members"] == ["alice", "bob", "carol"]
+        assert item["summary"] == "Loop suspected between alice, bob and carol: 7 messages in 2 min"
+        assert [e["change"] for e in events_for(srv, who, "guard")] == ["tripped"]
+    assert len(guard_items(api["admin"])) == 1
+    pulsed(srv, wakes)
+    for n in range(2, 5):
+        round_the_ring(api, n)
+    assert sorted(pulsed(srv, wakes)) == ["alice", "carol"]  # every member held: one pulse each (bob had his)
+    send(api["admin"], "carol", "stop")  # a human writing to any member clears it
+    assert guard_items(api["alice"]) == [] and guards_of(srv)[0].cleared_by == "admin"
+
+
+def test_no_ring_guard_when_a_human_wrote_to_the_third_or_the_ring_is_open(ring):
+    srv, clock, _wakes, api = ring
+    for n in range(4):  # a chain a→b→c, never back to a: no ring
+        send(api["alice"], "bob", f"chain {n}")
+        send(api["bob"], "carol", f"chain {n}")
+    assert guards_of(srv) == []
+    clock.advance(minutes=3)
+    send(api["admin"], "carol", "I am watching")  # a human writes to the third member only
+    round_the_ring(api, 0)
+    round_the_ring(api, 1)
+    send(api["alice"], "bob", "and again")
+    assert guards_of(srv) == []

@@ -172,7 +172,9 @@ _INTEGER_ROUTES = {"maxUses": ("admin", "/api/auth/invites"), "replyToMessageId"
                    "escalateAfterMinutes": ("alice", "/api/buzz/webhooks"),
                    "flapResolutions": ("alice", "/api/buzz/webhooks"), "flapWindowMinutes": ("alice", "/api/buzz/webhooks"),
                    "staleTriggerHours": ("admin", f"PATCH /api/auth/tokens/{_UNKNOWN_ID}"),
-                   "leaseSeconds": ("alice", "/api/swarm/tasks"), "ttlSeconds": ("alice", "/api/reservations")}
+                   "leaseSeconds": ("alice", "/api/swarm/tasks"), "ttlSeconds": ("alice", "/api/reservations"),
+                   "loopMessages": ("admin", "PATCH /api/admin/users/alice"),
+                   "loopMinutes": ("admin", "PATCH /api/admin/users/alice")}
 
 
 def test_integer_fields_refuse_out_of_range_numbers(hostile_server):

@@ -107,9 +107,24 @@ def test_every_json_operation_answers_as_its_model_says(tour_server, as_user, ch
     alice.get("/api/presence")
     alice.get("/api/doctor")
     admin.get("/api/doctor/admin")
+    _guards(admin, anyone, as_user)
     missing = sorted(f"{method.upper()} {path}" for path, method in checked.operations
                      if (path, method) not in checked.seen)
     assert not missing, f"operations the tour never called: {missing}"
+
+
+def _guards(admin, anyone, as_user) -> None:
+    """Two agents ping-pong past the default threshold (40 in 2 minutes): the admin lists the guard and clears it."""
+    invite = admin.post("/api/auth/invites", json={"maxUses": 2, "isAgent": True}).json()["invite"]
+    bots = [as_user(None, anyone.post("/api/auth/register", json={"code": invite["code"], "identity": name})
+                    .json()["token"]) for name in ("bot-a", "bot-b")]
+    for n in range(21):
+        bots[0].post("/api/mailboxes/bot-b/messages", json={"title": f"ack {n}"})
+        bots[1].post("/api/mailboxes/bot-a/messages", json={"title": f"ack ack {n}"})
+    admin.get("/api/wake")  # the guard item
+    [guard] = admin.get("/api/admin/guards").json()["active"]
+    admin.post(f"/api/admin/guards/{guard['id']}/clear")
+    admin.get("/api/admin/guards")
 
 
 def _auth(alice, admin, anyone, as_user) -> None:

@@ -84,7 +84,7 @@ async def test_initialize_lists_the_tools_with_their_schemas(srv, mode):
         assert (session.protocol_version == "2026-07-28") == (mode == "auto")
         listed = (await session.list_tools()).tools
         assert [t.name for t in listed] == [t.name for t in tools.TOOLS]
-        assert len(listed) == 45
+        assert len(listed) == 47
         send = next(t for t in listed if t.name == "send_message")
         assert send.input_schema["type"] == "object"
         assert "recipient" in send.input_schema["required"] and "replyToMessageId" in send.input_schema["properties"]
@@ -207,6 +207,7 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "silence_alerts": {"appName": "nothing", "match": {"title": "x"}, "minutes": 5},
         "renew_task_lease": {"taskId": MISSING}, "reserve": {"resource": " ", "ttlSeconds": 60},
         "renew_reservation": {"reservationId": 999999}, "release": {"reservationId": 999999},
+        "list_guards": {}, "clear_guard": {"guardId": 999999},  # bob is no admin: 403
     }
     argument_refusals = {  # the arguments do not fit the tool's model
         "wake": {"includeOffHours": "yes"}, "chat_channels": {"archived": "maybe"},

@@ -51,3 +51,18 @@ async def test_a_loop_guard_heads_the_wake_pane(make_server):
         text = table_text(app, "#wake-table")
         assert text.index("Loop guards") < text.index("Unread mail")
         assert "Loop suspected between alice and bob: 7 messages in 2 min" in text
+
+
+async def test_agents_are_marked_in_the_directory(make_server):
+    server = make_server(env={"COORD_AGENTS": "carol"})
+    with client(server, "carol") as carol, client(server, "alice") as alice:
+        by_agent = carol.post("/api/directory", json={"title": "Build dashboard", "url": "https://ci.example"}).json()
+        by_human = alice.post("/api/directory", json={"title": "Team docs", "url": "https://docs.example"}).json()
+        assert (by_agent["createdByIsAgent"], by_human["createdByIsAgent"]) == (True, False)
+    app = make_app(server, "bob")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("8")
+        await wait_for(pilot, lambda: str(by_human["id"]) in row_keys(app, "#directory-table"), what="links")
+        rows = table_text(app, "#directory-table").splitlines()
+        assert any(f"carol {AGENT_MARK}" in row and "Build dashboard" in row for row in rows)
+        assert any("| alice " in row and "Team docs" in row and AGENT_MARK not in row for row in rows)

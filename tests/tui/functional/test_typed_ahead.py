@@ -701,6 +701,37 @@ async def resolve_alert(server, pilot, app):
     assert alert_of(server, alert_id)["resolvedBy"] == "alice"
 
 
+def tripped_guard(server) -> int:
+    """Two agents (registered by an agent invite) ping-pong past the default threshold: a loop guard trips."""
+    invite = api(server, "admin", "POST", "/api/auth/invites", json={"maxUses": 2, "isAgent": True})["invite"]
+    tokens = [api(server, "admin", "POST", "/api/auth/register", json={"code": invite["code"], "identity": name})["token"]
+              for name in ("typed-bot-a", "typed-bot-b")]
+    for n in range(21):
+        for token, to in zip(tokens, ("typed-bot-b", "typed-bot-a")):
+            with client(server, token=token) as bot:
+                bot.post(f"/api/mailboxes/{to}/messages", json={"title": f"ack {n}"}).raise_for_status()
+    return api(server, "admin", "GET", "/api/admin/guards")["active"][0]["id"]
+
+
+def guard_active(server, guard_id: int) -> bool:
+    return any(g["id"] == guard_id for g in api(server, "admin", "GET", "/api/admin/guards")["active"])
+
+
+@scenario("admin", "coordtui.ops.guards:GuardsScreen.action_clear")
+async def clear_guard(server, pilot, app):
+    guard_id = tripped_guard(server)
+    await until(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, "connected")
+    await pilot.press("ctrl+p", *typed("Loop guards"))
+    await until(pilot, lambda: "Loop guards" in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt),
+                "found in the palette")
+    await pilot.press("enter")
+    await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "guards listed")
+    select_ops_row(app, str(guard_id))
+    await pilot.press("c", "enter")
+    await until(pilot, lambda: not guard_active(server, guard_id), "cleared")
+    assert api(server, "admin", "GET", "/api/admin/guards")["cleared"][0]["clearedBy"] == "admin"
+
+
 @scenario("alice", "coordtui.ops.silences:SilencesScreen.action_end")
 async def end_silence(server, pilot, app):
     fired_alert(server, "ending", "Backup slow")
