@@ -58,7 +58,7 @@ def test_v2_database_is_upgraded_through_every_version(make_server, database_url
     assert workflow.status_code == 200
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (11, 11)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (12, 12)
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
@@ -70,4 +70,5 @@ def test_v2_database_is_upgraded_through_every_version(make_server, database_url
     assert store.database.table_exists("reservation")  # 11: leases and reservations
     assert {"lease_expires_at", "lease_seconds", "lease_lapsed_by", "lease_lapsed_at"} <= \
         {c.name for c in store.database.get_columns("task")}
+    assert {"loop_messages", "loop_minutes"} <= {c.name for c in store.database.get_columns("user")}  # 12
     store.close()
