@@ -112,8 +112,12 @@ async def test_buzz_events_live(server):
         await wait_idle(pilot, app)
         with client(server) as anonymous:
             anonymous.post(f"/api/ingest/deploys/{hook['token']}", json={"title": "Shipped v2", "body": "all green"})
-        await wait_for(pilot, lambda: "Shipped v2" in table_text(app, "#buzz-table"), what="live buzz event")
-        assert "deploys" in table_text(app, "#buzz-table") and "all green" in table_text(app, "#buzz-table")
+        await wait_for(pilot, lambda: "Shipped v2" in table_text(app, "#buzz-table"), what="live buzz alert")
+        assert "deploys" in table_text(app, "#buzz-table")
+        app.query_one("#buzz-table").focus()
+        await pilot.press("enter")  # the alert with its events: the body is there
+        await wait_for(pilot, lambda: app.screen.query("#alert-events")
+                       and "all green" in table_text(app.screen, "#alert-events"), what="the event's body")
 
 
 async def test_notebook_collaborative_editing(server):
