@@ -34,7 +34,6 @@ class PlainTable(DataTable[Any]):
     # column labels, least important first: what gives way when the rows are wider than the table; the
     # other columns (revoked, expired, archived: what matters) are never cut
     give_way: tuple[str, ...] = ()
-    natural_widths: dict[ColumnKey, int] = {}  # by column key: the content's width, kept for a resize once fitted
 
     def fit_columns(self) -> None:
         """Columns as wide as their content when there is room, else the give-way columns narrower."""
@@ -42,12 +41,11 @@ class PlainTable(DataTable[Any]):
         if not self.give_way or not columns:
             return
         labels = [column.label.plain for column in columns]
-        natural = [max(column.content_width if column.auto_width else self.natural_widths.get(column.key, 0),
-                       cell_len(label)) for column, label in zip(columns, labels)]
+        # content_width: the widest cell since the rows were last cleared (Textual measures every column)
+        natural = [max(column.content_width, cell_len(label)) for column, label in zip(columns, labels)]
         order = [labels.index(label) for label in self.give_way if label in labels]
         room = self.scrollable_content_region.width - 2 * self.cell_padding * len(columns)
         widths = fitted_widths(natural, [cell_len(label) for label in labels], order, room)
-        self.natural_widths = {column.key: wide for column, wide in zip(columns, natural)}
         for column, width in zip(columns, widths):
             column.auto_width, column.width = False, width
         # Textual has no public call for "a column's width changed": the same flags add_column sets
@@ -57,6 +55,15 @@ class PlainTable(DataTable[Any]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.fit_columns()
+
+    def clear(self, columns: bool = False) -> "PlainTable":
+        """Rows cleared, columns kept: their widths start again from their headers (Textual keeps the widest
+        content ever shown, so a long row gone long ago kept its column wide, and the picture depended on
+        what had been listed before)."""
+        super().clear(columns)
+        for column in self.columns.values():
+            column.content_width = cell_len(column.label.plain)
+        return self
 
     def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
                 label: Any = None) -> RowKey:

@@ -61,3 +61,29 @@ def test_the_least_important_give_way_first():
     assert fitted_widths([10, 20, 16], [4, 8, 7], [1, 0], 30) == [6, 8, 16]
     assert fitted_widths([10, 20, 16], [4, 8, 7], [1, 0], 60) == [10, 20, 16]
     assert fitted_widths([10, 20, 16], [4, 8, 7], [1, 0], 20) == [3, 3, 16]  # below headers, never the third
+
+
+async def test_a_column_narrows_again_once_its_long_rows_are_gone():
+    """Textual keeps the widest cell ever shown; coordtui's tables start again from the headers when their rows
+    are cleared, so a long row gone long ago no longer holds its column wide (and a picture of the list does not
+    depend on what was listed before)."""
+    from textual.app import App, ComposeResult
+
+    from coordtui.tables import PlainTable
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            table = PlainTable()
+            table.add_columns("Item", "Age")
+            yield table
+
+    app = One()
+    async with app.run_test(size=(100, 10)) as pilot:
+        table = app.query_one(PlainTable)
+        table.add_row("a very long item title that was listed a while ago", "1m")
+        await pilot.pause()
+        assert shown(table)["Item"] >= 50
+        table.clear()
+        table.add_row("short", "2m")
+        await pilot.pause()
+        assert shown(table)["Item"] == len("short")

@@ -385,6 +385,9 @@ def test_demo_wake_snapshot(snap_compare, tmp_path):
     async def cast_done(pilot):
         await wait_for(pilot, lambda: all(demo.events.get(k, 0) >= n for k, n in acted.items()), timeout=20,
                        what=lambda: f"one round of the cast: {demo.events}")
+        # the cast stops here: a reply or edit arriving while the picture is taken would re-fit its columns
+        pilot.app.demo_worker.cancel()
+        await wait_for(pilot, lambda: pilot.app.demo_worker.is_finished, what="the cast stopped")
     assert snap_compare(app, run_before=lambda pilot: _then(cast_done(pilot), prepare("wake")(pilot)),
                         terminal_size=(100, 30))
 
