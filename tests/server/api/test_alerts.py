@@ -460,7 +460,7 @@ def test_a_state_change_is_pushed_to_the_agents_but_not_to_whoever_made_it(make_
         ok(bob.post(f"/api/buzz/alerts/{alert_id}/ack"))
     pushed = [verify(call, token) for call in target.wait_calls(3)]
     changes = [p["event"].get("change") for p in pushed if p["event"]["type"] == "alert_changed"]
-    assert changes == ["opened", "acked"]
+    assert sorted(changes) == ["acked", "opened"]  # each once; deliveries run side by side, so in either order
     assert any(f'(alert {alert_id}) acked by bob' in p["message"] for p in pushed)
 
 
