@@ -33,8 +33,8 @@ class Presence:
     def __init__(self):
         self.touched: list[tuple[str, str]] = []
 
-    def touch(self, identity, source):
-        self.touched.append((identity, source))
+    def touch(self, identity, source, via=None):
+        self.touched.append((identity, source) if via is None else (identity, source, via))
 
 
 def make_gate(rate_limits: bool = True, **limits):
@@ -59,6 +59,13 @@ async def test_a_known_caller_is_admitted_counted_by_identity_and_seen():
     assert (await gate.admit("GET", "/api/users", None, lambda: "10.0.0.9")).rate_headers == headers(1, 0)
     with pytest.raises(RateLimited):
         await gate.admit("GET", "/api/users", "alice-token", lambda: "10.0.0.9")
+
+
+async def test_a_request_to_the_mcp_endpoint_is_seen_via_mcp():
+    gate, _resolver, presence = make_gate(rate_limits=False)
+    await gate.admit("POST", "/mcp", "alice-token", lambda: "10.0.0.9")
+    await gate.admit("GET", "/api/users", "alice-token", lambda: "10.0.0.9")
+    assert presence.touched == [("alice", "api", "mcp"), ("alice", "api")]
 
 
 async def test_an_anonymous_caller_is_counted_by_address_and_seen_by_no_one():

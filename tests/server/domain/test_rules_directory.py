@@ -38,8 +38,8 @@ def titles(store, identity, is_admin=False, q=None, limit=10, offset=0) -> list[
 def test_an_entry_shows_its_fields(entries):
     made = entries.made["Runbook"]
     assert made == {"id": made["id"], "title": "Runbook", "url": "https://runbook.example",
-                    "description": "On-call HANDBOOK appendix", "createdBy": "ann", "taggedUsers": ["bob"],
-                    "createdAt": iso(to_db(START + timedelta(minutes=1)))}
+                    "description": "On-call HANDBOOK appendix", "createdBy": "ann", "createdByIsAgent": False,
+                    "taggedUsers": ["bob"], "createdAt": iso(to_db(START + timedelta(minutes=1)))}
     assert entries.made["Status"]["taggedUsers"] is None  # [] is stored as no tags
 
 

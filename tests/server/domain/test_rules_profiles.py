@@ -67,7 +67,8 @@ def test_the_admin_list_is_every_row_by_id(store):
     run(store, lambda: User.update(archived_at=NOW).where(User.id == "kit").execute())
     listed = run(store, users.admin_list)
     assert [u["id"] for u in listed] == ["amy", "kit", "zed"]
-    assert listed[1] == identities.user_json(run(store, User.get_by_id, "kit"))
+    assert listed[1] == {**identities.user_json(run(store, User.get_by_id, "kit")),
+                         "loopMessages": None, "loopMinutes": None}  # the admin's view: the loop thresholds too
     assert listed[1]["archivedAt"] == iso(NOW)
 
 
@@ -80,7 +81,7 @@ async def test_an_admin_change_writes_the_columns_and_tells_the_token_caches(sto
                                                             "avatarUrl": "https://img/d.png", "isAdmin": True})
     assert changed == {"user": {"id": "dan", "displayName": "Dan", "isAdmin": True, "isAgent": True,
                                 "avatarUrl": "https://img/d.png", "createdAt": iso(NOW), "updatedAt": iso(LATER),
-                                "lastSeenAt": None, "archivedAt": None}}
+                                "lastSeenAt": None, "archivedAt": None, "loopMessages": None, "loopMinutes": None}}
     assert run(store, lambda: {t.id: t.is_admin for t in Token.select()}) == {token.id: True, old.id: False}
     assert store.published == [(TOKENS, {"tokenIds": [], "identity": "dan"})]
     store.published.clear()
