@@ -170,8 +170,8 @@ class FormScreen(ModalScreen[Any]):
         for field in self.fields:
             if field.kind == "select" and field.load is not None:
                 self.load_options(field)
-            if field.names:
-                self.complete_names(field)
+        if any(field.names for field in self.fields):
+            self.complete_names()
         for field in self.fields:
             if field.empty_if_unchanged:  # a start to add to (a quote): typing goes on after it
                 area = self.query_one(f"#field-{field.name}", TextArea)
@@ -189,15 +189,18 @@ class FormScreen(ModalScreen[Any]):
             self.query_one("#submit", Button).focus()
 
     @work(group="form-names", exit_on_error=False)
-    async def complete_names(self, field: Field) -> None:
-        """An identity field completes from the identities as the server has them when the form opens."""
+    async def complete_names(self) -> None:
+        """The identity fields complete from the identities as the server has them when the form opens (asked
+        once for all of them)."""
         if not isinstance(self.app, KnowsIdentities):
             return
         try:
-            names = await self.app.identity_names()
+            suggester = NameSuggester(await self.app.identity_names())
         except (ApiError, ConnectionFailed):
             return
-        self.query_one(f"#field-{field.name}", Input).suggester = NameSuggester(names)
+        for field in self.fields:
+            if field.names:
+                self.query_one(f"#field-{field.name}", Input).suggester = suggester
 
     @work(group="form-options", exit_on_error=False)
     async def load_options(self, field: Field) -> None:
