@@ -12,6 +12,11 @@
 """
 from __future__ import annotations
 
+import asyncio
+import gc
+import sys
+import threading
+
 import pytest
 
 from coordserver.server import ServerThread
@@ -80,3 +85,43 @@ def server(request, tmp_path_factory):
     yield srv
     srv.stop()
 
+
+
+@pytest.fixture(autouse=True)
+def dump_asyncio_tasks_before_the_timeout(request):
+    """pytest-timeout prints every thread's stack, and a hung async test shows only an idle `select` there.
+    Shortly before it fires, every running event loop prints the stacks of its tasks: what each awaits."""
+    marker = request.node.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(request.config.getini("timeout") or 0)
+    if limit <= 20:
+        yield
+        return
+    timer = threading.Timer(limit - 10, _dump_tasks_of_running_loops)
+    timer.daemon = True
+    timer.start()
+    yield
+    timer.cancel()
+
+
+def _dump_tasks_of_running_loops() -> None:
+    loops = [obj for obj in gc.get_objects() if isinstance(obj, asyncio.AbstractEventLoop) and obj.is_running()]
+    for loop in loops:
+        def dump(loop=loop) -> None:
+            print(f"~~~~~~~~ asyncio tasks of {loop!r} ~~~~~~~~", file=sys.stderr)
+            for task in asyncio.all_tasks(loop):
+                print(f"{task.get_name()}:", file=sys.stderr)
+                for line in _awaiting(task.get_coro()):
+                    print(f"    {line}", file=sys.stderr)
+        loop.call_soon_threadsafe(dump)
+
+
+def _awaiting(coro) -> list[str]:
+    """The chain of coroutines a task is suspended in, outermost first (Task.print_stack shows only the first)."""
+    lines = []
+    while coro is not None and len(lines) < 40:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None:
+            lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        coro = (getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+                or getattr(coro, "ag_await", None))
+    return lines
