@@ -3,6 +3,7 @@ with. Text and addresses come from another identity's page: shown as data, never
 from __future__ import annotations
 
 import re
+import webbrowser
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -67,11 +68,30 @@ def use_links(app: App[Any], links: list[PageLink], how: Literal["open", "copy"]
     elif len(links) > 1:
         app.push_screen(PageLinksScreen(links, f"Links in {where}"))
     elif how == "open":
-        app.open_url(links[0].url)
-        app.notify(f"Opened {links[0].url}", timeout=3)
+        open_link(app, links[0].url)
     else:
         app.copy_to_clipboard(links[0].url)
         app.notify(f"{links[0].url} copied to the clipboard", timeout=3)
+
+
+def browser_available() -> bool:
+    """Whether this machine has a browser to open addresses with (none on a server reached over SSH)."""
+    try:
+        webbrowser.get()
+    except webbrowser.Error:
+        return False
+    return True
+
+
+def open_link(app: App[Any], url: str) -> None:
+    """Opens the address in the browser; where there is none it is copied instead (OSC 52 reaches the terminal the
+    user sits at), and the notice says which happened: "Opened" with nothing opened would send them looking."""
+    if browser_available():
+        app.open_url(url)
+        app.notify(f"Opened {url}", timeout=3)
+    else:
+        app.copy_to_clipboard(url)
+        app.notify(f"No browser on this machine: {url} copied to the clipboard", timeout=4)
 
 
 class PageLinksScreen(ModalScreen[None]):
@@ -96,8 +116,7 @@ class PageLinksScreen(ModalScreen[None]):
     def action_open_link(self) -> None:
         link = self.selected()
         if link is not None:
-            self.app.open_url(link.url)
-            self.notify(f"Opened {link.url}", timeout=3)
+            open_link(self.app, link.url)
 
     def action_copy_link(self) -> None:
         link = self.selected()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 
+from coordtui.screens import page_links
 from coordtui.screens.page_links import PageLink, PageLinksScreen, text_links
 from tests.conftest import client
 from tests.tui.helpers import make_app, select_message, wait_for
@@ -15,6 +16,7 @@ from tests.tui.helpers import make_app, select_message, wait_for
 def opened(monkeypatch) -> list[str]:
     urls: list[str] = []
     monkeypatch.setattr(App, "open_url", lambda self, url, new_tab=True: urls.append(url))
+    monkeypatch.setattr(page_links, "browser_available", lambda: True)
     return urls
 
 
@@ -82,3 +84,20 @@ async def test_a_tasks_link_opens_from_its_detail(server, opened):
         await pilot.press("o")
         await wait_for(pilot, lambda: opened, what="opened")
         assert opened == ["https://ci.example/runs/7"]
+
+
+async def test_without_a_browser_o_copies_the_link_and_says_so(server, monkeypatch):
+    """A server reached over SSH has no browser: "Opened" with nothing opened would send the user looking."""
+    monkeypatch.setattr(page_links, "browser_available", lambda: False)
+    monkeypatch.setattr(App, "open_url", lambda self, url, new_tab=True: pytest.fail("nothing to open it with"))
+    with client(server, "bob") as bob:
+        sent = bob.post("/api/mailboxes/alice/messages", json={
+            "title": "Runbook", "body": "Steps: https://wiki.example/rb/db"}).json()
+    app = make_app(server, "alice")
+    said: list[str] = []
+    async with app.run_test(size=(120, 35), notifications=True) as pilot:
+        app.notify = lambda message, **_kw: said.append(str(message))  # type: ignore[method-assign]
+        await select_message(pilot, app, sent["id"])
+        await pilot.press("o")
+        await wait_for(pilot, lambda: app.clipboard == "https://wiki.example/rb/db", what="copied instead")
+        assert said == ["No browser on this machine: https://wiki.example/rb/db copied to the clipboard"]

@@ -8,6 +8,7 @@ from textual.widgets.markdown import MarkdownBlock
 
 from coordtui.client.notebook import NotebookSession
 from coordtui.panes.notebook import find_all
+from coordtui.screens import page_links as page_links_module
 from coordtui.screens.page_links import PageLink, PageLinksScreen, page_links
 from tests.conftest import TOKENS, client
 from tests.tui.helpers import make_app, open_notebook_page, wait_for
@@ -43,7 +44,8 @@ def test_page_links_are_listed_once_in_order():
                                    PageLink("https://status.example", "https://status.example")]
 
 
-async def test_rendered_view_links_and_find(server):
+async def test_rendered_view_links_and_find(server, monkeypatch):
+    monkeypatch.setattr(page_links_module, "browser_available", lambda: True)
     with client(server, "alice") as api:
         page_id = api.post("/api/notebook", json={"title": "Failover", "content": RUNBOOK}).json()["page"]["id"]
     app = make_app(server, "alice")
