@@ -114,6 +114,7 @@ class CoordApp(KeysInOrder, App[None]):
         self._pending: list[ServerEvent] = []
         self._ever_connected = False
         self._quit_asked = False
+        self.known_identities: tuple[str, ...] = ()  # as last heard: identity fields complete from them at once
         self.form_drafts: dict[str, dict[str, Any]] = {}  # cancelled forms' typed text, by form (screens/form.py)
         self.events_received = 0
         self.recent_events: deque[ServerEvent] = deque(maxlen=200)
@@ -259,6 +260,7 @@ class CoordApp(KeysInOrder, App[None]):
 
     def set_identity(self, identity: str, is_admin: bool) -> None:
         self.session.identity, self.session.is_admin = identity, is_admin
+        self.learn_identity_names()
         self.session.alerts.attach(store_path(self.server_key(), identity))
         self.live.buzz_seen.attach(store_path(self.server_key(), identity, "buzz-seen"))
         self.render_connection()
@@ -266,7 +268,15 @@ class CoordApp(KeysInOrder, App[None]):
 
     async def identity_names(self) -> tuple[str, ...]:
         """The server's identities, for the identity fields of forms to complete from (screens/form.py)."""
-        return tuple(user.id for user in await self.session.connected_client().users())
+        self.known_identities = tuple(user.id for user in await self.session.connected_client().users())
+        return self.known_identities
+
+    @work(group="identity-names", exclusive=True, exit_on_error=False)
+    async def learn_identity_names(self) -> None:
+        """Heard once connected, so that the first form's completion is there as it opens: a name typed ahead and
+        taken with `right` in one burst would otherwise meet no completion yet."""
+        with suppress(ApiError, ConnectionFailed):
+            await self.identity_names()
 
     def server_key(self) -> str:
         """What names this server across runs: the bundled server's port changes every start, its data dir does not."""

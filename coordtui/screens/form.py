@@ -47,7 +47,10 @@ class KeepsDrafts(Protocol):
 
 @runtime_checkable
 class KnowsIdentities(Protocol):
-    """An app that can name the server's identities (CoordApp): what identity fields complete from."""
+    """An app that can name the server's identities (CoordApp): what identity fields complete from. It keeps the
+    names it last heard, so a form completes from the moment it opens, and asks again as each form opens."""
+    known_identities: tuple[str, ...]
+
     async def identity_names(self) -> tuple[str, ...]: ...
 
 
@@ -170,7 +173,9 @@ class FormScreen(ModalScreen[Any]):
         for field in self.fields:
             if field.kind == "select" and field.load is not None:
                 self.load_options(field)
-        if any(field.names for field in self.fields):
+        if any(field.names for field in self.fields) and isinstance(self.app, KnowsIdentities):
+            if self.app.known_identities:
+                self._use_names(self.app.known_identities)
             self.complete_names()
         for field in self.fields:
             if field.empty_if_unchanged:  # a start to add to (a quote): typing goes on after it
@@ -195,12 +200,20 @@ class FormScreen(ModalScreen[Any]):
         if not isinstance(self.app, KnowsIdentities):
             return
         try:
-            suggester = NameSuggester(await self.app.identity_names())
+            self._use_names(await self.app.identity_names())
         except (ApiError, ConnectionFailed):
             return
+
+    def _use_names(self, names: tuple[str, ...]) -> None:
+        """Every identity field completes from `names`; one already typed in offers its completion now (the names
+        may arrive after the first keys)."""
+        suggester = NameSuggester(names)
         for field in self.fields:
             if field.names:
-                self.query_one(f"#field-{field.name}", Input).suggester = suggester
+                widget = self.query_one(f"#field-{field.name}", Input)
+                widget.suggester = suggester
+                if widget.value:
+                    widget.run_worker(suggester._get_suggestion(widget, widget.value))
 
     @work(group="form-options", exit_on_error=False)
     async def load_options(self, field: Field) -> None:

@@ -210,6 +210,16 @@ async def compose(server, pilot, app):
     assert (sent["sender"], sent["title"], sent["body"]) == ("alice", head, text)
 
 
+@scenario("alice", "coordtui.panes.inbox:InboxPane.action_compose")
+async def compose_taking_a_completion(server, pilot, app):
+    """`ca`, right (take the completion "carol"), tab, title, ctrl+s in one burst: the completion shows once the
+    keys before right have taken effect, so right takes it, as for a typist who knows what it will offer."""
+    await on_pane(pilot, app, "2", "inbox")
+    head = title("Handover")
+    await pilot.press("c", *typed("ca"), "right", "tab", *typed(head), "ctrl+s")
+    await until(pilot, lambda: any(m["title"] == head for m in inbox(server, "carol")), "sent to carol")
+
+
 @scenario("alice", "coordtui.panes.inbox:InboxPane.action_reply")
 async def inbox_reply(server, pilot, app):
     message = api(server, "bob", "POST", "/api/mailboxes/alice/messages",
