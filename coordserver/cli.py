@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +34,10 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
           access_log: bool = typer.Option(False, help="Log every request."),
           reuse_port: bool = typer.Option(False, hidden=True, help="Listen with SO_REUSEPORT (one of --workers).")) -> None:
     """Run the server (Hypercorn) until interrupted."""
+    if not os.environ.get("COORD_BASE_URL"):
+        # the links the server hands out (onboarding, ingest, skill docs) point where it listens, not at the
+        # default port; set in the environment so that --workers' processes say the same
+        os.environ["COORD_BASE_URL"] = f"http://{url_host(host)}:{port}"
     settings = Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in ("hypercorn.error", "hypercorn.access"):  # Hypercorn logs through its own handlers
@@ -53,6 +58,14 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to listen on."),
         from .lifeline import listener_pids, port_holders_message
         typer.echo(port_holders_message(port, listener_pids(port)), err=True)
         raise typer.Exit(3)
+
+
+def url_host(host: str) -> str:
+    """The host of the server's own links: loopback when it listens on every address (which one a client
+    reaches it by is unknown here: COORD_BASE_URL says it), IPv6 addresses in brackets."""
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
 
 
 @cli.command("mcp-tools")
