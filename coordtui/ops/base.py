@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label, Static, TextArea
 
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import ServerEvent
@@ -102,13 +102,20 @@ def confirm(host: OpsHost, question: str, label: str, action: Callable[[], Await
     run_form(host, question, [], label, lambda _values: action(), lambda _r: done, after)
 
 
-class SecretValue(Input):
-    """A value the server issued, to select and copy, never to edit (Textual's Input has no read-only mode)."""
+class SecretValue(TextArea):
+    """A value the server issued, shown whole (wrapped: an onboarding URL or an MCP configuration is wider than any
+    dialog), to select and copy, never to edit."""
 
-    read_only = True
+    def __init__(self, value: str, **kwargs: Any) -> None:
+        super().__init__(value, read_only=True, soft_wrap=True, show_line_numbers=False, **kwargs)
 
-    def replace(self, text: str, start: int, end: int) -> None:
-        """Every edit of an Input (typing, paste, cut, delete) comes here: none changes what the server issued."""
+    @property
+    def value(self) -> str:
+        return self.text
+
+    @value.setter
+    def value(self, text: str) -> None:
+        self.load_text(text)
 
 
 class SecretScreen(ModalScreen[None]):
@@ -139,8 +146,6 @@ class SecretScreen(ModalScreen[None]):
                 yield Button("Close", id="close", variant="primary", compact=True)
 
     def on_mount(self) -> None:
-        for box in self.query(".secret-value").results(Input):
-            box.cursor_position = 0  # show the start (the scheme and host), not the end
         for button in self.query("#copy-0").results(Button):
             button.focus()  # enter or c copies; tab reaches the value itself to select part of it
 

@@ -100,6 +100,27 @@ async def test_invite_a_teammate_shows_the_url_and_notices_its_use(server):
         assert "dana joined" in str(dialog.query_one("#onboard-status").render())
 
 
+async def test_the_dialog_shows_the_whole_onboarding_url_at_80_columns(server):
+    """Issue 24: dialogs show the whole invite URL. It is wider than any dialog: it wraps, every line in view
+    (a one-line field showed the start and hid the code)."""
+    from coordtui.ops.base import SecretValue
+    app = make_app(server, "admin")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, what="connected")
+        await pilot.press("5")
+        await wait_for(pilot, lambda: pane_by_id(app, "presence").loads >= 1, what="Who loaded")
+        await pilot.press("I", *"erika", "ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, OnboardScreen), what="the invite dialog")
+        await pilot.pause()
+        box = app.screen.query_one("#secret-0", SecretValue)
+        url = shown(app.screen, "Onboarding URL")
+        assert len(url) > box.size.width, "the URL fits on one line: nothing to show"
+        lines = box.wrapped_document.height
+        assert lines >= 2 and box.size.height == lines and box.scroll_offset.y == 0
+        rendered = "".join(box.render_line(y).text for y in range(lines))
+        assert "".join(rendered.split()) == url
+
+
 async def test_a_non_admin_is_told_what_to_ask_an_admin(server):
     app = make_app(server, "alice")
     async with app.run_test(size=(120, 35)) as pilot:

@@ -359,7 +359,6 @@ def test_connect_agent_snapshot(snap_compare, tmp_path):
         token = next(value for label, value in app.screen.values if label.startswith("Token"))
         for box in app.screen.query(SecretValue):
             box.value = box.value.replace(token, "TOKEN").replace(server.url.rsplit(":", 1)[1], "PORT")
-            box.cursor_position = 0
     try:
         assert snap_compare(make_app(server, "admin", clock=lambda: FROZEN_NOW), run_before=prepare("wake", open_dialog),
                             terminal_size=(100, 30))
