@@ -114,6 +114,7 @@ class CoordApp(KeysInOrder, App[None]):
         self._pending: list[ServerEvent] = []
         self._ever_connected = False
         self._quit_asked = False
+        self._switched_to: str | None = None  # the tab _switch_to showed, whose TabActivated is still to come
         self.known_identities: tuple[str, ...] = ()  # as last heard: identity fields complete from them at once
         self.form_drafts: dict[str, dict[str, Any]] = {}  # cancelled forms' typed text, by form (screens/form.py)
         self.events_received = 0
@@ -455,14 +456,31 @@ class CoordApp(KeysInOrder, App[None]):
             return None
 
     def show_pane(self, pane: Pane[Any]) -> None:
-        self.query_one("#panes", TabbedContent).active = spec_of(pane).tab_id
+        self._switch_to(spec_of(pane).tab_id)
 
     def action_pane(self, pane_id: str) -> None:
         """The digit keys (bindings built from the pane list)."""
-        spec = next(spec for spec in PANES if spec.id == pane_id)
-        self.query_one("#panes", TabbedContent).active = spec.tab_id
+        self._switch_to(next(spec for spec in PANES if spec.id == pane_id).tab_id)
+
+    def _switch_to(self, tab_id: str) -> None:
+        """The pane comes into view and takes the cursor at once, not when TabbedContent's TabActivated comes
+        round: keys typed right after the switch (3 i text) go to the pane's keys, and a late TabActivated would
+        move the cursor back to the list from the message box `i` had put it in."""
+        tabs = self.query_one("#panes", TabbedContent)
+        if tabs.active == tab_id:
+            return
+        tabs.active = tab_id
+        self._switched_to = tab_id
+        self._pane_in_view()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if self._switched_to is not None and event.pane.id == self._switched_to:
+            self._switched_to = None  # _switch_to did it already
+            return
+        self._switched_to = None
+        self._pane_in_view()  # a click on a tab
+
+    def _pane_in_view(self) -> None:
         pane = self.active_pane
         if pane is not None and self.session.client is not None:
             pane.activated()

@@ -10,8 +10,9 @@ leaving.
 
 `KeysInOrder` (mixed into the App) holds each key, paste and mouse press until the one before it has settled, then
 dispatches it the ordinary way. Settled means: a marker message, posted to the widget the input went to right after
-it, has bubbled back to the App. Queues are first in, first out, so the marker arrives only after the input went as
-far up as it goes and its bindings ran. When it arrives while a queue on that path still holds something (the
+it, has bubbled back to the App, and then gone once round the App's own queue (what a binding asked of the App, such
+as the callback that moves focus, is queued there behind the first marker). Queues are first in, first out, so the
+marker arrives only after the input went as far up as it goes and its bindings ran. When it arrives while a queue on that path still holds something (the
 `Input.Submitted` an enter posted, which moves to the next field), while focus or the screen changed (a key that
 opened a form), or when a worker was started meanwhile (a key whose action opens its form from a worker: its first
 step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
@@ -56,6 +57,7 @@ class _Flight:
     workers: frozenset[int]  # ids of the workers there were: one started since may open a form at its first step
     rounds: int
     started: float
+    behind_app_queue: bool = False  # the marker went round the App's own queue once more (see on_input_settled)
 
 
 class KeysInOrder(App[None]):
@@ -149,6 +151,13 @@ class KeysInOrder(App[None]):
         flight = self._flight
         if flight is None or marker.serial != flight.serial:
             return  # late: the watchdog already let the next input go
+        if not flight.behind_app_queue:
+            # A binding runs when its key reaches the App, and what it asks of the App comes after the marker in
+            # the App's queue: `focus()` is such a callback (i in Chat focuses the message box; the next key went
+            # to the list). Once more round the App's own queue, behind it.
+            flight.behind_app_queue = True
+            self.post_message(InputSettled(flight.serial))
+            return
         target = self._input_target()
         if flight.rounds < MAX_ROUNDS and (self._moved(flight) or self._busy(flight.path + self._path(target))
                                            or not self._worker_ids() <= flight.workers):

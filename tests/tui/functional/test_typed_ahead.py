@@ -385,6 +385,25 @@ async def chat_input(server, pilot, app):
     assert app.query_one("#chat-input", Input).value == ""
 
 
+@scenario("alice", CHAT_INPUT)
+async def chat_switch_write_send(server, pilot, app):
+    """From another pane: 3 (Chat), i (write), the text, enter, in one burst: the first character is the text's
+    too (a D went missing in tmux)."""
+    group = api(server, "alice", "POST", "/api/chat/channels",
+                json={"type": "group", "name": "switch-write", "members": ["bob"]})["channelId"]
+    await on_pane(pilot, app, "3", "chat")
+    await until(pilot, lambda: group in row_keys(app, "#chat-channels"), "listed")
+    select_row(app, "#chat-channels", group)
+    await pilot.press("enter")
+    await until(pilot, lambda: app.focused is app.query_one("#chat-input", Input), "the channel open")
+    await pilot.press("escape", "1")
+    await until(pilot, lambda: pane_by_id(app, "wake").display, "on Wake")
+    text = "Disk fixed, logs rotated. " + body("switch")
+    await pilot.press("3", "i", *typed(text), "enter")
+    await until(pilot, lambda: channel_messages(server, "alice", group), "sent")
+    assert channel_messages(server, "alice", group) == [text]
+
+
 @scenario("alice", "coordtui.ops.chat:new_group")
 async def new_group(server, pilot, app):
     await on_pane(pilot, app, "3", "chat")
