@@ -87,9 +87,9 @@ class CoordApp(KeysInOrder, App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(spec.key, f"pane('{spec.id}')", spec.title, show=False, id=f"app.pane.{spec.id}") for spec in PANES),
         *(Binding(f"alt+{spec.key}", f"pane('{spec.id}')", spec.title, show=False, priority=True) for spec in PANES),
-        Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
+        Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", show=False, id="app.reload"),
         Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
-        Binding("ctrl+q", "quit", "Quit", priority=True)]
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]  # pinned in the key bar
 
     conn_state = reactive(CONNECTING)
 

@@ -56,9 +56,9 @@ class InboxPane(Pane[MailData]):
                 Binding("f", "forward", "Forward", show=False, id="inbox.forward"),  # in help (?); the bar keeps Pending
                 Binding("o", "links('open')", "Open link", show=False, id="inbox.open_link"),
                 Binding("y", "links('copy')", "Copy link", show=False, id="inbox.copy_link"),
-                Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", id="inbox.ack_all"),
+                Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", show=False, id="inbox.ack_all"),
                 Binding("p", "pending", "Pending", id="inbox.pending"),
-                Binding("n", "next_unread(1)", "Next unread", id="inbox.next_unread"),
+                Binding("n", "next_unread(1)", "Next unread", show=False, id="inbox.next_unread"),
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="inbox.prev_unread"),
                 Binding("s", "toggle_sent", "Sent", id="inbox.sent"),
                 Binding("slash", "search", "Search", id="inbox.search")]

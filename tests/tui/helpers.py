@@ -122,3 +122,9 @@ def recorded_terminal(monkeypatch):
     monkeypatch.setattr(TerminalRecorder, "written", written)
     monkeypatch.setattr(headless_driver, "HeadlessDriver", TerminalRecorder)
     yield written
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as the terminal shows it now, one string per row (what is cut off is not there)."""
+    update = app.screen._compositor.render_full_update()
+    return ["".join(segment.text for segment in strip) for strip in update.strips]
