@@ -455,9 +455,14 @@ class CoordApp(KeysInOrder, App[None]):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         pane = self.active_pane
         if pane is not None and self.session.client is not None:
-            pane.activated()
             pane.focus_default()
             self.render_updated()
+            self.call_later(self.switched_to, pane)  # once the focus has moved (focus() is queued too)
+
+    def switched_to(self, pane: Pane[Any]) -> None:
+        """A pane just came into view: what it showed last is on screen and its keys in the bottom row at once;
+        only after that paint is its data refreshed (a big list's refresh would hold the paint back)."""
+        self.query_one(KeyBar).show_keys_now(then=pane.activated)
 
     def render_badges(self) -> None:
         """The tab labels with Live's counts, as wide as the terminal allows."""
@@ -474,13 +479,15 @@ class CoordApp(KeysInOrder, App[None]):
             return
 
     def render_updated(self) -> None:
-        """The top bar's "updated 12s ago" (or "refreshing…") for the pane in view."""
+        """The top bar's "updated 12s ago" for the pane in view (what it shows meanwhile), "· refreshing…" while
+        it reloads."""
         pane = self.active_pane
-        text = ""
+        parts = []
+        if pane is not None and pane.updated_at is not None:
+            parts.append(f"updated {since_text((self.session.now() - pane.updated_at).total_seconds())} ago")
         if pane is not None and pane.busy:
-            text = "refreshing…"
-        elif pane is not None and pane.updated_at is not None:
-            text = f"updated {since_text((self.session.now() - pane.updated_at).total_seconds())} ago"
+            parts.append("refreshing…")
+        text = " · ".join(parts)
         try:
             label = self.main_screen().query_one("#updated", Static)
         except NoMatches:

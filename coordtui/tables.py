@@ -78,10 +78,12 @@ class PlainTable(DataTable[Any]):
         Column widths only grow, as with add_row; clear() starts them again."""
         new = {key: [plain(cell) for cell in cells] for key, cells in rows}
         order = list(new)
-        shown = [row.key.value for row in self.ordered_rows]
+        data: dict[Any, dict[ColumnKey, CellType]] = self._data  # a str finds its RowKey (same hash, equal)
+        shown = [key.value for key in data]  # in display order: add_row appends, and show_rows keeps it so
 
         def same(key: str) -> bool:
-            return list(self._data[RowKey(key)].values())[:len(new[key])] == new[key]
+            cells = new[key]
+            return list(data[key].values())[:len(cells)] == cells
         kept = [key for key in shown if key in new and same(key)]
         if kept == shown == order:
             return False

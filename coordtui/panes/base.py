@@ -205,13 +205,13 @@ class Pane(Widget, Generic[Data], can_focus=False):
         box.focus()
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        """Each key in the filter box: the box shows it at once (the filter runs after the next screen refresh),
-        and keys typed faster than the rows are filtered are applied together, the last text winning."""
+        """Each key in the filter box: the box shows it at once, and keys typed faster than the rows are filtered
+        are applied together (the filter runs after what is queued already), the last text winning."""
         if event.input.id == f"{self.id}-filter" and not self.SERVER_FILTER:
             self.filter_text = event.value.strip()
             if not self._refilter_due:
                 self._refilter_due = True
-                self.call_after_refresh(self._refilter_typed)
+                self.call_later(self._refilter_typed)
 
     def _refilter_typed(self) -> None:
         self._refilter_due = False
