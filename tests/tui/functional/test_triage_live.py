@@ -193,7 +193,7 @@ def test_presence_states_from_last_seen():
         seen = None if minutes is None else now - timedelta(minutes=minutes)
         return PresenceEntry("x", online, seen, "sse", 0, 0)
     assert [presence_state(entry(m), now) for m in (0, 1.9, 2, 14.9, 15)] == \
-        ["active", "active", "idle", "idle", "away"]
+        ["online", "online", "idle", "idle", "idle"]
     assert presence_state(entry(40, online=False), now) == "offline"
     assert presence_state(entry(None, online=False), now) == "offline"
 
