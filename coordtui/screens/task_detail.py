@@ -72,7 +72,7 @@ class TaskDetailScreen(ModalScreen[None]):
                     raise
                 self.workflows = None
         except (ApiError, ConnectionFailed) as exc:
-            target.update(f"[red]{escape(str(exc))}[/red]")
+            target.update(Text(str(exc), style="red"))
             return
         self.render_task()
 
