@@ -87,9 +87,9 @@ class CoordApp(KeysInOrder, App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(spec.key, f"pane('{spec.id}')", spec.title, show=False, id=f"app.pane.{spec.id}") for spec in PANES),
         *(Binding(f"alt+{spec.key}", f"pane('{spec.id}')", spec.title, show=False, priority=True) for spec in PANES),
-        Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", id="app.reload"),
+        Binding("question_mark", "help", "Help", show=False, id="app.help"), Binding("ctrl+r", "reload", "Refresh", show=False, id="app.reload"),
         Binding("u", "undo", "Undo", show=False, id="app.undo"), Binding("escape", "leave_input", show=False),
-        Binding("ctrl+q", "quit", "Quit", priority=True)]
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]  # pinned in the key bar
 
     conn_state = reactive(CONNECTING)
 
@@ -483,9 +483,14 @@ class CoordApp(KeysInOrder, App[None]):
     def _pane_in_view(self) -> None:
         pane = self.active_pane
         if pane is not None and self.session.client is not None:
-            pane.activated()
             pane.focus_default()
             self.render_updated()
+            self.call_later(self.switched_to, pane)  # once the focus has moved (focus() is queued too)
+
+    def switched_to(self, pane: Pane[Any]) -> None:
+        """A pane just came into view: what it showed last is on screen and its keys in the bottom row at once;
+        only after that paint is its data refreshed (a big list's refresh would hold the paint back)."""
+        self.query_one(KeyBar).show_keys_now(then=pane.activated)
 
     def render_badges(self) -> None:
         """The tab labels with Live's counts, as wide as the terminal allows."""
@@ -502,13 +507,15 @@ class CoordApp(KeysInOrder, App[None]):
             return
 
     def render_updated(self) -> None:
-        """The top bar's "updated 12s ago" (or "refreshing…") for the pane in view."""
+        """The top bar's "updated 12s ago" for the pane in view (what it shows meanwhile), "· refreshing…" while
+        it reloads."""
         pane = self.active_pane
-        text = ""
+        parts = []
+        if pane is not None and pane.updated_at is not None:
+            parts.append(f"updated {since_text((self.session.now() - pane.updated_at).total_seconds())} ago")
         if pane is not None and pane.busy:
-            text = "refreshing…"
-        elif pane is not None and pane.updated_at is not None:
-            text = f"updated {since_text((self.session.now() - pane.updated_at).total_seconds())} ago"
+            parts.append("refreshing…")
+        text = " · ".join(parts)
         try:
             label = self.main_screen().query_one("#updated", Static)
         except NoMatches:

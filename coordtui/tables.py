@@ -3,14 +3,15 @@ go to the first/last row, PageUp/PageDown a page; `/` filters, bound by the pane
 DataTable helpers."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
+from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Tree
-from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
+from textual.widgets.data_table import CellDoesNotExist, CellKey, CellType, ColumnKey, RowKey
 
 
 def plain(cell: Any) -> Any:
@@ -68,6 +69,48 @@ class PlainTable(DataTable[Any]):
     def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
                 label: Any = None) -> RowKey:
         return super().add_row(*(plain(c) for c in cells), height=height, key=key, label=plain(label))
+
+    def show_rows(self, rows: Sequence[tuple[str, Sequence[CellType]]]) -> bool:
+        """The table shows exactly `rows` (key, cells), in that order, changing only what differs: a row kept
+        with the same cells is neither rebuilt nor measured again, the rows gone are dropped in one pass
+        (Textual's remove_row renumbers every row for each one), the new ones are added. For a `/` filter on
+        every key: with 2,000 rows, rebuilding the whole table took over 100 ms a key. Whether anything changed.
+        Column widths only grow, as with add_row; clear() starts them again."""
+        new = {key: [plain(cell) for cell in cells] for key, cells in rows}
+        order = list(new)
+        data: dict[Any, dict[ColumnKey, CellType]] = self._data  # a str finds its RowKey (same hash, equal)
+        shown = [key.value for key in data]  # in display order: add_row appends, and show_rows keeps it so
+
+        def same(key: str) -> bool:
+            cells = new[key]
+            return list(data[key].values())[:len(cells)] == cells
+        kept = [key for key in shown if key in new and same(key)]
+        if kept == shown == order:
+            return False
+        keep = set(kept)
+        for key in shown:
+            if key not in keep:
+                row_key = RowKey(key)
+                for column_key in self._data[row_key]:
+                    self._updated_cells.discard(CellKey(row_key, column_key))
+                self._new_rows.discard(row_key)
+                del self.rows[row_key], self._data[row_key]
+        self._row_locations = TwoWayDict({RowKey(key): index for index, key in enumerate(kept)})
+        for key in order:
+            if key not in keep:
+                self.add_row(*new[key], key=key)  # appended, and measured when the table is next idle
+        # Textual has no public call for "the rows are in this order now": what sort() sets; `rows` (which
+        # callers iterate) in the same order, as after add_row
+        keys = [RowKey(key) for key in order]
+        self._row_locations = TwoWayDict({key: index for index, key in enumerate(keys)})
+        self.rows = {key: self.rows[key] for key in keys}
+        self._data = {key: self._data[key] for key in keys}
+        self._update_count += 1
+        self._require_update_dimensions = True  # the scrollable height follows the row count
+        self.cursor_coordinate = self.cursor_coordinate  # kept on the rows
+        self.check_idle()
+        self.refresh(layout=True)
+        return True
 
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:

@@ -82,6 +82,8 @@ class Pane(Widget, Generic[Data], can_focus=False):
         self.unsupported = False
         self.updated_at: datetime | None = None
         self.filter_text = ""
+        self.filtered_as: str | None = None  # the filter the rows shown were chosen by (None: not yet)
+        self._refilter_due = False
         self._last_data: Data | None = None
 
     @property
@@ -143,6 +145,7 @@ class Pane(Widget, Generic[Data], can_focus=False):
         self._last_data = data
         self.updated_at = self.session.now()
         self.show(data)
+        self.filtered_as = self.filter_text
         self.show_empty_hint()
         self.post_message(self.Refreshed(self))
 
@@ -202,8 +205,17 @@ class Pane(Widget, Generic[Data], can_focus=False):
         box.focus()
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        """Each key in the filter box: the box shows it at once, and keys typed faster than the rows are filtered
+        are applied together (the filter runs after what is queued already), the last text winning."""
         if event.input.id == f"{self.id}-filter" and not self.SERVER_FILTER:
             self.filter_text = event.value.strip()
+            if not self._refilter_due:
+                self._refilter_due = True
+                self.call_later(self._refilter_typed)
+
+    def _refilter_typed(self) -> None:
+        self._refilter_due = False
+        if self.filtered_as != self.filter_text:
             self.refilter()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -232,8 +244,13 @@ class Pane(Widget, Generic[Data], can_focus=False):
         if self.SERVER_FILTER:
             self.request_reload()
         elif self._last_data is not None:
-            self.show(self._last_data)
+            self.apply_filter(self._last_data)
+            self.filtered_as = self.filter_text
             self.show_empty_hint()
+
+    def apply_filter(self, data: Data) -> None:
+        """The rows of `data` that pass the filter shown again; a pane with long lists filters them in place."""
+        self.show(data)
 
     def focus_default(self) -> None:
         """Where the cursor goes when the pane comes into view."""

@@ -77,9 +77,9 @@ class BuzzPane(Pane[BuzzView]):
         Binding("a", "ack", "Ack", id="buzz.ack"), Binding("U", "unack", "Unack", show=False, id="buzz.unack"),
         Binding("z", "snooze", "Snooze", id="buzz.snooze"), Binding("R", "resolve", "Resolve", id="buzz.resolve"),
         Binding("S", "silence", "Silence", id="buzz.silence"), Binding("b", "runbook", "Runbook", id="buzz.runbook"),
-        Binding("T", "task", "Task", id="buzz.task"), Binding("f", "cycle_state", "State", id="buzz.state"),
+        Binding("T", "task", "Task", show=False, id="buzz.task"), Binding("f", "cycle_state", "State", show=False, id="buzz.state"),
         Binding("s", "cycle_sort", "Sort", show=False, id="buzz.sort"),
-        Binding("w", "ops('webhooks')", "Webhooks", id="buzz.webhooks")]
+        Binding("w", "ops('webhooks')", "Webhooks", show=False, id="buzz.webhooks")]
 
     @dataclass
     class Viewed(Message):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Literal
 
-from rich.markup import escape
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
@@ -18,6 +18,7 @@ from ..client import limits
 from ..client.models import Channel, ChatMessage, ServerEvent
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
+from ..screens.page_links import PageLink, linked, text_links, use_links
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable
@@ -35,6 +36,7 @@ class ChatPane(Pane[ChatData]):
     KEYS = [("enter", "open channel / send"), ("n / N", "next / previous unread channel"), ("i", "write a message"),
             ("d", "open a direct message"), ("g", "new group chat"), ("x", "archive the channel (asks; u undoes)"),
             ("X", "archived chats: what arrived since, unarchive"), ("/", "filter channels"),
+            ("o / y", "open / copy a link of the open channel's messages (newest first; a chooser when several)"),
             ("escape", "back to the channel list"),
             ("", "the open channel is marked read as messages arrive while this pane is in view")]
     BINDINGS = [Binding("n", "next_unread(1)", "Next unread", id="chat.next_unread"),
@@ -42,7 +44,9 @@ class ChatPane(Pane[ChatData]):
                 Binding("i", "write", "Write", id="chat.write"), Binding("d", "open_dm", "DM", id="chat.dm"),
                 Binding("x", "archive", "Archive", id="chat.archive"),
                 Binding("X", "ops('archived_chats')", "Archived", show=False, id="chat.archived"),
-                Binding("g", "ops('group')", "Group", id="chat.group")]
+                Binding("g", "ops('group')", "Group", id="chat.group"),
+                Binding("o", "links('open')", "Open link", show=False, id="chat.open_link"),
+                Binding("y", "links('copy')", "Copy link", show=False, id="chat.copy_link")]
 
     @dataclass
     class ChannelsShown(Message):
@@ -123,16 +127,27 @@ class ChatPane(Pane[ChatData]):
         channel = self.channels.get(self.current or "")
         me = self.session.identity or ""
         self.query_one("#chat-title", Static).update(
-            f"{escape(channel.label(me))} · {', '.join(channel.members)}" if channel else "No channel")
-        ordered = sorted(self.messages.values(), key=lambda m: (m.created_at is None, m.created_at, m.id))
-        lines = []
-        for message in ordered[-200:]:
+            Text(f"{channel.label(me)} · {', '.join(channel.members)}") if channel else "No channel")
+        lines = []  # Text, never markup: the senders' names and bodies are other identities' text
+        for message in self.shown_messages():
             when = message.created_at.strftime("%H:%M") if message.created_at else "--:--"
             colour = "green" if message.sender == me else "cyan"
-            sender = escape(named(message.sender, message.is_agent))
-            lines.append(f"[dim]{when}[/dim] [{colour}]{sender}[/{colour}]: {escape(message.body)}")
-        self.query_one("#chat-messages", Static).update("\n".join(lines) or "No messages yet.")
+            lines.append(Text.assemble((when, "dim"), " ", (named(message.sender, message.is_agent), colour), ": ",
+                                       linked(message.body)))
+        self.query_one("#chat-messages", Static).update(Text("\n").join(lines) if lines else "No messages yet.")
         self.query_one("#chat-log", VerticalScroll).scroll_end(animate=False)
+
+    def shown_messages(self) -> list[ChatMessage]:
+        """The open channel's messages as shown, oldest first (the latest 200)."""
+        return sorted(self.messages.values(), key=lambda m: (m.created_at is None, m.created_at, m.id))[-200:]
+
+    def action_links(self, how: Literal["open", "copy"]) -> None:
+        """o / y in Chat: the links of the open channel's messages, the newest message's first (the only one
+        at once; a chooser when there are several). The log has no cursor of its own to pick a message with."""
+        links: list[PageLink] = []
+        for message in reversed(self.shown_messages()):
+            links += [link for link in text_links(message.body) if link.url not in {l.url for l in links}]
+        use_links(self.app, links, how, "this channel")
 
     def render_typing(self) -> None:
         now = time.monotonic()

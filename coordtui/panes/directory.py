@@ -1,6 +1,8 @@
 """Directory: shared links; add, delete, search. Who added a link carries the agent mark when it is an agent."""
 from __future__ import annotations
 
+from typing import Literal
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,6 +13,7 @@ from ..client import limits
 from ..client.models import DirectoryEntry, counted
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen
+from ..screens.page_links import PageLink, linked, use_links
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key
@@ -21,8 +24,11 @@ class DirectoryPane(Pane[list[DirectoryEntry]]):
     EVENT_TYPES = frozenset({"resync", "reconnected"})
     POLL_SECONDS = 15.0  # no event announces link changes
     SERVER_FILTER = True
-    KEYS = [("a", "add a link"), ("d", "delete the link (asks first)"), ("/", "search (enter; escape clears)")]
-    BINDINGS = [Binding("a", "add", "Add", id="directory.add"), Binding("d", "delete", "Delete", id="directory.delete")]
+    KEYS = [("enter / o", "open the link"), ("y", "copy its address"), ("a", "add a link"),
+            ("d", "delete the link (asks first)"), ("/", "search (enter; escape clears)")]
+    BINDINGS = [Binding("a", "add", "Add", id="directory.add"), Binding("d", "delete", "Delete", id="directory.delete"),
+                Binding("o", "link('open')", "Open", id="directory.open"),
+                Binding("y", "link('copy')", "Copy", show=False, id="directory.copy")]
 
     def __init__(self, session: Session, *, title: str, id: str) -> None:
         super().__init__(session, title=title, id=id)
@@ -43,13 +49,24 @@ class DirectoryPane(Pane[list[DirectoryEntry]]):
         self.entries = {str(e.id): e for e in entries}
         for entry in entries:
             by = named(entry.created_by, entry.created_by_is_agent) if entry.created_by else ""
-            table.add_row(entry.title, entry.url, by, entry.description or "", key=str(entry.id))
+            table.add_row(entry.title, linked(entry.url), by, entry.description or "", key=str(entry.id))
         label = f"search “{self.filter_text}”: " if self.filter_text else ""
         self.query_one("#directory-summary", Static).update(f"{label}{counted(len(entries), 'link')}")
 
     def selected(self) -> DirectoryEntry | None:
         key = cursor_key(self.query_one("#directory-table", DataTable))
         return self.entries.get(key) if key is not None else None
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_link("open")
+
+    def action_link(self, how: Literal["open", "copy"]) -> None:
+        """enter / o open the highlighted link, y copies its address (OSC 52)."""
+        entry = self.selected()
+        if entry is None:
+            self.notify("Select a link first", severity="warning", timeout=3)
+            return
+        use_links(self.app, [PageLink(entry.title, entry.url)], how, "this entry")
 
     @work(group="directory-action", exit_on_error=False)
     async def action_add(self) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rich.markup import escape
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
@@ -19,7 +18,7 @@ from ..client.api import ApiError, ConnectionFailed
 from ..client.models import Message, age_text
 from ..screens.confirm import ConfirmScreen
 from ..screens.form import Field, FormScreen, forwarded, reply_form
-from ..screens.page_links import text_links, use_links
+from ..screens.page_links import linked, text_links, use_links
 from ..session import Session
 from .base import Pane
 from ..tables import PlainTable, cursor_key, jump_to_next
@@ -56,9 +55,9 @@ class InboxPane(Pane[MailData]):
                 Binding("f", "forward", "Forward", show=False, id="inbox.forward"),  # in help (?); the bar keeps Pending
                 Binding("o", "links('open')", "Open link", show=False, id="inbox.open_link"),
                 Binding("y", "links('copy')", "Copy link", show=False, id="inbox.copy_link"),
-                Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", id="inbox.ack_all"),
+                Binding("a", "ack", "Ack", id="inbox.ack"), Binding("A", "ack_all", "Ack all", show=False, id="inbox.ack_all"),
                 Binding("p", "pending", "Pending", id="inbox.pending"),
-                Binding("n", "next_unread(1)", "Next unread", id="inbox.next_unread"),
+                Binding("n", "next_unread(1)", "Next unread", show=False, id="inbox.next_unread"),
                 Binding("N", "next_unread(-1)", "Prev unread", show=False, id="inbox.prev_unread"),
                 Binding("s", "toggle_sent", "Sent", id="inbox.sent"),
                 Binding("slash", "search", "Search", id="inbox.search")]
@@ -232,16 +231,17 @@ class InboxPane(Pane[MailData]):
         unique = {m.id: m for m in thread}
         ordered = sorted(unique.values(), key=lambda m: (m.created_at is None, m.created_at))
         now = self.session.now()
-        parts = []
+        parts = []  # Text, never markup: names, titles and bodies are other identities' text
         for item in ordered:
             marker = "→" if item.sender == self.session.identity else "←"
-            head = f"[b]{marker} {escape(named(item.sender, item.from_is_agent))} → {escape(item.recipient)}[/b]  [dim]{age_text(item.created_at, now)} ago[/dim]"
+            head = Text.assemble((f"{marker} {named(item.sender, item.from_is_agent)} → {item.recipient}", "bold"),
+                                 (f"  {age_text(item.created_at, now)} ago", "dim"))
             if item.urgent:
-                head += "  [red]urgent[/red]"
+                head.append("  urgent", "red")
             if item.response_waiting:
-                head += "  [yellow]pending[/yellow]"
-            parts.append(f"{head}\n[b]{escape(item.title)}[/b]\n{escape(item.body)}")
-        target.update("\n\n".join(parts))
+                head.append("  pending", "yellow")
+            parts.append(Text("\n").join([head, linked(item.title, "bold"), linked(item.body)]))
+        target.update(Text("\n\n").join(parts))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.show_thread()

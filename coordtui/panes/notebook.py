@@ -1,7 +1,7 @@
 """Notebook: the page list and a collaborative editor bound to the CRDT session of the open page."""
 from __future__ import annotations
 
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Literal
 
 from rich.markup import escape
 from rich.text import Text
@@ -20,7 +20,7 @@ from ..client.models import Page, age_text
 from ..client.notebook import NotebookSession, RemoteCursor
 from ..screens.form import Field, FormScreen
 from ..screens.page_history import PageHistoryScreen
-from ..screens.page_links import PageLinksScreen, page_links
+from ..screens.page_links import text_links, use_links
 from ..session import Session
 from .base import Pane
 from .collab import CollabTextArea, colour_for, cursor_colour
@@ -56,8 +56,8 @@ class NotebookPane(Pane[list[Page]]):
                 Binding("ctrl+t", "toggle_view", "Read/Edit", id="notebook.view"),
                 Binding("ctrl+f", "find", "Find", show=False, id="notebook.find"),
                 Binding("ctrl+g", "follow", "Follow", show=False, id="notebook.follow"),
-                Binding("o", "links", "Links", show=False, id="notebook.links_open"),
-                Binding("y", "links", "Links", show=False, id="notebook.links_copy"),
+                Binding("o", "links('open')", "Open link", show=False, id="notebook.links_open"),
+                Binding("y", "links('copy')", "Copy link", show=False, id="notebook.links_copy"),
                 Binding("ctrl+l", "toggle_lock", "Lock", id="notebook.lock")]
 
     def __init__(self, session: Session, *, title: str, id: str) -> None:
@@ -412,15 +412,12 @@ class NotebookPane(Pane[list[Page]]):
                                      document.get_location_from_index(start + length))
         editor.scroll_cursor_visible()
 
-    def action_links(self) -> None:
-        """o or y in the rendered view: the page's links, to open or copy; elsewhere the key is not ours."""
+    def action_links(self, how: Literal["open", "copy"]) -> None:
+        """o / y in the rendered view: the page's link opened / copied (a chooser when several: Markdown links,
+        then bare addresses); elsewhere the key is not ours (in the editor it is typed)."""
         if not self.reading or self.query_one("#notebook-find", Input).has_focus:
             raise SkipAction()
-        links = page_links(self.page_text())
-        if not links:
-            self.notify("No links on this page", timeout=3)
-            return
-        self.app.push_screen(PageLinksScreen(links))
+        use_links(self.app, text_links(self.page_text()), how, "this page")
 
     @work(group="notebook-action", exit_on_error=False)
     async def action_new_page(self) -> None:

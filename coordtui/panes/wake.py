@@ -100,10 +100,10 @@ class WakePane(Pane[Wake]):
             ("A", "all questions to and from you (batch answer)"), ("Q", "ask someone a question"),
             ("n / N", "next / previous unread item (alert, mail, chat)"),
             ("C", "connect an agent: its token and MCP configuration (admin)")]
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", id="wake.pending"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("a", "ack", "Ack", id="wake.ack"), Binding("p", "pending", "Pending", show=False, id="wake.pending"),
                 Binding("r", "reply", "Reply", id="wake.reply"), Binding("c", "claim", "Claim", id="wake.claim"),
                 Binding("m", "move", "Move", id="wake.move"),
-                Binding("t", "task_from_alert", "Task from alert", id="wake.task"),
+                Binding("t", "task_from_alert", "Task", id="wake.task"),
                 Binding("A", "ops('asks')", "Asks", show=False, id="wake.asks"),
                 Binding("Q", "ops('ask')", "Ask", show=False, id="wake.ask"),
                 Binding("n", "next_unread(1)", "Next unread", show=False, id="wake.next_unread"),

@@ -1,5 +1,6 @@
-"""The links of a page's rendered view, to open (o, enter) or copy (y): a terminal has no pointer to click them
-with. Text and addresses come from another identity's page: shown as data, never as markup."""
+"""Links, the one place for them: the links of a message, chat line, task, page or Links entry, to open (o, enter)
+or copy (y) (a terminal has no pointer to click them with), and server text rendered with its addresses as
+terminal hyperlinks (OSC 8). Text and addresses come from other identities: shown as data, never as markup."""
 from __future__ import annotations
 
 import re
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from markdown_it import MarkdownIt
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -44,7 +46,9 @@ def page_links(markdown: str) -> list[PageLink]:
     return links
 
 
-BARE_URL = re.compile(r"https?://[^\s<>()\[\]\"'`]+")
+# printable ASCII only: a placeholder the SDK put for a control character (␛) or a backslash ends an address,
+# so a hyperlink never carries what was neutralised (client/safe_text.py)
+BARE_URL = re.compile(r"https?://[^\s<>()\[\]\"'`\\\x00-\x1f\x7f-\U0010ffff]+")
 
 
 def text_links(text: str) -> list[PageLink]:
@@ -58,6 +62,16 @@ def text_links(text: str) -> list[PageLink]:
             seen.add(url)
             links.append(PageLink(url, url))
     return links
+
+
+def linked(text: str, style: str | Style = "") -> Text:
+    """Server text as a Text (never read as markup) whose http(s) addresses are terminal hyperlinks (OSC 8:
+    a terminal that knows them opens the address on click; others show the text as it is)."""
+    shown = Text(text, style=style)
+    for match in BARE_URL.finditer(text):
+        url = match.group(0).rstrip(".,;:!?")
+        shown.stylize(Style(link=url), match.start(), match.start() + len(url))
+    return shown
 
 
 def use_links(app: App[Any], links: list[PageLink], how: Literal["open", "copy"], where: str) -> None:

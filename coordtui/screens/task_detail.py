@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Awaitable, Callable, Literal
 
-from rich.markup import escape
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,7 +19,7 @@ from ..client.v11 import Workflow
 from ..keybar import KeyBar
 from ..session import Session
 from .form import Field, FormScreen
-from .page_links import text_links, use_links
+from .page_links import linked, text_links, use_links
 from .task_move import move_task, move_task_dialog
 
 STATE_STYLE = {"enabled": "green", "disabled": "dim", "expired": "red", "review due": "yellow"}
@@ -72,7 +72,7 @@ class TaskDetailScreen(ModalScreen[None]):
                     raise
                 self.workflows = None
         except (ApiError, ConnectionFailed) as exc:
-            target.update(f"[red]{escape(str(exc))}[/red]")
+            target.update(Text(str(exc), style="red"))
             return
         self.render_task()
 
@@ -83,31 +83,32 @@ class TaskDetailScreen(ModalScreen[None]):
             target.update("Task not found.")
             return
         now = self.session.now()
-        lines = [f"[b]{escape(task.title)}[/b]", "",
-                 f"Status:    [b]{task.status}[/b]", f"Assignee:  {escape(task.assignee or '-')}",
-                 f"Creator:   {escape(task.creator or '-')}",
-                 f"Created:   {age_text(task.created_at, now)} ago", ""]
+        # Text, never markup: titles, names, details and history are other identities' text
+        lines = [linked(task.title, "bold"), Text(""),
+                 Text.assemble("Status:    ", (task.status, "bold")), Text(f"Assignee:  {task.assignee or '-'}"),
+                 Text(f"Creator:   {task.creator or '-'}"),
+                 Text(f"Created:   {age_text(task.created_at, now)} ago"), Text("")]
         if task.detail:
-            lines += [escape(task.detail), ""]
+            lines += [linked(task.detail), Text("")]
         lines += self.workflow_lines(now)
-        lines.append("[b]History[/b] (newest first)")
+        lines.append(Text.assemble(("History", "bold"), " (newest first)"))
         for event in self.history:
-            lines.append(f"  {age_text(event.created_at, now):>7} ago  {escape(event.actor or '-'):10} "
-                         f"{escape(event.describe())}")
+            lines.append(Text(f"  {age_text(event.created_at, now):>7} ago  {event.actor or '-':10} ")
+                         + linked(event.describe()))
         if not self.history:
-            lines.append("  (none)")
-        target.update("\n".join(lines))
+            lines.append(Text("  (none)"))
+        target.update(Text("\n").join(lines))
 
-    def workflow_lines(self, now: datetime) -> list[str]:
+    def workflow_lines(self, now: datetime) -> list[Text]:
         if self.workflows is None:
             return []
-        lines = ["[b]Workflows[/b] [dim](a attach · d detach)[/dim]"]
+        lines = [Text.assemble(("Workflows", "bold"), " ", ("(a attach · d detach)", "dim"))]
         for flow in self.workflows:
-            states = " · ".join(f"[{STATE_STYLE[s]}]{s}[/]" for s in flow.states(now))
-            lines.append(f"  {escape(flow.title)}  {states}")
+            states = Text(" · ").join(Text(state, STATE_STYLE[state]) for state in flow.states(now))
+            lines.append(Text.assemble("  ", linked(flow.title), "  ", states))
         if not self.workflows:
-            lines.append("  (none)")
-        return lines + [""]
+            lines.append(Text("  (none)"))
+        return lines + [Text("")]
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -122,3 +122,20 @@ def recorded_terminal(monkeypatch):
     monkeypatch.setattr(TerminalRecorder, "written", written)
     monkeypatch.setattr(headless_driver, "HeadlessDriver", TerminalRecorder)
     yield written
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as the terminal shows it now, one string per row (what is cut off is not there)."""
+    update = app.screen._compositor.render_full_update()
+    return ["".join(strip.text for strip in line) for line in update.strips]
+
+
+def screen_links(app) -> dict[str, str]:
+    """The terminal hyperlinks (OSC 8) on screen now: each address with the text it is on."""
+    update = app.screen._compositor.render_full_update()
+    links: dict[str, str] = {}
+    for line in update.strips:
+        for segment in (segment for strip in line for segment in strip):
+            if segment.style is not None and segment.style.link:
+                links[segment.style.link] = links.get(segment.style.link, "") + segment.text
+    return links

@@ -167,7 +167,7 @@ async def test_panes_say_when_they_were_updated_and_presence_ages(server):
         await pilot.press("5")
         await wait_for(pilot, lambda: "alice" in row_keys(app, "#presence-table"), what="presence")
         row = next(line for line in table_text(app, "#presence-table").splitlines() if "| alice |" in line)
-        assert "| active |" in row
+        assert "| online |" in row
         now[0] += timedelta(seconds=12)
         app.render_updated()
         assert str(app.query_one("#updated").render()) == "updated 12s ago"
@@ -193,7 +193,7 @@ def test_presence_states_from_last_seen():
         seen = None if minutes is None else now - timedelta(minutes=minutes)
         return PresenceEntry("x", online, seen, "sse", 0, 0)
     assert [presence_state(entry(m), now) for m in (0, 1.9, 2, 14.9, 15)] == \
-        ["active", "active", "idle", "idle", "away"]
+        ["online", "online", "idle", "idle", "idle"]
     assert presence_state(entry(40, online=False), now) == "offline"
     assert presence_state(entry(None, online=False), now) == "offline"
 

@@ -1,0 +1,34 @@
+"""Issue 24: the bottom row keeps `? Help`, the quit key and each pane's main keys in view, at 80x24 and at
+120x35. A pane's main keys are its bindings with show=True (the others are listed by help, `?`): each pane
+declares few enough of them to fit, and this test holds every pane to it."""
+from __future__ import annotations
+
+import pytest
+from textual.binding import Binding
+
+from coordtui.panes.catalog import PANES
+from tests.tui.helpers import make_app, screen_lines, wait_for, wait_idle
+
+
+def main_keys(app, pane_cls) -> list[str]:
+    """"key Description" for each show=True binding of the pane (its class's first, one per key)."""
+    seen: dict[str, Binding] = {}
+    for cls in pane_cls.__mro__:
+        for binding in cls.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.show and binding.key not in seen:
+                seen[binding.key] = binding
+    return [f"{app.get_key_display(binding)} {binding.description}" for binding in seen.values()]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 35)], ids=["80x24", "120x35"])
+async def test_every_pane_keeps_help_quit_and_its_main_keys_in_view(server, size):
+    app = make_app(server, "alice")
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
+        for spec in PANES:
+            await pilot.press(spec.key)
+            await wait_idle(pilot, app)
+            expected = ["? Help", "^q Quit"] + main_keys(app, spec.cls)
+            await wait_for(pilot, lambda: all(f" {key} " in screen_lines(app)[-1] for key in expected),
+                           timeout=3, what=lambda: f"{spec.title} at {size}: {expected} in {screen_lines(app)[-1]!r}")
+            assert len(main_keys(app, spec.cls)) >= 2, f"{spec.title} declares its main keys"
