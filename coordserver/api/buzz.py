@@ -80,6 +80,7 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
         # nothing; keyed by the URL, so a wrong token only counts against itself. This window is
         # per process: the ingest unit counts again in the database, which holds across processes.
         c.services.ratelimit.check("webhook", f"{appName}/{token}", "ingests for this webhook")
+    webhook_id = await c.services.webhooks.webhook_id(appName, token)  # 404 from memory: no unit of work
     # (get_data's defaults, named: its type is bytes only when as_text=False is said)
     raw = await request.get_data(cache=True, as_text=False, parse_form_data=False)
     parsed = buzz.parse_body(raw, request.headers.get("Content-Type"), request.headers.get("X-GitHub-Event"),
@@ -87,7 +88,7 @@ async def ingest(appName: str, token: str):  # noqa: N803 (the path parameter is
     limit = c.settings.ingest_per_webhook if c.settings.rate_limits else None
     flap = alerts.FlapRule(c.settings.flap_resolutions, timedelta(minutes=c.settings.flap_window_minutes))
     principal = current_principal()  # optional: an identity's own ingest never wakes it
-    result = await c.store.write(buzz.ingest, appName, token, parsed, limit, flap,
+    result = await c.store.write(buzz.ingest, webhook_id, appName, token, parsed, limit, flap,
                                  principal.identity if principal else None)
     if "silencedBy" in result:
         c.services.metrics.process.buzz_silenced.inc()
