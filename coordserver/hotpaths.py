@@ -1,11 +1,13 @@
-"""The hottest routes (send, inbox, the caller's wake), served straight from ASGI in front of Quart.
+"""The hottest routes (send, inbox, the caller's wake) and the floor (health), served straight from ASGI in
+front of Quart.
 
 Agents send mail, list their inbox and ask what is waiting far more than they do anything else, and on those routes
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
 cost more than the work itself (bench/messages.md, round 3). Here they skip it.
 
 Only the transport differs. Admission is the same Gate the Quart hook uses; parsing and the domain
-calls are the same functions the Quart views call (api/messages.py post_message / inbox_json); errors are
+calls are the same functions the Quart views call (api/messages.py post_message / inbox_json, api/meta.py
+health_json); errors are
 rendered by the same function (errors.render_error). Anything this layer does not take whole - another method or path, a body
 without Content-Length (chunked) or over the size limit, a query string that is not UTF-8 - goes to
 Quart untouched, before a byte of it was read. COORD_HOT_PATHS=off sends everything to Quart, and
@@ -21,6 +23,7 @@ from quart import Quart
 from werkzeug.datastructures import ImmutableMultiDict
 
 from .api.messages import inbox_json, post_message
+from .api.meta import health_json
 from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
 from .errors import render_error
@@ -34,10 +37,12 @@ from .settings import MAX_BODY_BYTES
 
 _INBOX = "/api/mailboxes/me/messages"
 _WAKE = "/api/wake"
+_HEALTH = "/api/health"
 _JSON = b"application/json"
 # Their route labels (coord_http_requests_total), as API.md writes them (SEND_ROUTE: sendroute.py).
 INBOX_ROUTE = _INBOX
 WAKE_ROUTE = _WAKE
+HEALTH_ROUTE = _HEALTH
 
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
 
@@ -72,6 +77,8 @@ class HotPaths:
 
     def _route(self, scope) -> tuple[Handler, str] | None:
         method, path = scope["method"], scope["path"]
+        if method == "GET" and path == _HEALTH:
+            return self._health, HEALTH_ROUTE
         if method == "GET" and path in (_INBOX, _WAKE):
             try:
                 scope["query_string"].decode()
@@ -118,6 +125,9 @@ class HotPaths:
         principal = identity_required(admission.principal, admission.token_given)
         return 200, (await inbox_json(self._coord, principal, from_query(InboxQuery, _args(scope)))).encode()
 
+
+    async def _health(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        return 200, self._json(health_json(self._coord))
 
     async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)

@@ -175,6 +175,23 @@ def test_wake_and_its_refusals_match(pair):
     assert len(pair[0].served) - served_before == 4 + 5  # the sends and the five GET /api/wake
 
 
+def test_health_matches(pair):
+    """GET /api/health, the floor every request pays, is a hot path: same answer with or without a token,
+    with a wrong one, with a query string; HEAD and other methods stay Quart's."""
+    served_before = len(pair[0].served)
+    ok = both(pair, "GET", "/api/health", who=None)
+    assert ok.json() == {"status": "ok", "timestamp": "2026-03-01T09:00:00.000Z"}
+    assert both(pair, "GET", "/api/health", who="alice").content == ok.content
+    assert both(pair, "GET", "/api/health?x=1&y", who=None).content == ok.content
+    assert both(pair, "GET", "/api/health", who=None, token="wrong").content == ok.content
+    assert both(pair, "GET", "/api/health?x=%00", who=None).status_code == 400
+    assert len(pair[0].served) - served_before == 5
+    assert both(pair, "HEAD", "/api/health", who=None).status_code == 200
+    assert both(pair, "POST", "/api/health", who=None, json={}).status_code == 405
+    assert both(pair, "GET", "/api/health/", who=None).status_code == 404
+    assert len(pair[0].served) - served_before == 5
+
+
 def test_rate_limit_answers_match(pair):
     """Anonymous senders are limited by address before they are refused; both paths count alike. From an
     address no other test uses (127.0.0.35), so the count is this test's own: 50 refusals, then 429."""
