@@ -157,7 +157,7 @@ class Settings:
     flap_resolutions: int = 3  # an alert resolved by its source more often than this within the window flaps
     flap_window_minutes: int = 30
     trusted_proxy: bool = False
-    hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
+    hot_paths: bool = True  # send, inbox, wake, ingest, health straight from ASGI (hotpaths.py); off = all Quart
     uvloop: bool = True  # `coordserver serve` runs on uvloop's event loop where it is installed (server.py)
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
     pg_writers: int = 1  # PostgreSQL writer threads per process (db.Store); 1 batches every write, as on SQLite
