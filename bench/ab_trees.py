@@ -7,6 +7,11 @@ same-round ratios: to the bare app, and the last tree against the first.
 
     python bench/ab_trees.py /tmp/before,/tmp/after --rounds 4 --duration 5 [--cases send,inbox]
     python bench/ab_trees.py /tmp/before,/tmp/after --backend postgresql --workers 2
+    python bench/ab_trees.py /tmp/before,/tmp/after --cases health,send,ingest --bare asyncio,uvloop
+
+Cases: send, inbox, wake, health (the floor) and ingest (into a webhook each server makes at the start,
+rate limits off like every case). The bare app (bench/bare_app.py, from this checkout) runs once per
+event loop in --bare: "bare" on the first, "bare-<loop>" on the others.
 
 With --backend postgresql every tree gets its own database on one throwaway cluster (tests/pg.py, fsync off
 like the tests), its server runs `--workers N`, and the cluster's CPU per request is reported beside the
@@ -26,7 +31,7 @@ sys.path.insert(0, str(HERE))
 import messages as bench  # noqa: E402  (free_port, preload, wrk, cpu_seconds, wait_up, TOKENS)
 from scale import tree_cpu  # noqa: E402
 
-def start(tree: str, tmp: str, index: int, cluster=None, workers: int = 1) -> tuple[subprocess.Popen, str]:
+def start(tree: str, tmp: str, index: int, cluster=None, workers: int = 1, loop: str = "uvloop") -> tuple[subprocess.Popen, str]:
     port = bench.free_port()
     db_path = Path(tmp) / f"db{index}.db"
     database_url = cluster.create_database() if cluster and tree != "BARE" else f"sqlite:///{db_path}"
@@ -35,7 +40,8 @@ def start(tree: str, tmp: str, index: int, cluster=None, workers: int = 1) -> tu
            **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in bench.TOKENS.items()}}
     base = f"http://127.0.0.1:{port}"
     if tree == "BARE":
-        proc = subprocess.Popen([sys.executable, str(HERE / "bare_app.py"), "--port", str(port)], env=env, cwd=tmp)
+        proc = subprocess.Popen([sys.executable, str(HERE / "bare_app.py"), "--port", str(port)]
+                                + (["--asyncio"] if loop == "asyncio" else []), env=env, cwd=tmp)
         bench.wait_up(f"{base}/api/mailboxes/me/messages")
         return proc, base
     subprocess.run([sys.executable, "-m", "coordserver.cli", "migrate"], env=env, check=True, cwd=tree,
@@ -72,8 +78,11 @@ def main() -> None:
     parser.add_argument("--cases", default="send,inbox")
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--workers", type=int, default=1, help="server processes per tree (PostgreSQL only)")
+    parser.add_argument("--bare", default="uvloop", help="event loops of the bare app, comma-separated (uvloop, asyncio)")
     args = parser.parse_args()
-    trees = args.trees.split(",") + ["BARE"]
+    loops = args.bare.split(",")
+    bares = {("bare" if i == 0 else f"bare-{loop}"): loop for i, loop in enumerate(loops)}
+    trees = args.trees.split(",") + list(bares)
     cluster = None
     if args.backend == "postgresql":
         sys.path.insert(0, str(HERE.parent))
@@ -83,12 +92,16 @@ def main() -> None:
         procs = {}
         try:
             for i, tree in enumerate(trees):
-                procs[tree] = start(tree, tmp, i, cluster, args.workers)
-            servers = {("bare" if tree == "BARE" else tree): (base, proc.pid) for tree, (proc, base) in procs.items()}
+                procs[tree] = start("BARE" if tree in bares else tree, tmp, i, cluster, args.workers,
+                                    bares.get(tree, "uvloop"))
+            servers = {tree: (base, proc.pid) for tree, (proc, base) in procs.items()}
+            ingest_paths = {tree: bench.make_webhook(base, bench.TOKENS["bench"])
+                            for tree, (base, _) in servers.items() if tree not in bares}
             db_cpu = (lambda: tree_cpu(int((cluster.data / "postmaster.pid").read_text().split()[0]))) if cluster else None
             samples = bench.run_rounds(servers, {"send": bench.TOKENS["bench"], "inbox": bench.TOKENS["reader"],
                                                  "wake": bench.TOKENS["reader"]},
-                                       "sink", args, args.cases.split(","), cpu=tree_cpu, db_cpu=db_cpu)
+                                       "sink", args, args.cases.split(","), cpu=tree_cpu, db_cpu=db_cpu,
+                                       ingest_paths=ingest_paths)
         finally:
             for proc, _ in procs.values():
                 proc.terminate()

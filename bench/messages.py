@@ -102,26 +102,38 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 CASES = {"send": ("/api/mailboxes/{recipient}/messages", "send.lua"),
          "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua"),
-         "wake": ("/api/wake", "get.lua")}
+         "wake": ("/api/wake", "get.lua"),
+         "health": ("/api/health", "get.lua"),  # the floor: no auth, no database
+         "ingest": ("{ingest}", "ingest.lua")}  # each server's own webhook (run_rounds' ingest_paths)
+INGEST_BARE = "/api/ingest/bench/bare"
+
+
+def make_webhook(base: str, token: str) -> str:
+    """A buzz webhook (wakeAgent: bench) for the ingest case; returns its ingest path."""
+    hook = call(f"{base}/api/buzz/webhooks", token, {"appName": "bench", "title": "Bench alert", "wakeAgent": "bench"})
+    return "/" + hook["ingestUrl"].split("/", 3)[3]
 
 
 def run_rounds(servers: dict[str, tuple[str, int | None]], tokens: dict[str, str], recipient: str, args,
-               cases: list[str] | None = None, cpu=None, db_cpu=None) -> dict:
+               cases: list[str] | None = None, cpu=None, db_cpu=None, ingest_paths: dict[str, str] | None = None) -> dict:
     """Every round runs each case against every server in turn (after a short warm-up), so machine
     noise hits all of them alike; `servers` maps a label to (base URL, local pid or None).
     `cpu(pid)`: a server's CPU seconds (default: that one process); `db_cpu()`: the database
-    server's, when it runs on the same machine (PostgreSQL), reported per request as well."""
+    server's, when it runs on the same machine (PostgreSQL), reported per request as well.
+    `ingest_paths`: each server's ingest path (make_webhook) for the ingest case."""
     cpu = cpu or cpu_seconds
     samples: dict[tuple[str, str], list[dict]] = {}
     width = max(12, *(len(label) for label in servers))
     for round_ in range(1, args.rounds + 1):
         for case in cases or list(CASES):
             path, script = CASES[case]
-            env = {"TOKEN": tokens[case], "RECIPIENT": recipient}
+            env = {"TOKEN": tokens.get(case, ""), "RECIPIENT": recipient}
             for label, (base, pid) in servers.items():
-                url = base + path.format(recipient=recipient)
+                if label.startswith("bare") and case == "wake":
+                    continue
+                url = base + path.format(recipient=recipient, ingest=(ingest_paths or {}).get(label, INGEST_BARE))
                 wrk(url, script, env, 2, args.connections, args.threads)
-                cpu_before, db_before = cpu(pid), db_cpu() if db_cpu and label != "bare" else None
+                cpu_before, db_before = cpu(pid), db_cpu() if db_cpu and not label.startswith("bare") else None
                 result = wrk(url, script, env, args.duration, args.connections, args.threads)
                 cpu_after = cpu(pid)
                 served = result["rps"] * args.duration
@@ -154,6 +166,8 @@ def report(samples: dict[tuple[str, str], list[dict]], labels: list[str]) -> dic
     print("--- medians")
     for case in cases:
         for label in labels:
+            if (label, case) not in samples:  # the bare app has no wake
+                continue
             rows = samples[(label, case)]
             entry = summary.setdefault(case, {})[label] = {
                 key: _median(rows, key) for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us", "db_cpu_us")}
@@ -166,10 +180,12 @@ def report(samples: dict[tuple[str, str], list[dict]], labels: list[str]) -> dic
         values = [x / y for x, y in pairs if x and y]
         return statistics.median(values) if values else None
 
-    coords = [label for label in labels if label != "bare"]
+    coords = [label for label in labels if not label.startswith("bare")]
     if "bare" in labels:
         for label in coords:
             for case in cases:
+                if ("bare", case) not in samples:
+                    continue
                 through, cpu = ratio(case, label, "bare"), ratio(case, "bare", label, "server_cpu_us")
                 summary[case][label]["of_bare"] = through
                 print(f"  {case:<5} {label:<{width}} {through:4.0%} of bare's throughput"

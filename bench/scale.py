@@ -5,6 +5,8 @@ Cases (load from wrk, keep-alive, like bench/messages.py):
 - send:  POST /api/mailboxes/sink/messages
 - inbox: GET /api/mailboxes/me/messages?status=unread&limit=50, the reader holding 1,000 unread
 - wake:  GET /api/wake as the reader (1,000 unread)
+- ingest: POST /api/ingest/<appName>/<token> into a webhook each server makes (wakeAgent: bench), one alert
+- health: GET /api/health, the floor
 - fanout: N streams open for one identity (raw sockets, bench/sse_latency.py's subscribers), a sender
   on its own connection posting to it at a fixed rate; send-to-receipt p99 over all receipts.
 
@@ -32,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from messages import call, cpu_seconds, free_port, wait_up, wrk  # noqa: E402
+from messages import INGEST_BARE, call, cpu_seconds, free_port, make_webhook, wait_up, wrk  # noqa: E402
 from sse_latency import run_level  # noqa: E402
 
 TOKENS = {"bench": "bench-token-0000000000000000", "sink": "sink-token-00000000000000000",
@@ -42,7 +44,9 @@ ADMIN = "admin-token-0000000000000000"
 UNREAD = 1000
 CASES = {"send": ("/api/mailboxes/sink/messages", "send.lua", "bench"),
          "inbox": ("/api/mailboxes/me/messages?status=unread&limit=50", "get.lua", "reader"),
-         "wake": ("/api/wake", "get.lua", "reader")}
+         "wake": ("/api/wake", "get.lua", "reader"),
+         "ingest": ("{ingest}", "ingest.lua", "bench"),
+         "health": ("/api/health", "get.lua", "bench")}
 V1_SEND_RPS = 3321  # the v1 server's send figure (issue 16's reference)
 
 
@@ -87,6 +91,7 @@ class Servers:
         self.tmp, self.cluster = tmp, cluster
         self.procs: list[subprocess.Popen] = []
         self.urls: dict[str, tuple[str, int]] = {}
+        self.ingest_paths: dict[str, str] = {}  # each coordserver's webhook (messages.make_webhook)
         self.env = {**os.environ, "COORD_RATE_LIMITS": "off", "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(ROOT),
                     "COORD_SSE_MAX_STREAMS_PER_IDENTITY": "100000", "SERVICE_ADMIN_TOKEN": ADMIN,
                     **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in TOKENS.items()}}
@@ -155,7 +160,8 @@ def run_http_cases(servers: Servers, labels: list[str], args) -> dict:
             base, _ = servers.urls[label]
             if label.startswith("bare") and case == "wake":
                 continue
-            url = base + path  # the bare app answers the same paths (without auth or a database)
+            # the bare app answers the same paths (without auth or a database)
+            url = base + path.format(ingest=servers.ingest_paths.get(label, INGEST_BARE))
             env = {"TOKEN": TOKENS[who], "RECIPIENT": "sink"}
             wrk(url, script, env, 2, args.connections, args.threads)
             before, db_before = servers.cpu(label), servers.db_cpu()
@@ -208,6 +214,10 @@ def table(results: dict, labels: list[str]) -> str:
                      + " | ".join(ratio(case, a, b) for a, b in
                                   (("pg-2", "pg-1"), ("pg-1", "sqlite"), ("pg-2", "bare-2"), ("bare-2", "bare-1")))
                      + " |")
+    shares = [f"{label} {results[('ingest', label)]['rps'] / results[('send', label)]['rps']:.2f}×" for label in labels
+              if not label.startswith("bare") and ("ingest", label) in results and ("send", label) in results]
+    if shares:
+        lines.append("\ningest / send, same run: " + ", ".join(shares) + " (issue 30's target: ≥ 0.9×)")
     send2 = results.get(("send", "pg-2"))
     if send2:
         lines.append(f"\nsend with 2 workers: {send2['rps'] / V1_SEND_RPS:.2f}× the v1 server's {V1_SEND_RPS} req/s "
@@ -244,6 +254,7 @@ def main() -> None:
             wait_all_workers(servers.urls["pg-2"][0], servers.urls["pg-2"][1])
             for label in coords:
                 seed(servers.urls[label][0])
+                servers.ingest_paths[label] = make_webhook(servers.urls[label][0], TOKENS["bench"])
             print("--- HTTP cases", flush=True)
             results = run_http_cases(servers, everything, args)
             print("--- SSE fan-out", flush=True)

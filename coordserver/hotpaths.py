@@ -1,11 +1,13 @@
-"""The hottest routes (send, inbox, the caller's wake), served straight from ASGI in front of Quart.
+"""The hottest routes (send, inbox, the caller's wake, ingest) and the floor (health), served straight from
+ASGI in front of Quart.
 
 Agents send mail, list their inbox and ask what is waiting far more than they do anything else, and on those routes
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
 cost more than the work itself (bench/messages.md, round 3). Here they skip it.
 
 Only the transport differs. Admission is the same Gate the Quart hook uses; parsing and the domain
-calls are the same functions the Quart views call (api/messages.py post_message / inbox_json); errors are
+calls are the same functions the Quart views call (api/messages.py post_message / inbox_json, api/meta.py
+health_json, api/buzz.py ingest_answer); errors are
 rendered by the same function (errors.render_error). Anything this layer does not take whole - another method or path, a body
 without Content-Length (chunked) or over the size limit, a query string that is not UTF-8 - goes to
 Quart untouched, before a byte of it was read. COORD_HOT_PATHS=off sends everything to Quart, and
@@ -21,6 +23,8 @@ from quart import Quart
 from werkzeug.datastructures import ImmutableMultiDict
 
 from .api.messages import inbox_json, post_message
+from .api.meta import health_json
+from .api.buzz import INGEST_ROUTE, ingest_answer, ingest_path
 from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
 from .errors import render_error
@@ -34,10 +38,12 @@ from .settings import MAX_BODY_BYTES
 
 _INBOX = "/api/mailboxes/me/messages"
 _WAKE = "/api/wake"
+_HEALTH = "/api/health"
 _JSON = b"application/json"
 # Their route labels (coord_http_requests_total), as API.md writes them (SEND_ROUTE: sendroute.py).
 INBOX_ROUTE = _INBOX
 WAKE_ROUTE = _WAKE
+HEALTH_ROUTE = _HEALTH
 
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
 
@@ -72,6 +78,8 @@ class HotPaths:
 
     def _route(self, scope) -> tuple[Handler, str] | None:
         method, path = scope["method"], scope["path"]
+        if method == "GET" and path == _HEALTH:
+            return self._health, HEALTH_ROUTE
         if method == "GET" and path in (_INBOX, _WAKE):
             try:
                 scope["query_string"].decode()
@@ -82,6 +90,8 @@ class HotPaths:
             # "me" is no recipient (POST .../me/messages is a 405, from Quart); nor is an empty segment
             if send_recipient(path) and _declared_length(scope) is not None:
                 return self._send, SEND_ROUTE
+            if ingest_path(path) and _declared_length(scope) is not None:
+                return self._ingest, INGEST_ROUTE
         return None
 
     async def _serve(self, handler: Handler, scope, body: bytes, send) -> int:
@@ -118,6 +128,24 @@ class HotPaths:
         principal = identity_required(admission.principal, admission.token_given)
         return 200, (await inbox_json(self._coord, principal, from_query(InboxQuery, _args(scope)))).encode()
 
+
+    async def _ingest(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        found = ingest_path(scope["path"])
+        assert found is not None  # _route matched the ingest route
+        headers = _headers(scope)
+
+        async def read_body() -> bytes:
+            return body
+
+        def text(name: bytes) -> str | None:
+            value = headers.get(name)
+            return None if value is None else value.decode("latin-1")
+        return 200, self._json(await ingest_answer(self._coord, *found, read_body, text(b"content-type"),
+                                                   text(b"x-github-event"), text(b"x-github-delivery"),
+                                                   admission.principal))
+
+    async def _health(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
+        return 200, self._json(health_json(self._coord))
 
     async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)

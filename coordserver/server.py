@@ -8,7 +8,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import cast
+from typing import Any, Callable, Coroutine, cast
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -95,6 +95,25 @@ async def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
+def event_loop_factory(use_uvloop: bool = True) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop (what Hypercorn's `worker_class = "uvloop"` runs on) when it is wanted and
+    installed; None means asyncio's own. Only processes that own their loop (`coordserver serve`, the
+    bench's bare app) take it: ServerThread runs on asyncio's, beside the tests' and coordtui's loops."""
+    if not use_uvloop:
+        return None
+    try:
+        import uvloop
+    except ImportError:  # not installed (Windows has none): asyncio's loop serves the same
+        return None
+    return uvloop.new_event_loop
+
+
+def run_loop(main: Coroutine[Any, Any, None], use_uvloop: bool = True) -> None:
+    """asyncio.run(main) on event_loop_factory's loop."""
+    with asyncio.Runner(loop_factory=event_loop_factory(use_uvloop)) as runner:
+        runner.run(main)
+
+
 def run(settings: Settings, host: str, port: int, access_log: bool = False, reuse_port: bool = False) -> None:
     """Blocking: serve until SIGINT/SIGTERM. With reuse_port this process is one of several
     `--workers` sharing the port (coordserver/supervisor.py)."""
@@ -104,7 +123,7 @@ def run(settings: Settings, host: str, port: int, access_log: bool = False, reus
     sock = listening_socket(host, port, reuse_port)
     config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, access_log)
     try:
-        asyncio.run(serve_until_signal(app, config))
+        run_loop(serve_until_signal(app, config), settings.uvloop)
     finally:
         sock.close()
 

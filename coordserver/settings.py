@@ -157,7 +157,8 @@ class Settings:
     flap_resolutions: int = 3  # an alert resolved by its source more often than this within the window flaps
     flap_window_minutes: int = 30
     trusted_proxy: bool = False
-    hot_paths: bool = True  # send and inbox served straight from ASGI (hotpaths.py); off = all through Quart
+    hot_paths: bool = True  # send, inbox, wake, ingest, health straight from ASGI (hotpaths.py); off = all Quart
+    uvloop: bool = True  # `coordserver serve` runs on uvloop's event loop where it is installed (server.py)
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
     pg_writers: int = 1  # PostgreSQL writer threads per process (db.Store); 1 batches every write, as on SQLite
     event_retention_days: float = 7.0
@@ -223,6 +224,7 @@ class Settings:
             flap_window_minutes=_positive_int(env.get("COORD_FLAP_WINDOW_MINUTES"), "COORD_FLAP_WINDOW_MINUTES", 30),
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
+            uvloop=_flag(env.get("COORD_UVLOOP"), True),
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),
             pg_writers=_positive_int(env.get("COORD_PG_WRITERS"), "COORD_PG_WRITERS", 1),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),

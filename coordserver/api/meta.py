@@ -23,7 +23,12 @@ bp = Blueprint("meta", __name__, url_prefix="/api")
 @bp.get("/health")
 @accepts(returns=Health, operation_id="auth.health")  # its v1 operationId, from when auth.py served it
 async def health():
-    return {"status": "ok", "timestamp": iso(coord().now())}
+    return health_json(coord())
+
+
+def health_json(c) -> dict[str, str]:
+    """The health answer (also served by hotpaths.py, without Quart: the floor every request pays)."""
+    return {"status": "ok", "timestamp": iso(c.now())}
 
 _PARAM = re.compile(r"<(?:[a-z_]+(?:\([^)]*\))?:)?([A-Za-z_][A-Za-z0-9_]*)>")  # <id>, <int:id>, <other_than(x):id>
 _DOCS_PAGE = Path(__file__).resolve().parent.parent / "web" / "api_docs.html"

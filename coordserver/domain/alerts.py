@@ -18,6 +18,7 @@ who see it 403.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -180,7 +181,7 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
             change = "resolved"
             flapping = _count_resolution(alert, now, flap, fields)
     else:
-        fields[BuzzAlert.count] = BuzzAlert.count + 1
+        fields[BuzzAlert.count] = INCREMENT
         if alert.state == "resolved" and not created:
             fields.update(_reopened(stamp))
             fields.update({BuzzAlert.escalate_at: _escalation(webhook, stamp), BuzzAlert.escalated_at: None})
@@ -189,10 +190,28 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
     wakes = not flapping or woken is None or now - woken >= flap.window
     if flapping and wakes:
         fields[BuzzAlert.woken_at] = stamp
-    BuzzAlert.update(fields).where(BuzzAlert.id == alert.id).execute()
+    _update_alert(alert.id, fields)
     if change is not None:
         _changed(BuzzAlert.get_by_id(alert.id), change, None, pulse=wakes, actor=ingested_by)
     return wakes
+
+
+INCREMENT = object()  # _update_alert: the column goes up by one
+
+
+@lru_cache(maxsize=64)
+def _update_sql(columns: tuple[tuple[str, bool], ...]) -> str:
+    sets = ", ".join(f'"{name}" = "{name}" + 1' if increment else f'"{name}" = ?' for name, increment in columns)
+    return f'UPDATE buzz_alert SET {sets} WHERE id = ?'
+
+
+def _update_alert(alert_id: int, fields: dict[Any, Any]) -> None:
+    """One UPDATE of the alert by fixed SQL, one statement text per set of columns (the ingest's hot path:
+    Peewee composing it from a dict of a dozen columns cost a third of the unit); each value goes through
+    its field's db_value as Peewee sends it; INCREMENT adds one."""
+    columns = tuple((field.column_name, value is INCREMENT) for field, value in fields.items())
+    params = [field.db_value(value) for field, value in fields.items() if value is not INCREMENT]
+    db.sql_execute(_update_sql(columns), (*params, alert_id))
 
 
 def _count_resolution(alert: BuzzAlert, now: datetime, flap: FlapRule, fields: dict[Any, Any]) -> bool:

@@ -22,6 +22,7 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
+from ..events.channels import WEBHOOKS, WebhooksPayload
 from ..models import BuzzAlert, BuzzEvent, BuzzWebhook, NotebookPage
 from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
@@ -189,6 +190,7 @@ def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: 
         runbook_url=fields.get("runbookUrl"), escalate_after_minutes=fields.get("escalateAfterMinutes"),
         escalate_to=fields.get("escalateTo"), flap_resolutions=fields.get("flapResolutions"),
         flap_window_minutes=fields.get("flapWindowMinutes"))
+    webhooks_changed(webhook.id)
     return webhook_json(webhook, base_url)
 
 
@@ -227,6 +229,7 @@ def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObj
     for key, value in changes.items():
         setattr(webhook, _COLUMNS[key], value)
     webhook.save()
+    webhooks_changed(webhook.id)
     carried = {column: getattr(webhook, column) for column in _CARRIED if column in map(_COLUMNS.get, changes)}
     if carried:
         BuzzAlert.update(carried).where(BuzzAlert.webhook_id == webhook.id).execute()
@@ -236,6 +239,7 @@ def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObj
 def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:
     webhook = _owned_webhook(webhook_id, identity, is_admin)
     webhook.delete_instance()
+    webhooks_changed(webhook.id)
 
 
 def list_events(identity: str, app_name: str | None, limit: int) -> list[JSONObject]:
@@ -441,15 +445,26 @@ def _group_key(payload: JSONObject, github_event: str | None) -> str | None:
     return _short_key(payload.get("groupKey"))
 
 
-def _webhook_for(app_name: str, token: str) -> BuzzWebhook:
-    """Constant-time comparison against every webhook of that app name; disabled ones do not match."""
-    found = None
-    for webhook in db.sql_models(BuzzWebhook, "WHERE app_name = ?", (app_name,)):  # (fixed SQL: the hot path)
-        if hmac.compare_digest(webhook.token.encode(), token.encode()) and webhook.enabled:
-            found = webhook
-    if found is None:
+_LOCKED_BY_ID = {True: "WHERE id = ?", False: "WHERE id = ? FOR UPDATE"}  # by is_sqlite
+
+
+def _locked_webhook(webhook_id: int, app_name: str, token: str) -> BuzzWebhook:
+    """The webhook (every column), its row locked until the unit commits: two concurrent ingests
+    could otherwise both count 59 in the window, or both miss the other's dedupKey. App name, token
+    (constant time) and enabled are checked again here: the caller found the id in a per-process cache
+    (webhook_cache.py), which a change committed elsewhere reaches a few milliseconds later."""
+    rows = db.sql_models(BuzzWebhook, _LOCKED_BY_ID[db.is_sqlite(db.current_database())], (webhook_id,))
+    webhook = rows[0] if rows else None
+    if (webhook is None or not hmac.compare_digest(webhook.token.encode(), token.encode()) or not webhook.enabled
+            or webhook.app_name != app_name):
         raise NotFound("Invalid webhook")
-    return found
+    return webhook
+
+
+def webhooks_changed(webhook_id: int) -> None:
+    """Once this unit commits, every process drops its ingest lookup cache (webhook_cache.py)."""
+    changed: WebhooksPayload = {"webhookId": webhook_id}
+    db.after_commit(WEBHOOKS, changed)
 
 
 _REPEAT_SQL = ("SELECT 1 FROM buzz_event WHERE webhook_id = ? AND dedup_key = ? AND received_at > ? AND suppressed = ? "
@@ -467,12 +482,6 @@ def _audience(webhook: BuzzWebhook) -> list[str] | None:
     return alerts.audience(webhook.for_users, webhook.wake_agent, webhook.notify_agent)
 
 
-def _serialise_ingests(webhook: BuzzWebhook) -> None:
-    """Lock the webhook's row until the unit commits: otherwise two concurrent ingests could both count
-    59 in the window, or both miss the other's dedupKey."""
-    db.locked(BuzzWebhook.select(BuzzWebhook.id).where(BuzzWebhook.id == webhook.id)).execute()
-
-
 def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
     """The authoritative per-webhook window, counted in the database under the webhook's row lock, so
     it holds across server processes. The caller's in-memory check refuses most floods before this."""
@@ -486,13 +495,31 @@ def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
         raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
 
 
-def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
+_INSERT_EVENT_SQL = ("INSERT INTO buzz_event (webhook_id, app_name, title, for_users, received_at, content_type, "
+                     "body_text, body_json, wake_agent, notify_agent, suppressed, dedup_key, alert_id, silenced_by) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_HIT_SQL = "UPDATE buzz_webhook SET last_hit_at = ? WHERE id = ?"
+
+
+def _insert_event(webhook: BuzzWebhook, title: str, now: datetime, parsed: JSONObject, suppressed: bool,
+                  alert_id: int | None, silenced: int | None) -> int:
+    """The ingest's BuzzEvent row, by fixed SQL (the hot path: Peewee composing the INSERT cost more than
+    running it); returns its id."""
+    event_id = db.sql_insert(_INSERT_EVENT_SQL, (
+        webhook.id, webhook.app_name, title, webhook.for_users, to_db(now), parsed["content_type"],
+        parsed["body_text"], BuzzEvent.body_json.db_value(parsed["body_json"]), webhook.wake_agent,
+        webhook.notify_agent, suppressed, parsed["dedup_key"], alert_id, silenced))
+    assert event_id is not None  # an unguarded INSERT always inserts
+    return event_id
+
+
+def ingest(webhook_id: int, app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
            flap: alerts.FlapRule = alerts.FlapRule(), ingested_by: str | None = None) -> JSONObject:
-    """`limit`: ingests per webhook per minute across every process (None when rate limits are off).
-    `ingested_by`: the identity whose bearer token the ingest carried (optional): its own ingest never
-    wakes or pushes to it (the `broadcast` event names it as `ingestedBy`)."""
-    webhook = _webhook_for(app_name, token)
-    _serialise_ingests(webhook)
+    """Into the webhook `webhook_id` (webhook_cache.WebhookCache.webhook_id: the one the ingest URL's app name
+    and `token` name). `limit`: ingests per webhook per minute across every process (None when rate limits
+    are off). `ingested_by`: the identity whose bearer token the ingest carried (optional): its own ingest
+    never wakes or pushes to it (the `broadcast` event names it as `ingestedBy`)."""
+    webhook = _locked_webhook(webhook_id, app_name, token)
     now = db.now()
     if limit is not None:
         _check_rate(webhook, now, limit)
@@ -505,28 +532,23 @@ def ingest(app_name: str, token: str, parsed: JSONObject, limit: int | None = No
     created = alert is None and not suppressed  # a repeat never starts an alert
     if alert is None and not suppressed:
         alert = alerts.create_for(webhook, group_key, title, resolves, now)
-    event = BuzzEvent.create(
-        webhook_id=webhook.id, app_name=webhook.app_name, title=title, for_users=webhook.for_users,
-        received_at=to_db(now), content_type=parsed["content_type"], body_text=parsed["body_text"],
-        body_json=parsed["body_json"], wake_agent=webhook.wake_agent, notify_agent=webhook.notify_agent,
-        suppressed=suppressed, dedup_key=parsed["dedup_key"], alert_id=alert.id if alert else None,
-        silenced_by=silenced)
+    event_id = _insert_event(webhook, title, now, parsed, suppressed, alert.id if alert else None, silenced)
     if suppressed:
-        return {"ok": True, "eventId": event.id, "suppressed": True}
+        return {"ok": True, "eventId": event_id, "suppressed": True}
     assert alert is not None
     if silenced is not None:
-        alerts.record_silenced(alert, event.id, silenced, now)
-        return {"ok": True, "eventId": event.id, "alertId": alert.id, "silencedBy": silenced}
-    wakes = alerts.record(alert, webhook, event.id, title, resolves, created, now, flap.for_webhook(webhook),
+        alerts.record_silenced(alert, event_id, silenced, now)
+        return {"ok": True, "eventId": event_id, "alertId": alert.id, "silencedBy": silenced}
+    wakes = alerts.record(alert, webhook, event_id, title, resolves, created, now, flap.for_webhook(webhook),
                           ingested_by)
-    BuzzWebhook.update(last_hit_at=to_db(now)).where(BuzzWebhook.id == webhook.id).execute()
-    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event.id,
+    db.sql_execute(_HIT_SQL, (to_db(now), webhook.id))
+    log.append("broadcast", {"type": "broadcast", "appName": webhook.app_name, "title": title, "eventId": event_id,
                              "alertId": alert.id, **alerts.quiet(wakes),
                              **({"ingestedBy": ingested_by} if ingested_by else {})},
                to=_audience(webhook))
     for agent in {a for a in (webhook.wake_agent, webhook.notify_agent) if a is not None and wakes}:
         wake_signal.enters_wake(agent, ingested_by)
-    return {"ok": True, "eventId": event.id, "alertId": alert.id}
+    return {"ok": True, "eventId": event_id, "alertId": alert.id}
 
 
 def alert_detail(identity: str, is_admin: bool, alert_id: int) -> JSONObject:

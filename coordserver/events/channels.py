@@ -123,6 +123,10 @@ class DuePayload(TypedDict):
     dueAt: str | None
 
 
+class WebhooksPayload(TypedDict):
+    webhookId: int
+
+
 class BusPayload(TypedDict):
     kind: Literal["reconnected"]
 
@@ -141,6 +145,9 @@ WAKE_CHANGED: Channel[WakeChangedPayload] = Channel(
 TOKENS: Channel[TokensPayload] = Channel(
     "tokens", "drop these tokens (and all of this identity's) from the token cache "
               "(domain.identities.tokens_changed)")
+WEBHOOKS: Channel[WebhooksPayload] = Channel(
+    "webhooks", "a buzz webhook was created, changed or deleted (domain/buzz.py): every process drops its ingest "
+                "lookup cache (webhook_cache.py)")
 CONTROL: Channel[ControlPayload] = Channel(
     "control", "a control row (a revocation) was committed: every SSE hub reads the log, streams open or not")
 NOTEBOOK: ChannelFamily[NotebookPayload] = ChannelFamily(

@@ -48,16 +48,16 @@ def pair(tmp_path_factory):
         server.stop()
 
 
-def both(pair, method: str, path: str, who: str | None = "alice", token: str | None = None,
+def both(pair, method: str, path, who: str | None = "alice", token: str | None = None,
          source: str | None = None, **kwargs):
     """Send one request to each server (from the loopback address `source`, if given); assert the answers
-    are identical; return the hot one."""
+    are identical; return the hot one. `path` may be a function of the server (each server's own webhook)."""
     answers = []
     for server in pair:
         each = {k: v() if callable(v) else v for k, v in kwargs.items()}  # a generator body is made per server
         transport = {"transport": httpx.HTTPTransport(local_address=source)} if source else {}
         with client(server, who, token, **transport) as http:
-            answers.append(http.request(method, path, **each))
+            answers.append(http.request(method, path(server) if callable(path) else path, **each))
     hot, cold = answers
     assert hot.status_code == cold.status_code, (hot.text, cold.text)
     assert hot.content == cold.content
@@ -172,7 +172,69 @@ def test_wake_and_its_refusals_match(pair):
     assert both(pair, "GET", "/api/wake", who=None).status_code == 401
     assert both(pair, "GET", "/api/wake", who=None, token="wrong").json() == {"error": "Invalid key"}
     assert both(pair, "GET", "/api/wake/carol", who="admin").status_code == 200  # Quart: the admin view
-    assert len(pair[0].served) - served_before == 4 + 5  # the sends and the five GET /api/wake
+    assert len(pair[0].served) - served_before == 4 + 1 + 5  # the sends, the ingest and the five GET /api/wake
+
+
+def test_health_matches(pair):
+    """GET /api/health, the floor every request pays, is a hot path: same answer with or without a token,
+    with a wrong one, with a query string; HEAD and other methods stay Quart's."""
+    served_before = len(pair[0].served)
+    ok = both(pair, "GET", "/api/health", who=None)
+    assert ok.json() == {"status": "ok", "timestamp": "2026-03-01T09:00:00.000Z"}
+    assert both(pair, "GET", "/api/health", who="alice").content == ok.content
+    assert both(pair, "GET", "/api/health?x=1&y", who=None).content == ok.content
+    assert both(pair, "GET", "/api/health", who=None, token="wrong").content == ok.content
+    assert both(pair, "GET", "/api/health?x=%00", who=None).status_code == 400
+    assert len(pair[0].served) - served_before == 5
+    assert both(pair, "HEAD", "/api/health", who=None).status_code == 200
+    assert both(pair, "POST", "/api/health", who=None, json={}).status_code == 405
+    assert both(pair, "GET", "/api/health/", who=None).status_code == 404
+    assert len(pair[0].served) - served_before == 5
+
+
+def test_ingest_and_its_refusals_match(pair):
+    """POST /api/ingest/<appName>/<token> is a hot path: each server makes its own webhook (the same ids),
+    and every kind of body, header and refusal answers alike; what it leaves to Quart still matches."""
+    hooks = {}
+    for server in pair:
+        owner = client(server, "alice")
+        hooks[server.port] = [owner.post("/api/buzz/webhooks", json={"appName": "hot", "title": "Hot", **extra}).json()
+                              for extra in ({"wakeAgent": "carol"}, {}, {})]
+        owner.patch(f"/api/buzz/webhooks/{hooks[server.port][2]['id']}", json={"enabled": False})
+
+    def url(which: int = 0, app: str = "hot", suffix: str = ""):
+        return lambda server: f"/api/ingest/{app}/{hooks[server.port][which]['token']}{suffix}"
+    served_before = len(pair[0].served)
+    github = {"X-GitHub-Event": "workflow_run", "X-GitHub-Delivery": "d-1"}
+    run = {"action": "completed", "repository": {"full_name": "o/r"}, "sender": {"login": "bob"},
+           "workflow_run": {"name": "CI", "conclusion": "failure", "head_branch": "main", "html_url": "http://x"}}
+    cases = [
+        dict(path=url(), json={"title": "disk full é", "dedupKey": "disk"}),
+        dict(path=url(), json={"title": "disk full é", "dedupKey": "disk"}),  # a repeat
+        dict(path=url(), json=run, headers=github),
+        dict(path=url(), json=run, headers=github),  # the same delivery again
+        dict(path=url(), content=b"plain \xe9", headers={"Content-Type": "text/plain; charset=latin-1"}),
+        dict(path=url(), content=b""),
+        dict(path=url(), content=b"{not json", headers={"Content-Type": "application/json"}),
+        dict(path=url(1), json={"body": {"nested": [1, None]}}, who="carol"),  # its own ingest
+        dict(path=url(1), json={"title": "x"}, who=None, token="wrong-token"),
+        dict(path=url(suffix="x"), json={"title": "wrong token"}),
+        dict(path=url(app="nosuch"), json={"title": "unknown app"}),
+        dict(path=url(2), json={"title": "disabled"}),
+        dict(path="/api/ingest/hot/%00", json={"title": "nul"}),
+    ]
+    for case in cases:
+        answer = both(pair, "POST", case.pop("path"), **{"who": None, **case})
+        assert answer.status_code in (200, 400, 404), answer.text
+    assert len(pair[0].served) - served_before == len(cases)
+
+    def chunks():
+        yield b'{"title": "chunked"}'
+    assert both(pair, "POST", url(), who=None, content=chunks).status_code == 200
+    assert both(pair, "POST", url(), who=None, content=b"x" * 70_000).status_code == 413
+    assert both(pair, "POST", url(suffix="/"), who=None, json={}).status_code == 404
+    assert both(pair, "GET", url(), who=None).status_code == 405
+    assert len(pair[0].served) - served_before == len(cases)
 
 
 def test_rate_limit_answers_match(pair):
