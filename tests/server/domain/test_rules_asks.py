@@ -88,3 +88,115 @@ async def test_a_new_ask_is_pushed_to_those_asked_and_its_outcome_to_the_asker(r
     texts = {(d.event_type, d.identity): d.body for d in await store.read(lambda: list(PushDelivery.select()))}
     assert "expired unanswered" in texts[("ask_expired", "alice")]
     assert "alice answered your ask" in texts[("ask_answered", "bob")] and ": No." in texts[("ask_answered", "bob")]
+
+
+# --- what each change says, whole (mutation testing found these held only over HTTP) ---------------------------
+
+def logged() -> list[tuple]:
+    return [(row[1], row[2], row[3], sorted(row[4] or [])) for row in event_log.range_after(0)]
+
+
+async def test_an_ask_and_its_answer_read_whole_and_log_whole(rules_store):
+    store = rules_store
+    deadline = START + timedelta(minutes=30)
+    made = await store.write(asks.create, "alice", new(to="bob", options=["Ship", "Wait"], allow_text=True,
+                                                         deadline=iso(deadline), default_option=2,
+                                                         context={"taskId": "t-1"}), KNOWN)
+    opened = {"id": made["id"], "from": "alice", "fromIsAgent": False, "to": ["bob"], "question": "Ship it?",
+              "options": ["Ship", "Wait"], "allowText": True, "deadline": iso(deadline), "defaultOption": 2,
+              "context": {"taskId": "t-1"}, "status": "open", "answeredBy": None, "option": None, "text": None,
+              "createdAt": iso(START), "closedAt": None, "readAt": None}
+    assert made == opened
+    assert await store.read(asks.get, "bob", made["id"]) == (opened, False)
+    assert await store.read(asks.get, "alice", made["id"]) == (opened, False)  # open: nothing to mark read
+    store.clock.advance(minutes=1)
+    answered = await store.write(asks.answer, "bob", made["id"], None, "After the freeze")
+    closed = {**opened, "status": "answered", "answeredBy": "bob", "text": "After the freeze",
+              "closedAt": iso(START + timedelta(minutes=1))}
+    assert answered == closed
+    assert await store.read(asks.get, "alice", made["id"]) == (closed, True)  # the outcome, first read
+    audience = ["alice", "bob"]
+    assert await store.read(logged) == [
+        ("ask", {"type": "ask", "askId": made["id"], "from": "alice", "to": ["bob"], "question": "Ship it?",
+                 "options": ["Ship", "Wait"], "allowText": True, "deadline": iso(deadline)}, False, audience),
+        ("ask_answered", {"type": "ask_answered", "askId": made["id"], "from": "alice", "to": ["bob"],
+                          "question": "Ship it?", "answeredBy": "bob", "option": None,
+                          "text": "After the freeze"}, False, audience)]
+
+
+async def test_a_cancel_and_an_expiry_log_whole(rules_store):
+    store = rules_store
+    cancelled = await store.write(asks.create, "alice", new(to=["bob", "bob", "carol"]), KNOWN)
+    assert cancelled["to"] == ["bob", "carol"]  # each identity once, in the order given
+    store.clock.advance(minutes=1)
+    result = await store.write(asks.cancel, "alice", cancelled["id"])
+    stamp = iso(START + timedelta(minutes=1))
+    assert (result["status"], result["closedAt"], result["readAt"]) == ("cancelled", stamp, stamp)
+    expiring = await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=2), default_option=1),
+                                 KNOWN)
+    store.clock.advance(minutes=1)
+    assert await store.write(asks.expire_due) == 1
+    expired, first_read = await store.read(asks.get, "alice", expiring["id"])
+    assert (expired["status"], expired["option"], expired["answeredBy"], expired["closedAt"], first_read) == (
+        "expired", "Yes", None, iso(START + timedelta(minutes=2)), True)
+    events = [(kind, data) for kind, data, _all, _to in await store.read(logged)]
+    assert events[1] == ("ask_cancelled", {"type": "ask_cancelled", "askId": cancelled["id"], "from": "alice",
+                                           "to": ["bob", "carol"], "question": "Ship it?"})
+    assert events[3] == ("ask_expired", {"type": "ask_expired", "askId": expiring["id"], "from": "alice",
+                                         "to": ["bob", "carol"], "question": "Ship it?", "option": "Yes"})
+    assert await store.read(asks.next_deadline) is None
+
+
+async def test_a_closed_ask_refuses_in_words_naming_why(rules_store):
+    store = rules_store
+
+    async def refusal(call, *args) -> tuple[str, dict]:
+        with pytest.raises(Conflict) as refused:
+            await store.write(call, *args)
+        return refused.value.message, refused.value.extra
+
+    answered = await store.write(asks.create, "alice", new(), KNOWN)
+    await store.write(asks.answer, "bob", answered["id"], 2, None)
+    assert await refusal(asks.answer, "carol", answered["id"], "Yes", None) == (
+        "Already answered by bob", {"answeredBy": "bob", "status": "answered"})
+    assert await refusal(asks.cancel, "alice", answered["id"]) == (
+        "Already answered by bob", {"answeredBy": "bob", "status": "answered"})
+    cancelled = await store.write(asks.create, "alice", new(), KNOWN)
+    await store.write(asks.cancel, "alice", cancelled["id"])
+    assert await refusal(asks.answer, "bob", cancelled["id"], 1, None) == (
+        "The ask was cancelled", {"status": "cancelled"})
+    due = await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=1)), KNOWN)
+    store.clock.advance(minutes=1)
+    assert await refusal(asks.answer, "bob", due["id"], 1, None) == (
+        "The ask's deadline has passed", {"status": "expired"})  # the expiry pass has not run yet
+    await store.write(asks.expire_due)
+    assert await refusal(asks.answer, "bob", due["id"], 1, None) == ("The ask has expired", {"status": "expired"})
+    assert await refusal(asks.cancel, "alice", due["id"]) == ("The ask has expired", {"status": "expired"})
+
+
+@pytest.mark.parametrize("option, text, why", [
+    (None, None, asks.ANSWER_ONE), (1, "both", asks.ANSWER_ONE),
+    (None, "words", "This ask takes one of its options, not text"),
+    (True, None, "option must be an option's number or label"),
+    (1.0, None, "option must be an option's number or label"),
+    (0, None, "Unknown option for this ask: 0"), (3, None, "Unknown option for this ask: 3"),
+    ("yes", None, "Unknown option for this ask: yes")])
+async def test_an_answer_is_one_option_in_words(rules_store, option, text, why):
+    store = rules_store
+    made = await store.write(asks.create, "alice", new(), KNOWN)
+    with pytest.raises(Invalid) as refused:
+        await store.write(asks.answer, "bob", made["id"], option, text)
+    assert refused.value.message == why
+    first, second = await store.write(asks.answer, "bob", made["id"], 2, None), None
+    assert (first["option"], second) == ("No", None)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "x" * (asks.TEXT_MAX + 1)])
+async def test_a_text_answer_is_1_to_2000_characters(rules_store, text):
+    store = rules_store
+    made = await store.write(asks.create, "alice", new(options=None, allow_text=True), KNOWN)
+    assert made["options"] == []
+    with pytest.raises(Invalid) as refused:
+        await store.write(asks.answer, "bob", made["id"], None, text)
+    assert refused.value.message == f"text must be 1 to {asks.TEXT_MAX} characters"
+    assert (await store.write(asks.answer, "bob", made["id"], None, "x" * asks.TEXT_MAX))["text"] == "x" * 2000
