@@ -62,6 +62,14 @@ class ReservationExpiredItem(WakeItem, tag="reservation_expired"):
     project_id: str | None
 
 
+class ReservationExpiringItem(WakeItem, tag="reservation_expiring"):
+    """A reservation of the caller's in its last stretch (the lead time of a task lease's warning: its last 20 %,
+    at most 5 minutes). It leaves when renewed, released, or when it runs out (then `reservation_expired`)."""
+    id: int
+    expires_at: Time
+    project_id: str | None
+
+
 class BuzzItem(WakeItem, tag="buzz"):
     """A buzz event for the caller as its wake or notify agent."""
     id: int
@@ -154,7 +162,8 @@ class WakePayload(Model):
     instructions: str
     skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
     items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, AlertItem, BackupItem, ChatItem, AskItem,
-                      AskResultItem, GuardItem, LeaseExpiredItem, ReservationExpiredItem]]
+                      AskResultItem, GuardItem, LeaseExpiredItem, ReservationExpiredItem,
+                      ReservationExpiringItem]]
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time
