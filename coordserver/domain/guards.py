@@ -69,8 +69,14 @@ def rule_for(identities: Iterable[str]) -> LoopRule:
     wanted = sorted(set(identities))
     rows = db.sql_rows(f'SELECT loop_messages, loop_minutes FROM "user" WHERE id IN ({", ".join("?" * len(wanted))}) '
                        "AND (loop_messages IS NOT NULL OR loop_minutes IS NOT NULL)", wanted) if wanted else []
+    return _stricter(current, rows)
+
+
+def _stricter(current: LoopRule, own: Iterable[tuple[int | None, int | None]]) -> LoopRule:
+    """`current` made stricter by identities' own (loop_messages, loop_minutes): the fewest messages, the
+    longest window."""
     messages, minutes = current.messages, current.minutes
-    for own_messages, own_minutes in rows:
+    for own_messages, own_minutes in own:
         messages = min(messages, own_messages) if own_messages is not None else messages
         minutes = max(minutes, own_minutes) if own_minutes is not None else minutes
     return replace(current, messages=messages, minutes=minutes)
@@ -95,9 +101,9 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     """A message from `sender` to `recipient` was stored in this unit (`agents`: which of the two are agents).
 
     On every send, so cheap by construction: a human's send reads the active guards (fixed SQL, an index on
-    cleared_at; almost always none); an agent's to an agent first asks whether `recipient` wrote to anyone
-    within the window (one index probe): no loop passes through this message otherwise, and a one-way stream
-    of mail never counts its window. Only then are the edges counted. The pair's guard and the rings through
+    cleared_at; almost always none); an agent's to an agent reads the pair's rule and when `recipient` last
+    wrote to anyone (one statement, an index probe): no loop passes through this message unless that was within
+    the window, and a one-way stream of mail never counts its window. Only then are the edges counted. The pair's guard and the rings through
     the pair are checked independently: a pair already held does not hide a ring it is part of."""
     if sender == recipient:
         return
@@ -107,8 +113,8 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     if recipient not in agents:
         return
     pair = sorted((sender, recipient))
-    current = rule_for(pair)
-    if not _wrote_to_anyone(recipient, current.minutes):
+    current, wrote_last = _rule_and_last_write(pair, recipient)
+    if wrote_last is None or wrote_last <= db.now() - timedelta(minutes=current.minutes):
         return
     edges = _mail_edges(pair, current.minutes)
     if any(human and to in pair for (_frm, to), (_n, human) in edges.items()):
@@ -122,12 +128,15 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     _ring(sender, recipient, edges, current, held)
 
 
-def _wrote_to_anyone(identity: str, minutes: int) -> bool:
-    """Whether `identity` wrote to anyone but itself in the last `minutes` (the (sender, created_at) index,
-    newest first: the first row answers unless it wrote to itself)."""
-    since = to_db(db.now() - timedelta(minutes=minutes))
-    return bool(db.sql_rows("SELECT 1 FROM message WHERE sender = ? AND created_at > ? AND recipient <> ? LIMIT 1",
-                            (identity, since, identity)))
+def _rule_and_last_write(pair: list[str], recipient: str) -> tuple[LoopRule, datetime | None]:
+    """One statement: the pair's rule (rule_for) and when `recipient` last wrote to anyone but itself (the
+    (sender, created_at) index, newest first: the first row answers unless it wrote to itself). Both are
+    agents, so both have a users row."""
+    rows = db.sql_rows('SELECT loop_messages, loop_minutes, (SELECT created_at FROM message WHERE sender = ? '
+                       'AND recipient <> ? ORDER BY created_at DESC LIMIT 1) FROM "user" WHERE id IN (?, ?)',
+                       (recipient, recipient, *pair))
+    last = from_db(rows[0][2]) if rows and rows[0][2] is not None else None
+    return _stricter(rule(), [(m, n) for m, n, _last in rows]), last
 
 
 Edges = dict[tuple[str, str], tuple[int, bool]]  # (sender, recipient) -> (messages, the sender is a human)
