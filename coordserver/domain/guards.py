@@ -35,7 +35,7 @@ from ..errors import Conflict, Invalid, NotFound
 from ..events import log
 from ..events.channels import GUARDS, GuardsPayload
 from ..jsonstrict import JSONObject
-from ..models import ChatWake, Guard, User
+from ..models import ChatWake, Guard
 from ..timeutil import from_db, iso, to_db
 from . import kinds
 from .visibility import admin_identities
@@ -102,9 +102,10 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
 
     On every send, so cheap by construction: a human's send reads the active guards (fixed SQL, an index on
     cleared_at; almost always none); an agent's to an agent reads the pair's rule and when `recipient` last
-    wrote to anyone (one statement, an index probe): no loop passes through this message unless that was within
-    the window, and a one-way stream of mail never counts its window. Only then are the edges counted. The pair's guard and the rings through
-    the pair are checked independently: a pair already held does not hide a ring it is part of."""
+    wrote to anyone (one statement, an index probe): no loop passes through this message unless that was
+    within the window, so a one-way stream of mail never counts its window. Only then are the edges counted.
+    The pair's guard and the rings through the pair are checked independently: a pair already held does not
+    hide a ring it is part of (bench/RESULTS.md, "Loop guard cost on send")."""
     if sender == recipient:
         return
     if sender not in agents:

@@ -396,9 +396,9 @@ def tasks_change_at(identity: str, now: datetime) -> datetime | None:
 def _lease_warnings_at(identity: str, now: datetime) -> list[datetime]:
     """The next instant a lease of the identity's starts its warning (the item turns high) or ends: none is
     written then (leases.warnings_change_at)."""
-    ends = [(from_db(expires), seconds) for expires, seconds in db.tuples(
-        Task.select(Task.lease_expires_at, Task.lease_seconds).where(
-            (Task.assignee_user_id == identity) & (Task.status == "in_progress") & Task.lease_expires_at.is_null(False)))]
+    leased = Task.select(Task.lease_expires_at, Task.lease_seconds).where(
+        (Task.assignee_user_id == identity) & (Task.status == "in_progress") & Task.lease_expires_at.is_null(False))
+    ends = [(from_db(expires), seconds) for expires, seconds in db.tuples(leased)]
     change = leases.warnings_change_at(ends, now)
     return [change] if change is not None else []
 
