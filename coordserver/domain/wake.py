@@ -102,7 +102,7 @@ def unread_messages(identity: str) -> tuple[list[JSONObject], int]:
                                           Message.created_at).where(where)
                            .order_by(Message.urgent.desc(), Message.created_at, Message.id),
                            Message.select().where(where))
-    return [{"source": "message", "id": m.id, "summary": _message_summary(m),
+    return [{"source": "message", "id": m.id, "from": m.sender, "summary": _message_summary(m),
              "action": "Read it, answer, then acknowledge it.", "priority": "high" if m.urgent else "normal",
              "projectId": None, "ephemeral": False, "_at": from_db(m.created_at)} for m in rows], total
 
@@ -112,7 +112,7 @@ def pending_messages(identity: str) -> tuple[list[JSONObject], int]:
     rows, total = _limited(Message.select(Message.id, Message.sender, Message.title, Message.created_at,
                                           Message.waiting_since).where(where).order_by(Message.id),
                            Message.select().where(where))
-    return [{"source": "message_pending", "id": m.id, "summary": _message_summary(m),
+    return [{"source": "message_pending", "id": m.id, "from": m.sender, "summary": _message_summary(m),
              "action": "You marked this as needing your reply: answer it, then clear pending.",
              "priority": "normal", "projectId": None, "ephemeral": False,
              "_at": from_db(m.waiting_since or m.created_at)} for m in rows], total

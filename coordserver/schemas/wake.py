@@ -28,14 +28,16 @@ class WakeItem(Model, tag_field="source"):
 
 
 class MessageItem(WakeItem, tag="message"):
-    """An unread message."""
+    """An unread message; `from`: its sender (whose words the summary quotes)."""
     id: int
+    from_: str = msgspec.field(name="from")
     project_id: None
 
 
 class PendingItem(WakeItem, tag="message_pending"):
-    """A message awaiting the caller's reply."""
+    """A message awaiting the caller's reply; `from`: its sender."""
     id: int
+    from_: str = msgspec.field(name="from")
     project_id: None
 
 
