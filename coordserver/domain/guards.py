@@ -35,7 +35,7 @@ from ..errors import Conflict, Invalid, NotFound
 from ..events import log
 from ..events.channels import GUARDS, GuardsPayload
 from ..jsonstrict import JSONObject
-from ..models import ChatWake, Guard, User
+from ..models import ChatWake, Guard
 from ..timeutil import from_db, iso, to_db
 from . import kinds
 from .visibility import admin_identities
@@ -64,14 +64,19 @@ def rule() -> LoopRule:
 
 def rule_for(identities: Iterable[str]) -> LoopRule:
     """The rule over these identities: the deployment's, made stricter by any of theirs an admin set (the
-    fewest messages, the longest window). One primary-key read."""
+    fewest messages, the longest window). One primary-key read (fixed SQL: it runs on every agent's send)."""
     current = rule()
-    wanted = list(identities)
-    rows = (User.select(User.loop_messages, User.loop_minutes)
-            .where(User.id.in_(wanted) & (User.loop_messages.is_null(False) | User.loop_minutes.is_null(False)))
-            .tuples()) if wanted else []
+    wanted = sorted(set(identities))
+    rows = db.sql_rows(f'SELECT loop_messages, loop_minutes FROM "user" WHERE id IN ({", ".join("?" * len(wanted))}) '
+                       "AND (loop_messages IS NOT NULL OR loop_minutes IS NOT NULL)", wanted) if wanted else []
+    return _stricter(current, rows)
+
+
+def _stricter(current: LoopRule, own: Iterable[tuple[int | None, int | None]]) -> LoopRule:
+    """`current` made stricter by identities' own (loop_messages, loop_minutes): the fewest messages, the
+    longest window."""
     messages, minutes = current.messages, current.minutes
-    for own_messages, own_minutes in rows:
+    for own_messages, own_minutes in own:
         messages = min(messages, own_messages) if own_messages is not None else messages
         minutes = max(minutes, own_minutes) if own_minutes is not None else minutes
     return replace(current, messages=messages, minutes=minutes)
@@ -93,7 +98,14 @@ def _members(text: str) -> list[str]:
 # --- tripping ----------------------------------------------------------------------------------
 
 def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
-    """A message from `sender` to `recipient` was stored in this unit (`agents`: which of the two are agents)."""
+    """A message from `sender` to `recipient` was stored in this unit (`agents`: which of the two are agents).
+
+    On every send, so cheap by construction: a human's send reads the active guards (fixed SQL, an index on
+    cleared_at; almost always none); an agent's to an agent reads the pair's rule and when `recipient` last
+    wrote to anyone (one statement, an index probe): no loop passes through this message unless that was
+    within the window, so a one-way stream of mail never counts its window. Only then are the edges counted.
+    The pair's guard and the rings through the pair are checked independently: a pair already held does not
+    hide a ring it is part of (bench/RESULTS.md, "Loop guard cost on send")."""
     if sender == recipient:
         return
     if sender not in agents:
@@ -102,19 +114,30 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     if recipient not in agents:
         return
     pair = sorted((sender, recipient))
-    scope = "mail:" + ",".join(pair)
-    if _active(scope):
+    current, wrote_last = _rule_and_last_write(pair, recipient)
+    if wrote_last is None or wrote_last <= db.now() - timedelta(minutes=current.minutes):
         return
-    current = rule_for(pair)
     edges = _mail_edges(pair, current.minutes)
     if any(human and to in pair for (_frm, to), (_n, human) in edges.items()):
         return  # a human wrote to one of them meanwhile
+    held = _active_scopes()
+    scope = "mail:" + ",".join(pair)
     a, b = pair
     ab, ba = edges.get((a, b), (0, False))[0], edges.get((b, a), (0, False))[0]
-    if ab and ba and ab + ba > current.messages:
+    if scope not in held and ab and ba and ab + ba > current.messages:
         _trip("mail_loop", scope, pair, None, ab + ba, current)
-    else:
-        _ring(sender, recipient, edges, current)
+    _ring(sender, recipient, edges, current, held)
+
+
+def _rule_and_last_write(pair: list[str], recipient: str) -> tuple[LoopRule, datetime | None]:
+    """One statement: the pair's rule (rule_for) and when `recipient` last wrote to anyone but itself (the
+    (sender, created_at) index, newest first: the first row answers unless it wrote to itself). Both are
+    agents, so both have a users row."""
+    rows = db.sql_rows('SELECT loop_messages, loop_minutes, (SELECT created_at FROM message WHERE sender = ? '
+                       'AND recipient <> ? ORDER BY created_at DESC LIMIT 1) FROM "user" WHERE id IN (?, ?)',
+                       (recipient, recipient, *pair))
+    last = from_db(rows[0][2]) if rows and rows[0][2] is not None else None
+    return _stricter(rule(), [(m, n) for m, n, _last in rows]), last
 
 
 Edges = dict[tuple[str, str], tuple[int, bool]]  # (sender, recipient) -> (messages, the sender is a human)
@@ -132,13 +155,14 @@ def _mail_edges(pair: list[str], minutes: int) -> Edges:
     return {(frm, to): (int(n), bool(human)) for frm, to, n, human in rows if frm != to}
 
 
-def _ring(sender: str, recipient: str, edges: Edges, current: LoopRule) -> None:
+def _ring(sender: str, recipient: str, edges: Edges, current: LoopRule, held: set[str]) -> None:
     """Small cycles: three agents passing mail round a ring (a→b→c→a), none of them writing back, trip a
     guard like a pair (scope `mail:a,b,c`, all three held and told). Only rings of three are found (larger
     ones would need a walk over everyone's recent mail): the message `sender`→`recipient` closes one when
     `recipient` wrote to some agent c and c to `sender` within the window. Counted from `edges` (the pair's
     one query): every message among the three; the threshold is the strictest of theirs, the window the
-    pair's. A second query (has a human written to c?) runs only for a ring over its threshold."""
+    pair's. A second query (has a human written to c?) runs only for a ring over its threshold. Runs whether
+    or not a guard holds the pair (`held`: the scopes of the active guards): a ring trips on its own count."""
     onward = {to for (frm, to) in edges if frm == recipient and to not in (sender, recipient)}
     back = {frm for (frm, to), (_n, human) in edges.items() if to == sender and not human
             and frm not in (sender, recipient)}
@@ -147,7 +171,7 @@ def _ring(sender: str, recipient: str, edges: Edges, current: LoopRule) -> None:
         count = sum(n for (frm, to), (n, _human) in edges.items() if frm in members and to in members)
         ring_rule = replace(rule_for(members), minutes=current.minutes)
         scope = "mail:" + ",".join(members)
-        if count > ring_rule.messages and not _active(scope) and not _human_wrote_to(third, current.minutes):
+        if count > ring_rule.messages and scope not in held and not _human_wrote_to(third, current.minutes):
             _trip("mail_loop", scope, members, None, count, ring_rule)
             return
 
@@ -179,7 +203,20 @@ def after_chat(sender: str, channel_id: str, members: list[str], sender_is_agent
 
 
 def _active(scope: str) -> bool:
-    return Guard.select().where((Guard.scope == scope) & Guard.cleared_at.is_null()).exists()
+    return bool(db.sql_rows("SELECT 1 FROM guard WHERE scope = ? AND cleared_at IS NULL LIMIT 1", (scope,)))
+
+
+def _active_scopes() -> set[str]:
+    """The scopes of the active guards (few: one per suspected loop)."""
+    return {scope for (scope,) in db.sql_rows("SELECT scope FROM guard WHERE cleared_at IS NULL")}
+
+
+def _uncleared(holding_at: datetime | None = None) -> list[Guard]:
+    """The guards not cleared yet (with `holding_at`: only those still holding then), oldest first. Fixed SQL
+    (db.sql_models): it runs on every send, where composing the query with Peewee cost more than running it."""
+    if holding_at is None:
+        return db.sql_models(Guard, "WHERE cleared_at IS NULL ORDER BY id")
+    return db.sql_models(Guard, "WHERE cleared_at IS NULL AND until > ? ORDER BY id", (to_db(holding_at),))
 
 
 def _admins() -> list[str]:
@@ -212,8 +249,7 @@ def _trip(kind: str, scope: str, members: list[str], channel_id: str | None, cou
 def human_wrote(human: str, to: Iterable[str]) -> int:
     """A human wrote to these identities: every active guard holding one of them clears now."""
     targets = set(to)
-    return sum(_clear(guard, human) for guard in Guard.select().where(Guard.cleared_at.is_null())
-               if targets & set(_members(guard.members)))
+    return sum(_clear(guard, human) for guard in _uncleared() if targets & set(_members(guard.members)))
 
 
 def _clear(guard: Guard, by: str | None) -> int:
@@ -257,7 +293,7 @@ def next_due() -> datetime | None:
 
 def _holding(a: str, b: str) -> Guard | None:
     """The active guard holding both identities, if any (active guards are few: read them all)."""
-    for guard in Guard.select().where(Guard.cleared_at.is_null() & (Guard.until > to_db(db.now()))):
+    for guard in _uncleared(holding_at=db.now()):
         members = _members(guard.members)
         if a in members and b in members:
             return guard

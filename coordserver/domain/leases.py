@@ -15,11 +15,12 @@ creation of a task in `in_progress` may carry `leaseSeconds` (LEASE_MIN..LEASE_M
   `swarm_task_updated` event to those who see the task, and `task_lease_expired` to the former holder and the
   creator (stream event and webhook push), and wake pulses for both.
 - Wake: the holder's swarm item carries `leaseExpiresAt` and turns `high` with a renew action in the lease's
-  last WARN_FRACTION (at most WARN_MAX_SECONDS); after an expiry the former holder and the creator have a
+  last WARN_FRACTION (at most WARN_MAX_SECONDS; `warn_from`, the rule reservations' warnings follow too); after an expiry the former holder and the creator have a
   `lease_expired` item until the task moves or is assigned again (the lapse columns are cleared then).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -66,9 +67,22 @@ def lease_json(task: Task) -> JSONObject:
 
 
 def warn_from(expires_at: datetime, seconds: int | None) -> datetime:
-    """When the holder's wake starts warning of a lease ending at `expires_at`."""
+    """When the holder's wake starts warning of a lease ending at `expires_at`. The one lead-time rule of the
+    wake's warnings: task leases (wake._task_item) and reservations (reservations.expiring_items) alike."""
     window = min(WARN_MAX_SECONDS, WARN_FRACTION * (seconds or WARN_MAX_SECONDS))
     return expires_at - timedelta(seconds=window)
+
+
+def warning(expires_at: datetime, seconds: int | None, now: datetime) -> bool:
+    """Whether the holder's wake warns now of a hold ending at `expires_at` (`seconds` long when taken)."""
+    return now >= warn_from(expires_at, seconds)
+
+
+def warnings_change_at(ends: Iterable[tuple[datetime, int | None]], now: datetime) -> datetime | None:
+    """When a wake showing warnings of these holds (end, length) next changes with nothing written: the soonest
+    future start of a warning, or end of a hold (the wake cache's expiry)."""
+    future = [at for expires, seconds in ends for at in (warn_from(expires, seconds), expires) if at > now]
+    return min(future, default=None)
 
 
 def set_lease(task_id: str, holder: str, seconds: object) -> None:

@@ -16,6 +16,9 @@ A reservation is held by one identity on one resource (resource_globs.py: `src/*
   timer pass (`expire_due`, every process, a conditional UPDATE so exactly one of them) marks it expired and
   logs `reservation_changed` (change `expired`), which the holder hears as a stream event and a webhook push;
   the holder's wake has a `reservation_expired` item until they release it or reserve the resource again.
+- Before that, the holder hears it coming: in a reservation's last stretch (leases.warn_from, the lead time of a
+  task lease's warning: the last 20 % of its length, at most 5 minutes) the holder's wake has a `high`
+  `reservation_expiring` item asking them to renew or release it (`expiring_items`).
 Every change logs `reservation_changed` {reservationId, change (created, renewed, released, expired),
 reservation, by} to those who may see it, in the same unit.
 """
@@ -34,7 +37,7 @@ from ..jsonstrict import JSONObject
 from ..models import Reservation
 from ..principal import Principal
 from ..timeutil import from_db, iso, to_db
-from . import project_access, resource_globs
+from . import leases, project_access, resource_globs
 
 TTL_MIN, TTL_MAX = 10, 86_400  # seconds
 REASON_MAX = 500
@@ -235,3 +238,21 @@ def expired_items(identity: str, limit: int) -> tuple[list[JSONObject], int]:
                        f"or release it (DELETE /api/reservations/{r.id}) to clear this.",
              "priority": "normal", "projectId": r.project_id, "ephemeral": False, "_at": from_db(r.expired_at)}
             for r in rows[:limit]], total
+
+
+def expiring_items(identity: str, now: datetime, limit: int) -> tuple[list[JSONObject], int, datetime | None]:
+    """The identity's reservations in force and in their last stretch (leases.warning: the same lead time as a
+    task lease's), soonest to end first; how many there are; and when this changes with nothing written (a
+    warning starts or a reservation ends: the wake cache's expiry). One indexed read of the holder's own."""
+    rows = db.sql_rows("SELECT id, resource, project_id, expires_at, ttl_seconds FROM reservation "
+                       "WHERE holder = ? AND expired_at IS NULL AND expires_at > ? ORDER BY expires_at, id",
+                       (identity, to_db(now)))
+    held = [(r_id, resource, project, from_db(expires), ttl) for r_id, resource, project, expires, ttl in rows]
+    warned = [row for row in held if leases.warning(row[3], row[4], now)]
+    items: list[JSONObject] = [
+        {"source": "reservation_expiring", "id": r_id, "summary": resource, "expiresAt": iso(expires),
+         "action": f"Your reservation runs out at {iso(expires)}: renew it (POST /api/reservations/{r_id}/renew) if "
+                   f"you still need it, or release it (DELETE /api/reservations/{r_id}).",
+         "priority": "high", "projectId": project, "ephemeral": False, "_at": leases.warn_from(expires, ttl)}
+        for r_id, resource, project, expires, ttl in warned[:limit]]
+    return items, len(warned), leases.warnings_change_at([(row[3], row[4]) for row in held], now)

@@ -72,9 +72,11 @@ _ACTIONS = {
                                 "someone for it.", "/api/skill/swarm"),
     "reservation_expired": ("reservations", "Reservations of yours ran out: reserve again what you still need, "
                                             "release the rest.", "/api/skill/reservations"),
+    "reservation_expiring": ("reservations_expiring", "Reservations of yours run out soon: renew what you still "
+                                                      "need, release the rest.", "/api/skill/reservations"),
 }
 _SOURCE_ORDER = ["guard", "buzz", "alert", "ask", "backup", "message", "message_pending", "ask_result", "chat",
-                 "lease_expired", "reservation_expired", "swarm"]
+                 "lease_expired", "reservation_expired", "reservation_expiring", "swarm"]
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -100,7 +102,7 @@ def unread_messages(identity: str) -> tuple[list[JSONObject], int]:
                                           Message.created_at).where(where)
                            .order_by(Message.urgent.desc(), Message.created_at, Message.id),
                            Message.select().where(where))
-    return [{"source": "message", "id": m.id, "summary": _message_summary(m),
+    return [{"source": "message", "id": m.id, "from": m.sender, "summary": _message_summary(m),
              "action": "Read it, answer, then acknowledge it.", "priority": "high" if m.urgent else "normal",
              "projectId": None, "ephemeral": False, "_at": from_db(m.created_at)} for m in rows], total
 
@@ -110,7 +112,7 @@ def pending_messages(identity: str) -> tuple[list[JSONObject], int]:
     rows, total = _limited(Message.select(Message.id, Message.sender, Message.title, Message.created_at,
                                           Message.waiting_since).where(where).order_by(Message.id),
                            Message.select().where(where))
-    return [{"source": "message_pending", "id": m.id, "summary": _message_summary(m),
+    return [{"source": "message_pending", "id": m.id, "from": m.sender, "summary": _message_summary(m),
              "action": "You marked this as needing your reply: answer it, then clear pending.",
              "priority": "normal", "projectId": None, "ephemeral": False,
              "_at": from_db(m.waiting_since or m.created_at)} for m in rows], total
@@ -191,7 +193,7 @@ def _task_item(task: TaskRow, now: datetime) -> JSONObject:
     if task.lease_expires_at is not None and task.status == "in_progress":
         expires = from_db(task.lease_expires_at)
         item["leaseExpiresAt"] = iso(expires)
-        if now >= leases.warn_from(expires, task.lease_seconds):
+        if leases.warning(expires, task.lease_seconds, now):
             item["action"] = leases.RENEW_ACTION.format(id=task.id)
             item["priority"] = "high"
     item["_at"] = from_db(task.created_at)
@@ -288,6 +290,8 @@ def _summary(counts: dict[str, int]) -> str | None:
                            ("ask_result", "ask outcome to read", "ask outcomes to read"),
                            ("lease_expired", "lease ran out", "leases ran out"),
                            ("reservation_expired", "reservation ran out", "reservations ran out"),
+                           ("reservation_expiring", "reservation about to run out",
+                            "reservations about to run out"),
                            ("chat", "unread chat", "unread chats"),
                            ("swarm", "active task", "active tasks"),
                            ("notification", "notification", "notifications")):
@@ -359,12 +363,15 @@ def gather(identity: str, now: datetime, include_off_hours: bool, mark_delivered
               "message_pending": pending_total, "chat": len(chats), "swarm": task_total, "ask": asked_total,
               "ask_result": outcome_total, "open_alert": watched_total, "guard": len(held)}
     ended, ended_total = reservations.expired_items(identity, MAX_ITEMS_PER_SOURCE)
-    for key, total in (("lease_expired", lapsed_total), ("reservation_expired", ended_total)):
+    ending, ending_total, reservations_change = reservations.expiring_items(identity, now, MAX_ITEMS_PER_SOURCE)
+    for key, total in (("lease_expired", lapsed_total), ("reservation_expired", ended_total),
+                       ("reservation_expiring", ending_total)):
         if total:  # (counts a v1 wake never has)
             counts[key] = total
-    expires = min([at for at in (tasks_change_at(identity, now), guards_end) if at is not None], default=None)
+    expires = min([at for at in (tasks_change_at(identity, now), guards_end, reservations_change) if at is not None],
+                  default=None)
     return Gathered(held + alerts + notes + watched + asked + messages + pending + outcomes + chats + lapsed + ended
-                    + tasks, counts, now, expires, off_hours=hidden,
+                    + ending + tasks, counts, now, expires, off_hours=hidden,
                     backups_at=len(held) + len(alerts) + len(notes))
 
 
@@ -387,15 +394,13 @@ def tasks_change_at(identity: str, now: datetime) -> datetime | None:
 
 
 def _lease_warnings_at(identity: str, now: datetime) -> list[datetime]:
-    """The next instant a lease of the identity's starts its warning (the item turns high): none is written."""
-    future = []
-    for task in Task.select(Task.lease_expires_at, Task.lease_seconds).where(
-            (Task.assignee_user_id == identity) & (Task.status == "in_progress")
-            & Task.lease_expires_at.is_null(False)):
-        expires = from_db(task.lease_expires_at)
-        if expires is not None and leases.warn_from(expires, task.lease_seconds) > now:
-            future.append(leases.warn_from(expires, task.lease_seconds))
-    return [min(future)] if future else []
+    """The next instant a lease of the identity's starts its warning (the item turns high) or ends: none is
+    written then (leases.warnings_change_at)."""
+    leased = Task.select(Task.lease_expires_at, Task.lease_seconds).where(
+        (Task.assignee_user_id == identity) & (Task.status == "in_progress") & Task.lease_expires_at.is_null(False))
+    ends = [(from_db(expires), seconds) for expires, seconds in db.tuples(leased)]
+    change = leases.warnings_change_at(ends, now)
+    return [change] if change is not None else []
 
 
 def wake_version(identity: str) -> tuple[tuple[Any, ...], bool]:

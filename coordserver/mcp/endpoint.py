@@ -33,7 +33,7 @@ from ..realtime.revocation import TokenGuard
 from ..redaction import mask_session_ids_in
 from ..settings import MAX_BODY_BYTES
 from ..skills.index import page_names
-from . import prompts, tools
+from . import fence, prompts, tools
 from .wake_listeners import WAKE_URI, WakeListeners
 from .rpc_errors import plain_validation_errors
 from .routes import RouteCaller
@@ -76,9 +76,7 @@ def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog
             description="A skill doc page by name (coord://skill lists them)")])
 
     async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        uri = str(params.uri)
-        text, mime = await read(caller, ctx.request.scope, uri)
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
+        return types.ReadResourceResult(contents=[*await read(caller, ctx.request.scope, str(params.uri))])
 
     async def subscribe(ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         _only_wake(str(params.uri))
@@ -99,8 +97,7 @@ def build_server(hub: WakeListeners, caller: RouteCaller, catalog: tools.Catalog
     async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         if params.name != prompts.TRIAGE.name:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt '{params.name}'")
-        wake, _mime = await read(caller, ctx.request.scope, WAKE_URI)
-        return prompts.triage(wake)
+        return prompts.triage(await read(caller, ctx.request.scope, WAKE_URI))
 
     server = Server(
         "coord", version=version(), title="coord",
@@ -126,9 +123,11 @@ def _only_wake(uri: str) -> None:
         raise MCPError(types.INVALID_PARAMS, f"Only {WAKE_URI} can be subscribed to")
 
 
-async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
-    """A resource's text and MIME type, from its REST route; the text neutralised for the terminal like the
-    tools' (terminal_text.py): the wake resource and the triage prompt quote what others wrote."""
+async def read(caller: RouteCaller, scope: dict, uri: str) -> list[types.TextResourceContents]:
+    """A resource's contents, from its REST route; the text neutralised for the terminal like the tools'
+    (terminal_text.py). The wake quotes what others wrote: it is fenced as tool results are (fence.py): its
+    JSON shows each such text as `⟦untrusted N⟧` and lists them under `untrusted` (path, from, fromIsAgent,
+    source), and a second, text/plain content holds the fenced blocks. `action` texts are the server's own."""
     if uri == WAKE_URI:
         path = "/api/wake"
     elif uri == _SKILL or (uri.startswith(_SKILL + "/") and "/" not in uri[len(_SKILL) + 1:]):
@@ -138,7 +137,14 @@ async def read(caller: RouteCaller, scope: dict, uri: str) -> tuple[str, str]:
     reply = await caller.call(scope, "GET", path)
     if not reply.ok:
         raise MCPError(types.INVALID_PARAMS, reply.error()["error"])
-    return terminal_safe(reply.text()), reply.content_type.split(";")[0]
+    mime = reply.content_type.split(";")[0]
+    wake: dict = reply.json() if uri == WAKE_URI else {}
+    found = fence.pieces(wake, scope["coord.principal"].identity, "wake")
+    if not found:
+        return [types.TextResourceContents(uri=uri, mime_type=mime, text=terminal_safe(reply.text()))]
+    fenced = fence.fence_answer(wake, found, await tools.agent_flags(caller, scope, found))
+    return [types.TextResourceContents(uri=uri, mime_type=mime, text=terminal_safe(fenced.text_with_provenance())),
+            types.TextResourceContents(uri=uri, mime_type="text/plain", text=terminal_safe("\n".join(fenced.blocks)))]
 
 
 class McpEndpoint:

@@ -16,6 +16,10 @@ data, never as instructions to it, and must always be able to tell where it begi
   one-line summary (a quoted one is replaced by the same reference).
 What the caller wrote itself is not fenced. Wake `action` texts are the server's own (domain/wake.py): they are
 never fenced and never quote anything anyone wrote.
+
+The wake resource (coord://wake) and the triage prompt show the wake the same way (`fence_answer`): its JSON
+with each such text a reference and an `untrusted` list, then the fenced blocks (endpoint.read). Webhook pushes
+fence what they quote with the same markers (`push_fence`, realtime/webhook_delivery.py).
 """
 from __future__ import annotations
 
@@ -140,6 +144,32 @@ def with_references(answer: Any, found: list[Piece]) -> Any:
             return [copy(v, _pointer(path, i)) for i, v in enumerate(value)]
         return value
     return copy(answer, "")
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """An answer with what others wrote fenced: the answer with each such text a reference (`referenced`), the
+    fenced blocks (one per text, one nonce), and the structured answer with its `untrusted` provenance."""
+    referenced: dict[str, Any]
+    blocks: list[str]
+    structured: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        """The JSON to show (a tool result's: its provenance is in its structured content)."""
+        return json.dumps(self.referenced, ensure_ascii=False, separators=(",", ":"))
+
+    def text_with_provenance(self) -> str:
+        """The JSON to show where nothing else is structured (a resource): with the `untrusted` list."""
+        listed = {**self.referenced, "untrusted": self.structured["untrusted"]}
+        return json.dumps(listed, ensure_ascii=False, separators=(",", ":"))
+
+
+def fence_answer(answer: dict[str, Any], found: list[Piece], agents: dict[str, bool]) -> Fenced:
+    """The one way an answer quoting others is shown: tool results (tools.result_of), the wake resource and the
+    triage prompt (endpoint.read)."""
+    return Fenced(with_references(answer, found), fenced(found, agents),
+                  {**answer, "untrusted": provenance(found, agents)})
 
 
 def summary_without(summary: str, found: list[Piece]) -> str:

@@ -365,11 +365,11 @@ async def call(catalog: Catalog, caller: RouteCaller, scope: dict, name: str,
     result = reply.json()
     structured = {tool.wrap: result} if tool.wrap else result
     found = fence.pieces(structured, scope["coord.principal"].identity, tool.name)
-    agents = await _agent_flags(caller, scope, found)
+    agents = await agent_flags(caller, scope, found)
     return result_of(tool, structured, arguments or {}, found, agents)
 
 
-async def _agent_flags(caller: RouteCaller, scope: dict, found: list[fence.Piece]) -> dict[str, bool]:
+async def agent_flags(caller: RouteCaller, scope: dict, found: list[fence.Piece]) -> dict[str, bool]:
     """Whether each author of an untrusted text is an agent (GET /api/users, as the caller)."""
     if not any(piece.author for piece in found):
         return {}
@@ -386,11 +386,10 @@ def result_of(tool: Tool, structured: dict, arguments: dict, found: list[fence.P
     if not found:
         text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
         return types.CallToolResult(content=[shown(summary), shown(text)], structured_content=structured)
-    text = json.dumps(fence.with_references(structured, found), ensure_ascii=False, separators=(",", ":"))
-    blocks = [shown(block) for block in fence.fenced(found, agents)]
+    fenced = fence.fence_answer(structured, found, agents)
     return types.CallToolResult(
-        content=[shown(fence.summary_without(summary, found)), shown(text), *blocks],
-        structured_content={**structured, "untrusted": fence.provenance(found, agents)})
+        content=[shown(fence.summary_without(summary, found)), shown(fenced.text), *map(shown, fenced.blocks)],
+        structured_content=fenced.structured)
 
 
 def markdown_table() -> str:

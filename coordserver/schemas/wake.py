@@ -28,14 +28,16 @@ class WakeItem(Model, tag_field="source"):
 
 
 class MessageItem(WakeItem, tag="message"):
-    """An unread message."""
+    """An unread message; `from`: its sender (whose words the summary quotes)."""
     id: int
+    from_: str = msgspec.field(name="from")
     project_id: None
 
 
 class PendingItem(WakeItem, tag="message_pending"):
-    """A message awaiting the caller's reply."""
+    """A message awaiting the caller's reply; `from`: its sender."""
     id: int
+    from_: str = msgspec.field(name="from")
     project_id: None
 
 
@@ -59,6 +61,14 @@ class LeaseExpiredItem(WakeItem, tag="lease_expired"):
 class ReservationExpiredItem(WakeItem, tag="reservation_expired"):
     """A reservation of the caller's that ran out. It leaves when released or the resource is reserved again."""
     id: int
+    project_id: str | None
+
+
+class ReservationExpiringItem(WakeItem, tag="reservation_expiring"):
+    """A reservation of the caller's in its last stretch (the lead time of a task lease's warning: its last 20 %,
+    at most 5 minutes). It leaves when renewed, released, or when it runs out (then `reservation_expired`)."""
+    id: int
+    expires_at: Time
     project_id: str | None
 
 
@@ -154,7 +164,8 @@ class WakePayload(Model):
     instructions: str
     skill_url: str = msgspec.field(name="skill_url")  # snake_case on the wire, as in v1
     items: list[Union[MessageItem, PendingItem, SwarmItem, BuzzItem, AlertItem, BackupItem, ChatItem, AskItem,
-                      AskResultItem, GuardItem, LeaseExpiredItem, ReservationExpiredItem]]
+                      AskResultItem, GuardItem, LeaseExpiredItem, ReservationExpiredItem,
+                      ReservationExpiringItem]]
     actions: list[WakeAction]
     summary: str | None
     timestamp: Time

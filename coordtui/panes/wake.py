@@ -29,21 +29,23 @@ from ..tables import PlainTable, cursor_key, jump_to_next
 ACKED_ELSEWHERE = "alert_acked"  # an open alert shown here that someone else acked meanwhile: no longer urgent
 ACKED_SHOWN_FOR = timedelta(minutes=30)  # how long such an alert stays listed, unless it changes again
 SOURCE_ORDER = {"guard": -1, "ask": 0, "backup": 1, "alert": 2, "buzz": 3, "message": 4, "message_pending": 5,
-                "ask_result": 6, "chat": 7, "lease_expired": 8, "reservation_expired": 9, "swarm": 10,
-                ACKED_ELSEWHERE: 11}
+                "ask_result": 6, "chat": 7, "lease_expired": 8, "reservation_expired": 9,
+                "reservation_expiring": 10, "swarm": 11, ACKED_ELSEWHERE: 12}
 UNREAD_SOURCES = frozenset({"buzz", "message", "chat"})  # what n/N visit: alerts, unread mail, unread chat
 SOURCE_TITLES = {"guard": "Loop guards (agents looping: wakes held)", "ask": "Questions for you (1-9 answers)",
                  "backup": "Backup", "alert": "Open alerts (a acks)", ACKED_ELSEWHERE: "Acked by others (a hides)",
                  "buzz": "Buzz alerts",
                  "message": "Unread mail", "message_pending": "Awaiting your answer",
                  "ask_result": "Answers to your questions", "chat": "Unread chat",
-                 "lease_expired": "Task leases ran out", "reservation_expired": "Reservations ran out", "swarm": "Tasks"}
+                 "lease_expired": "Task leases ran out", "reservation_expired": "Reservations ran out",
+                 "reservation_expiring": "Reservations about to run out", "swarm": "Tasks"}
 PRIORITY_STYLE = {"high": "bold red", "normal": "yellow", "low": "dim"}
 # What a person calls each kind of item (the server's source names are never shown)
 SOURCE_WORDS = {"message": "a message", "message_pending": "a message", "buzz": "an alert", "alert": "an alert",
                 ACKED_ELSEWHERE: "an alert", "swarm": "a task", "chat": "a chat", "ask": "a question",
                 "ask_result": "an answer", "backup": "a backup alert", "guard": "a loop guard",
-                "lease_expired": "a task lease", "reservation_expired": "a reservation"}
+                "lease_expired": "a task lease", "reservation_expired": "a reservation",
+                "reservation_expiring": "a reservation"}
 
 
 def need_words(sources: tuple[str, ...]) -> str:

@@ -232,7 +232,10 @@ async def test_the_asker_gets_the_stream_event_a_wake_item_until_read_and_a_push
     assert pushed["event"]["type"] == "ask_answered" and pushed["event"]["askId"] == made["id"]
     assert "bob answered your ask" in pushed["message"] and f"GET /api/asks/{made['id']}" in pushed["message"]
     asked = verify(bob_target.wait_calls(1)[0], bob_token)  # those asked are pushed the ask
-    assert asked["event"]["type"] == "ask" and "Options: Deploy now, Wait" in asked["message"]
+    assert asked["event"]["type"] == "ask" and "Options: ⟦untrusted 2⟧, ⟦untrusted 3⟧." in asked["message"]
+    assert [(u["path"], u["from"]) for u in asked["untrusted"]] == [  # the asker's words, fenced (push_body)
+        ("/event/question", "alice"), ("/event/options/0", "alice"), ("/event/options/1", "alice")]
+    assert "\nDeploy now\n<<<end untrusted 2 nonce=" in asked["message"]
     assert f"POST /api/asks/{made['id']}/answer" in asked["message"]
     time.sleep(0.3)
     assert len(target.calls) == 1 and len(bob_target.calls) == 1  # nothing else is pushed

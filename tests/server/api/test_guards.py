@@ -176,7 +176,8 @@ def test_pushes_coalesce_while_a_guard_holds(make_server):
         for n in range(5):
             send(alice, "bob", f"held {n}")
         send(client(srv, "carol"), "bob", "marker")  # a human: clears the guard, and is pushed
-        wait_until(lambda: any(d.event_type == "message" and d.identity == "bob" and "marker" in (d.body or "")
+        pushed_marker = '"title":"marker"'  # (the prose says "markers" of its fences: match the event's title)
+        wait_until(lambda: any(d.event_type == "message" and d.identity == "bob" and pushed_marker in (d.body or "")
                                for d in deliveries(srv)))
         titles = [d.body.split('"title":"')[1].split('"')[0] for d in deliveries(srv) if d.identity == "bob"]
         # each up to the trip (a3), then at most one of the five held (the tripping unit's clock may read
@@ -405,3 +406,29 @@ def test_no_ring_guard_when_a_human_wrote_to_the_third_or_the_ring_is_open(ring)
     round_the_ring(api, 1)
     send(api["alice"], "bob", "and again")
     assert guards_of(srv) == []
+
+
+def test_a_ring_through_a_pair_already_held_still_trips(ring):
+    """A pair's guard does not hide a ring the pair is part of: alice and bob tripped their own guard; minutes
+    later (their guard still holding, its messages out of the window) the ring alice→bob→carol→alice crosses
+    its own threshold with mail between alice and bob alone, and trips."""
+    srv, clock, _wakes, api = ring
+    for n in range(4):
+        send(api["alice"], "bob", f"ack {n}")
+        send(api["bob"], "alice", f"ack of ack {n}")
+    assert [g.scope for g in guards_of(srv)] == ["mail:alice,bob"]
+    clock.advance(minutes=3)  # out of the 2-minute window; the pair's 10-minute cooldown holds
+    send(api["bob"], "carol", "over to you")
+    send(api["carol"], "alice", "over to you")  # the ring closes: 2 messages among the three
+    for n in range(2):
+        send(api["alice"], "bob", f"ring {n}")
+        send(api["bob"], "alice", f"ring {n}")
+    assert [g.scope for g in guards_of(srv)] == ["mail:alice,bob"]  # six: at the ring's threshold
+    send(api["alice"], "bob", "and again")  # the seventh, between the held pair
+    pair, ring_guard = guards_of(srv)
+    assert pair.cleared_at is None
+    assert (ring_guard.scope, ring_guard.members, ring_guard.messages) == ("mail:alice,bob,carol",
+                                                                          "alice,bob,carol", 7)
+    [item] = guard_items(api["carol"])  # carol, outside the pair, is held and told
+    assert item["members"] == ["alice", "bob", "carol"]
+    assert [e["change"] for e in events_for(srv, "carol", "guard")] == ["tripped"]

@@ -156,6 +156,9 @@ async def test_expiry_returns_the_task_and_tells_holder_and_creator(make_server,
         pushed = verify(hook.wait_calls(1)[0], token)
         assert pushed["event"]["type"] == "task_lease_expired" and pushed["event"]["taskId"] == made["id"]
         assert "ran out" in pushed["message"] and f"/api/swarm/tasks/{made['id']}/status" in pushed["message"]
+        assert "Fix login" not in pushed["message"].partition("\n")[0]  # the creator's title: fenced after the prose
+        assert pushed["untrusted"] == [{"path": "/event/title", "from": "alice", "fromIsAgent": False,
+                                        "source": "task"}]
 
 
 def test_the_holders_wake_warns_in_the_last_stretch(frozen):

@@ -168,6 +168,35 @@ async def test_expiry_is_heard_by_the_holder(make_server, database_url, receiver
     assert len(hook.calls) == 1  # created, renewed, released: not pushed
 
 
+def test_the_holder_hears_before_it_ends(frozen):
+    """In a reservation's last stretch (a task lease's lead time: the last 20 %, at most 5 minutes) the holder's
+    wake has a high `reservation_expiring` item; a wake read just before is not kept past that instant (the
+    cache knows when it changes); renewing takes the item away, and so does the end."""
+    srv, clock = frozen
+    with client(srv, "alice") as alice, client(srv, "bob") as bob:
+        short = reserve(alice, "src/**", ttlSeconds=600).json()  # warns from minute 8
+        long = reserve(alice, "docs/**", ttlSeconds=3600).json()  # warns from minute 55
+        reserve(alice, "tiny", ttlSeconds=10)  # warns in its last 2 s
+        assert items(alice, "reservation_expiring") == []
+        clock.advance(minutes=7, seconds=59)
+        assert items(alice, "reservation_expiring") == []
+        clock.advance(seconds=1)
+        [item] = items(alice, "reservation_expiring")
+        assert (item["id"], item["summary"], item["priority"], item["expiresAt"]) == (
+            short["id"], "src/**", "high", iso(START + timedelta(minutes=10)))
+        assert f"POST /api/reservations/{short['id']}/renew" in item["action"]
+        wake = ok(alice.get("/api/wake"))
+        assert "1 reservation about to run out" in wake["summary"]
+        assert "reservations_expiring" in [a["item"] for a in wake["actions"]]
+        assert items(bob, "reservation_expiring") == []  # the holder's alone
+        ok(alice.post(f"/api/reservations/{short['id']}/renew"))  # another 10 minutes: no warning
+        assert items(alice, "reservation_expiring") == []
+        clock.advance(minutes=47)  # minute 55: the long one warns; the short one (renewed to minute 18) has ended
+        assert [i["id"] for i in items(alice, "reservation_expiring")] == [long["id"]]
+        clock.advance(minutes=5)  # the end: expired, no longer about to
+        assert items(alice, "reservation_expiring") == []
+
+
 def test_time_ends_a_reservation_before_the_pass_runs(frozen):
     srv, clock = frozen
     with client(srv, "alice") as alice, client(srv, "bob") as bob:

@@ -95,7 +95,7 @@ def test_each_source_with_fields_actions_and_resolution(make_server):
                     "action": "You watch this feed: open a ready task and look into it.", "priority": "high",
                     "appName": "ci", "alertId": alert["id"], "ephemeral": True, "age": "3m"}
     assert (alert["source"], alert["count"], alert["state"], alert["title"]) == ("alert", 1, "open", "Build failed")
-    assert message == {"source": "message", "id": message_id, "summary": "From alice: 'Deploy window'",
+    assert message == {"source": "message", "id": message_id, "from": "alice", "summary": "From alice: 'Deploy window'",
                        "action": "Read it, answer, then acknowledge it.", "priority": "normal", "projectId": None,
                        "ephemeral": False, "age": "2h 18m"}
     assert task["source"] == "swarm" and task["id"] == task_id and task["status"] == "in_progress"

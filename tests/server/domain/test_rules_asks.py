@@ -3,6 +3,7 @@ once (an expiry after an answer changes nothing), the expiry pass takes only wha
 sends a new ask to those asked and its outcome to the asker."""
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -87,7 +88,10 @@ async def test_a_new_ask_is_pushed_to_those_asked_and_its_outcome_to_the_asker(r
                                         ("ask_answered", "bob"), ("ask_expired", "alice")]
     texts = {(d.event_type, d.identity): d.body for d in await store.read(lambda: list(PushDelivery.select()))}
     assert "expired unanswered" in texts[("ask_expired", "alice")]
-    assert "alice answered your ask" in texts[("ask_answered", "bob")] and ": No." in texts[("ask_answered", "bob")]
+    answered = json.loads(texts[("ask_answered", "bob")])
+    assert answered["message"].startswith("alice answered your ask ⟦untrusted 1⟧ (ask ")
+    assert "⟦untrusted 2⟧." in answered["message"] and "\nNo\n<<<end untrusted 2 nonce=" in answered["message"]
+    assert [u["path"] for u in answered["untrusted"]] == ["/event/question", "/event/option"]  # fenced (push_body)
 
 
 # --- what each change says, whole (mutation testing found these held only over HTTP) ---------------------------
