@@ -12,14 +12,6 @@ from tests.conftest import client
 from tests.tui.helpers import make_app, select_message, wait_for
 
 
-@pytest.fixture
-def opened(monkeypatch) -> list[str]:
-    urls: list[str] = []
-    monkeypatch.setattr(App, "open_url", lambda self, url, new_tab=True: urls.append(url))
-    monkeypatch.setattr(page_links, "browser_available", lambda: True)
-    return urls
-
-
 async def test_the_only_link_of_a_message_opens_and_copies_at_once(server, opened):
     with client(server, "bob") as bob:
         sent = bob.post("/api/mailboxes/alice/messages", json={

@@ -2,21 +2,12 @@
 as terminal hyperlinks (OSC 8) in mail, chat, task detail and Links, on text never read as markup."""
 from __future__ import annotations
 
-import pytest
-from textual.app import App
 
 from coordtui.screens.page_links import PageLinksScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
 from tests.tui.helpers import (make_app, open_notebook_page, row_keys, screen_links, select_message, select_row,
                                wait_for, wait_idle)
-
-
-@pytest.fixture
-def opened(monkeypatch) -> list[str]:
-    urls: list[str] = []
-    monkeypatch.setattr(App, "open_url", lambda self, url, new_tab=True: urls.append(url))
-    return urls
 
 
 async def open_chat(pilot, app, channel_id: str) -> None:
