@@ -2,7 +2,6 @@
 as terminal hyperlinks (OSC 8) in mail, chat, task detail and Links, on text never read as markup."""
 from __future__ import annotations
 
-
 from coordtui.screens.page_links import PageLinksScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
