@@ -5,14 +5,13 @@ refusals were decided from the per-process webhook cache (coordserver/webhook_ca
 answers differently fails here. Also: the cache follows webhook changes made on another process."""
 from __future__ import annotations
 
-import time
 from datetime import datetime, timezone
 
 import httpx
 
 from coordserver.models import BuzzEvent
 from coordserver.timeutil import FrozenClock
-from tests.helpers import client
+from tests.helpers import client, eventually
 
 _LIMITS = {"COORD_RATE_LIMITS": "on", "COORD_RATE_LIMIT_OVERRIDES": '{"ingest": 1000, "other": 1000}',
            "COORD_INGEST_PER_WEBHOOK": "3"}
@@ -84,15 +83,6 @@ def test_ingest_answers_are_unchanged(make_server, database_url):
     assert _count(srv, BuzzEvent) == 5  # no refusal wrote anything
 
 
-def _until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def test_webhook_changes_reach_the_other_process(make_server, pg_cluster):
     """Two servers on one PostgreSQL database: each one's ingest lookups follow the webhooks created,
     disabled, renamed and deleted through the other (bus `webhooks`)."""
@@ -108,17 +98,17 @@ def test_webhook_changes_reach_the_other_process(make_server, pg_cluster):
         return anon.post(target, json={"title": "x"}).status_code
 
     # a later ingest is answered from the cache (once the NOTIFY of the webhook's creation has come and gone)
-    assert _until(lambda: status(path) == 200 and cache.hits >= 1)
+    assert eventually(lambda: (status(path), cache.hits), lambda seen: seen[0] == 200 and seen[1] >= 1)[1] >= 1
 
     newer = alice.post("/api/buzz/webhooks", json={"appName": "shared", "title": "Newer"}).json()
-    assert _until(lambda: status(f"/api/ingest/shared/{newer['token']}") == 200)
+    assert eventually(lambda: status(f"/api/ingest/shared/{newer['token']}"), lambda got: got == 200) == 200
     alice.patch(f"/api/buzz/webhooks/{hook['id']}", json={"enabled": False})
-    assert _until(lambda: status(path) == 404)
+    assert eventually(lambda: status(path), lambda got: got == 404) == 404
     alice.patch(f"/api/buzz/webhooks/{hook['id']}", json={"enabled": True})
-    assert _until(lambda: status(path) == 200)
+    assert eventually(lambda: status(path), lambda got: got == 200) == 200
     alice.patch(f"/api/buzz/webhooks/{hook['id']}", json={"appName": "moved"})
-    assert _until(lambda: status(path) == 404)
+    assert eventually(lambda: status(path), lambda got: got == 404) == 404
     assert status(f"/api/ingest/moved/{hook['token']}") == 200
     alice.delete(f"/api/buzz/webhooks/{hook['id']}")
-    assert _until(lambda: status(f"/api/ingest/moved/{hook['token']}") == 404)
+    assert eventually(lambda: status(f"/api/ingest/moved/{hook['token']}"), lambda got: got == 404) == 404
     assert cache.misses >= 5  # read again after each change
