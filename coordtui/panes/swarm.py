@@ -101,6 +101,7 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
         self.project_id: str | None = None
         self.filter_label = "all projects"
         self.show_done = False
+        self.select_next_load: str | None = None  # a task just created: the cursor goes to it once it is shown
 
     def compose(self) -> ComposeResult:
         yield Static("", id="swarm-summary", classes="pane-summary")
@@ -122,6 +123,9 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
         self.projects, tasks = data
         selected = self.selected()
         self.tasks = {t.id: t for t in tasks}
+        if self.select_next_load is not None:
+            selected = self.tasks.get(self.select_next_load, selected)
+            self.select_next_load = None
         colours: dict[str | None, str | None] = {p.id: p.color for p in self.projects}  # by a task's project_id
         self.cards = {task.id: card(task, colours.get(task.project_id)) for task in tasks}
         self.haystacks = {task.id: haystack(task) for task in tasks}
@@ -158,6 +162,19 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
         if selected is not None and selected.id in self.tasks:
             self.select_task(selected.id)
             self.describe(self.tasks[selected.id])
+        elif self.active and self._on_an_empty_column():
+            self.focus_default()
+
+    def focus_default(self) -> None:
+        """The cursor starts on the first column with cards (an empty Queued column had it, and m said "Select a
+        task first" beside a board of tasks)."""
+        tables = [self.query_one(f"#col-{status}", DataTable) for status in self.columns()]
+        next((table for table in tables if table.row_count), tables[0]).focus()
+
+    def _on_an_empty_column(self) -> bool:
+        focused = self.app.focused
+        return focused is None or (isinstance(focused, DataTable) and (focused.id or "").startswith("col-")
+                                   and not focused.row_count)
 
     def select_task(self, task_id: str) -> None:
         task = self.tasks.get(task_id)
@@ -294,9 +311,12 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
             return self.client.create_task(
                 values["title"], detail=values["detail"] or None, assigneeUserId=values["assignee"] or None,
                 projectId=self.project_id_for(values["project"]), status=values["status"])
-        if await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
-                                                     self.session.identity, True, create, self.current_projects)):
+        created = await self.app.push_screen_wait(task_form("New task", None, self.projects, self.project_id,
+                                                            self.session.identity, True, create,
+                                                            self.current_projects))
+        if created:
             self.notify("Task created", timeout=3)
+            self.select_next_load = created.id if isinstance(created, Task) else None
             self.request_reload()
 
     @work(group="swarm-action", exit_on_error=False)

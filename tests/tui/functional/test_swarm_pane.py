@@ -147,3 +147,24 @@ async def test_a_project_created_with_P_is_offered_by_the_task_form_at_once(make
         project = next(p for p in api.get("/api/swarm/projects").json()["projects"] if p["title"] == "Website relaunch")
         task = next(t for t in api.get("/api/swarm/tasks").json()["tasks"] if t["title"] == "Draft the launch checklist")
     assert task["projectId"] == project["id"]
+
+
+async def test_the_cursor_starts_on_cards_and_goes_to_a_task_just_created(make_server):
+    """Issue 24: focus starts on the first column with cards (an empty Queued column had it: `m` said "Select a
+    task first" beside a board of tasks), and a task just created has the cursor, so `m` moves it at once."""
+    server = make_server()
+    with client(server, "alice") as alice:
+        waiting = alice.post("/api/swarm/tasks", json={"title": "Waiting for review", "status": "review"}).json()
+    app = make_app(server, "alice")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: waiting["id"] in row_keys(app, "#col-review"), what="board")
+        await wait_for(pilot, lambda: app.focused is app.query_one("#col-review"), what="the cursor on the cards")
+        await pilot.press("n", *"Rotate the logs", "ctrl+s")
+        await wait_for(pilot, lambda: len(row_keys(app, "#col-ready")) == 1, what="the new task shown")
+        created = row_keys(app, "#col-ready")[0]
+        await wait_for(pilot, lambda: app.focused is app.query_one("#col-ready"), what="the cursor on it")
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="the move dialog")
+        assert "Rotate the logs" in app.screen.form_title
+        assert task_of(server, created)["title"] == "Rotate the logs"
