@@ -162,3 +162,51 @@ def jump_to_next(table: DataTable[Any], rows: list[int], step: int) -> None:
     target = (later[0] if step > 0 else later[-1]) if later else (rows[0] if step > 0 else rows[-1])
     table.focus()
     table.move_cursor(row=target)
+
+
+class SectionedTable(PlainTable):
+    """A PlainTable with section headers (rows keyed `group:…`): the cursor keys (j/k, arrows, PageUp/PageDown,
+    Home/End) go to items only, past the headers. The cursor may still be put on a header by the pane (Wake
+    starts there, so that a digit switches panes rather than answering a question nobody chose)."""
+
+    SECTION = "group:"
+
+    def item_rows(self) -> list[int]:
+        return [index for index, key in enumerate(self.rows) if not str(key.value).startswith(self.SECTION)]
+
+    def _to_item(self, step: int) -> None:
+        """From where the cursor is, on to the nearest item in the direction of `step` (else the other way)."""
+        items = self.item_rows()
+        if not items or self.cursor_row in items:
+            return
+        ahead = [row for row in items if (row - self.cursor_row) * step > 0]
+        self.move_cursor(row=(ahead[0] if step > 0 else ahead[-1]) if ahead else
+                         (items[-1] if step > 0 else items[0]))
+
+    def action_cursor_down(self) -> None:
+        items = [row for row in self.item_rows() if row > self.cursor_row]
+        if items:
+            self.move_cursor(row=items[0])
+
+    def action_cursor_up(self) -> None:
+        items = [row for row in self.item_rows() if row < self.cursor_row]
+        if items:
+            self.move_cursor(row=items[-1])
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self._to_item(1)
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        self._to_item(-1)
+
+    def action_scroll_top(self) -> None:
+        items = self.item_rows()
+        if items:
+            self.move_cursor(row=items[0])
+
+    def action_scroll_bottom(self) -> None:
+        items = self.item_rows()
+        if items:
+            self.move_cursor(row=items[-1])

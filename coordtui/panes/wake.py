@@ -24,7 +24,7 @@ from ..screens.form import Field, FormScreen, answer_text_form, reply_form
 from ..screens.task_move import move_task_dialog
 from ..session import Session
 from .base import Pane
-from ..tables import PlainTable, cursor_key, jump_to_next
+from ..tables import SectionedTable, cursor_key, jump_to_next
 
 ACKED_ELSEWHERE = "alert_acked"  # an open alert shown here that someone else acked meanwhile: no longer urgent
 ACKED_SHOWN_FOR = timedelta(minutes=30)  # how long such an alert stays listed, unless it changes again
@@ -146,7 +146,7 @@ class WakePane(Pane[Wake]):
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
-        table = PlainTable(id="wake-table", cursor_type="row", zebra_stripes=False)
+        table = SectionedTable(id="wake-table", cursor_type="row", zebra_stripes=False)
         table.add_columns("Pri", "Age", "Item")
         yield table
 
@@ -188,7 +188,7 @@ class WakePane(Pane[Wake]):
         shown = [i for i in wake.items if self.matches(i.summary, i.source, SOURCE_TITLES.get(i.source, ""))]
         for source, items in group_items(shown):
             table.add_row(Text(""), Text(""), Text(f"── {SOURCE_TITLES.get(source, source)} ({len(items)})", style="bold"),
-                          key=f"group:{source}")
+                          key=f"{SectionedTable.SECTION}{source}")
             for item in items:
                 self.items[item.key] = item
                 text = item_text(item)

@@ -203,6 +203,36 @@ async def test_n_and_shift_n_walk_the_unread_items_skipping_tasks_and_headers(se
         assert pane.selected_key() == unread[-2], "N goes back"
 
 
+async def test_j_k_home_and_end_go_past_the_section_headers(make_server):
+    """Issue 24: j/k skip section headers, Home/End work (Home put the cursor on the first header, where enter
+    opened nothing: found in tmux)."""
+    server = make_server()
+    mail = send(server, "alice", "bob", "Read me")
+    with client(server, "alice") as alice:
+        task = alice.post("/api/swarm/tasks", json={"title": "Do me", "assigneeUserId": "bob"}).json()
+        alice.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "ready"}).raise_for_status()
+    app = make_app(server, "bob")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: any(k.startswith("swarm:") for k in row_keys(app, "#wake-table")), what="items")
+        keys = row_keys(app, "#wake-table")
+        items = [k for k in keys if not k.startswith("group:")]
+        assert len(items) == 2 and len(keys) == 4, keys  # two sections, an item each
+        pane = app.wake_pane
+        await pilot.press("end")
+        assert pane.selected_key() == items[-1]
+        await pilot.press("k")
+        assert pane.selected_key() == items[0], "k goes past the header between them"
+        await pilot.press("k")
+        assert pane.selected_key() == items[0], "nothing above but the first header"
+        await pilot.press("j")
+        assert pane.selected_key() == items[1]
+        await pilot.press("home")
+        assert pane.selected_key() == items[0]
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.active_pane is app.inbox_pane, what="the mail opened")
+        assert f"message:{mail['id']}" == items[0]
+
+
 async def test_enter_on_mail_in_wake_selects_that_message_in_an_inbox_not_loaded_yet(server):
     """The selection used to be tried before the inbox had loaded: the cursor stayed on the first row."""
     older = send(server, "alice", "bob", "Older one")
