@@ -46,12 +46,12 @@ class DirectoryPane(Pane[list[DirectoryEntry]]):
         return await self.client.directory(self.filter_text or None)
 
     def show(self, entries: list[DirectoryEntry]) -> None:
-        table = self.query_one("#directory-table", DataTable)
-        table.clear()
         self.entries = {str(e.id): e for e in entries}
-        for entry in entries:
-            by = named(entry.created_by, entry.created_by_is_agent) if entry.created_by else ""
-            table.add_row(entry.title, linked(entry.url), by, entry.description or "", key=str(entry.id))
+        # changed in place: the cursor stays on its link (one just edited, or any across the 15 s polls)
+        self.query_one("#directory-table", PlainTable).show_rows([
+            (str(entry.id), [entry.title, linked(entry.url),
+                             named(entry.created_by, entry.created_by_is_agent) if entry.created_by else "",
+                             entry.description or ""]) for entry in entries])
         label = f"search “{self.filter_text}”: " if self.filter_text else ""
         self.query_one("#directory-summary", Static).update(f"{label}{counted(len(entries), 'link')}")
 

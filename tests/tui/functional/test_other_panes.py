@@ -9,6 +9,7 @@ from coordtui.panes.collab import CollabTextArea
 from coordtui.panes.doctor import DoctorPane
 from coordtui.screens.form import FormScreen
 from coordtui.screens.confirm import ConfirmScreen
+from coordtui.tables import cursor_key
 from tests.conftest import TOKENS, client
 from tests.tui.helpers import (fill_form, make_app, open_notebook_page, pane_by_id, row_keys, select_row, table_text,
                                wait_for, wait_idle)
@@ -130,6 +131,7 @@ async def test_directory_edit_in_the_add_form_filled_in_and_a_refusal_shown(serv
             assert edited() == {**mine, "title": "Grafana payments", "description": None}
         await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="form closed")
         await wait_for(pilot, lambda: "Grafana payments" in table_text(app, "#directory-table"), what="row updated")
+        assert cursor_key(app.query_one("#directory-table")) == str(mine["id"])  # still on the link edited
 
         select_row(app, "#directory-table", str(theirs["id"]))
         await pilot.press("e")
