@@ -7,7 +7,7 @@ from .fields import WS, WS_CHARS
 
 from .. import db
 from ..jsonstrict import JSONObject
-from ..errors import Forbidden, NotFound
+from ..errors import Forbidden, Invalid, NotFound
 from ..models import DirectoryEntry
 from ..timeutil import iso, to_db
 from . import kinds
@@ -18,6 +18,9 @@ URL_MAX = 2000
 # An http(s) URL with a host and no white space inside (around it is trimmed): the model states it, api/directory checks it.
 URL_RE = re.compile(rf"^{WS}*[Hh][Tt][Tt][Pp][Ss]?://[^{WS_CHARS}\x00/?#\[\]@]+(?:[/?#][^{WS_CHARS}\x00]*)?{WS}*$")
 DESCRIPTION_MAX = 10_000
+TAGGED_MAX = 100  # identities an entry may be tagged with
+# What an update may change: its wire name -> the column.
+EDITABLE = {"title": "title", "url": "url", "description": "description", "taggedUsers": "tagged_users"}
 
 
 def entry_json(e: DirectoryEntry, agents: set[str]) -> JSONObject:
@@ -49,11 +52,30 @@ def create(identity: str, title: str, url: str, description: str | None, tagged_
     return entry_json(entry, kinds.agents_among([identity]))
 
 
-def delete(identity: str, is_admin: bool, entry_id: int) -> JSONObject:
+def _owned(identity: str, is_admin: bool, entry_id: int, doing: str) -> DirectoryEntry:
+    """The entry the caller may change: 404 when absent or not visible to them, 403 when not theirs."""
     entry = DirectoryEntry.get_or_none(DirectoryEntry.id == entry_id)
     if entry is None or not can_see(entry.created_by, entry.tagged_users, identity, is_admin):
         raise NotFound("Entry not found")
     if not is_owner(entry.created_by, identity, is_admin):
-        raise Forbidden("Only the creator or an admin may delete this entry")
-    entry.delete_instance()
+        raise Forbidden(f"Only the creator or an admin may {doing} this entry")
+    return entry
+
+
+def update(identity: str, is_admin: bool, entry_id: int, changes: JSONObject) -> JSONObject:
+    """Any of title, url, description, taggedUsers (by wire name, already checked as POST checks them; a null
+    description or an empty or null taggedUsers clears it). The creator or an admin; the entry as it is now."""
+    if not changes:
+        raise Invalid("No fields to update")
+    entry = _owned(identity, is_admin, entry_id, "edit")
+    for key, value in changes.items():
+        if key == "taggedUsers":
+            value = value or None  # as create stores them: no tags is null
+        setattr(entry, EDITABLE[key], value)
+    entry.save()
+    return entry_json(entry, kinds.agents_among([entry.created_by]))
+
+
+def delete(identity: str, is_admin: bool, entry_id: int) -> JSONObject:
+    _owned(identity, is_admin, entry_id, "delete").delete_instance()
     return {"success": True, "id": entry_id}

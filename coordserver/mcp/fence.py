@@ -43,6 +43,7 @@ SOURCES = {"list_inbox": "message", "search_messages": "message", "reply": "mess
            "notebook_checkpoint": "notebook", "notebook_restore": "notebook", "ask_human": "ask", "get_ask": "ask",
            "list_asks": "ask", "answer_ask": "ask", "buzz_events": "buzz", "list_alerts": "buzz",
            "ack_alert": "buzz", "snooze_alert": "buzz", "resolve_alert": "buzz", "directory": "directory",
+           "update_link": "directory",
            "task_workflows": "workflow", "list_reservations": "reservation", "reserve": "reservation",
            "renew_reservation": "reservation"}
 _MARKER_RUN = re.compile(r"<{3,}|>{3,}")

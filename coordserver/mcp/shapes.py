@@ -31,7 +31,8 @@ PATH = {"id": Annotated[RowId, msgspec.Meta(description="A mailbox message id")]
         "versionId": Annotated[RowId, msgspec.Meta(description="A notebook page version id")],
         "alertId": Annotated[RowId, msgspec.Meta(description="A buzz alert id")],
         "reservationId": Annotated[RowId, msgspec.Meta(description="A reservation id")],
-        "guardId": Annotated[RowId, msgspec.Meta(description="A loop guard id")]}
+        "guardId": Annotated[RowId, msgspec.Meta(description="A loop guard id")],
+        "entryId": Annotated[RowId, msgspec.Meta(description="A directory entry (link) id")]}
 _PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 

@@ -299,6 +299,9 @@ TOOLS: list[Tool] = [
          lambda r, _: f"Restored page '{r['page']['title']}' (version {r['version']['id']})."),
     Tool("directory", "Directory entries (links) you can see, newest first.", "GET",
          "/api/directory", _count("entries", "entries"), wrap="entries"),
+    Tool("update_link", "Change a directory link's title, url, description or taggedUsers (its creator or an "
+         "admin); the fields not given stay, null clears description or taggedUsers.", "PATCH",
+         "/api/directory/{entryId}", lambda e, _: f"Updated link {e['id']} '{e['title']}'."),
     Tool("buzz_events", "Buzz (broadcast) events addressed to you or everyone, newest first.",
          "GET", "/api/broadcast/events", _count("events", "events")),
     Tool("presence", "Who is online, with unread and active-task counts.", "GET", "/api/presence",

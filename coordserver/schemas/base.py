@@ -112,6 +112,9 @@ def error_text(model: type[Model], error: msgspec.ValidationError, data: Any = N
     found = _AT.match(str(error))
     assert found is not None  # every text matches (its `at` part is optional)
     what, path = found["what"], found["path"] or ""
+    unknown = re.match(r"Object contains unknown field `(.*)`$", what, re.S)
+    if unknown and not path:  # a model that refuses what it does not know (forbid_unknown_fields)
+        return f"{unknown[1]} is not a field of this request"
     missing = re.match(r"Object missing required field `(\w+)`", what)
     head = _HEAD.match(path)
     field = head[1] if head else (missing[1] if missing else None)

@@ -476,6 +476,10 @@ class CoordClient:
         return DirectoryEntry.parse(await self.request("POST", "/api/directory",
                                                        json={"title": title, "url": url, "description": description}))
 
+    async def update_directory(self, entry_id: int, **fields: Any) -> DirectoryEntry:
+        """PATCH /api/directory/{id} with any of title, url, description, taggedUsers (the creator or an admin)."""
+        return DirectoryEntry.parse(await self.request("PATCH", f"/api/directory/{_q(entry_id)}", json=fields))
+
     async def delete_directory(self, entry_id: int) -> None:
         await self.request("DELETE", f"/api/directory/{_q(entry_id)}")
 

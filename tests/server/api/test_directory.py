@@ -84,3 +84,57 @@ def test_bad_input(make_server):
     assert alice.post("/api/directory", content=b"[]").status_code == 400
     assert client(srv).get("/api/directory").status_code == 401
     assert alice.get("/api/directory").json() == []
+
+
+def entry_as_listed(api, entry_id: int) -> dict:
+    return next(e for e in api.get("/api/directory").json() if e["id"] == entry_id)
+
+
+def test_update_by_creator_or_admin(make_server, database_url):
+    srv = make_server(database_url=database_url)
+    alice, bob, admin = (client(srv, w) for w in ("alice", "bob", "admin"))
+    entry = create(alice, title="Handbook", description="How we work")
+    updated = alice.patch(f"/api/directory/{entry['id']}", json={"title": "  Handbook v2 ", "url": " http://h.example/2 "})
+    assert updated.status_code == 200, updated.text
+    assert updated.json() == {**entry, "title": "Handbook v2", "url": "http://h.example/2"}  # the rest as it was
+    assert entry_as_listed(bob, entry["id"]) == updated.json()
+    tagged = admin.patch(f"/api/directory/{entry['id']}", json={"description": None, "taggedUsers": ["Carol", "carol"]})
+    assert tagged.json() == {**updated.json(), "description": None, "taggedUsers": ["carol"], "createdBy": "alice"}
+    assert [e["id"] for e in bob.get("/api/directory").json()] == []  # tagged for carol now: hidden from bob
+    untagged = alice.patch(f"/api/directory/{entry['id']}", json={"taggedUsers": [], "title": "T" * 300})
+    assert untagged.json()["taggedUsers"] is None and untagged.json()["title"] == "T" * 255
+    assert entry_as_listed(bob, entry["id"]) == untagged.json()
+
+
+def test_update_refusals_change_nothing(make_server, database_url):
+    srv = make_server(database_url=database_url)
+    alice, bob, carol = (client(srv, w) for w in ("alice", "bob", "carol"))
+    entry = create(alice, title="Mine", description="kept")
+    hidden = create(alice, title="Hidden", taggedUsers=["bob"])
+    path = f"/api/directory/{entry['id']}"
+    refused = bob.patch(path, json={"title": "Bob's now"})
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "Only the creator or an admin may edit this entry"}
+    assert carol.patch(f"/api/directory/{hidden['id']}", json={"title": "x"}).json() == {"error": "Entry not found"}
+    assert alice.patch("/api/directory/99999", json={"title": "x"}).status_code == 404
+    assert alice.patch("/api/directory/abc", json={"title": "x"}).json() == {"error": "Invalid id"}
+    for payload, error in [
+            ({}, "No fields to update"),
+            ({"title": "ok", "color": "red"}, "color is not a field of this request"),
+            ({"createdBy": "bob"}, "createdBy is not a field of this request"),
+            ({"title": " "}, "title must be text that is not blank"),
+            ({"title": None}, "title must be text that is not blank"),
+            ({"title": "ok", "url": "ftp://x.example/file"}, "url must be an http or https URL"),
+            ({"url": None}, "url must be an http or https URL"),
+            ({"url": "https://x.example/" + "a" * 2000}, "url is longer than 2000 characters"),
+            ({"title": "ok", "description": 5}, "description must be a string"),
+            ({"description": "d" * 10_001}, "description is longer than 10000 characters"),
+            ({"title": "ok", "taggedUsers": "bob"}, "taggedUsers must be an array")]:
+        response = alice.patch(path, json=payload)
+        assert (response.status_code, response.json()) == (400, {"error": error}), payload
+    for payload in [{"taggedUsers": ["Not Valid!"]}, {"taggedUsers": [5]}]:
+        assert alice.patch(path, json={"title": "ok", **payload}).status_code == 400, payload
+    for raw in [b"", b"[]", b"{"]:
+        assert alice.patch(path, content=raw, headers={"Content-Type": "application/json"}).status_code == 400
+    assert client(srv).patch(path, json={"title": "x"}).status_code == 401
+    assert entry_as_listed(alice, entry["id"]) == entry  # nothing of any refused update was written

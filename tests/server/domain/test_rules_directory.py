@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from coordserver.domain import directory
-from coordserver.errors import Forbidden, NotFound
+from coordserver.errors import Forbidden, Invalid, NotFound
 from coordserver.models import DirectoryEntry
 from coordserver.timeutil import iso, to_db
 from tests.server.domain.conftest import START
@@ -88,3 +88,40 @@ def test_the_creator_or_an_admin_deletes_and_others_cannot(entries):
     secret = entries.made["Secret"]["id"]  # tagged for someone else: an admin sees and deletes it
     assert run(entries, directory.delete, "eve", True, secret) == {"success": True, "id": secret}
     assert run(entries, lambda: sorted(e.title for e in DirectoryEntry.select())) == ["Status"]
+
+
+def stored(store, entry_id: int) -> dict:
+    """An entry's row as stored, every column."""
+    return run(store, lambda: DirectoryEntry.select().where(DirectoryEntry.id == entry_id).dicts().get())
+
+
+def test_the_creator_or_an_admin_updates_the_fields_given_and_no_others(entries):
+    runbook = entries.made["Runbook"]
+    entries.clock.advance(minutes=5)
+    updated = run(entries, directory.update, "ann", False, runbook["id"], {"title": "Runbook v2", "description": None})
+    assert updated == {**runbook, "title": "Runbook v2", "description": None}  # createdAt and the rest as they were
+    row = stored(entries, runbook["id"])
+    assert iso(row.pop("created_at")) == runbook["createdAt"]
+    assert row == {"id": runbook["id"], "title": "Runbook v2", "url": "https://runbook.example", "description": None,
+                   "created_by": "ann", "tagged_users": ["bob"]}
+    by_admin = run(entries, directory.update, "eve", True, runbook["id"],
+                   {"url": "https://new.example/r", "taggedUsers": ["bob", "cat"]})
+    assert by_admin == {**updated, "url": "https://new.example/r", "taggedUsers": ["bob", "cat"], "createdBy": "ann"}
+    cleared = run(entries, directory.update, "ann", False, runbook["id"], {"taggedUsers": []})
+    assert cleared["taggedUsers"] is None and stored(entries, runbook["id"])["tagged_users"] is None
+
+
+def test_an_update_others_may_not_make_changes_nothing(entries):
+    runbook, secret = entries.made["Runbook"], entries.made["Secret"]
+    with pytest.raises(Forbidden) as refused:
+        run(entries, directory.update, "bob", False, runbook["id"], {"title": "mine now"})
+    assert refused.value.message == "Only the creator or an admin may edit this entry"
+    for identity, entry_id in (("eve", runbook["id"]), ("bob", secret["id"]), ("ann", 99999)):
+        with pytest.raises(NotFound) as missing:
+            run(entries, directory.update, identity, False, entry_id, {"title": "x"})
+        assert missing.value.message == "Entry not found"
+    with pytest.raises(Invalid) as empty:
+        run(entries, directory.update, "ann", False, runbook["id"], {})
+    assert empty.value.message == "No fields to update"
+    assert run(entries, directory.list_entries, "eve", True, None, 10, 0) == [
+        entries.made[t] for t in ("Secret", "Status", "Runbook", "Handbook")]

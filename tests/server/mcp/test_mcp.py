@@ -84,7 +84,7 @@ async def test_initialize_lists_the_tools_with_their_schemas(srv, mode):
         assert (session.protocol_version == "2026-07-28") == (mode == "auto")
         listed = (await session.list_tools()).tools
         assert [t.name for t in listed] == [t.name for t in tools.TOOLS]
-        assert len(listed) == 47
+        assert len(listed) == 48
         send = next(t for t in listed if t.name == "send_message")
         assert send.input_schema["type"] == "object"
         assert "recipient" in send.input_schema["required"] and "replyToMessageId" in send.input_schema["properties"]
@@ -165,6 +165,10 @@ async def test_every_tool_succeeds_like_its_route(srv):
             assert ok(alice.get(f"/api/notebook/{page['id']}"))["page"]["content"] == "one"
         entries = succeeded(await call("directory", {"q": "docs"}))["entries"]
         assert entries == rest(srv, "alice", "directory", {"q": "docs"}).json()
+        link = succeeded(await call("update_link", {"entryId": entries[0]["id"], "title": "Docs v2",
+                                                    "description": "the handbook", "taggedUsers": ["bob"]}))
+        assert link == {**entries[0], "title": "Docs v2", "description": "the handbook", "taggedUsers": ["bob"]}
+        assert rest(srv, "alice", "directory", {"q": "docs"}).json() == [link]
         events = succeeded(await call("buzz_events", {"appName": "ci"}))["events"]
         assert [e["title"] for e in events] == ["Build failed"]
         assert succeeded(await call("presence", {}))["alice"]["online"] is True
@@ -202,7 +206,7 @@ async def test_every_tool_is_refused_with_our_error(srv):
         "notebook_checkpoint": {"pageId": MISSING, "label": "x"},
         "notebook_restore": {"pageId": MISSING, "versionId": 1},
         "ack_alert": {"alertId": 999999}, "snooze_alert": {"alertId": 999999, "minutes": 5},
-        "resolve_alert": {"alertId": 999999},
+        "resolve_alert": {"alertId": 999999}, "update_link": {"entryId": 999999, "title": "x"},
         "preview_silence": {"appName": "nothing", "match": {"title": "x"}},
         "silence_alerts": {"appName": "nothing", "match": {"title": "x"}, "minutes": 5},
         "renew_task_lease": {"taskId": MISSING}, "reserve": {"resource": " ", "ttlSeconds": 60},

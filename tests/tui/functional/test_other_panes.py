@@ -9,6 +9,7 @@ from coordtui.panes.collab import CollabTextArea
 from coordtui.panes.doctor import DoctorPane
 from coordtui.screens.form import FormScreen
 from coordtui.screens.confirm import ConfirmScreen
+from coordtui.tables import cursor_key
 from tests.conftest import TOKENS, client
 from tests.tui.helpers import (fill_form, make_app, open_notebook_page, pane_by_id, row_keys, select_row, table_text,
                                wait_for, wait_idle)
@@ -100,6 +101,49 @@ async def test_directory_add_search_delete(server):
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asks again")
             await pilot.press("y")
             await wait_for(pilot, lambda: not any(e["id"] == entry["id"] for e in entries()), what="deleted")
+
+
+async def test_directory_edit_in_the_add_form_filled_in_and_a_refusal_shown(server):
+    """Issue 24: `e` edits the selected link in the add form's fields, filled in; ctrl+s saves and the row shows
+    it. A link the caller may not edit (another's, not an admin) gets the server's refusal in the form, and
+    nothing changes."""
+    with client(server, "alice") as alice, client(server, "bob") as bob:
+        mine = alice.post("/api/directory", json={"title": "Grafana", "url": "https://grafana.example/d/1",
+                                                  "description": "payments board"}).json()
+        theirs = bob.post("/api/directory", json={"title": "Bob's wiki", "url": "https://wiki.example"}).json()
+    app = make_app(server, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("8")
+        await wait_for(pilot, lambda: {str(mine["id"]), str(theirs["id"])} <= set(row_keys(app, "#directory-table")),
+                       what="listed")
+        await wait_idle(pilot, app)
+        select_row(app, "#directory-table", str(mine["id"]))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="edit form")
+        form = app.screen
+        assert {name: form.query_one(f"#field-{name}").value for name in ("title", "url", "description")} == {
+            "title": "Grafana", "url": "https://grafana.example/d/1", "description": "payments board"}
+        assert app.focused is form.query_one("#field-title")
+        await fill_form(pilot, title="Grafana payments", description="")
+        with client(server, "alice") as alice:
+            edited = lambda: next(e for e in alice.get("/api/directory").json() if e["id"] == mine["id"])  # noqa: E731
+            await wait_for(pilot, lambda: edited()["title"] == "Grafana payments", what="saved")
+            assert edited() == {**mine, "title": "Grafana payments", "description": None}
+        await wait_for(pilot, lambda: not isinstance(app.screen, FormScreen), what="form closed")
+        await wait_for(pilot, lambda: "Grafana payments" in table_text(app, "#directory-table"), what="row updated")
+        assert cursor_key(app.query_one("#directory-table")) == str(mine["id"])  # still on the link edited
+
+        select_row(app, "#directory-table", str(theirs["id"]))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="edit form for bob's link")
+        await fill_form(pilot, title="Alice's now")
+        await wait_for(pilot, lambda: "Only the creator or an admin may edit this entry"
+                       in str(app.screen.query_one("#form-error").render()), what="the server's refusal")
+        assert isinstance(app.screen, FormScreen)  # still open, with what was typed
+        assert app.screen.query_one("#field-title").value == "Alice's now"
+        with client(server, "bob") as bob:
+            assert next(e for e in bob.get("/api/directory").json() if e["id"] == theirs["id"]) == theirs
+        await pilot.press("escape")
 
 
 async def test_buzz_events_live(server):

@@ -535,6 +535,22 @@ async def add_link(server, pilot, app):
     assert (entry["url"], entry["description"]) == (url, text)
 
 
+@scenario("alice", "coordtui.panes.directory:DirectoryPane.action_edit")
+async def edit_link(server, pilot, app):
+    entry = api(server, "alice", "POST", "/api/directory", json={"title": "old link", "url": "https://old.example",
+                                                                 "description": "old words"})
+    await on_pane(pilot, app, "8", "directory")
+    pane_by_id(app, "directory").request_reload()
+    await until(pilot, lambda: str(entry["id"]) in row_keys(app, "#directory-table"), "listed")
+    select_row(app, "#directory-table", str(entry["id"]))
+    head, url, text = title("Edited link"), "https://grafana.example/d/payments?orgId=2&from=now-1h", body("edited")
+    # each field opens filled in and is selected when focus reaches it: typing replaces it
+    await pilot.press("e", *typed(head), "tab", *typed(url), "tab", *typed(text), "ctrl+s")
+    await until(pilot, lambda: next(e for e in links(server) if e["id"] == entry["id"])["title"] == head, "saved")
+    edited = next(e for e in links(server) if e["id"] == entry["id"])
+    assert (edited["title"], edited["url"], edited["description"]) == (head, url, text)
+
+
 @scenario("alice", "coordtui.panes.directory:DirectoryPane.action_delete")
 async def delete_link(server, pilot, app):
     entry = api(server, "alice", "POST", "/api/directory", json={"title": "doomed link", "url": "https://x.example"})
