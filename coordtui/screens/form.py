@@ -45,6 +45,15 @@ class KeepsDrafts(Protocol):
     form_drafts: dict[str, FormValues]
 
 
+def what_now(status: int) -> str:
+    """After a refusal: what the person at the form can do about it (a 403 is not fixed by retyping)."""
+    if status == 403:
+        return "Nothing typed here changes that: esc closes."
+    if status == 405:
+        return "This server does not offer it (an older version?): esc closes."
+    return "Fix it and press ctrl+s again."
+
+
 @runtime_checkable
 class KnowsIdentities(Protocol):
     """An app that can name the server's identities (CoordApp): what identity fields complete from. It keeps the
@@ -316,7 +325,7 @@ class FormScreen(ModalScreen[Any]):
         except ApiError as exc:
             allowed = f" Allowed: {', '.join(exc.allowed)}." if exc.allowed else ""
             self.show_field_errors(exc.message)
-            self.show_error(f"Refused: {exc.message}.{allowed} Fix it and press ctrl+s again.")
+            self.show_error(f"Refused: {exc.message}.{allowed} {what_now(exc.status)}")
         except ConnectionFailed as exc:
             self.show_error(f"Not sent: {exc}. Everything you typed is kept: press ctrl+s to try again.")
         else:

@@ -139,6 +139,8 @@ async def test_directory_edit_in_the_add_form_filled_in_and_a_refusal_shown(serv
         await fill_form(pilot, title="Alice's now")
         await wait_for(pilot, lambda: "Only the creator or an admin may edit this entry"
                        in str(app.screen.query_one("#form-error").render()), what="the server's refusal")
+        # what to do about it: retyping cannot (a refusal that can be fixed says "Fix it and press ctrl+s again")
+        assert "Nothing typed here changes that: esc closes." in str(app.screen.query_one("#form-error").render())
         assert isinstance(app.screen, FormScreen)  # still open, with what was typed
         assert app.screen.query_one("#field-title").value == "Alice's now"
         with client(server, "bob") as bob:
