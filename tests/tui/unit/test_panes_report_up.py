@@ -13,8 +13,10 @@ import coordtui
 ROOT = Path(coordtui.__file__).parent
 LAYERS = ("panes", "screens", "ops")
 # Reached through a protocol of its own, checked with isinstance: a form finds the kept drafts on an app that keeps
-# them (screens/form.py KeepsDrafts), and works without them in any other app.
-THROUGH_A_PROTOCOL = {("screens/form.py", "form_drafts"), ("screens/form.py", "identity_names")}
+# them (screens/form.py KeepsDrafts), identity fields complete on an app that knows the identities (KnowsIdentities),
+# and a form works without either in any other app.
+THROUGH_A_PROTOCOL = {("screens/form.py", "form_drafts"), ("screens/form.py", "identity_names"),
+                      ("screens/form.py", "known_identities")}
 
 
 def app_members_used() -> set[tuple[str, str]]:
