@@ -40,6 +40,7 @@ declare -A TESTS=(
   [domain/projects]="tests/server/domain/test_rules_project_access.py tests/server/domain/test_rules_projects.py"
   [domain/directory]="tests/server/domain/test_rules_directory.py"
   [domain/wake_chat]="tests/server/domain/test_rules_wake_chat.py tests/server/api/test_chat_wake.py"
+  [domain/asks]="tests/server/domain/test_rules_asks.py"
   [domain/workflows]="tests/server/domain/test_rules_workflows.py tests/server/api/test_workflows.py"
   [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
   [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
