@@ -204,3 +204,41 @@ async def test_a_text_answer_is_1_to_2000_characters(rules_store, text):
         await store.write(asks.answer, "bob", made["id"], None, text)
     assert refused.value.message == f"text must be 1 to {asks.TEXT_MAX} characters"
     assert (await store.write(asks.answer, "bob", made["id"], None, "x" * asks.TEXT_MAX))["text"] == "x" * 2000
+
+
+OPTIONS_WORDS = "options must be a list of 2 to 9 distinct labels of at most 50 characters"
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"to": []}, "to must be an identity or a list of 1 to 20 identities"),
+    ({"to": 7}, "to must be an identity or a list of 1 to 20 identities"),
+    ({"to": [f"x{n}" for n in range(21)]}, "to must be an identity or a list of 1 to 20 identities"),
+    ({"question": "  "}, "question is required"), ({"question": None}, "question is required"),
+    ({"question": "q" * 2001}, "question is longer than 2000 characters"),
+    ({"options": ["Only"]}, OPTIONS_WORDS), ({"options": [str(n) for n in range(10)]}, OPTIONS_WORDS),
+    ({"options": ["Yes", "Yes"]}, OPTIONS_WORDS), ({"options": ["Yes", " "]}, OPTIONS_WORDS),
+    ({"options": ["Yes", "n" * 51]}, OPTIONS_WORDS), ({"options": ["Yes", 2]}, OPTIONS_WORDS),
+    ({"options": "Yes, No"}, OPTIONS_WORDS),
+    ({"options": None}, asks.NEEDS_OPTIONS), ({"options": []}, asks.NEEDS_OPTIONS),
+    ({"default_option": 3}, asks.DEFAULT_NEEDS_OPTIONS), ({"default_option": 0}, asks.DEFAULT_NEEDS_OPTIONS),
+    ({"default_option": "1"}, asks.DEFAULT_NEEDS_OPTIONS),
+    ({"deadline": "tomorrow"}, "deadline must be an ISO-8601 timestamp"),
+    ({"deadline": 1700000000}, "deadline must be an ISO-8601 timestamp"),
+    ({"deadline": iso(START - timedelta(seconds=1))}, "deadline must be in the future")])
+async def test_a_new_ask_is_refused_in_words_and_nothing_is_written(rules_store, fields, why):
+    store = rules_store
+    with pytest.raises(Invalid) as refused:
+        await store.write(asks.create, "alice", new(**fields), KNOWN)
+    assert refused.value.message == why
+    assert await store.read(types_logged) == []
+    assert await store.read(asks.list_asks, "alice", None, None, 50) == {"asks": []}
+
+
+async def test_the_limits_themselves_are_accepted(rules_store):
+    store = rules_store
+    made = await store.write(asks.create, "alice", new(to=["bob"] * 20, question="q" * 2000,
+                                                         options=[str(n) for n in range(9)], default_option=9,
+                                                         deadline=START + timedelta(seconds=1)), KNOWN)
+    assert (made["to"], len(made["question"]), made["defaultOption"]) == (["bob"], 2000, 9)
+    two = await store.write(asks.create, "alice", new(options=["y" * 50, "n"]), KNOWN)
+    assert two["options"] == ["y" * 50, "n"]
