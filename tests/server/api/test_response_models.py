@@ -297,6 +297,7 @@ def _alerts(alice, bob, anyone) -> None:
 def _directory_and_buzz(alice, bob, anyone) -> None:
     entry = alice.post("/api/directory", json={"title": "Docs", "url": "https://docs.example.com"}).json()
     alice.get("/api/directory")
+    alice.patch(f"/api/directory/{entry['id']}", json={"description": "The handbook", "taggedUsers": ["bob"]})
     alice.delete(f"/api/directory/{entry['id']}")
     for prefix in ("/api/broadcast", "/api/buzz"):
         hook = alice.post(f"{prefix}/webhooks", json={"appName": "ci", "title": "CI", "wakeAgent": "alice",
