@@ -31,14 +31,27 @@ async def _quietly(call: Callable[[], Awaitable[T]], default: T, timeout: float 
 
 
 class OpsCommands(Provider):
+    """The palette cancels a search when the next key arrives, and a search awaiting `startup()` cancels it too:
+    a fast typist (ctrl+p and the query in one burst) would find none of these commands. So the commands are
+    read from the server by a task of their own, which every search awaits shielded, and `startup` does nothing."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.entries: list[Command] = []
+        self._loading: asyncio.Task[list[Command]] | None = None
 
-    async def startup(self) -> None:
+    async def entries(self) -> list[Command]:
+        if self._loading is None:
+            self._loading = asyncio.create_task(self._load())
+        return await asyncio.shield(self._loading)
+
+    async def shutdown(self) -> None:
+        if self._loading is not None:
+            self._loading.cancel()
+
+    async def _load(self) -> list[Command]:
         host = getattr(self.app, "ops", None)
         if not isinstance(host, OpsHost):  # an app without operator actions
-            return
+            return []
         client = host.session.client
         found_projects: list[Project] = []
         found_webhooks: list[Webhook] = []
@@ -61,22 +74,22 @@ class OpsCommands(Provider):
                 _quietly(client.templates, found_templates),
                 _quietly(client.tokens if is_admin else no_tokens, found_tokens),
                 _quietly(user_list if is_admin else no_users, found_users))
-        self.entries = [*onboard.commands(host),
-                        *projects.commands(host, found_projects), *templates.commands(host, found_templates),
-                        *webhooks.commands(host, found_webhooks), *silences.commands(host), *guards.commands(host), *chat.commands(host),
-                        *asks.commands(host),
-                        *admin.commands(host, found_tokens), *users.commands(host, found_users)]
+        return [*onboard.commands(host),
+                *projects.commands(host, found_projects), *templates.commands(host, found_templates),
+                *webhooks.commands(host, found_webhooks), *silences.commands(host), *guards.commands(host),
+                *chat.commands(host), *asks.commands(host),
+                *admin.commands(host, found_tokens), *users.commands(host, found_users)]
 
     # The palette reads a hit's words as markup; they hold the server's (project titles, display names, ...):
     # escaped, they show as written (the SDK has already neutralised their control characters).
     async def discover(self) -> Hits:
-        for title, help_text, run in self.entries:
+        for title, help_text, run in await self.entries():
             if ":" not in title and "#" not in title:  # the general actions; per-item ones come by typing
                 yield DiscoveryHit(escape(title), run, text=title, help=_shown(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for title, help_text, run in self.entries:
+        for title, help_text, run in await self.entries():
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(escape(title)), run, text=title, help=_shown(help_text))

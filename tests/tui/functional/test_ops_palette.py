@@ -2,6 +2,8 @@
 typed while the server restarts under it, and sends it once the server is back."""
 from __future__ import annotations
 
+import asyncio
+
 from textual.command import CommandPalette
 
 from coordtui.ops.webhooks import WebhooksScreen
@@ -56,6 +58,29 @@ async def test_the_palette_lists_every_action_and_runs_per_item_ones(server):
                        what="hit")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, WebhooksScreen), what="webhooks screen")
+
+
+async def test_a_query_typed_while_the_palette_reads_the_server_finds_its_command(server, monkeypatch):
+    """ctrl+p and the query in one burst, the server slow to answer the palette's reads: each key cancels the
+    search before it, and the commands must still be found once the reads are done (they were lost: cancelling a
+    search cancelled the provider's startup, and the palette found none of coord's commands until reopened)."""
+    app = make_app(server, "admin")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, what="connected")
+        read_projects = app.session.client.projects_all
+
+        async def slow_projects():
+            await asyncio.sleep(0.6)
+            return await read_projects()
+        monkeypatch.setattr(app.session.client, "projects_all", slow_projects)
+        await pilot.press("ctrl+p", *"Silences")
+        await wait_for(pilot, lambda: palette_hits(app) and palette_hits(app)[0].startswith("Silences"),
+                       what="Silences found")
+        await pilot.press("escape", "ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette again")
+        await pilot.press(*"Loop guards")
+        await wait_for(pilot, lambda: palette_hits(app) and palette_hits(app)[0].startswith("Loop guards"),
+                       what="Loop guards found")
 
 
 async def test_an_operator_form_survives_a_server_restart(make_server, sqlite_url):

@@ -157,8 +157,24 @@ def built(monkeypatch) -> list[str]:
     return sites
 
 
-async def until(pilot, predicate: Callable[[], object], what: str, timeout: float = 20.0) -> None:
+async def until(pilot, predicate: Callable[[], object], what: str | Callable[[], str], timeout: float = 20.0) -> None:
     await wait_for(pilot, predicate, timeout=timeout, what=what)
+
+
+def palette_state(app: CoordApp) -> str:
+    """What the command palette shows: its query and its options (for a failure message)."""
+    try:
+        query = app.screen.query_one("CommandInput").value
+        options = app.screen.query_one("CommandList")
+        shown = [str(options.get_option_at_index(i).prompt) for i in range(min(options.option_count, 5))]
+    except Exception as error:  # not the palette
+        return f"screen {app.screen!r} ({error})"
+    return f"query {query!r}, options {shown}"
+
+
+async def until_first_command(pilot, app: CoordApp, name: str) -> None:
+    await until(pilot, lambda: name in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt),
+                lambda: f"{name!r} first in the palette: {palette_state(app)}")
 
 
 async def on_pane(pilot, app: CoordApp, key: str, pane_id: str) -> None:
@@ -767,8 +783,7 @@ async def clear_guard(server, pilot, app):
     guard_id = tripped_guard(server)
     await until(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, "connected")
     await pilot.press("ctrl+p", *typed("Loop guards"))
-    await until(pilot, lambda: "Loop guards" in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt),
-                "found in the palette")
+    await until_first_command(pilot, app, "Loop guards")
     await pilot.press("enter")
     await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "guards listed")
     select_ops_row(app, str(guard_id))
@@ -784,8 +799,7 @@ async def end_silence(server, pilot, app):
                   json={"appName": "ending", "match": {"title": "backup"}, "minutes": 60})
     await until(pilot, lambda: app.conn_state == "connected" and app.session.identity, "connected")
     await pilot.press("ctrl+p", *typed("Silences"))
-    await until(pilot, lambda: "Silences" in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt),
-                "found in the palette")
+    await until_first_command(pilot, app, "Silences")
     await pilot.press("enter")
     await until(pilot, lambda: getattr(app.screen, "loads", 0) >= 1, "silences listed")
     select_ops_row(app, str(silence["id"]))
