@@ -42,8 +42,7 @@ class PlainTable(DataTable[Any]):
         if not self.give_way or not columns:
             return
         labels = [column.label.plain for column in columns]
-        # content_width: the widest cell since the rows were last cleared (Textual measures every column)
-        natural = [max(column.content_width, cell_len(label)) for column, label in zip(columns, labels)]
+        natural = [max(self._widest_cell(column), cell_len(label)) for column, label in zip(columns, labels)]
         order = [labels.index(label) for label in self.give_way if label in labels]
         room = self.scrollable_content_region.width - 2 * self.cell_padding * len(columns)
         widths = fitted_widths(natural, [cell_len(label) for label in labels], order, room)
@@ -53,6 +52,21 @@ class PlainTable(DataTable[Any]):
         self._require_update_dimensions = True
         self._clear_caches()
         self.refresh()
+
+    def _widest_cell(self, column: Any) -> int:
+        """The widest cell of `column` as it is now. Measured here: Textual measures new rows when it is next
+        idle, and a fit before that (a resize, or a refresh that came first on a loaded machine) saw only the
+        headers and cut what matters (a token's revoked date to "Revoked")."""
+        widest = 0
+        for cell in self.get_column(column.key):
+            if isinstance(cell, Text):
+                width = max((cell_len(line) for line in cell.plain.splitlines()), default=0)
+            elif isinstance(cell, str):
+                width = cell_len(cell)
+            else:  # another renderable: as Textual measured it
+                width = column.content_width
+            widest = max(widest, width)
+        return widest
 
     def on_resize(self, event: events.Resize) -> None:
         self.fit_columns()

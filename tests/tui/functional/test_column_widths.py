@@ -87,3 +87,32 @@ async def test_a_column_narrows_again_once_its_long_rows_are_gone():
         table.add_row("short", "2m")
         await pilot.pause()
         assert shown(table)["Item"] == len("short")
+
+
+async def test_columns_fitted_before_textual_measured_the_new_rows_are_not_cut():
+    """A fit can come before Textual measures rows just added (a resize, or the refresh after them coming first on
+    a loaded machine): the widths follow the rows all the same (the revoked date was cut to its header)."""
+    from textual.app import App, ComposeResult
+
+    from coordtui.tables import PlainTable
+
+    class Fitted(PlainTable):
+        give_way = ("Title",)
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            table = Fitted()
+            table.add_columns("Title", "Revoked")
+            yield table
+
+    app = One()
+    async with app.run_test(size=(60, 10)) as pilot:
+        table = app.query_one(Fitted)
+        table.clear(columns=True)
+        table.add_columns("Title", "Revoked")
+        table.add_row("a title far too long to fit beside the date in sixty columns", "2026-11-27 15:56")
+        table.fit_columns()  # at once, as a resize between the rows and Textual's measuring does
+        assert shown(table)["Revoked"] == len("2026-11-27 15:56"), shown(table)  # (no later resize need mend it)
+        assert fits(table)
+        await pilot.pause()
+        assert shown(table)["Revoked"] == len("2026-11-27 15:56") and fits(table), shown(table)
