@@ -266,6 +266,8 @@ class CoordApp(KeysInOrder, App[None]):
         self.live.buzz_seen.attach(store_path(self.server_key(), identity, "buzz-seen"))
         self.render_connection()
         self.live.recount()
+        with suppress(NoMatches):
+            self.main_screen().refresh_bindings()  # the admins' keys come or go (Pane.check_action)
 
     async def identity_names(self) -> tuple[str, ...]:
         """The server's identities, for the identity fields of forms to complete from (screens/form.py)."""

@@ -27,6 +27,9 @@ from ..tables import row_matches
 # The operator screens a pane's key opens (ops/commands.py OPENERS has one opener for each).
 OpsName = Literal["projects", "templates", "webhooks", "tokens", "invites", "users", "group", "asks", "ask", "connect",
                   "invite", "archived_chats"]
+# Those only an admin may use: a pane neither shows nor binds their keys for anyone else. (Connecting an agent and
+# inviting a teammate stay: a non-admin is told what to ask an admin for.)
+ADMIN_OPS: frozenset[str] = frozenset({"tokens", "invites", "users"})
 
 Data = TypeVar("Data")  # what a pane's load() fetches and its show() renders
 Result = TypeVar("Result")
@@ -292,6 +295,10 @@ class Pane(Widget, Generic[Data], can_focus=False):
         age = (self.session.now() - self.updated_at).total_seconds() if self.updated_at else None
         if self.stale or age is None or age > self.FRESH_FOR:
             self.request_reload()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The admins' keys (ADMIN_OPS) are neither shown nor bound for anyone else."""
+        return not (action == "ops" and parameters and parameters[0] in ADMIN_OPS and not self.session.is_admin)
 
     def action_ops(self, name: OpsName) -> None:
         self.post_message(self.OpsAsked(name))

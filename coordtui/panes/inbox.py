@@ -94,7 +94,7 @@ class InboxPane(Pane[MailData]):
         """Reply and ack act on mail received: in Sent they are neither offered nor bound."""
         if action in ("reply", "ack") and self.view == "sent":
             return False
-        return True
+        return super().check_action(action, parameters)
 
     async def load(self) -> MailData:
         if self.query_text:

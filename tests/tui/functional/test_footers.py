@@ -6,16 +6,23 @@ from __future__ import annotations
 import pytest
 from textual.binding import Binding
 
+from coordtui.panes.base import ADMIN_OPS
 from coordtui.panes.catalog import PANES
 from tests.tui.helpers import make_app, screen_lines, wait_for, wait_idle
 
 
-def main_keys(app, pane_cls) -> list[str]:
-    """"key Description" for each show=True binding of the pane (its class's first, one per key)."""
+def admins_only(binding: Binding) -> bool:
+    return any(binding.action == f"ops('{name}')" for name in ADMIN_OPS)
+
+
+def main_keys(app, pane_cls, admin: bool = False) -> list[str]:
+    """"key Description" for each show=True binding of the pane (its class's first, one per key), the admins'
+    keys for admins only."""
     seen: dict[str, Binding] = {}
     for cls in pane_cls.__mro__:
         for binding in cls.__dict__.get("BINDINGS", []):
-            if isinstance(binding, Binding) and binding.show and binding.key not in seen:
+            if (isinstance(binding, Binding) and binding.show and binding.key not in seen
+                    and (admin or not admins_only(binding))):
                 seen[binding.key] = binding
     return [f"{app.get_key_display(binding)} {binding.description}" for binding in seen.values()]
 
@@ -31,4 +38,23 @@ async def test_every_pane_keeps_help_quit_and_its_main_keys_in_view(server, size
             expected = ["? Help", "^q Quit"] + main_keys(app, spec.cls)
             await wait_for(pilot, lambda: all(f" {key} " in screen_lines(app)[-1] for key in expected),
                            timeout=3, what=lambda: f"{spec.title} at {size}: {expected} in {screen_lines(app)[-1]!r}")
-            assert len(main_keys(app, spec.cls)) >= 2, f"{spec.title} declares its main keys"
+            assert len(main_keys(app, spec.cls, admin=True)) >= 2, f"{spec.title} declares its main keys"
+
+
+async def test_the_admins_keys_are_shown_and_bound_for_admins_only(server):
+    """Doctor's t (tokens), i (invites) and U (users), Who's U: an admin sees and uses them; anyone else neither
+    sees them in the bottom row nor opens anything with them."""
+    for who, admin in (("alice", False), ("admin", True)):
+        app = make_app(server, who)
+        async with app.run_test(size=(120, 35)) as pilot:
+            await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
+            await pilot.press(next(spec.key for spec in PANES if spec.id == "doctor"))
+            await wait_idle(pilot, app)
+            await wait_for(pilot, lambda: (" t Tokens " in screen_lines(app)[-1]) == admin
+                           and " ? Help " in screen_lines(app)[-1], timeout=3,
+                           what=lambda: f"{who}: {screen_lines(app)[-1]!r}")
+            assert (" U Users " in screen_lines(app)[-1]) == admin
+            screens = len(app.screen_stack)
+            await pilot.press("t")
+            await wait_idle(pilot, app)
+            assert (len(app.screen_stack) > screens) == admin, f"{who}: t opened {app.screen!r}"
