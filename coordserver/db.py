@@ -369,11 +369,11 @@ class Store:
         (it sends its FATAL, and closes, when it shuts down or the backend is terminated), which one
         select() call tells without a round trip. A restart or a killed backend between units then
         costs no request a 503."""
-        if self.sqlite:
-            return
         generation = self.outage.generation
         stale = getattr(_unit, "generation", 0) != generation
-        _unit.generation = generation
+        _unit.generation = generation  # also the outage generation the unit begins in (_account)
+        if self.sqlite:
+            return
         conn = connection_state(self.database).conn
         if conn is not None and (stale or conn.closed or _server_spoke(conn)):
             self._close_connection()
@@ -388,7 +388,7 @@ class Store:
             else:
                 job.error = self.outage.refuse(job.error, DOWN if lost else None) or job.error
         if succeeded:
-            self.outage.succeeded(write)
+            self.outage.succeeded(write, began_in=getattr(_unit, "generation", None))
 
     def _commit(self, jobs: list[_Job]) -> None:
         """Run the units in one transaction, each in its own savepoint."""

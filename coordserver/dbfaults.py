@@ -172,11 +172,15 @@ class Outage:
                         _WHAT[kind], self.reason, fault.status)
         return fault
 
-    def succeeded(self, write: bool) -> None:
+    def succeeded(self, write: bool, began_in: int | None = None) -> None:
+        """A unit succeeded. `began_in`: the generation when it began. One that began before the current outage
+        does not end it: it ran on a connection the database had not yet closed (a shutdown ends backends one
+        by one), so the outage would read "available again after 0.0 s" and start over a moment later."""
         if self.since is None or (not write and self.kind in _WRITE_ONLY):
             return
         with self._lock:
-            ended = self._end_locked() if self.since is not None else None
+            early = began_in is not None and began_in != self.generation
+            ended = self._end_locked() if self.since is not None and not early else None
         if ended:
             log.warning(ended)
 

@@ -264,7 +264,8 @@ def test_a_guard_cleared_by_a_human_or_its_cooldown_is_409_and_listed(world):
     clock.advance(minutes=3)  # past the human's message: a new loop counts
     ping_pong(api["alice"], api["bob"])
     clock.advance(minutes=10)
-    assert clear_pass(srv) == 1
+    clear_pass(srv)  # (the scheduler's own pass, woken by the clock, may have come first: either clears it)
+    assert [g.cleared_at is not None for g in guards_of(srv)] == [True, True]
     second = guards_of(srv)[1]
     assert "by its cooldown" in api["admin"].post(f"/api/admin/guards/{second.id}/clear").json()["error"]
     listed = ok(api["admin"].get("/api/admin/guards"))["cleared"]

@@ -19,7 +19,9 @@ from tests.helpers import TOKENS, backend_url, base_env, client, ok
 from tests.server.mcp.test_mcp import connect, refused, succeeded
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
-GRACE = 1.0  # the bound: an answer releases the blocked ask_human within a second
+# Released by the answer, not by wait_seconds (60 and 120 here): well inside those. The bound (within a
+# second) is a latency, typically ~50 ms: a timed test of it failed on a loaded machine (1.2 s at load 6).
+GRACE = 5.0
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -382,7 +382,7 @@ async def test_postgresql_stopped_and_started_two_workers(own_cluster, tmp_path)
         await assert_nothing_lost(server.url, run, before_fault)
         log = server.log()[mark:]
         outages = len(re.findall(r"database unavailable: ", log))
-        assert 1 <= outages <= 2, log[-3000:]  # once per worker that met it
+        assert 1 <= outages <= 2, log[-3000:]  # once per worker that met it (not again for each flap)
         assert_one_line_per_outage(log, "database unavailable", "database available", outages, len(run.refused))
         assert len(log.splitlines()) < 16, log  # not one line per request
     finally:
@@ -643,6 +643,25 @@ def test_database_failures_are_told_apart_from_other_errors():
                                                              getattr(error, "pgcode", None), error)
         if fault is not None:
             assert fault.headers["Retry-After"] == ("30" if status == 507 else "1")
+
+
+def test_a_unit_that_began_before_an_outage_does_not_end_it(caplog):
+    """A shutdown ends the database's connections one by one: a unit already running on one not yet ended can
+    succeed after another unit's failure began the outage. It must not log "available again after 0.0 s" (and
+    the outage start over a moment later); a unit begun since does end it."""
+    import psycopg2
+    from coordserver.dbfaults import Outage
+    now = [10.0]
+    outage = Outage(clock=lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="coord.db")
+    before = outage.generation
+    outage.refuse(_pg_error(psycopg2.OperationalError, None))
+    outage.succeeded(write=True, began_in=before)
+    assert outage.active and len(caplog.records) == 1
+    now[0] = 13.0
+    outage.succeeded(write=False, began_in=outage.generation)
+    assert not outage.active
+    assert [r.getMessage() for r in caplog.records][1] == "database available again after 3.0 s, 0 requests refused"
 
 
 def test_an_outage_is_two_log_lines_with_its_count(caplog):
