@@ -17,6 +17,10 @@ marker arrives only after the input went as far up as it goes and its bindings r
 opened a form), or when a worker was started meanwhile (a key whose action opens its form from a worker: its first
 step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
 most. A marker lost on the way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
+
+One wait is not about queues: a key that acts on the command palette's results (enter runs the highlighted one,
+up/down move) waits while the palette is still searching for what was typed, so `ctrl+p`, a query and enter in one
+burst run the command the query finds, not nothing (enter before the results came did nothing at all).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from weakref import WeakSet
 
 from textual import events
 from textual.app import App
+from textual.command import CommandPalette
 from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
@@ -38,6 +43,8 @@ HELD = (events.Key, events.Paste, events.MouseDown, events.MouseUp)
 MAX_ROUNDS = 8  # markers per input: enough for a key that opens a form (screen, compose, mount, focus)
 GIVE_UP_AFTER = 5.0  # seconds: a path that never answers must not hold the keyboard
 WATCH_EVERY = 0.1
+ACTS_ON_RESULTS = frozenset({"enter", "up", "down", "pageup", "pagedown"})  # the command palette's keys for its list
+RESULTS_POLL = 0.02  # seconds between looks at a palette still searching
 
 
 class InputSettled(Message):
@@ -74,6 +81,7 @@ class KeysInOrder(App[None]):
         self._serial = 0
         self._watchdog: Timer | None = None
         self._screens_met: WeakSet[Screen[Any]] = WeakSet()
+        self._results_wait_since: float | None = None
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, HELD) and not event.is_forwarded:
@@ -84,6 +92,9 @@ class KeysInOrder(App[None]):
 
     async def _dispatch_held(self) -> None:
         while self._flight is None and self._held_input:
+            if self._waits_for_results(self._held_input[0]):
+                self.set_timer(RESULTS_POLL, self._dispatch_after_results, name="keys-in-order-results")
+                return
             if self._screen_still_opening():
                 self._send_marker(self.screen, rounds=1)  # through the new screen: its mount (and focus) first
                 if self._flight is not None:
@@ -96,6 +107,31 @@ class KeysInOrder(App[None]):
                 # the same text field takes the next character, behind the one before
                 await super().on_event(self._held_input.popleft())
             self._send_marker(target, rounds=1)
+
+    def _waits_for_results(self, event: events.Event) -> bool:
+        """`event` acts on the command palette's results while it is still searching (for at most GIVE_UP_AFTER)."""
+        if not (isinstance(event, events.Key) and event.key in ACTS_ON_RESULTS):
+            return False
+        try:
+            palette = self.screen
+        except Exception:
+            return False
+        searching = isinstance(palette, CommandPalette) and any(
+            worker.node is palette and not worker.is_finished for worker in self.workers)
+        if not searching:
+            self._results_wait_since = None
+            return False
+        now = time.monotonic()
+        if self._results_wait_since is None:
+            self._results_wait_since = now
+        if now - self._results_wait_since > GIVE_UP_AFTER:
+            self._results_wait_since = None
+            return False
+        return True
+
+    async def _dispatch_after_results(self) -> None:
+        if self._flight is None:
+            await self._dispatch_held()
 
     def _screen_still_opening(self) -> bool:
         """Nothing has focus on a screen no input has gone to yet: it may be a form still mounting, whose field

@@ -998,3 +998,21 @@ async def test_a_form_typed_in_one_burst_is_sent_whole(server, built, name):
             await until(pilot, lambda: not isinstance(app.screen, (FormScreen, ConfirmScreen)), "form closed")
     missing = set(sites) - set(built) - {CHAT_INPUT}
     assert not missing, f"{name} never opened {missing} (opened: {built})"
+
+
+@pytest.mark.parametrize("query, opens", [("Silences", "SilencesScreen"), ("Loop guards", "GuardsScreen")])
+async def test_a_palette_query_and_enter_in_one_burst_run_what_it_finds(server, monkeypatch, query, opens):
+    """ctrl+p, a query and enter in one burst, the server slow to answer the palette's reads: enter waits for the
+    palette's results and runs the first (it came before them and did nothing: a walk in tmux found it)."""
+    app = make_app(server, "admin")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await until(pilot, lambda: app.conn_state == "connected" and app.session.is_admin, "connected")
+        read_projects = app.session.client.projects_all
+
+        async def slow_projects():
+            await asyncio.sleep(0.6)
+            return await read_projects()
+        monkeypatch.setattr(app.session.client, "projects_all", slow_projects)
+        await pilot.press("ctrl+p", *typed(query), "enter")
+        await until(pilot, lambda: type(app.screen).__name__ == opens,
+                    lambda: f"{opens} opened: {app.screen!r}, {palette_state(app)}")
