@@ -12,7 +12,7 @@ from datetime import datetime
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ..agentmark import named
 from ..client.models import PresenceEntry, age_text
@@ -84,12 +84,13 @@ class PresencePane(Pane[list[PresenceEntry]]):
         return await self.client.presence()
 
     def show(self, entries: list[PresenceEntry]) -> None:
-        table = self.query_one("#presence-table", DataTable)
-        selected = cursor_key(table)  # read again every few seconds: the cursor stays on its identity
-        table.clear()
+        """Every RECHECK_SECONDS too: only the rows that changed are redrawn, the cursor stays on its identity."""
+        table = self.query_one("#presence-table", PlainTable)
+        selected = cursor_key(table)
         now = self.session.now()
         entries = order_presence(entries, now)
         counts = {state: 0 for state in STATE_RANK}
+        rows = []
         for entry in entries:
             state = presence_state(entry, now)
             counts[state] += 1
@@ -97,10 +98,11 @@ class PresencePane(Pane[list[PresenceEntry]]):
                 continue
             dot, style = STATE_LOOK[state]
             seen = f"{age_text(entry.last_seen, now)} ago" if entry.last_seen else "never"
-            table.add_row(Text(dot, style=style), Text(named(entry.identity, entry.is_agent),
-                                                        style="bold" if state == "online" else ""),
-                          Text(presence_words(entry, now), style=style), seen, entry.source or "", str(entry.unread),
-                          "" if entry.tasks is None else str(entry.tasks), key=entry.identity)
+            rows.append((entry.identity, [
+                Text(dot, style=style), Text(named(entry.identity, entry.is_agent), style="bold" if state == "online" else ""),
+                Text(presence_words(entry, now), style=style), seen, entry.source or "", str(entry.unread),
+                "" if entry.tasks is None else str(entry.tasks)]))
+        table.show_rows(rows)
         if selected is not None and selected in table.rows:
             table.move_cursor(row=table.get_row_index(selected))
         self.query_one("#presence-summary", Static).update(
