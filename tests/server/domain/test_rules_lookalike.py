@@ -63,7 +63,8 @@ def taken(name: str, holder: str) -> str:
     ("alice", "FRANK", "frank"), ("bob", "\u0430lice", "alice"),  # the environment's, others' own names
     ("alice", "Alice", None), ("alice", "al!ce", None), ("erin", "ERIN", None), ("frank", "Frank", None),  # own
     ("alice", "Builder", None), ("alice", "Carol the Second", None),  # a part of a name is not the name
-    ("alice", "---", None), ("alice", "\u200b", None)])  # no key: nothing to read as anyone (dave's is blank)
+    ("alice", "---", None), ("alice", "\u200b", None),  # no key: nothing to read as anyone
+    ("alice", "X x X x", None)])  # dave's blank display name holds no name, whatever the name
 async def test_a_name_is_refused_when_it_reads_as_anothers(rules_store, identity, name, holder):
     store = rules_store
     await store.write(people)
