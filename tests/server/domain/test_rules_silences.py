@@ -293,6 +293,16 @@ async def test_a_long_silence_ended_early_leaves_the_listing_24_hours_after_its_
     assert await store.read(listed, "alice") == []
 
 
+async def test_a_silence_ended_long_ago_leaves_the_listing_and_older_ones_stay(rules_store):
+    store = rules_store
+    await hooks(store, {})
+    older = await make(store, minutes=silences.MINUTES_MAX)
+    newer = await make(store, minutes=silences.MINUTES_MAX)
+    await store.write(silences.end, "alice", False, newer["id"])
+    store.clock.advance(hours=24)
+    assert await store.read(listed, "alice") == [(older["id"], True)]
+
+
 async def test_a_silence_of_a_deleted_webhook_is_its_creators_and_the_admins_only(rules_store):
     store = rules_store
     [prom] = await hooks(store, {"wake_agent": "bob"})
@@ -363,6 +373,8 @@ async def test_the_preview_counts_the_last_24_hours_and_ranks_the_alerts(rules_s
     none = await store.read(silences.preview, "alice", False, {"app_name": "prom", "match": {"labels": {"t": "x"}}})
     assert none == {"events": 0, "alerts": []}
     assert await store.read(stored) == []  # a preview creates nothing
+    by_admin = await store.read(silences.preview, "admin", True, {"app_name": "prom", "match": {"title": "disk"}})
+    assert by_admin == answer  # an admin may preview any webhook
 
 
 async def test_the_preview_names_at_most_50_alerts(rules_store):
