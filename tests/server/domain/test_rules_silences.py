@@ -396,3 +396,27 @@ async def test_the_preview_refuses_as_a_new_silence_does(rules_store, fields, ki
     with pytest.raises(kind) as refused:
         await store.read(silences.preview, "alice", False, fields)
     assert refused.value.message == why
+
+
+async def test_the_preview_matches_labels_too(rules_store):
+    store = rules_store
+    [prom] = await hooks(store, {})
+    hit = await store.write(fire, prom, {"title": "a", "groupKey": "a", "labels": {"team": "db"}})
+    await store.write(fire, prom, {"title": "b", "groupKey": "b", "labels": {"team": "web"}})
+    answer = await store.read(silences.preview, "alice", False, {"app_name": "prom",
+                                                                 "match": {"labels": {"team": "db"}}})
+    assert (answer["events"], [(a["id"], a["matched"]) for a in answer["alerts"]]) == (1, [(hit["alertId"], 1)])
+
+
+def many_events(webhook: BuzzWebhook, count: int) -> None:
+    row = {"webhook_id": webhook.id, "app_name": webhook.app_name, "title": "disk", "received_at": to_db(db.now())}
+    for start in range(0, count, 1000):
+        BuzzEvent.insert_many([row] * min(1000, count - start)).execute()
+
+
+async def test_the_preview_reads_at_most_the_newest_10000_events(rules_store):
+    store = rules_store
+    [prom] = await hooks(store, {})
+    await store.write(many_events, prom, silences.PREVIEW_SCAN + 1)
+    answer = await store.read(silences.preview, "alice", False, {"app_name": "prom", "match": {"title": "disk"}})
+    assert answer == {"events": silences.PREVIEW_SCAN, "alerts": []}

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from coordserver.domain import swarm, workflows
+from coordserver.domain import projects, swarm, workflows
 from coordserver.errors import Forbidden, Invalid, NotFound
 from coordserver.events import log as event_log
 from coordserver.timeutil import iso
@@ -202,6 +202,7 @@ async def test_deleting_detaches_it_and_tells_the_tasks_watchers(rules_store):
     other = await store.write(swarm.create_task, who("alice"), {"title": "Other"}, KNOWN)
     await store.write(workflows.attach, who("alice"), task["id"], made["id"])
     await store.write(workflows.attach, who("alice"), task["id"], kept["id"])
+    await store.write(workflows.attach, who("alice"), other["id"], kept["id"])  # not told: made was not on it
     before = len(await store.read(logged))
     assert await store.write(workflows.delete_workflow, who("admin"), made["id"], ADMINS) is None
     with pytest.raises(NotFound):
@@ -214,9 +215,9 @@ async def test_deleting_detaches_it_and_tells_the_tasks_watchers(rules_store):
          ["admin", "alice", "bob"]),
         ("swarm_task_updated", update_event, True, [])]
     await store.write(workflows.delete_workflow, who("alice"), kept["id"], ADMINS)
-    assert (await store.read(logged))[-1][1] == {**update_event, "actor": "alice"}
     assert await store.read(workflows.task_workflows, who("alice"), task["id"]) == []
-    assert other["id"] != task["id"]
+    told = sorted((e[1]["taskId"], e[1]["title"], e[1]["actor"]) for e in (await store.read(logged))[-2:])
+    assert told == sorted([(task["id"], "Ship", "alice"), (other["id"], "Other", "alice")])  # each once
 
 
 async def test_attaching_is_logged_once_and_lists_by_title_what_the_viewer_sees(rules_store):
@@ -268,3 +269,18 @@ async def test_a_tasks_workflows_of_one_title_are_listed_by_id(rules_store):
     listed = [w["id"] for w in await store.read(workflows.task_workflows, who("bob"), task["id"])]
     assert listed == sorted(w["id"] for w in made)
     assert [w["id"] for w in await store.read(workflows.list_workflows, who("bob"), False)] == listed
+
+
+async def test_a_task_in_a_project_not_seen_reads_as_not_found(rules_store):
+    store = rules_store
+    flow = await create(store, "alice", title="Release")
+    project = await store.write(projects.create_project, who("alice"), {"title": "Secret", "color": "#000000",
+                                                                        "taggedUsers": ["bob"]}, KNOWN)
+    task = await store.write(swarm.create_task, who("alice"), {"title": "Ship", "projectId": project["id"]}, KNOWN)
+    await store.write(workflows.attach, who("bob"), task["id"], flow["id"])
+    for call, args in ((workflows.task_workflows, ()), (workflows.attach, (flow["id"],)),
+                       (workflows.detach, (flow["id"],))):
+        with pytest.raises(NotFound) as refused:
+            await store.write(call, who("carol"), task["id"], *args)
+        assert refused.value.message == "Task not found"
+    assert [w["id"] for w in await store.read(workflows.task_workflows, who("bob"), task["id"])] == [flow["id"]]
