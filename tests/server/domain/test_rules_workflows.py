@@ -72,6 +72,19 @@ async def test_attach_and_detach_name_what_is_missing(rules_store):
         await rules_store.write(workflows.detach, who("alice"), MISSING, flow["id"])
     await rules_store.write(workflows.detach, who("alice"), task["id"], flow["id"])
     assert await rules_store.read(workflows.task_workflows, who("alice"), task["id"]) == []
+    # a task in a project the caller does not see is missing to it
+    project = await rules_store.write(projects.create_project, who("alice"), {"title": "Secret", "color": "#000000",
+                                                                              "taggedUsers": ["bob"]}, KNOWN)
+    hidden = await rules_store.write(swarm.create_task, who("alice"), {"title": "Ship", "projectId": project["id"]},
+                                     KNOWN)
+    await rules_store.write(workflows.attach, who("bob"), hidden["id"], flow["id"])
+    for call, args in ((workflows.task_workflows, ()), (workflows.attach, (flow["id"],)),
+                       (workflows.detach, (flow["id"],))):
+        with pytest.raises(NotFound) as refused:
+            await rules_store.write(call, who("carol"), hidden["id"], *args)
+        assert refused.value.message == "Task not found"
+    assert [w["id"] for w in await rules_store.read(workflows.task_workflows, who("bob"), hidden["id"])] == [
+        flow["id"]]
 
 
 # --- each rule as a caller sees it, whole (mutation testing, issue 35) -------------------------------------------
@@ -269,18 +282,3 @@ async def test_a_tasks_workflows_of_one_title_are_listed_by_id(rules_store):
     listed = [w["id"] for w in await store.read(workflows.task_workflows, who("bob"), task["id"])]
     assert listed == sorted(w["id"] for w in made)
     assert [w["id"] for w in await store.read(workflows.list_workflows, who("bob"), False)] == listed
-
-
-async def test_a_task_in_a_project_not_seen_reads_as_not_found(rules_store):
-    store = rules_store
-    flow = await create(store, "alice", title="Release")
-    project = await store.write(projects.create_project, who("alice"), {"title": "Secret", "color": "#000000",
-                                                                        "taggedUsers": ["bob"]}, KNOWN)
-    task = await store.write(swarm.create_task, who("alice"), {"title": "Ship", "projectId": project["id"]}, KNOWN)
-    await store.write(workflows.attach, who("bob"), task["id"], flow["id"])
-    for call, args in ((workflows.task_workflows, ()), (workflows.attach, (flow["id"],)),
-                       (workflows.detach, (flow["id"],))):
-        with pytest.raises(NotFound) as refused:
-            await store.write(call, who("carol"), task["id"], *args)
-        assert refused.value.message == "Task not found"
-    assert [w["id"] for w in await store.read(workflows.task_workflows, who("bob"), task["id"])] == [flow["id"]]
