@@ -153,6 +153,7 @@ async def test_the_list_is_by_title_then_age_and_hides_disabled_and_unseen_workf
     assert await ids("carol", True) == [a_old["id"], a_new["id"], b["id"], off["id"]]
     assert await ids("bob", False) == [a_old["id"], a_new["id"], b["id"], tagged["id"]]
     assert await ids("admin", True) == [a_old["id"], a_new["id"], b["id"], off["id"], tagged["id"]]
+    assert await ids("alice", False) == [a_old["id"], a_new["id"], b["id"], tagged["id"]]  # its own, tagged
     assert (await store.read(workflows.list_workflows, who("alice"), False))[0] == a_old
 
 
@@ -279,6 +280,20 @@ async def test_a_tasks_workflows_of_one_title_are_listed_by_id(rules_store):
     made = [await create(store, "alice", title="Same") for _ in range(6)]
     for flow in made:
         await store.write(workflows.attach, who("alice"), task["id"], flow["id"])
+    elsewhere = await store.write(swarm.create_task, who("alice"), {"title": "Other"}, KNOWN)
+    another = await create(store, "alice", title="Another")
+    await store.write(workflows.attach, who("alice"), elsewhere["id"], another["id"])
     listed = [w["id"] for w in await store.read(workflows.task_workflows, who("bob"), task["id"])]
-    assert listed == sorted(w["id"] for w in made)
-    assert [w["id"] for w in await store.read(workflows.list_workflows, who("bob"), False)] == listed
+    assert listed == sorted(w["id"] for w in made)  # the task's own only
+    assert [w["id"] for w in await store.read(workflows.list_workflows, who("bob"), False)] == [another["id"],
+                                                                                                *listed]
+
+
+async def test_the_list_orders_one_title_by_creation_time(rules_store):
+    store = rules_store
+    made = []
+    for _ in range(6):
+        made.append(await create(store, "alice", title="Same"))
+        store.clock.advance(minutes=-1)  # each made before the one before it
+    listed = [w["id"] for w in await store.read(workflows.list_workflows, who("bob"), False)]
+    assert listed == [w["id"] for w in reversed(made)]
