@@ -149,15 +149,17 @@ async def test_only_reservations_in_force_in_the_same_scope_conflict(store):
 
 async def test_reserving_again_clears_the_holders_expired_one_of_that_resource(store):
     project = await store.write(restricted_project, ["alice"])
-    gone = await reserve(store, "alice", "src/**", 10)
+    gone = await reserve(store, "alice", "src/**", 10, exclusive=False)
     other = await reserve(store, "alice", "lib/**", 10)
     scoped = await reserve(store, "alice", "src/**", 10, project_id=project)
-    bobs = await reserve(store, "bob", "x", 10)
+    bobs = await reserve(store, "bob", "src/**", 10, exclusive=False)
+    live = await reserve(store, "alice", "src/**", 600, exclusive=False)
     store.clock.advance(seconds=10)
     assert await store.write(reservations.expire_due) == 4
     again = await reserve(store, "alice", "src/**", 60)
     left = [(r[0], r[5] is not None) for r in await store.read(rows)]
-    assert left == [(other["id"], True), (scoped["id"], True), (bobs["id"], True), (again["id"], False)]
+    assert left == [(other["id"], True), (scoped["id"], True), (bobs["id"], True), (live["id"], False),
+                    (again["id"], False)]
     assert gone["id"] not in [r[0] for r in await store.read(rows)]
     assert [i["id"] for i in (await store.read(reservations.expired_items, "alice", 10))[0]] == [
         other["id"], scoped["id"]]
@@ -212,10 +214,15 @@ async def test_renew_by_the_holder_while_in_force(store):
     await refused(Conflict, "The reservation has expired: reserve the resource again",
                   store.write(reservations.renew, who("alice"), made["id"], None))
     assert await store.read(rows) == before
+    await refused(Conflict, "The reservation has expired: reserve the resource again",  # before its length
+                  store.write(reservations.renew, who("alice"), made["id"], 5))
     store.clock.advance(seconds=1)
     await store.write(reservations.expire_due)
     await refused(Conflict, "The reservation has expired: reserve the resource again",
                   store.write(reservations.renew, who("alice"), made["id"], None))
+    store.clock.advance(seconds=-60)  # marked expired, whatever its end says
+    await refused(Conflict, "The reservation has expired: reserve the resource again",
+                  store.write(reservations.renew, who("alice"), made["id"], 5))
 
 
 async def test_release_by_the_holder_or_an_admin(store):
