@@ -273,7 +273,8 @@ async def test_who_is_told_of_an_expiry_sees_the_project(store):
                if kind == "swarm_task_updated" and data["taskId"] == made["id"]]
     assert updated == [["bob", "cre", "dl", "pl"]]
     assert [i["id"] for i in (await store.read(leases.lapsed_items, "alice", 10))[0]] == [own["id"]]
-    assert [i["id"] for i in (await store.read(leases.lapsed_items, "bob", 10))[0]] == [made["id"]]
+    assert [(i["id"], i["projectId"]) for i in (await store.read(leases.lapsed_items, "bob", 10))[0]] == [
+        (made["id"], project)]
 
 
 async def test_the_lapse_items_of_the_former_holder_and_the_creator(store):
