@@ -237,21 +237,41 @@ async def test_the_expiry_pass_returns_what_is_due_to_ready_and_tells_holder_and
 
 async def test_the_pass_takes_the_soonest_first_up_to_its_limit(store):
     ids = []
-    for n, seconds in enumerate((180, 60, 120, 120)):
+    for n, seconds in enumerate((180, 60, 120, 120, 120, 120, 120)):
         made = await new_task(store, title=f"t{n}")
         await move(store, "bob", made["id"], "in_progress", seconds)
         ids.append(made["id"])
+    working = await new_task(store, title="No lease")  # in progress, held, no lease: never due
+    await move(store, "carol", working["id"], "in_progress")
     store.clock.advance(minutes=5)
 
     def lapsed_in_order() -> list[str]:
         return [t.id for t in Task.select().where(Task.status == "ready").order_by(Task.updated_at)]
-    order = []
-    for _ in range(4):
+    order: list[str] = []
+    for _ in range(7):
         assert await store.write(lease_changes.expire_due, 1) == 1
         order.append(next(i for i in await store.read(lapsed_in_order) if i not in order))
         store.clock.advance(seconds=1)
-    assert order == [ids[1], *sorted(ids[2:]), ids[0]]
+    assert order == [ids[1], *sorted(ids[2:]), ids[0]]  # by the lease's end, then id
     assert await store.write(lease_changes.expire_due, 1) == 0
+    assert (await store.read(swarm.visible_task, working["id"], who("carol"))).status == "in_progress"
+
+
+async def test_a_task_expired_or_renewed_meanwhile_is_skipped(store):
+    """What a pass finds when another process expired the task first, or its holder renewed it, after this pass
+    read what is due (one unit here: the task is expired through the pass's own step)."""
+    gone = await new_task(store)
+    kept = await new_task(store, title="Renewed")
+    await move(store, "bob", gone["id"], "in_progress", 60)
+    await move(store, "bob", kept["id"], "in_progress", 600)
+    store.clock.advance(minutes=1)
+    assert await store.write(lease_changes.expire_due) == 1
+    now = to_db(START + timedelta(minutes=1))
+    mark = await store.read(last_event_id)
+    assert await store.write(lease_changes._expire, gone["id"], now) == 0  # expired already: unassigned
+    assert await store.write(lease_changes._expire, kept["id"], now) == 0  # its lease runs on
+    assert await store.read(logged, mark) == []
+    assert (await store.read(swarm.visible_task, kept["id"], who("bob"))).status == "in_progress"
 
 
 async def test_who_is_told_of_an_expiry_sees_the_project(store):
@@ -260,6 +280,9 @@ async def test_who_is_told_of_an_expiry_sees_the_project(store):
     await move(store, "bob", made["id"], "in_progress", 60)
     own = await new_task(store, title="Mine")
     await move(store, "alice", own["id"], "in_progress", 60)
+    with pytest.raises(NotFound) as hidden:  # a task whose project the caller may not see does not exist for them
+        await renew(store, "carol", made["id"])
+    assert hidden.value.message == "Task not found"
     await store.write(retag, project, ["bob"])  # the creator no longer sees it
     mark = await store.read(last_event_id)
     store.published.clear()
