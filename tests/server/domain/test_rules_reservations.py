@@ -339,3 +339,42 @@ async def test_the_holders_expiring_items_and_when_they_change(store):
     await store.write(lambda: Reservation.update(expired_at=to_db(START)).where(
         Reservation.id == soon["id"]).execute())
     assert await store.read(expiring, 570) == ([], 0, START + timedelta(minutes=55))
+
+
+# --- two processes on one PostgreSQL -------------------------------------------------------------------------
+
+@pytest.fixture
+def two_stores(pg_cluster):
+    from coordserver.db import Store
+    from coordserver.timeutil import FrozenClock
+    url = pg_cluster.create_database()
+    stores = [Store(url, FrozenClock(START)) for _ in range(2)]
+    for each in stores:
+        each.open()
+    yield stores
+    for each in stores:
+        each.close()
+
+
+async def test_two_creates_at_once_never_both_win(two_stores):
+    """The conflict check and the insert are one decision: a create in another process waits for one in progress
+    (its transaction held open a moment after its insert), then sees it and is refused."""
+    import asyncio
+    import threading
+    import time
+    here, there = two_stores
+    held = threading.Event()
+
+    def first():
+        made = reservations.create(who("alice"), {"resource": "src/**", "ttl_seconds": 600})
+        held.set()
+        time.sleep(0.5)
+        return made
+    mine = asyncio.ensure_future(here.write(first))
+    assert await asyncio.to_thread(held.wait, 10)
+    with pytest.raises(Conflict) as refused:
+        await there.write(reservations.create, who("bob"), {"resource": "src/a.py", "ttl_seconds": 600})
+    made = await mine
+    assert refused.value.extra["conflicts"] == [{"id": made["id"], "holder": "alice", "resource": "src/**",
+                                                 "exclusive": True, "expiresAt": at(minutes=10)}]
+    assert [r[1] for r in await here.read(rows)] == ["src/**"]
