@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from coordserver.domain import project_access, reservations
+from coordserver.domain import identities, project_access, reservations
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events import log as event_log
 from coordserver.events.channels import LEASES, WAKE
-from coordserver.models import Project, Reservation
+from coordserver.models import Project, Reservation, User
 from coordserver.timeutil import iso, to_db
 from tests.server.domain.conftest import START, who
 
@@ -188,11 +188,39 @@ async def test_the_list_its_filters_and_who_sees_what(store):
     await refused(NotFound, "Reservation not found", store.write(reservations.release, who("bob"), c["id"]))
     await refused(NotFound, "Reservation not found", store.write(reservations.release, who("bob"), 999_999))
 
+    def stored_admin():  # an admin users row, but the caller's token is not an admin's: the row does not count
+        identities.issue_token("carol", False, None, "x")
+        User.update(is_admin=True).where(User.id == "carol").execute()
+    await store.write(stored_admin)
+    assert await listed(store, "carol") == [a]
+    await refused(NotFound, "Project not found", reserve(store, "carol", "x", project_id=project))
+
+
+async def test_ties_are_broken_by_id(store):
+    """Reservations ending, or expired, at the same instant come in the order they were made, whatever order the
+    rows were last written in (on PostgreSQL an updated row moves)."""
+    a = await reserve(store, "alice", "a", 600)
+    b = await reserve(store, "alice", "b", 300)
+    c = await reserve(store, "alice", "c", 120)
+    d = await reserve(store, "alice", "d", 60)
+    a = await store.write(reservations.renew, who("alice"), a["id"], 300)  # now ends with b
+    assert [r["id"] for r in await listed(store)] == [d["id"], c["id"], a["id"], b["id"]]
+    store.clock.advance(minutes=2)
+    assert await store.write(reservations.expire_due) == 2  # d, then c: one instant, written d first
+
+    def expired_ids() -> list[int]:
+        return [i["id"] for i in reservations.expired_items("alice", 10)[0]]
+    assert await store.read(expired_ids) == [c["id"], d["id"]]
+    store.clock.advance(minutes=3)
+    assert await store.write(reservations.expire_due, 1) == 1
+    assert await store.read(expired_ids) == [c["id"], d["id"], a["id"]]
+
 
 # --- renew, release --------------------------------------------------------------------------------------------
 
 async def test_renew_by_the_holder_while_in_force(store):
     made = await reserve(store, "alice", "src/**", 600)
+    others = await reserve(store, "bob", "lib/**", 3600)
     store.clock.advance(minutes=4)
     mark = await store.read(last_event_id)
     store.published.clear()
@@ -204,6 +232,7 @@ async def test_renew_by_the_holder_while_in_force(store):
                                  "reservation": again, "by": "alice"}, None)]
     shorter = await store.write(reservations.renew, who("alice"), made["id"], 10)
     assert shorter == {**made, "ttlSeconds": 10, "expiresAt": at(minutes=4, seconds=10)}
+    assert await listed(store, "bob", holder="bob") == [others]  # only the one renewed changed
     before = await store.read(rows)
     await refused(Forbidden, "Only its holder (alice) may renew a reservation",
                   store.write(reservations.renew, who("admin"), made["id"], None))
@@ -303,6 +332,7 @@ async def test_the_holders_expired_items(store):
     assert await store.read(reservations.expired_items, "alice", 10) == (expected, 3)
     assert await store.read(reservations.expired_items, "alice", 3) == (expected, 3)
     assert await store.read(reservations.expired_items, "alice", 2) == (expected[:2], 3)
+    assert await store.read(reservations.expired_items, "alice", 1) == (expected[:1], 3)
     assert await store.read(reservations.expired_items, "carol", 2) == ([], 0)
     await store.write(reservations.release, who("alice"), made[1]["id"])
     assert await store.read(reservations.expired_items, "alice", 10) == ([expected[1], expected[2]], 2)
@@ -378,3 +408,47 @@ async def test_two_creates_at_once_never_both_win(two_stores):
     assert refused.value.extra["conflicts"] == [{"id": made["id"], "holder": "alice", "resource": "src/**",
                                                  "exclusive": True, "expiresAt": at(minutes=10)}]
     assert [r[1] for r in await here.read(rows)] == ["src/**"]
+
+
+async def _while_held(first_store, first_unit, second):
+    """Run `first_unit` on one store, holding its transaction open a moment after its work, and `second` (a
+    coroutine) on the other once the first has done its work."""
+    import asyncio
+    import threading
+    import time
+    held = threading.Event()
+
+    def unit():
+        result = first_unit()
+        held.set()
+        time.sleep(0.5)
+        return result
+    first = asyncio.ensure_future(first_store.write(unit))
+    assert await asyncio.to_thread(held.wait, 10)
+    await second
+    return await first
+
+
+async def test_a_renewal_racing_the_expiry_elsewhere_is_refused(two_stores):
+    """The renewal read the reservation in force, but another process's expiry pass marked it expired before the
+    renewal's write: the write waits for that unit and then finds nothing in force."""
+    here, there = two_stores
+    made = await here.write(reservations.create, who("alice"), {"resource": "src/**", "ttl_seconds": 60})
+    here.clock.advance(seconds=60)  # this process's pass is due; the other's clock has not got there
+    with pytest.raises(Conflict) as refused:
+        await _while_held(here, reservations.expire_due,
+                          there.write(reservations.renew, who("alice"), made["id"], None))
+    assert refused.value.message == "The reservation has expired: reserve the resource again"
+    [row] = await here.read(rows)
+    assert (row[3], row[5]) == (to_db(START + timedelta(seconds=60)), to_db(START + timedelta(seconds=60)))
+
+
+async def test_of_two_releases_at_once_one_is_not_found(two_stores):
+    here, there = two_stores
+    made = await here.write(reservations.create, who("alice"), {"resource": "src/**", "ttl_seconds": 60})
+    with pytest.raises(NotFound) as refused:
+        await _while_held(here, lambda: reservations.release(who("alice"), made["id"]),
+                          there.write(reservations.release, who("admin"), made["id"]))
+    assert refused.value.message == "Reservation not found"
+    assert [kind for kind, data, _ in await here.read(logged) if data["change"] == "released"] == [
+        "reservation_changed"]
