@@ -66,10 +66,7 @@ def conflict_json(r: Reservation) -> JSONObject:
 def _event(change: str, r: Reservation, by: str | None) -> None:
     data = {"type": "reservation_changed", "reservationId": r.id, "change": change,
             "reservation": reservation_json(r), "by": by}
-    audience = project_access.audience(r.project_id)
-    if audience is not None and r.holder not in audience and project_access.sees_project(r.holder, r.project_id):
-        audience = [*audience, r.holder]
-    log.append("reservation_changed", data, to=audience)
+    log.append("reservation_changed", data, to=project_access.audience(r.project_id))
 
 
 def _live(now: datetime) -> pw.Expression:

@@ -44,10 +44,6 @@ def normalise(resource: object) -> str:
     return "/".join(segments)
 
 
-def is_glob(resource: str) -> bool:
-    return "*" in resource or "?" in resource
-
-
 def overlaps(a: str, b: str) -> bool:
     """Whether some path matches both (normalised) resources."""
     return witness(a, b) is not None

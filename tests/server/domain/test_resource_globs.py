@@ -7,8 +7,17 @@ import random
 
 import pytest
 
+from coordserver.domain import resource_globs
 from coordserver.domain.resource_globs import matches, normalise, overlaps, witness
 from coordserver.errors import Invalid
+
+
+@pytest.fixture(autouse=True)
+def computed_afresh():
+    """Each test computes its own verdicts: the overlap test memoises (lru_cache), and a process that ran other
+    tests first (a mutation run forks every mutant's tests from one that did) would otherwise answer from memory."""
+    resource_globs._path_witness.cache_clear()
+    resource_globs.segment_witness.cache_clear()
 
 CASES = [
     ("src/**", "src/app.py", True),
@@ -52,9 +61,15 @@ def test_normalise():
     assert normalise("/") == "**"
     assert normalise("src/**/") == "src/**"
     assert normalise("service:db") == "service:db"
-    for bad in ("", "   ", None, 3, "x" * 501):
-        with pytest.raises(Invalid):
+    assert normalise("x" * 500) == "x" * 500
+    assert normalise(" " + "x" * 498 + " ") == "x" * 498
+    for bad in ("", "   ", None, 3):
+        with pytest.raises(Invalid) as refused:
             normalise(bad)
+        assert refused.value.message == "resource is required"
+    with pytest.raises(Invalid) as refused:
+        normalise("x" * 501)
+    assert refused.value.message == "resource is longer than 500 characters"
 
 
 def test_long_names_do_not_exhaust_the_stack():
