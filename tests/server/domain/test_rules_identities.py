@@ -16,17 +16,10 @@ from coordserver.events.channels import CONTROL, TOKENS, WAKE_CHANGED
 from coordserver.models import Event, Invite, Message, PushDelivery, Token, User, WebhookConfig
 from coordserver.principal import Principal, hash_token
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import START
+from tests.server.domain.conftest import START, while_held
 
 ENV = frozenset({"envy", "admin"})
 NOW = to_db(START)
-
-
-@pytest.fixture
-def store(rules_store):
-    rules_store.published = []
-    rules_store.on_commit = lambda _max_event, effects: rules_store.published.extend(effects)
-    return rules_store
 
 
 def run(store, fn, *args):
@@ -480,45 +473,13 @@ def test_unread_count(store):
 
 # --- two processes on one PostgreSQL -------------------------------------------------------------
 
-@pytest.fixture
-def two_stores(pg_cluster):
-    from coordserver.db import Store
-    from coordserver.timeutil import FrozenClock
-    url = pg_cluster.create_database()
-    stores = [Store(url, FrozenClock(START)) for _ in range(2)]
-    for each in stores:
-        each.open()
-    yield stores
-    for each in stores:
-        each.close()
-
-
-async def _while_held(first_store, first_unit, second):
-    """Run `first_unit` on one store, holding its transaction open a moment after its work, and `second`
-    (a coroutine factory) on the other once the first has done its work."""
-    import asyncio
-    import threading
-    import time
-    held = threading.Event()
-
-    def unit():
-        result = first_unit()
-        held.set()
-        time.sleep(0.5)
-        return result
-    first = asyncio.ensure_future(first_store.write(unit))
-    assert await asyncio.to_thread(held.wait, 10)
-    await second()
-    await first
-
-
 async def test_a_webhook_change_waits_for_one_in_progress_elsewhere(two_stores):
     """The row is locked for the unit: a change that keeps the secret, racing one that replaces it,
     never writes the old secret back."""
     here, there = two_stores
     await here.write(identities.set_webhook, "wes", "https://h/0", "old-secret")
-    await _while_held(here, lambda: identities.set_webhook("wes", "https://h/1", "new-secret"),
-                      lambda: there.write(identities.set_webhook, "wes", "https://h/2", None))
+    await while_held(here, lambda: identities.set_webhook("wes", "https://h/1", "new-secret"),
+                     lambda: there.write(identities.set_webhook, "wes", "https://h/2", None))
     row = await here.read(WebhookConfig.get_by_id, "wes")
     assert (row.url, row.token) == ("https://h/2", "new-secret")
 
@@ -530,7 +491,7 @@ async def test_two_first_webhook_registrations_at_once_both_stick(two_stores):
 
     async def second():
         answers.append(await there.write(identities.set_webhook, "xia", "https://h/2", "second-secret"))
-    await _while_held(here, lambda: identities.set_webhook("xia", "https://h/1", "first-secret"), second)
+    await while_held(here, lambda: identities.set_webhook("xia", "https://h/1", "first-secret"), second)
     assert answers == [{"ok": True, "identity": "xia", "webhookUrl": "https://h/2", "message": "Webhook registered"}]
     row = await here.read(WebhookConfig.get_by_id, "xia")
     assert (row.url, row.token) == ("https://h/2", "second-secret")
@@ -545,7 +506,7 @@ async def test_of_two_registrations_racing_for_a_one_use_invite_one_wins(two_sto
         with pytest.raises(Forbidden) as refused:
             await there.write(identities.register, code, "vera", None, None, ENV)
         refusals.append(refused.value.message)
-    await _while_held(here, lambda: identities.register(code, "uwe", None, None, ENV), second)
+    await while_held(here, lambda: identities.register(code, "uwe", None, None, ENV), second)
     assert refusals == ["Invite has been used up"]
     assert await here.read(lambda: Invite.get(Invite.code == code).use_count) == 1
     assert await here.read(lambda: User.get_or_none(User.id == "vera")) is None
@@ -560,6 +521,6 @@ async def test_of_two_registrations_racing_for_one_name_one_wins(two_stores):
         with pytest.raises(Conflict) as refused:
             await there.write(identities.register, second, "yves", None, None, ENV)
         refusals.append(refused.value.message)
-    await _while_held(here, lambda: identities.register(first, "yves", None, None, ENV), later)
+    await while_held(here, lambda: identities.register(first, "yves", None, None, ENV), later)
     assert refusals == ["Identity 'yves' already exists"]
     assert await here.read(lambda: Invite.get(Invite.code == second).use_count) == 0  # the refusal used nothing

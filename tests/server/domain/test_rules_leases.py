@@ -12,20 +12,12 @@ import pytest
 
 from coordserver.domain import lease_changes, leases, project_access, swarm
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
-from coordserver.events import log as event_log
 from coordserver.events.channels import LEASES, WAKE
 from coordserver.models import Project, Task
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import KNOWN, START, who
+from tests.server.domain.conftest import KNOWN, START, who, published, last_event_id, logged_after as logged, restricted_project
 
 MISSING = "00000000-0000-0000-0000-000000000000"
-
-
-@pytest.fixture
-def store(rules_store):
-    rules_store.published = []
-    rules_store.on_commit = lambda _max_event, effects: rules_store.published.extend(effects)
-    return rules_store
 
 
 def at(**delta) -> str | None:
@@ -44,31 +36,9 @@ async def renew(store, identity: str, task_id: str, seconds=None) -> dict:
     return await store.write(lease_changes.renew, who(identity), task_id, seconds)
 
 
-def published(store, channel) -> list[dict]:
-    return [payload for ch, payload in store.published if ch is channel]
-
-
-def logged(after: int = 0) -> list[tuple]:
-    return [(kind, data, None if to_all else sorted(audience or []))
-            for _id, kind, data, to_all, audience in event_log.range_after(after)]
-
-
-def last_event_id() -> int:
-    rows = event_log.range_after(0, None, 100_000)
-    return rows[-1][0] if rows else 0
-
-
 def history(task_id: str) -> list[tuple]:
     return [(e["kind"], e["actorUserId"], e["beforeState"], e["afterState"], e["createdAt"])
             for e in swarm.list_task_events(who("admin"), task_id, 100)]
-
-
-def restricted_project(tagged: list[str]) -> str:
-    now = to_db(START)
-    project = Project.create(title="Secret", color="#000000", project_lead_user_id="pl", developer_lead_user_id="dl",
-                             created_by="cre", tagged_users=tagged, created_at=now, updated_at=now)
-    project_access.store_tags(project.id, tagged)
-    return project.id
 
 
 def retag(project_id: str, tagged: list[str]) -> None:

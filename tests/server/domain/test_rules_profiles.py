@@ -19,13 +19,6 @@ NOW = to_db(START)
 LATER = START + timedelta(minutes=5)
 
 
-@pytest.fixture
-def store(rules_store):
-    rules_store.published = []
-    rules_store.on_commit = lambda _max_event, effects: rules_store.published.extend(effects)
-    return rules_store
-
-
 def run(store, fn, *args):
     return store.run_sync(fn, *args)
 

@@ -21,13 +21,6 @@ NOW = to_db(START)
 KNOWN = frozenset({"cre", "pl", "dl", "tag", "out", "adm", "tokadm", "oldadm", "gone", "bob"})
 
 
-@pytest.fixture
-def store(rules_store):
-    rules_store.published = []
-    rules_store.on_commit = lambda _max_event, effects: rules_store.published.extend(effects)
-    return rules_store
-
-
 def run(store, fn, *args):
     return store.run_sync(fn, *args)
 

@@ -11,18 +11,10 @@ import pytest
 
 from coordserver.domain import identities, project_access, reservations
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
-from coordserver.events import log as event_log
 from coordserver.events.channels import LEASES, WAKE
 from coordserver.models import Project, Reservation, User
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import START, who
-
-
-@pytest.fixture
-def store(rules_store):
-    rules_store.published = []
-    rules_store.on_commit = lambda _max_event, effects: rules_store.published.extend(effects)
-    return rules_store
+from tests.server.domain.conftest import START, who, published, last_event_id, logged_after as logged, while_held, restricted_project
 
 
 def at(**delta) -> str | None:
@@ -37,31 +29,9 @@ async def listed(store, identity: str = "alice", resource=None, holder=None, pro
     return await store.read(reservations.list_reservations, who(identity), resource, holder, project_id)
 
 
-def published(store, channel) -> list[dict]:
-    return [payload for ch, payload in store.published if ch is channel]
-
-
-def logged(after: int = 0) -> list[tuple]:
-    return [(kind, data, None if to_all else sorted(audience or []))
-            for _id, kind, data, to_all, audience in event_log.range_after(after)]
-
-
-def last_event_id() -> int:
-    rows = event_log.range_after(0, None, 100_000)
-    return rows[-1][0] if rows else 0
-
-
 def rows() -> list[tuple]:
     return [(r.id, r.resource, r.holder, r.expires_at, r.ttl_seconds, r.expired_at)
             for r in Reservation.select().order_by(Reservation.id)]
-
-
-def restricted_project(tagged: list[str]) -> str:
-    now = to_db(START)
-    project = Project.create(title="Secret", color="#000000", project_lead_user_id="pl", developer_lead_user_id="dl",
-                             created_by="cre", tagged_users=tagged, created_at=now, updated_at=now)
-    project_access.store_tags(project.id, tagged)
-    return project.id
 
 
 async def refused(kind, message: str, call):
@@ -110,7 +80,7 @@ async def test_what_a_new_reservation_may_carry(store):
 
 async def test_conflicts_with_others_exclusive_or_shared_and_nothing_written(store):
     mine = await reserve(store, "alice", "src/**")
-    shared = await reserve(store, "bob", "docs/*.md", exclusive=False)
+    await reserve(store, "bob", "docs/*.md", exclusive=False)  # elsewhere: no part of the conflict
     own = await reserve(store, "alice", "src/app.py")  # a holder's own never conflict
     mark, before = await store.read(last_event_id), await store.read(rows)
     store.published.clear()
@@ -373,19 +343,6 @@ async def test_the_holders_expiring_items_and_when_they_change(store):
 
 # --- two processes on one PostgreSQL -------------------------------------------------------------------------
 
-@pytest.fixture
-def two_stores(pg_cluster):
-    from coordserver.db import Store
-    from coordserver.timeutil import FrozenClock
-    url = pg_cluster.create_database()
-    stores = [Store(url, FrozenClock(START)) for _ in range(2)]
-    for each in stores:
-        each.open()
-    yield stores
-    for each in stores:
-        each.close()
-
-
 async def test_two_creates_at_once_never_both_win(two_stores):
     """The conflict check and the insert are one decision: a create in another process waits for one in progress
     (its transaction held open a moment after its insert), then sees it and is refused."""
@@ -410,25 +367,6 @@ async def test_two_creates_at_once_never_both_win(two_stores):
     assert [r[1] for r in await here.read(rows)] == ["src/**"]
 
 
-async def _while_held(first_store, first_unit, second):
-    """Run `first_unit` on one store, holding its transaction open a moment after its work, and `second` (a
-    coroutine) on the other once the first has done its work."""
-    import asyncio
-    import threading
-    import time
-    held = threading.Event()
-
-    def unit():
-        result = first_unit()
-        held.set()
-        time.sleep(0.5)
-        return result
-    first = asyncio.ensure_future(first_store.write(unit))
-    assert await asyncio.to_thread(held.wait, 10)
-    await second
-    return await first
-
-
 async def test_a_renewal_racing_the_expiry_elsewhere_is_refused(two_stores):
     """The renewal read the reservation in force, but another process's expiry pass marked it expired before the
     renewal's write: the write waits for that unit and then finds nothing in force."""
@@ -436,8 +374,8 @@ async def test_a_renewal_racing_the_expiry_elsewhere_is_refused(two_stores):
     made = await here.write(reservations.create, who("alice"), {"resource": "src/**", "ttl_seconds": 60})
     here.clock.advance(seconds=60)  # this process's pass is due; the other's clock has not got there
     with pytest.raises(Conflict) as refused:
-        await _while_held(here, reservations.expire_due,
-                          there.write(reservations.renew, who("alice"), made["id"], None))
+        await while_held(here, reservations.expire_due,
+                         lambda: there.write(reservations.renew, who("alice"), made["id"], None))
     assert refused.value.message == "The reservation has expired: reserve the resource again"
     [row] = await here.read(rows)
     assert (row[3], row[5]) == (to_db(START + timedelta(seconds=60)), to_db(START + timedelta(seconds=60)))
@@ -447,8 +385,8 @@ async def test_of_two_releases_at_once_one_is_not_found(two_stores):
     here, there = two_stores
     made = await here.write(reservations.create, who("alice"), {"resource": "src/**", "ttl_seconds": 60})
     with pytest.raises(NotFound) as refused:
-        await _while_held(here, lambda: reservations.release(who("alice"), made["id"]),
-                          there.write(reservations.release, who("admin"), made["id"]))
+        await while_held(here, lambda: reservations.release(who("alice"), made["id"]),
+                         lambda: there.write(reservations.release, who("admin"), made["id"]))
     assert refused.value.message == "Reservation not found"
     assert [kind for kind, data, _ in await here.read(logged) if data["change"] == "released"] == [
         "reservation_changed"]
