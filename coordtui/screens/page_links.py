@@ -3,6 +3,7 @@ or copy (y) (a terminal has no pointer to click them with), and server text rend
 terminal hyperlinks (OSC 8). Text and addresses come from other identities: shown as data, never as markup."""
 from __future__ import annotations
 
+import os
 import re
 import webbrowser
 from dataclasses import dataclass
@@ -89,12 +90,15 @@ def use_links(app: App[Any], links: list[PageLink], how: Literal["open", "copy"]
 
 
 def browser_available() -> bool:
-    """Whether this machine has a browser to open addresses with (none on a server reached over SSH)."""
+    """Whether this machine has a browser to open addresses with (none on a server reached over SSH). A terminal
+    browser (lynx, w3m, elinks: what Python finds on a machine without a display) is none: it would run in the
+    terminal coordtui draws in, unless the user named it in $BROWSER."""
     try:
-        webbrowser.get()
+        browser = webbrowser.get()
     except webbrowser.Error:
         return False
-    return True
+    in_terminal = type(browser) is webbrowser.GenericBrowser or isinstance(browser, webbrowser.Elinks)
+    return not in_terminal or bool(os.environ.get("BROWSER"))
 
 
 def open_link(app: App[Any], url: str) -> None:

@@ -150,3 +150,25 @@ def test_every_status_reads_as_words_in_forms_and_on_the_board():
     from coordtui.panes.swarm import BOARD
     assert set(BOARD) == set(ALLOWED) == set(STATUS_WORDS)
     assert STATUS_WORDS["in_progress"] == "In progress" and all("_" not in w for w in STATUS_WORDS.values())
+
+
+def test_a_terminal_browser_is_no_browser_to_open_links_with(monkeypatch):
+    """Where Python finds only lynx, w3m or elinks (a machine without a display), opening a link would run it in
+    the terminal coordtui draws in: the address is copied instead. A graphical one, or one named in $BROWSER,
+    is used."""
+    import webbrowser
+
+    from coordtui.screens.page_links import browser_available
+    monkeypatch.delenv("BROWSER", raising=False)
+    for found, usable in ((webbrowser.GenericBrowser("lynx"), False), (webbrowser.Elinks("elinks"), False),
+                          (webbrowser.BackgroundBrowser("xdg-open"), True), (webbrowser.Chrome("chrome"), True)):
+        monkeypatch.setattr(webbrowser, "get", lambda using=None, found=found: found)
+        assert browser_available() is usable, found
+    monkeypatch.setenv("BROWSER", "w3m")
+    monkeypatch.setattr(webbrowser, "get", lambda using=None: webbrowser.GenericBrowser("w3m"))
+    assert browser_available()
+
+    def none(using=None):
+        raise webbrowser.Error("could not locate runnable browser")
+    monkeypatch.setattr(webbrowser, "get", none)
+    assert not browser_available()
