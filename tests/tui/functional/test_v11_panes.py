@@ -62,7 +62,7 @@ async def test_close_with_reason_closed_column_and_reopen(server):
             ("closed", "superseded by the new API")
         await wait_for(pilot, lambda: task["id"] not in row_keys(app, "#col-ready"), what="left Ready")
         assert task["id"] in row_keys(app, "#col-closed") and not app.query_one("#col-closed").display
-        await wait_for(pilot, lambda: "d shows" in summary(app, "#swarm-summary"), what="summary says how")
+        await wait_for(pilot, lambda: "d shows" in summary(app, "#swarm-summary"), what="summary says how", timeout=20)
 
         await pilot.press("d")
         assert app.query_one("#col-closed").display and app.query_one("#col-complete").display
