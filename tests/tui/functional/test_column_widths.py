@@ -23,6 +23,17 @@ def fits(table) -> bool:
         <= table.scrollable_content_region.width
 
 
+def one_table(table, *columns: str):
+    """An app showing only `table`, with these columns."""
+    from textual.app import App, ComposeResult
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            table.add_columns(*columns)
+            yield table
+    return One()
+
+
 async def open_list(pilot, app, name: str, cls):
     open_ops(app.ops, name)
     await wait_for(pilot, lambda: isinstance(app.screen, cls) and app.screen.loads >= 1, what=name)
@@ -67,17 +78,9 @@ async def test_a_column_narrows_again_once_its_long_rows_are_gone():
     """Textual keeps the widest cell ever shown; coordtui's tables start again from the headers when their rows
     are cleared, so a long row gone long ago no longer holds its column wide (and a picture of the list does not
     depend on what was listed before)."""
-    from textual.app import App, ComposeResult
-
     from coordtui.tables import PlainTable
 
-    class One(App[None]):
-        def compose(self) -> ComposeResult:
-            table = PlainTable()
-            table.add_columns("Item", "Age")
-            yield table
-
-    app = One()
+    app = one_table(PlainTable(), "Item", "Age")
     async with app.run_test(size=(100, 10)) as pilot:
         table = app.query_one(PlainTable)
         table.add_row("a very long item title that was listed a while ago", "1m")
@@ -92,20 +95,12 @@ async def test_a_column_narrows_again_once_its_long_rows_are_gone():
 async def test_columns_fitted_before_textual_measured_the_new_rows_are_not_cut():
     """A fit can come before Textual measures rows just added (a resize, or the refresh after them coming first on
     a loaded machine): the widths follow the rows all the same (the revoked date was cut to its header)."""
-    from textual.app import App, ComposeResult
-
     from coordtui.tables import PlainTable
 
     class Fitted(PlainTable):
         give_way = ("Title",)
 
-    class One(App[None]):
-        def compose(self) -> ComposeResult:
-            table = Fitted()
-            table.add_columns("Title", "Revoked")
-            yield table
-
-    app = One()
+    app = one_table(Fitted(), "Title", "Revoked")
     async with app.run_test(size=(60, 10)) as pilot:
         table = app.query_one(Fitted)
         table.clear(columns=True)
