@@ -159,8 +159,7 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
         if self.filter_text:
             text = f"filter “{self.filter_text}”: {shown} of {text}"
         self.query_one("#swarm-summary", Static).update(Text(text))  # a project's title: never markup
-        if selected is not None and selected.id in self.tasks:
-            self.select_task(selected.id)
+        if selected is not None and self.select_task(selected.id):
             self.describe(self.tasks[selected.id])
         elif self.active and self._on_an_empty_column():
             self.focus_default()
@@ -176,18 +175,18 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
         return focused is None or (isinstance(focused, DataTable) and (focused.id or "").startswith("col-")
                                    and not focused.row_count)
 
-    def select_task(self, task_id: str) -> None:
+    def select_task(self, task_id: str) -> bool:
+        """The cursor on a task, if the board shows it (a task closed meanwhile sits in a hidden column)."""
         task = self.tasks.get(task_id)
         if task is None:
-            return
+            return False
         table = self.query_one(f"#col-{task.status}", DataTable)
-        if not table.display:
-            return
-        if task_id not in table.rows:
-            return
+        if not table.display or task_id not in table.rows:
+            return False
         table.move_cursor(row=table.get_row_index(task_id))
         if self.active:
             table.focus()
+        return True
 
     def selected(self) -> Task | None:
         focused = self.app.focused

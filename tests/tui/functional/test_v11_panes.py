@@ -62,7 +62,8 @@ async def test_close_with_reason_closed_column_and_reopen(server):
             ("closed", "superseded by the new API")
         await wait_for(pilot, lambda: task["id"] not in row_keys(app, "#col-ready"), what="left Ready")
         assert task["id"] in row_keys(app, "#col-closed") and not app.query_one("#col-closed").display
-        await wait_for(pilot, lambda: "d shows" in summary(app, "#swarm-summary"), what="summary says how", timeout=20)
+        await wait_for(pilot, lambda: "d shows" in summary(app, "#swarm-summary"), timeout=20,
+                       what=lambda: f"the summary to say how to show it: {summary(app, '#swarm-summary')!r}")
 
         await pilot.press("d")
         assert app.query_one("#col-closed").display and app.query_one("#col-complete").display
@@ -82,6 +83,29 @@ async def test_close_with_reason_closed_column_and_reopen(server):
         await pilot.press("tab")  # column keys skip the hidden columns
         await pilot.press("h", "h", "h", "h", "h")
         assert app.focused.display
+
+
+async def test_a_task_closed_under_the_cursor_leaves_the_summary_to_the_board(server):
+    """Someone else closes the task bob's cursor is on: the reload finds it in the hidden Closed column, so the
+    summary says how to show it (it described the task bob could no longer see, and kept describing it)."""
+    task = api(server, "alice", "POST", "/api/swarm/tasks", json={"title": "Retire the cron box", "status": "ready"})
+    app = make_app(server, "bob")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: task["id"] in row_keys(app, "#col-ready"), what="board")
+        await wait_idle(pilot, app)
+        select_row(app, "#col-ready", task["id"])
+        await wait_for(pilot, lambda: "Retire the cron box" in summary(app, "#swarm-summary"), what="described")
+
+        api(server, "alice", "PATCH", f"/api/swarm/tasks/{task['id']}/status",
+            json={"status": "closed", "reason": "moved to k8s"})
+        await wait_for(pilot, lambda: task["id"] in row_keys(app, "#col-closed"), what="reloaded")
+        await wait_idle(pilot, app)
+        text, board = summary(app, "#swarm-summary"), pane_by_id(app, "swarm")
+        assert "Retire the cron box" not in text, text
+        assert (app.focused.id or "").startswith("col-") and app.focused.display, "the cursor stays on the board"
+        under_cursor = board.selected()
+        assert (under_cursor.title in text) if under_cursor else ("d shows" in text), text
 
 
 def project_row(app, title: str) -> str:
