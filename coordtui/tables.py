@@ -126,6 +126,17 @@ class PlainTable(DataTable[Any]):
         self.refresh(layout=True)
         return True
 
+    def set_label(self, column_key: str, label: Text) -> None:
+        """A column's header text, shown at once (Textual caches a rendered header until a row changes: the
+        Swarm board's "Queued 0" showed as "Queued" until a card moved)."""
+        column = self.columns.get(ColumnKey(column_key))
+        if column is None or column.label == label:
+            return
+        column.label = label
+        column.content_width = max(column.content_width, cell_len(label.plain))
+        self._clear_caches()
+        self.refresh()
+
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:
         super().update_cell(row_key, column_key, plain(value), update_width=update_width)

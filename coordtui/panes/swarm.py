@@ -11,7 +11,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Static
-from textual.widgets.data_table import ColumnKey
 
 from ..client.models import Project, Task, counted
 from ..client import limits, transitions
@@ -146,11 +145,8 @@ class SwarmPane(Pane[tuple[list[Project], list[Task]]]):
                 by_status.setdefault(task.status, []).append(task)
         for status in BOARD:
             table = self.query_one(f"#col-{status}", PlainTable)
-            column = table.columns.get(ColumnKey("title"))
-            if column is not None:
-                column.label = Text(f"{BOARD_TITLES[status]} {len(by_status[status])}")
-            if not table.show_rows([(task.id, [self.cards[task.id]]) for task in by_status[status]]):
-                table.refresh()  # the header's count
+            table.set_label("title", Text(f"{BOARD_TITLES[status]} {len(by_status[status])}"))
+            table.show_rows([(task.id, [self.cards[task.id]]) for task in by_status[status]])
         self.filter_label = next((p.title for p in self.projects if p.id == self.project_id), "all projects")
         shown = sum(len(rows) for rows in by_status.values())
         done = sum(len(by_status[s]) for s in DONE)

@@ -1,12 +1,15 @@
 """Swarm board against the real server: columns, live updates, moves by key (refusals explained), detail, create/edit."""
 from __future__ import annotations
 
+import asyncio
+
 from coordtui.ops.base import OpsScreen
 from coordtui.ops.projects import ProjectsScreen
 from coordtui.screens.form import FormScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
-from tests.tui.helpers import fill_form, make_app, pane_by_id, row_keys, select_row, wait_for, wait_idle
+from tests.tui.helpers import (fill_form, make_app, pane_by_id, row_keys, screen_lines, select_row, wait_for,
+                               wait_idle)
 from tests.tui.ops_helpers import accepted, fill_form_keep, open_ops, press_for_form
 
 
@@ -168,3 +171,36 @@ async def test_the_cursor_starts_on_cards_and_goes_to_a_task_just_created(make_s
         await wait_for(pilot, lambda: isinstance(app.screen, FormScreen), what="the move dialog")
         assert "Rotate the logs" in app.screen.form_title
         assert task_of(server, created)["title"] == "Rotate the logs"
+
+
+async def test_every_column_header_shows_its_count_on_screen_from_the_first_load(make_server, monkeypatch):
+    """The counts are in the headers as drawn, empty columns' "0" included, once the board's first read answers
+    and after each change (Textual kept a header drawn before its count until a card of that column moved:
+    "Queued" beside "Ready 1", when the board was on screen before a slow server answered)."""
+    server = make_server()
+    with client(server, "alice") as alice:
+        task = alice.post("/api/swarm/tasks", json={"title": "Patch the kernel", "status": "ready"}).json()
+    app = make_app(server, "alice")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await wait_for(pilot, lambda: app.conn_state == "connected", what="connected")
+        read_tasks = app.session.client.tasks
+
+        async def slow_tasks(**kwargs):
+            await asyncio.sleep(0.5)
+            return await read_tasks(**kwargs)
+        monkeypatch.setattr(app.session.client, "tasks", slow_tasks)
+        await pilot.press("4")
+        await pilot.pause(0.2)
+        assert any(line.split() and line.split()[0] == "Queued" for line in screen_lines(app)), "drawn before"
+        await wait_for(pilot, lambda: task["id"] in row_keys(app, "#col-ready"), what="board")
+        await wait_idle(pilot, app)
+        header = next(line for line in screen_lines(app) if "Queued" in line)
+        for title in ("Queued 0", "Ready 1", "In progress 0", "Review 0", "Holding 0"):
+            assert title in header, header
+
+        with client(server, "alice") as alice:
+            alice.patch(f"/api/swarm/tasks/{task['id']}/status", json={"status": "in_progress"}).raise_for_status()
+        await wait_for(pilot, lambda: task["id"] in row_keys(app, "#col-in_progress"), what="moved")
+        await wait_idle(pilot, app)
+        header = next(line for line in screen_lines(app) if "Queued" in line)
+        assert "Ready 0" in header and "In progress 1" in header, header
