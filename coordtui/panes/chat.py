@@ -74,6 +74,7 @@ class ChatPane(Pane[ChatData]):
         with Horizontal(classes="split"):
             table = PlainTable(id="chat-channels", cursor_type="row", classes="list narrow")
             table.add_columns("Channel", "New")
+            table.give_way = ("Channel",)  # a long channel name is cut, not its unread count
             yield table
             with Vertical(classes="detail"):
                 yield Static("", id="chat-title", classes="pane-summary")
@@ -106,7 +107,7 @@ class ChatPane(Pane[ChatData]):
 
     def show(self, data: ChatData) -> None:
         channels, messages = data
-        table = self.query_one("#chat-channels", DataTable)
+        table = self.query_one("#chat-channels", PlainTable)
         table.clear()
         self.channels = {c.id: c for c in channels}
         self.post_message(self.ChannelsShown(channels))
@@ -117,6 +118,7 @@ class ChatPane(Pane[ChatData]):
             unread = Text(str(channel.unread), style="bold cyan") if channel.unread else Text("")
             style = "bold" if channel.unread else ""
             table.add_row(Text(channel.label(me), style=style), unread, key=channel.id)
+        table.fit_columns()
         if self.current is not None and self.current in table.rows:
             table.move_cursor(row=table.get_row_index(self.current))
         if messages is not None:

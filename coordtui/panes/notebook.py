@@ -76,6 +76,7 @@ class NotebookPane(Pane[list[Page]]):
         with Horizontal(classes="split"):
             table = PlainTable(id="notebook-pages", cursor_type="row", classes="list narrow")
             table.add_columns("Page", "Updated")
+            table.give_way = ("Page",)  # a long title is cut, not the header beside it ("Updat")
             yield table
             with Vertical(classes="detail"):
                 yield Static("No page open.", id="notebook-status", classes="pane-summary")
@@ -96,7 +97,7 @@ class NotebookPane(Pane[list[Page]]):
         return await self.client.pages()
 
     def show(self, pages: list[Page]) -> None:
-        table = self.query_one("#notebook-pages", DataTable)
+        table = self.query_one("#notebook-pages", PlainTable)
         table.clear()
         self.pages = {p.id: p for p in pages}
         now = self.session.now()
@@ -105,6 +106,7 @@ class NotebookPane(Pane[list[Page]]):
                 continue
             mark = "🔒 " if page.locked else ""
             table.add_row(mark + page.title, age_text(page.updated_at, now), key=page.id)
+        table.fit_columns()
         if self.page_id in self.pages and self.page_id in table.rows:
             table.move_cursor(row=table.get_row_index(self.page_id))
         self.render_status()

@@ -111,3 +111,20 @@ async def test_columns_fitted_before_textual_measured_the_new_rows_are_not_cut()
         assert fits(table)
         await pilot.pause()
         assert shown(table)["Revoked"] == len("2026-11-27 15:56") and fits(table), shown(table)
+
+
+@pytest.mark.parametrize("size", [(120, 35), (80, 24)])
+async def test_a_long_page_or_channel_name_gives_way_to_the_header_beside_it(server, size):
+    """Notes and Chat list pages and channels in a narrow column: a long title is cut, never the "Updated" or
+    "New" header (Notes showed "Updat" beside a 16-character title)."""
+    api(server, "admin", "POST", "/api/notebook", json={"title": "Failover runbook for the primary database"})
+    api(server, "admin", "POST", "/api/chat/channels", json={"type": "group", "name": "incident-war-room-eu-west",
+                                                           "members": ["admin", "alice"]})
+    app = make_app(server, "admin")
+    async with app.run_test(size=size) as pilot:
+        for key, selector, header in (("7", "#notebook-pages", "Updated"), ("3", "#chat-channels", "New")):
+            await pilot.press(key)
+            table = app.query_one(selector)
+            await wait_for(pilot, lambda: table.row_count and fits(table),
+                           what=lambda: f"{selector} fits: {shown(table)}")
+            assert shown(table)[header] >= len(header), shown(table)
