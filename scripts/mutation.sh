@@ -50,6 +50,7 @@ declare -A TESTS=(
   [domain/reservations]="tests/server/domain/test_rules_reservations.py"
   [domain/messages]="tests/server/domain/test_rules_messages.py tests/server/domain/test_rules_mailbox.py"
   [domain/chat]="tests/server/domain/test_rules_chat.py"
+  [domain/swarm]="tests/server/domain/test_rules_swarm.py tests/server/domain/test_rules_leases.py"
   [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
   [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
   [coordtui/client/transitions]="tests/tui/unit/test_pure_functions.py"

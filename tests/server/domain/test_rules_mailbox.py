@@ -193,6 +193,8 @@ async def test_acking_many_marks_ones_own_and_names_the_rest(store):
 
 async def test_a_pending_reply_keeps_its_first_time_until_cleared(store):
     sent = await send(store)
+    other = await send(store)
+    elsewhere = await send(store, recipient="carol")
     store.clock.advance(minutes=1)
     waiting = await store.write(messages.set_pending, "bob", sent["id"], True)
     assert waiting == {**sent, "responseWaiting": True, "waitingResponder": "bob",
@@ -207,6 +209,13 @@ async def test_a_pending_reply_keeps_its_first_time_until_cleared(store):
         await store.write(messages.set_pending, "alice", sent["id"], True)
     assert str(refused.value) == "Message not found"
     assert published(store, WAKE_CHANGED) == [{"identity": "bob"}] * 3
+    # only that message changed, each time
+    await store.write(messages.set_pending, "bob", sent["id"], True)
+    assert (await inbox(store, "carol"))[0] == [elsewhere]
+    await store.write(messages.set_pending, "carol", elsewhere["id"], True)
+    await store.write(messages.set_pending, "bob", sent["id"], False)
+    assert (await inbox(store, "bob"))[0] == [other, sent]
+    assert (await inbox(store, "carol"))[0][0]["responseWaiting"] is True
 
 
 # --- the inbox ------------------------------------------------------------------------------------
@@ -284,12 +293,14 @@ async def test_metadata_the_database_cannot_encode_is_read_leniently(store):
     good = await send(store, metadata={"a": 1})
     bad = await send(store, metadata={"b": 2})
     none = await send(store)
+    worse = await send(store, metadata={"c": 3})
 
     def store_nan() -> None:
         Message.update(metadata=pw.SQL("'{\"b\": NaN}'")).where(Message.id == bad["id"]).execute()
+        Message.update(metadata=pw.SQL("'[Infinity, 1]'")).where(Message.id == worse["id"]).execute()
     await store.write(store_nan)
     page, _, _ = await inbox(store, "bob")
-    assert page == [none, {**bad, "metadata": {"b": None}}, good]
+    assert page == [{**worse, "metadata": [None, 1]}, none, {**bad, "metadata": {"b": None}}, good]
 
 
 async def test_a_cursor_of_another_order_or_mangled_is_refused(store):
@@ -342,4 +353,25 @@ async def test_search_finds_every_word_in_ones_own_mail_newest_first(store):
     assert await store.read(messages.search, "bob", "green release", 1) == {"messages": [row(second)]}
     assert await store.read(messages.search, "bob", "deploy green", 10) == {"messages": [row(first)]}
     assert await store.read(messages.search, "bob", "  ", 10) == {"messages": []}
-    assert inbox_checks(store) == [check("bob", "search")] * 4
+    # newest first by time, then by id
+    store.clock.set(START - timedelta(hours=1))
+    earlier = await send(store, title="green release, written earlier", body="")
+    store.clock.set(START + timedelta(seconds=1))
+    tied = await send(store, title="green release", body="at second's instant")
+    assert await store.read(messages.search, "bob", "green release", 10) == \
+        {"messages": [row(tied), row(second), row(first), row(earlier)]}
+    assert inbox_checks(store) == [check("bob", "search")] * 5
+
+
+def test_the_row_builders_are_the_wire_literal():
+    """message_json and search_row are generated at import (messages._row_builder): a builder made afresh gives
+    each kind of column its reading, under its name, with its documentation."""
+    row = (7, "bob", "alice", "t", "b", "read", 1, "2026-03-07 12:00:00.123456", None, "th", 3, "k", '{"a": NaN}',
+           0, "bob", "2026-03-07 12:01:00", 1)
+    keys = [f"k{i}" for i in range(len(row))]
+    built = messages._row_builder("built", keys, "Its words.")
+    assert built(row) == dict(zip(keys, [7, "bob", "alice", "t", "b", "read", True, "2026-03-07T12:00:00.123Z", None,
+                                         "th", 3, "k", {"a": None}, False, "bob", "2026-03-07T12:01:00.000Z", True]))
+    assert (built.__name__, built.__doc__, built.__module__) == ("built", "Its words.", "coordserver.domain.messages")
+    assert messages.message_json(row)["createdAt"] == "2026-03-07T12:00:00.123Z"
+    assert messages.search_row(row)["created_at"] == "2026-03-07T12:00:00.123Z"
