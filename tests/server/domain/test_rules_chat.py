@@ -330,6 +330,13 @@ async def test_search_finds_every_word_in_ones_own_channels_newest_first(store):
         [found(second, "dm", None)]
     assert await search(store, "alice", "zzz") == []
     assert await search(store, "alice", "!!!!") == []
+    # each filter narrows the caller's own undeleted messages, never widens them
+    assert await search(store, "alice", "green", channel=elsewhere) == []
+    everything = [found(third, "group", "team"), found(second, "dm", None), found(first, "group", "team")]
+    assert await search(store, "alice", "green", sender="bob", channel=team) == [everything[0], everything[2]]
+    assert await search(store, "alice", "green", before=START + timedelta(days=1)) == everything
+    assert await search(store, "alice", "green", after=START - timedelta(days=1)) == everything
+    assert await search(store, "carol", "green", sender="carol") == []
 
 
 async def test_a_short_query_is_a_substring_its_wildcards_plain(store):
@@ -337,9 +344,17 @@ async def test_a_short_query_is_a_substring_its_wildcards_plain(store):
     plain = await post(store, "bob", team, "ratio 50%off")
     await post(store, "bob", team, "ratio 5 off")
     await post(store, "bob", team, "nothing")
+    await post(store, "bob", await dm(store, "bob", "carol"), "ratio 0% elsewhere")
+    gone = await post(store, "bob", team, "ratio 0% deleted")
+
+    def delete() -> None:
+        ChatMessage.update(deleted_at=START).where(ChatMessage.id == gone["id"]).execute()
+    await store.write(delete)
     assert await search(store, "alice", " 0% ") == [found(plain, "group", "team")]
     assert await search(store, "alice", "%") == [found(plain, "group", "team")]
     both = await search(store, "alice", "ti")
     assert [m["body"] for m in both] == ["ratio 5 off", "ratio 50%off"]
     assert await search(store, "alice", "_") == []
-    assert await search(store, "alice", "Ra") == [{**m} for m in both]  # case-insensitive
+    assert await search(store, "alice", "Ra") == both  # case-insensitive
+    assert await search(store, "alice", "rat") == []  # three characters are a word of full text
+    assert await search(store, "alice", "ratio") == both
