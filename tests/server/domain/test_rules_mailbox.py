@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import peewee as pw
 import pytest
@@ -15,6 +15,7 @@ from coordserver.domain import identities, kinds, messages, users
 from coordserver.errors import Invalid, NotFound
 from coordserver.events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
 from coordserver.models import Message
+from coordserver.timeutil import to_db
 from tests.server.domain.conftest import KNOWN, START, logged_after, published
 
 AT = "2026-03-07T12:00:00.000Z"
@@ -223,7 +224,7 @@ async def test_a_pending_reply_keeps_its_first_time_until_cleared(store):
 async def test_the_inbox_pages_newest_first_without_overlap_or_gaps(store):
     sent = []
     for i in range(5):
-        sent.append(await send(store, title=f"m{i}", urgent=i == 1))
+        sent.append(await send(store, title=f"message {i} of five", urgent=i == 1))
         if i != 2:  # two messages at one instant: the id breaks the tie
             store.clock.advance(seconds=1)
     await send(store, recipient="carol")
@@ -375,3 +376,28 @@ def test_the_row_builders_are_the_wire_literal():
     assert (built.__name__, built.__doc__, built.__module__) == ("built", "Its words.", "coordserver.domain.messages")
     assert messages.message_json(row)["createdAt"] == "2026-03-07T12:00:00.123Z"
     assert messages.search_row(row)["created_at"] == "2026-03-07T12:00:00.123Z"
+
+
+async def test_a_cursor_is_the_last_rows_key_compact_json_unpadded(store):
+    store.clock.set(START + timedelta(microseconds=123_456))
+    first = await send(store, title="two words", urgent=True)
+    store.clock.set(START + timedelta(seconds=1))
+    await send(store, title="more words here", urgent=True)
+    for status, order in ((None, "newest"), ("unread", "unread")):
+        page, _, cursor = await inbox(store, "bob", status, 1)
+        assert len(page) == 1 and "=" not in cursor
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        key = [order, 1, "2026-03-07 12:00:01", page[0]["id"]] if order == "newest" else \
+            [order, 1, "2026-03-07 12:00:00.123456", first["id"]]
+        assert raw == json.dumps(key, separators=(",", ":"))
+
+
+def test_every_cursor_decodes_whatever_its_length():
+    """Cursors are unpadded base64: decode_cursor pads each length back (ids and times of every length)."""
+    for message_id in (*range(1, 41), 12345, 2**31 - 1):
+        for created in ("2026-03-07 12:00:00", "2026-03-07 12:00:00.5", "2026-03-07 12:00:00.123456"):
+            for order, urgent in (("newest", 0), ("unread", 1)):
+                cursor = messages._encode_cursor(order, (message_id, None, None, None, None, None, urgent, created))
+                assert "=" not in cursor
+                assert messages.decode_cursor(cursor, order) == (
+                    urgent, to_db(datetime.fromisoformat(created)), message_id)
