@@ -89,6 +89,7 @@ def test_the_other_field_checks_say_what_is_wrong():
                        ("", "tz must be an IANA timezone name such as America/Chicago"),
                        ("X" * 65, "tz must be an IANA timezone name such as America/Chicago"),
                        ("Mars/Base", "Unknown timezone: Mars/Base"), ("America", "Unknown timezone: America"),
+                       ("X" * 64, "Unknown timezone: " + "X" * 64),
                        ("../etc", "Unknown timezone: ../etc")):
         with pytest.raises(Invalid) as caught:
             swarm.valid_timezone(bad, "tz")
@@ -436,8 +437,9 @@ async def test_a_move_decided_on_a_stale_read_loses_and_says_why(store, monkeypa
     err = await refused(Conflict, "Task was claimed by carol first", move(store, "bob", made["id"], "in_progress"))
     assert err.extra == {"allowed": ["holding", "review", "closed"]}
     other = await new_task(store, assigneeUserId="bob")
-    await refused(Conflict, "Task changed while moving it (now in_progress); reload and retry",
-                  move(store, "bob", other["id"], "holding", reason="r"))
+    err = await refused(Conflict, "Task changed while moving it (now in_progress); reload and retry",
+                        move(store, "bob", other["id"], "holding", reason="r"))
+    assert err.extra == {"allowed": ["holding", "review", "closed"]}
     third = await new_task(store)
 
     def stale_release(task_id, viewer, lock=False):
@@ -446,8 +448,9 @@ async def test_a_move_decided_on_a_stale_read_loses_and_says_why(store, monkeypa
             Task.update(status="holding").where(Task.id == task_id).execute()
         return task
     monkeypatch.setattr(swarm, "_task", stale_release)
-    await refused(Conflict, "Task changed while moving it (now holding); reload and retry",
-                  move(store, "bob", third["id"], "in_progress"))
+    err = await refused(Conflict, "Task changed while moving it (now holding); reload and retry",
+                        move(store, "bob", third["id"], "in_progress"))
+    assert err.extra == {"allowed": ["ready", "in_progress", "closed"]}
 
 
 # --- history ---------------------------------------------------------------------------------------
@@ -538,3 +541,29 @@ async def test_pages_link_once_list_in_order_and_only_where_both_are_visible(sto
     for call in (swarm.link_page, swarm.unlink_page):
         await refused(NotFound, "Task not found", store.write(call, hidden["id"], open_page, "carol", False))
     await refused(NotFound, "Task not found", store.read(swarm.linked_pages, hidden["id"], "carol", False))
+
+
+async def test_links_in_a_restricted_project_are_for_those_who_see_both_task_and_page(store):
+    secret = await store.write(restricted_project, ["bob"])
+    hidden = await new_task(store, by="bob", projectId=secret)
+    open_task = await new_task(store)
+    bobs = await store.write(page, "Bob's", "bob", ["bob"])
+    carols_for_bob = await store.write(page, "For bob", "carol", ["bob"])
+
+    def ids(task_id: str, identity: str, is_admin: bool = False):
+        async def listed() -> list[str]:
+            return [row["notebookPageId"] for row in await store.read(swarm.linked_pages, task_id, identity, is_admin)]
+        return listed()
+    # bob sees the task and his page; admin (neither creator nor tagged) sees everything
+    await store.write(swarm.link_page, hidden["id"], bobs, "bob", False)
+    assert await ids(hidden["id"], "bob") == [bobs]
+    await store.write(swarm.link_page, hidden["id"], carols_for_bob, "admin", True)
+    assert sorted(await ids(hidden["id"], "admin", True)) == sorted([bobs, carols_for_bob])
+    await store.write(swarm.unlink_page, hidden["id"], carols_for_bob, "admin", True)
+    await store.write(swarm.unlink_page, hidden["id"], bobs, "bob", False)
+    assert await ids(hidden["id"], "admin", True) == []
+    # carol sees the page she made, though only bob is tagged on it
+    await store.write(swarm.link_page, open_task["id"], carols_for_bob, "carol", False)
+    assert await ids(open_task["id"], "carol") == [carols_for_bob]
+    await store.write(swarm.unlink_page, open_task["id"], carols_for_bob, "carol", False)
+    assert await ids(open_task["id"], "carol") == []
