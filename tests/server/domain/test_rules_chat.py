@@ -83,6 +83,9 @@ async def test_a_group_holds_its_creator_and_each_member_once(store):
     made = await store.write(chat.create_group, "alice", "team", ["carol", "bob", "carol", "alice"], KNOWN)
     assert made == {"channelId": made["channelId"], "type": "group"}
     assert await store.read(chat.members_of, made["channelId"]) == ["alice", "bob", "carol"]
+    # those who joined at one instant are listed by name
+    [listed] = await channels(store, "bob")
+    assert listed["members"] == [{"identity": "alice"}, {"identity": "bob"}, {"identity": "carol"}]
 
 
 async def test_the_channel_list_is_whole_latest_message_first_then_newest_created(store):
@@ -337,6 +340,13 @@ async def test_search_finds_every_word_in_ones_own_channels_newest_first(store):
     assert await search(store, "alice", "green", before=START + timedelta(days=1)) == everything
     assert await search(store, "alice", "green", after=START - timedelta(days=1)) == everything
     assert await search(store, "carol", "green", sender="carol") == []
+    # newest first by time, then id
+    store.clock.set(START - timedelta(hours=1))
+    backdated = await post(store, "bob", team, "green from an hour before")
+    store.clock.set(START + timedelta(minutes=2))
+    tied = await post(store, "bob", team, "green at third's instant")
+    assert await search(store, "alice", "green") == [found(tied, "group", "team"), *everything,
+                                                     found(backdated, "group", "team")]
 
 
 async def test_a_short_query_is_a_substring_its_wildcards_plain(store):
