@@ -322,7 +322,7 @@ def decode_cursor(cursor: str, order: str) -> tuple[int, datetime, int]:
         padded = cursor + "=" * (-len(cursor) % 4)
         kind, urgent, created, message_id = jsonstrict.loads(base64.urlsafe_b64decode(padded.encode()))
         if kind != order or urgent not in (0, 1) or not isinstance(message_id, int) or isinstance(message_id, bool) \
-                or not 0 <= message_id <= 2**62:  # SQLite integers are 64-bit
+                or not 0 <= message_id <= 2**31 - 1:  # the id column's range (PostgreSQL `integer`)
             raise ValueError
         return urgent, to_db(datetime.fromisoformat(created)), message_id
     except (ValueError, TypeError, AttributeError, UnicodeDecodeError, OverflowError):

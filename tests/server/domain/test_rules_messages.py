@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from coordserver.domain import identities, messages, users
+from coordserver.domain import identities, kinds, messages, users
 from coordserver.errors import Invalid
 from coordserver.events import log
 from coordserver.models import Event, Message
@@ -78,20 +78,29 @@ def message_rows() -> dict[int, tuple]:
 
 async def test_sends_queued_together_each_get_their_own_answer(rules_store, monkeypatch):
     merged_sizes: list[int] = []
+    merged_failures: list[Exception] = []
     many, when = messages.send.merge
 
     def counting(calls):
         merged_sizes.append(len(calls))
-        return many(calls)
+        try:
+            return many(calls)
+        except Exception as failure:  # the store would run the calls one by one instead: no merge at all
+            merged_failures.append(failure)
+            raise
     monkeypatch.setattr(messages.send, "merge", (counting, when))
     await rules_store.write(identities.ensure_user, "gone")
     await rules_store.write(users.admin_update, "gone", {"archivedAt": "2026-03-01T00:00:00Z"})
+    await rules_store.write(kinds.declare_env_agents, frozenset({"alice"}))
     committed: list[tuple] = []
     rules_store.on_commit = lambda max_event, effects: committed.append((max_event, effects))
+    event_types: list[str] = []
+    rules_store.on_events = event_types.extend
 
     recipients = ["bob", "nobody", "carol", "gone", *["bob", "carol"] * 12]
-    calls = [rules_store.write(messages.send, "alice", to, {"title": f"t{i}", "urgent": i % 2 == 0,
-                                                            "thread_id": f"th{i}", "metadata": {"i": i}}, KNOWN)
+    calls = [rules_store.write(messages.send, "alice", to, {"title": f"t{i}", "urgent": i % 2 == 0, "body": f"b{i}",
+                                                            "thread_id": f"th{i}", "metadata": {"i": i},
+                                                            "reply_to_message_id": i + 100}, KNOWN)
              for i, to in enumerate(recipients)]
     outcomes = await asyncio.gather(*calls, return_exceptions=True)
 
@@ -103,17 +112,26 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
     for i, outcome in enumerate(outcomes):
         if i not in refused:
             assert rows[outcome["id"]] == (recipients[i], "alice", f"t{i}", i % 2 == 0, f"th{i}")
-            assert (outcome["title"], outcome["metadata"], outcome["status"]) == (f"t{i}", {"i": i}, "unread")
+            assert outcome == {
+                "id": outcome["id"], "recipient": recipients[i], "sender": "alice", "title": f"t{i}", "body": f"b{i}",
+                "status": "unread", "urgent": i % 2 == 0, "createdAt": "2026-03-07T12:00:00.000Z", "viewedAt": None,
+                "threadId": f"th{i}", "replyToMessageId": i + 100, "dedupeKey": None, "metadata": {"i": i},
+                "responseWaiting": False, "waitingResponder": None, "waitingSince": None, "fromIsAgent": True}
     logged = await rules_store.read(logged_messages)
     assert [(message_id, recipient, targets) for _, message_id, recipient, targets in logged] == \
         sorted((m["id"], m["recipient"], [m["recipient"]]) for m in sent)
+    events = {data["messageId"]: data for _id, kind, data, _to_all, _audience in
+              await rules_store.read(log.range_after, 0, None, 1000) if kind == "message"}
+    assert events == {m["id"]: {"type": "message", "recipient": m["recipient"], "sender": "alice",
+                                 "messageId": m["id"], "title": m["title"], "urgent": m["urgent"]} for m in sent}
     # every committed send announced its own event and its recipient's wake pulse
     announced = sorted(event_id for event_id, _ in committed if event_id is not None)
     assert announced == [event_id for event_id, *_ in logged]
     assert sorted(effect[1]["identity"] for _, effects in committed for effect in effects) == \
         sorted(m["recipient"] for m in sent)
+    assert event_types == ["message"] * len(sent)  # each unit told what it logged
     if not rules_store.sqlite:
-        assert max(merged_sizes) > 1  # they did run merged
+        assert max(merged_sizes) > 1 and merged_failures == []  # they did run merged
 
 
 async def test_a_send_that_breaks_the_merged_statement_fails_alone(pg_cluster):
