@@ -286,7 +286,7 @@ class Task(BaseModel):
     issue_url = pw.CharField(max_length=500, null=True)
     on_or_after_at = pw.DateTimeField(null=True)
     must_be_done_after_task_id = pw.CharField(max_length=36, null=True)
-    sort_key = pw.FloatField(null=True)
+    sort_key = pw.DoubleField(null=True)  # eight bytes on both backends (migrations/v13.py)
     next_task_id = pw.CharField(max_length=36, null=True)
     next_task_assignee_user_id = pw.CharField(max_length=50, null=True)
     recurring_template_id = pw.CharField(max_length=36, null=True)

@@ -1,5 +1,5 @@
 """Schema 2 -> 3 (API.md §18) -> 4 (the wake index) -> 5 (notebook read bases) -> 6 (asks) -> 7
-(notebook page versions) -> 8 (alerts) -> 9 (leases, reservations): a version-2 database with projects and
+(notebook page versions) -> 8 (alerts) -> 9 (leases, reservations) -> … -> 13 (sortKey a double): a version-2 database with projects and
 tasks opens, is upgraded, and its projects stay open to everyone (taggedUsers null, createdBy null) until someone restricts them."""
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def create_v2_database(url: str) -> tuple[str, str]:
         database.execute_sql("DROP TABLE notebook_read_base")  # version 5
         for table in ("notebook_version", "notebook_pending_editor"):  # version 7
             database.execute_sql(f"DROP TABLE {table}")
+        if not store.sqlite:  # version 13: PostgreSQL's sortKey column was `real`
+            database.execute_sql("ALTER TABLE task ALTER COLUMN sort_key TYPE real")
         database.execute_sql("UPDATE schema_version SET version = 2")
         now = datetime(2026, 1, 5, 12, 0, 0)
         database.execute_sql(
@@ -56,9 +58,13 @@ def test_v2_database_is_upgraded_through_every_version(make_server, database_url
     assert carol.patch(f"/api/swarm/projects/{project_id}", json={"taggedUsers": None}).status_code == 403
     workflow = alice.post("/api/swarm/workflows", json={"title": "after the upgrade"})
     assert workflow.status_code == 200
+    for sort_key in (0.1, 1e299):  # 13: stored as sent on both backends (`real` gave 0.10000000149011612; 1e299 a 500)
+        changed = bob.patch(f"/api/swarm/tasks/{task_id}", json={"sortKey": sort_key})
+        assert changed.status_code == 200, changed.text
+        assert carol.get(f"/api/swarm/tasks?projectId={project_id}").json()["tasks"][0]["sortKey"] == sort_key
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (12, 12)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (13, 13)
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")
