@@ -51,6 +51,7 @@ declare -A TESTS=(
   [domain/buzz]="tests/server/domain/test_rules_buzz.py"
   [domain/wake]="tests/server/domain/test_rules_wake.py"
   [domain/notebook_versions]="tests/server/domain/test_rules_notebook_versions.py"
+  [domain/doctor]="tests/server/domain/test_doctor_verdicts.py"
   [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
   [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
   [coordtui/client/transitions]="tests/tui/unit/test_pure_functions.py"
