@@ -146,6 +146,9 @@ async def test_a_change_reads_whole_and_carries_the_runbook_and_escalation_to_it
     await fire(store, hook, {"title": "disk"})
     await fire(store, other, {"title": "disk"})
     store.published.clear()
+    with pytest.raises(Invalid) as refused:  # another page's id is no page
+        await update(store, hook["id"], "alice", runbookPageId=page + "x")
+    assert refused.value.message == "runbookPageId is not a notebook page"
     changed = await update(store, hook["id"], "alice", title=" New ", appName="ci2", runbookPageId=f" {page} ",
                            escalateTo="bob", escalateAfterMinutes=3, wakeAgent="carol")
     assert changed == {**hook, "title": "New", "appName": "ci2", "runbookPageId": page, "escalateTo": ["bob"],
@@ -404,6 +407,16 @@ def test_a_github_body_is_summarised_and_grouped():
     assert parse(odd, github_event="push") == parsed(body_json=odd, group_key="github:repository:#1")
     assert parse({"repository": {"full_name": ["o"]}}, github_event="push")["group_key"] == (
         "github:['o']:push")
+    # a user without a login is "someone"; a commit's first line is cut at 120 characters
+    assert parse({"pull_request": {"number": 2, "user": {}}, "action": "opened"}, github_event="pull_request")[
+        "body_text"] == "by someone"
+    assert parse({"issue": {"number": 2, "user": {"id": 1}}, "action": "opened"}, github_event="issues")[
+        "body_text"] == "by someone"
+    assert parse({"issue": {"number": 2}, "comment": {"user": {}}}, github_event="issue_comment")[
+        "title"] == "repository: someone commented on #2: "
+    assert parse({"commits": [{"message": "m" * 130 + "\nrest"}], "sender": {}}, github_event="push") == parsed(
+        body_text="- " + "m" * 120, body_json={"commits": [{"message": "m" * 130 + "\nrest"}], "sender": {}},
+        title="repository: someone pushed 1 commit to ?", group_key="github:repository:push")
 
 
 # --- ingest ----------------------------------------------------------------------------------------------------
@@ -545,6 +558,13 @@ async def test_the_rate_limit_counts_the_last_minute_in_the_database(store):
     with pytest.raises(RateLimited) as again:
         await fire(store, hook, {"n": 7}, limit=5)
     assert again.value.headers["Retry-After"] == "10"  # 9.25 s, rounded up
+    with pytest.raises(RateLimited) as newest:  # a lower limit: the retry counts from the limit-th newest
+        await fire(store, hook, {"n": 8}, limit=2)
+    assert newest.value.headers["Retry-After"] == "30"  # the second newest, at 30.5 s: 29.75 s to go
+    store.clock.advance(seconds=59)  # the newest, at 60 s, is 59.75 s old: 0.25 s to go, made 1
+    with pytest.raises(RateLimited) as soon:
+        await fire(store, hook, {"n": 9}, limit=1)
+    assert soon.value.headers["Retry-After"] == "1"
 
 
 async def test_an_ingest_into_a_wrong_or_disabled_webhook_is_refused(store):
