@@ -2,6 +2,7 @@
 gathers and reports): each rule checked here without a server."""
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 
 from coordserver.domain import doctor
@@ -160,6 +161,7 @@ def test_guards_words():
     assert doctor.guards_verdict([{"summary": "a"}]) == (WARN, "1 loop guard holding: a")
     three = [{"summary": s} for s in "abc"]
     assert doctor.guards_verdict(three) == (WARN, "3 loop guards holding: a; b; c")
+    assert doctor.guards_verdict(three + [{"summary": "d"}]) == (WARN, "4 loop guards holding: a; b; c (and 1 more)")
     assert doctor.guards_verdict(three + [{"summary": "d"}, {"summary": "e"}]) == (
         WARN, "5 loop guards holding: a; b; c (and 2 more)")
 
@@ -198,6 +200,13 @@ async def test_the_report_is_its_worst_probe_with_warnings_and_errors_listed():
         None]
     assert fault is not None and fault.message == "Database unavailable"
     assert (await doctor.run_probes([]))[0]["status"] == PASS
+
+    async def slow():
+        await asyncio.sleep(0.05)
+        return PASS, "slow", None
+    report, _ = await doctor.run_probes([("s", "S", slow), ("a", "A", ok)])
+    timed = report["probes"][0]["durationMs"]
+    assert 50 <= timed < 5000 and timed <= report["totalDurationMs"] < 5000
 
 
 def test_the_version_is_the_installed_packages():
