@@ -168,7 +168,7 @@ def test_guards_words():
 
 # --- running probes --------------------------------------------------------------------------------------------
 
-async def test_the_report_is_its_worst_probe_with_warnings_and_errors_listed():
+async def test_the_report_is_its_worst_probe_with_warnings_and_errors_listed(monkeypatch):
     async def ok():
         return PASS, "fine", None
 
@@ -207,11 +207,31 @@ async def test_the_report_is_its_worst_probe_with_warnings_and_errors_listed():
     report, _ = await doctor.run_probes([("s", "S", slow), ("a", "A", ok)])
     timed = report["probes"][0]["durationMs"]
     assert 50 <= timed < 5000 and timed <= report["totalDurationMs"] < 5000
+    # durations are whole milliseconds
+    monkeypatch.setattr(doctor, "time", Ticks(99.0, 100.0, 102.0004, 102.5, 102.5, 103.0007))
+    report, _ = await doctor.run_probes([("a", "A", ok), ("b", "B", ok)])
+    assert [p["durationMs"] for p in report["probes"]] == [2000, 0]
+    assert report["totalDurationMs"] == 4001
 
 
-def test_the_version_is_the_installed_packages():
+def test_the_version_is_the_installed_packages(monkeypatch):
     from importlib import metadata
     assert doctor.version() == metadata.version("coord")
+
+    def not_installed(name):
+        raise metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(doctor.metadata, "version", not_installed)
+    assert doctor.version() == "0.0.0"
+
+
+class Ticks:
+    """A stand-in for doctor's `time`: perf_counter answers the given instants in turn (the durations to the
+    millisecond)."""
+    def __init__(self, *ticks: float):
+        self.ticks = list(ticks)
+
+    def perf_counter(self) -> float:
+        return self.ticks.pop(0)
 
 
 # --- facts from the store -------------------------------------------------------------------------------------
@@ -225,25 +245,30 @@ async def test_identity_and_pending_facts(store):
     def setup():
         User.create(id="bob", display_name="Bob", created_at=now, updated_at=now, last_seen_at=now)
         User.create(id="old", display_name="Old", created_at=now, updated_at=now, archived_at=now)
-        for urgent, status, waiting in ((True, "unread", False), (False, "unread", True), (True, "read", True),
-                                        (False, "read", False)):
+        for urgent, status, waiting in ((True, "unread", False), (False, "unread", True), (False, "unread", False),
+                                        (True, "read", True), (True, "read", False)):
             Message.create(recipient="bob", sender="alice", title="t", urgent=urgent, status=status,
                            response_waiting=waiting, created_at=now)
-        Message.create(recipient="carol", sender="alice", title="t", urgent=True, response_waiting=True,
-                       created_at=now)
+        for _ in range(3):
+            Message.create(recipient="carol", sender="alice", title="t", urgent=True, response_waiting=True,
+                           created_at=now)
     await store.write(setup)
     assert await store.read(doctor.identity_facts, "bob", KNOWN) == {
         "known": True, "displayName": "Bob", "archived": False, "lastSeenAt": iso(START)}
     assert (await store.read(doctor.identity_facts, "old", KNOWN))["archived"] is True
     assert await store.read(doctor.pending_facts, "bob", "https://coord.example", KNOWN, {}) == {
-        "unread": 2, "urgent": 1, "pendingReplies": 2, "wakeItems": 4,
-        "wakeSummary": "4 waiting: 2 unread messages, 2 replies owed."}
+        "unread": 3, "urgent": 1, "pendingReplies": 2, "wakeItems": 5,
+        "wakeSummary": "5 waiting: 3 unread messages, 2 replies owed."}
 
 
-async def test_database_and_event_facts(store):
+async def test_database_and_event_facts(store, monkeypatch):
+    await store.write(lambda: Message.create(recipient="bob", sender="alice", title="t", created_at=to_db(START)))
     facts = await store.read(doctor.database_facts, store)
     assert facts == {"schemaVersion": facts["schemaVersion"], "sizeBytes": facts["sizeBytes"],
-                     "queryMs": facts["queryMs"], "messages": 0, "backend": "sqlite" if store.sqlite else "postgresql"}
+                     "queryMs": facts["queryMs"], "messages": 1, "backend": "sqlite" if store.sqlite else "postgresql"}
+    assert 0 < facts["queryMs"] < 5000
+    monkeypatch.setattr(doctor, "time", Ticks(10.0, 10.0123456))  # milliseconds to two places
+    assert (await store.read(doctor.database_facts, store))["queryMs"] == 12.35
     assert facts["schemaVersion"] == await store.read(
         lambda: max(v.version for v in SchemaVersion.select())) and facts["sizeBytes"] > 0
     assert await store.read(doctor.event_facts) == {"rows": 0, "oldestAt": None, "latestId": None}
@@ -272,8 +297,9 @@ async def test_outbox_facts(store):
         push("failed", 2, "carol", REFUSED_PREFIX + "private")
         push("failed", 4, error="HTTP 502")
         push("failed", 0, "dave", REFUSED_PREFIX + "loopback")
+        push("pending", 5, error="HTTP 503, retrying")  # the newest error, but not a failure
     await store.write(setup)
     assert await store.read(doctor.outbox_facts) == {
-        "pending": 2, "failed": 4, "delivered": 1, "oldestPendingAt": iso(START + timedelta(minutes=1)),
+        "pending": 3, "failed": 4, "delivered": 1, "oldestPendingAt": iso(START + timedelta(minutes=1)),
         "lastFailure": "HTTP 502", "refused": 2,
         "lastRefused": {"identity": "carol", "error": REFUSED_PREFIX + "private"}}
