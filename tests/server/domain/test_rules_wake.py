@@ -427,6 +427,12 @@ def test_the_cached_rendering_is_the_payload_byte_for_byte():
     empty = wake.Gathered([], {}, START)
     assert wake.render_json(empty, [], BASE, START) == jsonstrict.dumps(wake.render(empty, [], BASE, START))
     assert gathered.has_buzz and not empty.has_buzz
+    # a backup alert comes before the rest of the same priority and time, gathered after it or not
+    t0 = START - timedelta(minutes=5)
+    tied = wake.Gathered([item("message", "high", t0, 1)], {"message": 1}, START, backups_at=0)
+    backup = [item("backup", "high", t0, 2)]
+    assert [i["id"] for i in wake.render(tied, backup, BASE, START)["items"]] == [2, 1]
+    assert wake.render_json(tied, backup, BASE, START) == jsonstrict.dumps(wake.render(tied, backup, BASE, START))
 
 
 def test_when_an_age_text_next_changes():
@@ -469,6 +475,14 @@ async def test_the_wake_version_moves_with_what_the_identity_is_told(store):
 async def test_a_kept_wake_is_reused_until_its_version_time_or_clock_says_otherwise(store):
     await store.write(task, "later", on_or_after_at=NOW + timedelta(hours=1))
     await store.write(message)
+    await store.write(task, "off hours", project_id=await store.write(project, "Night", 22, 6))
+    await store.write(buzz_event, "Build", wake_agent="bob")
+    for _ in range(2):  # a kept wake delivers nothing: its buzz item stays until a real wake delivers it
+        text, _, _ = await store.read(wake.cached_payload, "bob", BASE, False, None, {}, START)
+        assert '"Build"' in text and '"off hours"' not in text
+    text, _, _ = await store.read(wake.cached_payload, "bob", BASE, True, None, {}, START)
+    assert '"off hours"' in text
+    await store.write(lambda: (Task.delete().where(Task.title == "off hours").execute(), BuzzEvent.delete().execute()))
     text, kept, is_backup = await store.read(wake.cached_payload, "bob", BASE, False, None, {}, START)
     assert (text, is_backup) == (jsonstrict.dumps(await store.read(payload)), False)
     assert (kept.version, kept.expires_at, kept.computed_at) == (
@@ -476,6 +490,7 @@ async def test_a_kept_wake_is_reused_until_its_version_time_or_clock_says_otherw
     await store.write(lambda: Message.update(title="changed quietly").execute())  # logs nothing
     same = await store.read(wake.cached_payload, "bob", BASE, False, kept, {}, START + timedelta(minutes=59))
     assert same[1] is kept and "changed quietly" not in same[0]
+    assert (await store.read(wake.cached_payload, "bob", BASE, False, kept, {}, START))[1] is kept
     back = await store.read(wake.cached_payload, "bob", BASE, False, kept, {}, START - timedelta(seconds=1))
     assert back[1] is not kept and "changed quietly" in back[0]
     expired = await store.read(wake.cached_payload, "bob", BASE, False, kept, {}, START + timedelta(hours=1))
@@ -495,4 +510,11 @@ async def test_a_backup_agents_kept_wake_adds_its_backup_alerts(store):
     text, _kept, is_backup = await store.read(wake.cached_payload, "bob", BASE, False, None, {}, START)
     assert is_backup is True
     assert text == jsonstrict.dumps(await store.read(payload))
+    assert '"backup-carol"' in text
+    # carol's only work outside its project's hours: a backup alert only when those hours are included
+    await store.write(lambda: (Message.delete().execute(), task("night", assignee="carol",
+                                                                project_id=project("Night", 22, 6))))
+    text, _kept, _ = await store.read(wake.cached_payload, "bob", BASE, False, None, {}, START)
+    assert '"backup-carol"' not in text
+    text, _kept, _ = await store.read(wake.cached_payload, "bob", BASE, True, None, {}, START)
     assert '"backup-carol"' in text
