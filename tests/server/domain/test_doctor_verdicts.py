@@ -9,7 +9,7 @@ from coordserver.domain import doctor
 from coordserver.domain.doctor import FAIL, PASS, WARN
 from coordserver.errors import DatabaseFault
 from coordserver.events import log as event_log
-from coordserver.models import Message, PushDelivery, SchemaVersion, User
+from coordserver.models import BuzzEvent, Message, Project, PushDelivery, SchemaVersion, Task, Token, User
 from coordserver.netcheck import REFUSED_PREFIX
 from coordserver.timeutil import iso, to_db
 from tests.server.domain.conftest import KNOWN, START, last_event_id
@@ -252,13 +252,23 @@ async def test_identity_and_pending_facts(store):
         for _ in range(3):
             Message.create(recipient="carol", sender="alice", title="t", urgent=True, response_waiting=True,
                            created_at=now)
+        BuzzEvent.create(webhook_id=1, app_name="ci", title="Build", received_at=now, wake_agent="bob")
+        night = Project.create(title="Night", color="#000000", work_hours_start=22, work_hours_end=6,
+                               work_hours_timezone="UTC", created_at=now, updated_at=now)
+        Task.create(title="off hours", creator_user_id="alice", assignee_user_id="bob", project_id=night.id,
+                    created_at=now, updated_at=now)
+        Token.create(identity="carol", token_hash="h", created_at=now - timedelta(hours=9), backup_agent="bob")
     await store.write(setup)
+    seen = {"carol": START}  # carol, whom bob backs up, was seen just now: no backup alert
     assert await store.read(doctor.identity_facts, "bob", KNOWN) == {
         "known": True, "displayName": "Bob", "archived": False, "lastSeenAt": iso(START)}
     assert (await store.read(doctor.identity_facts, "old", KNOWN))["archived"] is True
-    assert await store.read(doctor.pending_facts, "bob", "https://coord.example", KNOWN, {}) == {
-        "unread": 3, "urgent": 1, "pendingReplies": 2, "wakeItems": 5,
-        "wakeSummary": "5 waiting: 3 unread messages, 2 replies owed."}
+    for _ in range(2):  # the wake as it stands, off hours left out, nothing delivered
+        assert await store.read(doctor.pending_facts, "bob", "https://coord.example", KNOWN, seen) == {
+            "unread": 3, "urgent": 1, "pendingReplies": 2, "wakeItems": 6,
+            "wakeSummary": "6 waiting: 1 alert, 3 unread messages, 2 replies owed."}
+    assert (await store.read(doctor.pending_facts, "bob", "https://coord.example", KNOWN, {}))["wakeSummary"] == (
+        "7 waiting: 1 alert, 1 backup alert, 3 unread messages, 2 replies owed.")
 
 
 async def test_database_and_event_facts(store, monkeypatch):
