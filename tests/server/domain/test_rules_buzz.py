@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from datetime import timedelta
 
@@ -351,6 +352,7 @@ def test_an_alertmanager_body_is_summarised_grouped_and_resolves():
     firing = {**resolved, "status": "firing", "groupKey": "", "fingerprint": "fp"}
     assert parse(firing) == parsed(body_text="- firing : A", body_json=firing, title="[FIRING:1] A",
                                    dedup_key="fp", group_key="fp")
+    assert parse({**firing, "dedupKey": "mine"})["group_key"] == "fp"  # grouped by its fingerprint, not dedupKey
     no_keys = {"alerts": [], "status": "firing", "commonLabels": {}}
     assert parse(no_keys) == parsed(body_text="", body_json=no_keys, title="[FIRING:0] alert")
     long_key = {**resolved, "groupKey": "x" * 300}
@@ -364,7 +366,7 @@ def test_an_alertmanager_body_is_summarised_grouped_and_resolves():
         assert parse({"alerts": [], "status": "resolved", key: "k"})["resolves"] is True
 
 
-def test_an_alertmanager_body_of_an_odd_shape_keeps_the_webhooks_title():
+def test_an_alertmanager_body_of_an_odd_shape_keeps_the_webhooks_title(caplog):
     odd = {"alerts": [{"labels": {"alertname": "A"}, "annotations": {"summary": "s"}, "status": "firing"}],
            "status": "firing", "receiver": "r", "commonLabels": {"alertname": ["A"]}, "groupKey": ["g"]}
     assert parse(odd) == parsed(body_text="- firing : s", body_json=odd, title="[FIRING:1] ['A']",
@@ -374,7 +376,11 @@ def test_an_alertmanager_body_of_an_odd_shape_keeps_the_webhooks_title():
     weird = {"alerts": [{"status": "firing", "labels": {"instance": 1}}], "status": "firing", "receiver": "r"}
     assert parse(weird)["body_text"] == "- firing 1:"
     labels_not_a_dict = {"alerts": [{"labels": "x"}], "status": "firing", "receiver": "r", "fingerprint": "f"}
+    caplog.set_level(logging.INFO, "coord")
+    caplog.clear()
     assert parse(labels_not_a_dict) == parsed(body_json=labels_not_a_dict, dedup_key="f", group_key="f")
+    assert [r.getMessage() for r in caplog.records] == [
+        "ingest payload of an unexpected shape; stored with a generic summary"]
 
 
 def test_a_github_body_is_summarised_and_grouped():
