@@ -205,7 +205,8 @@ async def test_replies_owed_are_in_id_order_and_aged_from_when_they_began_waitin
     (22, 6, "UTC", 6, False), (22, 6, "UTC", 12, False),
     (9, 17, "Asia/Tokyo", 0, True), (9, 17, "Asia/Tokyo", 8, False),  # 9:00 and 17:00 in Tokyo
     (9, 17, None, 15, True), (9, 17, None, 14, False),  # America/Chicago (UTC-6 in March before the 8th)
-    (9, 17, "Nowhere/Else", 15, True), (9, 17, "Nowhere/Else", 23, False), (9, 17, "", 15, True),
+    (9, 17, "Nowhere/Else", 15, True), (9, 17, "Nowhere/Else", 23, False), (9, 17, "Nowhere/Else", 20, True),
+    (9, 17, "", 15, True),
     (9, 17, "../etc", 15, True),
 ])
 def test_work_hours(start, end, zone, hour, expected):
@@ -518,3 +519,4 @@ async def test_a_backup_agents_kept_wake_adds_its_backup_alerts(store):
     assert '"backup-carol"' not in text
     text, _kept, _ = await store.read(wake.cached_payload, "bob", BASE, True, None, {}, START)
     assert '"backup-carol"' in text
+    assert text == jsonstrict.dumps(await store.read(payload, off_hours=True))
