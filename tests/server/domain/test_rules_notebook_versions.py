@@ -1,0 +1,237 @@
+"""Notebook version rules through the store, no HTTP, on both backends: a version and its event whole, who may
+list, read, checkpoint and restore (refusals in their words, nothing written), which editors a version names,
+when a timed or an idle version is due (to the instant) and when nothing is kept, a restore's two versions, and
+pruning (by age and chunk, never a page's newest version)."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from coordserver.domain import notebook_versions as nv
+from coordserver.errors import Forbidden, NotFound
+from coordserver.models import NotebookPage, NotebookPendingEditor, NotebookVersion
+from coordserver.timeutil import iso, to_db
+from tests.server.domain.conftest import START, last_event_id, logged_after, who
+
+ADMINS = frozenset({"admin"})
+NOW = to_db(START)
+
+
+def page(content: str = "first", created_by: str = "alice", tagged: list[str] | None = None, **columns) -> str:
+    return NotebookPage.create(title="Page", content=content, created_by=created_by, tagged_users=tagged,
+                               created_at=NOW, updated_at=NOW, **columns).id
+
+
+def versions(page_id: str) -> list[tuple]:
+    return [(v.content, v.reason, v.editors, v.label, v.created_by)
+            for v in NotebookVersion.select().where(NotebookVersion.page_id == page_id).order_by(NotebookVersion.id)]
+
+
+def edit(page_id: str, content: str, *editors: str) -> None:
+    NotebookPage.update(content=content).where(NotebookPage.id == page_id).execute()
+    nv.note_editors(page_id, list(editors))
+
+
+def pending(page_id: str) -> list[str]:
+    return sorted(e.identity for e in NotebookPendingEditor.select().where(NotebookPendingEditor.page_id == page_id))
+
+
+async def test_a_first_version_and_its_event_read_whole(store):
+    page_id = await store.write(page, tagged=["bob"])
+    after = last_event_id()
+    await store.write(lambda: nv.first_version(NotebookPage.get_by_id(page_id), ADMINS))
+    [version] = await store.read(nv.list_versions, page_id, who("bob"), 10, 0)
+    assert version == {"id": version["id"], "pageId": page_id, "createdAt": iso(START), "editors": [], "size": 5,
+                       "label": None, "reason": "created", "createdBy": "alice"}
+    assert await store.read(logged_after, after) == [
+        ("notebook_version", {"type": "notebook_version", "pageId": page_id, "versionId": version["id"],
+                              "reason": "created", "label": None, "createdAt": iso(START)},
+         ["admin", "alice", "bob"])]
+    assert await store.read(nv.get_version, page_id, version["id"], who("bob")) == {**version, "content": "first"}
+    open_page = await store.write(page)
+    after = last_event_id()
+    await store.write(lambda: nv.first_version(NotebookPage.get_by_id(open_page), ADMINS))
+    assert [entry[2] for entry in await store.read(logged_after, after)] == [None]
+
+
+async def test_who_may_read_versions(store):
+    page_id = await store.write(page, tagged=["bob"])
+    await store.write(lambda: nv.first_version(NotebookPage.get_by_id(page_id), ADMINS))
+    [version] = await store.read(nv.list_versions, page_id, who("alice"), 10, 0)
+    for call, args in ((nv.list_versions, (page_id, who("carol"), 10, 0)),
+                       (nv.get_version, (page_id, version["id"], who("carol")))):
+        with pytest.raises(Forbidden) as refused:
+            await store.read(call, *args)
+        assert refused.value.message == "Forbidden"
+    assert len(await store.read(nv.list_versions, page_id, who("admin"), 10, 0)) == 1
+    with pytest.raises(NotFound) as missing:
+        await store.read(nv.list_versions, "nope", who("admin"), 10, 0)
+    assert missing.value.message == "Not found"
+    other = await store.write(page)
+    with pytest.raises(NotFound) as wrong_page:
+        await store.read(nv.get_version, other, version["id"], who("alice"))
+    assert wrong_page.value.message == "Version not found"
+    with pytest.raises(NotFound):
+        await store.read(nv.restore_source, other, version["id"], who("alice"))
+
+
+async def test_the_list_is_newest_first_in_pages(store):
+    page_id = await store.write(page)
+    made = [(await store.write(nv.checkpoint, page_id, who("alice"), f"v{n}", ADMINS))["id"] for n in range(4)]
+    listed = await store.read(nv.list_versions, page_id, who("bob"), 2, 1)
+    assert [v["id"] for v in listed] == [made[2], made[1]]
+    assert [v["label"] for v in listed] == ["v2", "v1"]
+
+
+async def test_a_checkpoint_names_the_editors_since_the_last_version(store):
+    page_id = await store.write(page)
+    store.clock.advance(seconds=1)
+    await store.write(edit, page_id, "second", "carol", "bob")
+    store.clock.advance(seconds=1)
+    await store.write(edit, page_id, "third", "bob", "alice", "alice")
+    assert await store.read(pending, page_id) == ["alice", "bob", "carol"]
+    after = last_event_id()
+    made = await store.write(nv.checkpoint, page_id, who("bob"), "before lunch", ADMINS)
+    assert made == {"id": made["id"], "pageId": page_id, "createdAt": iso(START + timedelta(seconds=2)),
+                    "editors": ["bob", "carol", "alice"], "size": 5, "label": "before lunch",
+                    "reason": "checkpoint", "createdBy": "bob"}
+    assert [entry[1]["label"] for entry in await store.read(logged_after, after)] == ["before lunch"]
+    assert await store.read(pending, page_id) == []
+    live = await store.write(nv.checkpoint, page_id, who("alice"), None, ADMINS, "the live text")
+    assert (live["size"], live["editors"], live["label"]) == (13, [], None)
+    assert (await store.read(versions, page_id))[-1] == ("the live text", "checkpoint", [], None, "alice")
+    other = await store.write(page)
+    await store.write(nv.note_editors, other, ["dave"])
+    await store.write(nv.checkpoint, page_id, who("alice"), None, ADMINS)
+    assert await store.read(pending, other) == ["dave"]
+
+
+async def test_an_archived_or_locked_page_refuses_a_change(store):
+    archived = await store.write(page, archived_at=NOW)
+    locked = await store.write(page, locked=True)
+    for page_id, identity, message in ((archived, "alice", "Page is archived"), (archived, "admin", "Page is archived"),
+                                       (locked, "bob", "Page is locked")):
+        for call, args in ((nv.checkpoint, (page_id, who(identity), None, ADMINS)),
+                           (nv.check_editable, (page_id, who(identity)))):
+            with pytest.raises(Forbidden) as refused:
+                await store.write(call, *args)
+            assert refused.value.message == message
+    assert await store.read(versions, archived) == [] and await store.read(versions, locked) == []
+    await store.read(nv.check_editable, locked, who("alice"))
+    await store.read(nv.check_editable, locked, who("admin"))
+    made = await store.write(nv.checkpoint, locked, who("admin"), None, ADMINS)
+    with pytest.raises(Forbidden) as refused:
+        await store.read(nv.restore_source, locked, made["id"], who("bob"))
+    assert refused.value.message == "Page is locked"
+    assert await store.read(nv.restore_source, locked, made["id"], who("alice")) == "first"
+    hidden = await store.write(page, tagged=["bob"])
+    with pytest.raises(Forbidden) as unseen:
+        await store.write(nv.checkpoint, hidden, who("carol"), None, ADMINS)
+    assert unseen.value.message == "Forbidden"
+    with pytest.raises(NotFound):
+        await store.write(nv.checkpoint, "nope", who("alice"), None, ADMINS)
+
+
+async def test_a_timed_version_is_due_once_the_newest_is_old_enough(store):
+    page_id = await store.write(page)
+    interval = timedelta(minutes=10)
+    assert await store.write(nv.version_if_due, page_id, interval, ADMINS) is False  # nothing edited
+    await store.write(edit, page_id, "second", "bob")
+    assert await store.read(nv.pages_with_pending_edits) == [page_id]
+    store.clock.advance(minutes=10, seconds=-1)
+    assert await store.write(nv.version_if_due, page_id, interval, ADMINS) is False  # the page is too new
+    store.clock.advance(seconds=1)
+    after = last_event_id()
+    assert await store.write(nv.version_if_due, page_id, interval, ADMINS) is True
+    assert await store.read(versions, page_id) == [("second", "time", ["bob"], None, None)]
+    assert [entry[1]["reason"] for entry in await store.read(logged_after, after)] == ["time"]
+    assert await store.read(nv.pages_with_pending_edits) == []
+    await store.write(edit, page_id, "third", "carol")
+    store.clock.advance(minutes=9)
+    assert await store.write(nv.version_if_due, page_id, interval, ADMINS) is False  # the newest is too new
+    store.clock.advance(minutes=1)
+    assert await store.write(nv.version_if_due, page_id, interval, ADMINS) is True
+    assert (await store.read(versions, page_id))[-1] == ("third", "time", ["carol"], None, None)
+    assert await store.write(nv.version_if_due, "nope", interval, ADMINS) is False
+
+
+async def test_an_edit_back_to_the_newest_text_keeps_nothing(store):
+    page_id = await store.write(page)
+    await store.write(lambda: nv.first_version(NotebookPage.get_by_id(page_id), ADMINS))
+    await store.write(edit, page_id, "first", "bob")
+    store.clock.advance(hours=1)
+    after = last_event_id()
+    assert await store.write(nv.version_if_due, page_id, timedelta(minutes=10), ADMINS) is False
+    assert await store.read(pending, page_id) == []
+    await store.write(edit, page_id, "first", "carol")
+    assert await store.write(nv.version_when_idle, page_id, ADMINS) is False
+    assert await store.read(pending, page_id) == []
+    assert await store.read(logged_after, after) == []
+    assert len(await store.read(versions, page_id)) == 1
+
+
+async def test_an_idle_version_keeps_what_the_last_editors_did(store):
+    page_id = await store.write(page)
+    assert await store.write(nv.version_when_idle, page_id, ADMINS) is False
+    await store.write(edit, page_id, "second", "bob")
+    assert await store.write(nv.version_when_idle, page_id, ADMINS) is True
+    assert await store.read(versions, page_id) == [("second", "idle", ["bob"], None, None)]
+    assert await store.write(nv.version_when_idle, page_id, ADMINS) is False
+    assert await store.write(nv.version_when_idle, "nope", ADMINS) is False
+
+
+async def test_a_restore_keeps_the_text_it_replaces_and_names_its_maker(store):
+    page_id = await store.write(page)
+    await store.write(lambda: nv.first_version(NotebookPage.get_by_id(page_id), ADMINS))
+    [first] = await store.read(nv.list_versions, page_id, who("alice"), 10, 0)
+    await store.write(nv.keep_before_restore, page_id, "first", ADMINS)  # a version holds it: nothing kept
+    assert len(await store.read(versions, page_id)) == 1
+    await store.write(edit, page_id, "edited", "carol")
+    await store.write(nv.keep_before_restore, page_id, "live text", ADMINS)
+    made = await store.write(nv.record_restore, page_id, who("bob"), first["id"], "first", ADMINS)
+    assert made == {"id": made["id"], "pageId": page_id, "createdAt": iso(START), "editors": ["bob"], "size": 5,
+                    "label": f"Restored version {first['id']}", "reason": "restore", "createdBy": "bob"}
+    assert await store.read(versions, page_id) == [
+        ("first", "created", [], None, "alice"), ("live text", "before_restore", ["carol"], None, None),
+        ("first", "restore", ["bob"], f"Restored version {first['id']}", "bob")]
+    await store.write(nv.keep_before_restore, "nope", "x", ADMINS)
+    fresh = await store.write(page, "fresh")
+    await store.write(nv.keep_before_restore, fresh, "fresh", ADMINS)  # no version yet: keep it
+    assert await store.read(versions, fresh) == [("fresh", "before_restore", [], None, None)]
+    hidden = await store.write(page, tagged=["bob"])
+    with pytest.raises(Forbidden):
+        await store.write(nv.record_restore, hidden, who("carol"), 1, "x", ADMINS)
+    assert await store.read(versions, hidden) == []
+
+
+async def test_a_version_is_of_the_page_it_names(store):
+    page_id = await store.write(page)
+    assert await store.read(nv.latest, page_id) is None
+    first = await store.write(nv.checkpoint, page_id, who("alice"), "a", ADMINS)
+    second = await store.write(nv.checkpoint, page_id, who("alice"), "b", ADMINS)
+    other = await store.write(page)
+    await store.write(nv.checkpoint, other, who("alice"), "c", ADMINS)
+    assert (await store.read(nv.latest, page_id)).id == second["id"]
+    assert await store.read(nv.get_version, page_id, first["id"], who("bob")) == {**first, "content": "first"}
+
+
+async def test_pruning_drops_old_versions_in_chunks_but_never_a_pages_newest(store):
+    pages = [await store.write(page) for _ in range(2)]
+    for n in range(3):
+        await store.write(nv.checkpoint, pages[0], who("alice"), f"a{n}", ADMINS)
+    await store.write(nv.checkpoint, pages[1], who("alice"), "b0", ADMINS)
+    store.clock.advance(days=1)
+    await store.write(nv.checkpoint, pages[1], who("alice"), "b1", ADMINS)
+    store.clock.advance(seconds=1)
+    assert await store.write(nv.prune, timedelta(days=1, seconds=1)) == 0  # the cutoff their instant: kept
+    retention = timedelta(days=1)
+    assert await store.write(nv.prune, retention, 1) == 1
+    assert await store.write(nv.prune, retention) == 2
+    assert await store.write(nv.prune, retention) == 0
+
+    def labels():
+        return [v.label for v in NotebookVersion.select().order_by(NotebookVersion.id)]
+    assert await store.read(labels) == ["a2", "b1"]
+    store.clock.advance(days=30)
+    assert await store.write(nv.prune, retention) == 0
