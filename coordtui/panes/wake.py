@@ -143,6 +143,9 @@ class WakePane(Pane[Wake]):
         self._signature: tuple[object, ...] = ()
         self.answering: dict[str, tuple[Timer, str]] = {}  # item key -> (the timer that sends it, the option)
         self.acked_elsewhere: dict[str, AckedElsewhere] = {}  # alert item key -> who acked it, when
+        # one-shot items shown before the app's alert store keeps them (it does on our Shown message): a second
+        # answer painted first, without them (they were delivered), must not drop them from the list meanwhile
+        self.arriving: dict[str, WakeItem] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("Loading…", id="wake-summary", classes="pane-summary")
@@ -161,7 +164,18 @@ class WakePane(Pane[Wake]):
         # the channels fetched with this wake, once: a wake shown again (a filter) is viewed with the counted ones
         channels, self._channels = self._channels, None
         self.post_message(self.Shown(wake, channels))
-        self.paint(self.session.wake_view(wake, channels))
+        self.arriving |= {item.key: item for item in wake.items if item.ephemeral}
+        self.paint(self.view(wake, channels))
+
+    def view(self, wake: Wake, channels: list[Channel] | None = None) -> Wake:
+        """The session's view of a wake answer (Session.wake_view: with chat and the kept alerts), with the
+        one-shot items still on their way to the alert store."""
+        kept = {alert.item.key for alert in self.session.alerts.alerts()}
+        self.arriving = {key: item for key, item in self.arriving.items() if key not in kept}
+        view = self.session.wake_view(wake, channels)
+        present = {item.key for item in view.items}
+        missing = [item for key, item in self.arriving.items() if key not in present]
+        return replace(view, items=view.items + missing) if missing else view
 
     def paint(self, wake: Wake) -> None:
         """The wake list as shown (the server's, with chat items and kept alerts: Session.wake_view, and the
@@ -309,7 +323,7 @@ class WakePane(Pane[Wake]):
     def repaint_view(self) -> None:
         """The last wake list shown again (an alert acked elsewhere joins or leaves its group)."""
         if self._last_data is not None:
-            self.paint(self.session.wake_view(self._last_data))
+            self.paint(self.view(self._last_data))
 
     @work(group="wake-action", exit_on_error=False)
     async def answer(self, item: WakeItem, option: int) -> None:
@@ -349,6 +363,7 @@ class WakePane(Pane[Wake]):
     def dismiss_alert(self, item: WakeItem) -> None:
         """The alert leaves the store (the app's) and the list (here, at once), and the badge counts one less."""
         self.post_message(self.AlertDismissed(item.key))
+        self.arriving.pop(item.key, None)
         if self.wake is not None:
             shown = replace(self.wake, items=[i for i in self.wake.items if i.key != item.key])
             self.post_message(self.Shown(shown, None))

@@ -1,6 +1,7 @@
 """Wake pane against the real server: items grouped by source, live updates, and key actions."""
 from __future__ import annotations
 
+from coordtui.client.models import Wake
 from coordtui.screens.form import FormScreen
 from coordtui.screens.task_detail import TaskDetailScreen
 from tests.conftest import client
@@ -175,6 +176,38 @@ async def test_alert_arriving_off_pane_is_kept_until_dismissed_even_across_resta
         await wait_for(pilot, lambda: again.wake_pane.loads >= 1, what="wake loaded")
         await wait_idle(pilot, again)
         assert not any(k.startswith("buzz:") for k in row_keys(again, "#wake-table")), "a dismissed alert came back"
+
+
+async def test_an_alert_is_not_dropped_by_a_wake_answer_painted_before_the_app_kept_it(server):
+    """Two wake answers painted in one tick: the first carries an alert (the server marks it delivered), the second
+    not. The app keeps one-shot alerts when it handles the first answer's Shown message, which comes after both:
+    the alert stayed on screen only once that happened, and a cursor put on it meanwhile found no row (CI, loaded)."""
+    with client(server, "alice") as alice:
+        hook = alice.post("/api/broadcast/webhooks", json={"appName": "siren", "title": "Siren",
+                                                           "wakeAgent": "bob"}).json()
+    with client(server) as anonymous:
+        anonymous.post(f"/api/ingest/siren/{hook['token']}", json={"title": "Queue stuck", "body": "jobs at 10k"})
+    with client(server, "bob") as bob:  # two answers of a wake read, as a client gets them: the alert once
+        carrying, after = (Wake.parse(bob.get("/api/wake").json()) for _ in range(2))
+    alert = next(item.key for item in carrying.items if item.source == "buzz")
+    assert all(item.source != "buzz" for item in after.items)
+
+    app = make_app(server, "carol")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.wake_pane.loads >= 1, what="wake loaded")
+        await wait_idle(pilot, app)
+        app.wake_pane.show(carrying)
+        app.wake_pane.show(after)
+        assert alert in row_keys(app, "#wake-table"), "dropped before the app kept it"
+        await wait_for(pilot, lambda: len(app.session.alerts) == 1, what="kept")
+        await wait_idle(pilot, app)
+        assert alert in row_keys(app, "#wake-table")
+        select_row(app, "#wake-table", alert)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: alert not in row_keys(app, "#wake-table"), what="dismissed")
+        app.wake_pane.show(after)
+        await wait_idle(pilot, app)
+        assert alert not in row_keys(app, "#wake-table") and len(app.session.alerts) == 0, "came back"
 
 
 async def test_n_and_shift_n_walk_the_unread_items_skipping_tasks_and_headers(server):
