@@ -48,6 +48,7 @@ declare -A TESTS=(
   [domain/leases]="tests/server/domain/test_rules_leases.py"
   [domain/lease_changes]="tests/server/domain/test_rules_leases.py"
   [domain/reservations]="tests/server/domain/test_rules_reservations.py"
+  [domain/guards]="tests/server/domain/test_rules_guards.py"
   [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
   [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
   [coordtui/client/transitions]="tests/tui/unit/test_pure_functions.py"
