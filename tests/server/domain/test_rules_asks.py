@@ -11,12 +11,12 @@ import pytest
 from coordserver.domain import asks, kinds
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events import log as event_log
-from coordserver.events.channels import ASKS
+from coordserver.events.channels import ASKS, WAKE, WAKE_CHANGED
 from coordserver.models import PushDelivery, WebhookConfig
 from coordserver.realtime import webhook_delivery as push
 from coordserver.realtime.logreader import GapTracker
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import KNOWN, START, last_event_id, logged_after, published
+from tests.server.domain.conftest import KNOWN, START, last_event_id, logged_after, published, while_held
 
 
 def new(**fields) -> dict:
@@ -383,3 +383,83 @@ async def test_the_asker_has_a_normal_item_per_outcome_until_read(store):
     assert await store.read(asks.result_items, "bob", 10) == ([], 0)
     await store.write(asks.mark_read, "alice", defaulted["id"])
     assert await store.read(asks.result_items, "alice", 10) == (items[1:], 3)
+
+
+# --- survivors of the run of 2026-11-27: refusals whole, whom a change wakes, the expiry pass's batch -------------
+
+async def test_only_those_asked_answer_and_only_the_asker_cancels_in_words(store):
+    made = await store.write(asks.create, "alice", new(to=["bob"]), KNOWN)
+    with pytest.raises(Forbidden) as answering:
+        await store.write(asks.answer, "alice", made["id"], 1, None)
+    assert answering.value.message == "Only those asked may answer"
+    with pytest.raises(Forbidden) as cancelling:
+        await store.write(asks.cancel, "bob", made["id"])
+    assert cancelling.value.message == "Only the asker may cancel an ask"
+    assert await store.read(types_logged) == ["ask"]
+
+
+def pulses(store) -> list[tuple[str, str]]:
+    taken = [("pulse" if ch is WAKE else "changed", p["identity"]) for ch, p in store.published
+             if ch in (WAKE, WAKE_CHANGED)]
+    store.published.clear()
+    return taken
+
+
+async def test_a_change_wakes_those_it_concerns_never_its_actor(store):
+    made = await store.write(asks.create, "alice", new(to=["alice", "bob"]), KNOWN)  # alice asks herself too
+    assert pulses(store) == [("changed", "alice"), ("pulse", "bob")]
+    await store.write(asks.answer, "alice", made["id"], 1, None)
+    assert pulses(store) == [("changed", "alice")]  # her own answer to her own ask
+    other = await store.write(asks.create, "alice", new(to=["bob"]), KNOWN)
+    pulses(store)
+    await store.write(asks.answer, "bob", other["id"], 1, None)
+    assert pulses(store) == [("pulse", "alice")]
+    await store.write(asks.create, "alice", new(to=["alice"], deadline=START + timedelta(minutes=1)), KNOWN)
+    pulses(store)
+    store.clock.advance(minutes=1)
+    assert await store.write(asks.expire_due) == 1
+    assert pulses(store) == [("pulse", "alice")]  # the server expired it: a pulse even to the one asked
+    cancelled = await store.write(asks.create, "alice", new(to=["bob"]), KNOWN)
+    pulses(store)
+    await store.write(asks.cancel, "alice", cancelled["id"])
+    assert pulses(store) == []
+
+
+async def test_the_expiry_pass_takes_the_earliest_deadlines_first_and_only_what_is_open(store):
+    answered = await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=1)), KNOWN)
+    await store.write(asks.answer, "bob", answered["id"], "Yes", None)
+    later = await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=3)), KNOWN)
+    earlier = await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=2),
+                                                            default_option=2), KNOWN)  # the last option
+    tied = await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=2)), KNOWN)
+    store.clock.advance(minutes=5)
+
+    async def states() -> list[tuple]:
+        return [((await store.read(asks.get, "bob", a["id"]))[0]["status"],
+                 (await store.read(asks.get, "bob", a["id"]))[0]["option"]) for a in (answered, later, earlier, tied)]
+    assert await store.write(asks.expire_due, 1) == 1
+    assert await states() == [("answered", "Yes"), ("open", None), ("expired", "No"), ("open", None)]
+    assert await store.write(asks.expire_due, 1) == 1
+    assert await states() == [("answered", "Yes"), ("open", None), ("expired", "No"), ("expired", None)]
+    assert await store.write(asks.expire_due) == 1
+    assert await states() == [("answered", "Yes"), ("expired", None), ("expired", "No"), ("expired", None)]
+    more = [await store.write(asks.create, "alice", new(deadline=START + timedelta(minutes=6)), KNOWN)
+            for _ in range(3)]
+    store.clock.advance(minutes=1)
+    assert await store.write(asks.expire_due) == 3
+    assert [(await store.read(asks.get, "bob", a["id"]))[0]["status"] for a in more] == ["expired"] * 3
+
+
+async def test_of_two_processes_expiring_an_ask_at_once_one_does(two_stores):
+    here, there = two_stores
+    made = await here.write(asks.create, "alice", new(deadline=START + timedelta(minutes=1)), KNOWN)
+    for each in two_stores:
+        each.clock.advance(minutes=1)
+    answers = []
+
+    async def second():
+        answers.append(await there.write(asks.expire_due))
+    assert await while_held(here, asks.expire_due, second) == 1
+    assert answers == [0]  # it found the ask due, then its conditional update changed nothing
+    assert await here.read(types_logged) == ["ask", "ask_expired"]
+    assert (await here.read(asks.get, "bob", made["id"]))[0]["status"] == "expired"
