@@ -13,8 +13,8 @@ from coordserver.db import Store
 from coordserver.domain import chat, guards, identities, kinds, messages
 from coordserver.errors import Conflict, Invalid, NotFound
 from coordserver.events.channels import GUARDS, WAKE, WAKE_CHANGED
-from coordserver.models import User
-from coordserver.timeutil import FrozenClock, iso
+from coordserver.models import Guard, User
+from coordserver.timeutil import FrozenClock, iso, to_db
 from tests.server.domain.conftest import KNOWN, START, last_event_id, logged_after, published
 
 RULE = guards.LoopRule(messages=6, minutes=2, cooldown_minutes=10, chat_wake_minutes=5)
@@ -496,3 +496,23 @@ async def test_members_and_human_admins_have_a_guard_item_others_none(store):
         [item(ring_guard, ring_summary, member("cat and dan", ring_guard), ring_at)], ring_until)
     assert await store.read(guards.active) == [ring_guard]
     assert await store.read(guards.active, until - timedelta(seconds=1)) == [guard, ring_guard]
+
+
+async def test_guards_are_listed_by_when_they_tripped_and_were_cleared_not_by_id(store, monkeypatch):
+    """Two processes' clocks may differ by moments: a guard stored later may have tripped earlier."""
+    store.clock.set(START + timedelta(minutes=2))
+    await ping_pong(store, "ann", "ben", 4)
+    store.clock.set(START)
+    await ping_pong(store, "cat", "dan", 4)
+    late, early = await store.read(lambda: list(Guard.select(Guard.id, Guard.tripped_at).order_by(Guard.id).tuples()))
+    assert (late[1], early[1]) == (to_db(START + timedelta(minutes=2)), to_db(START)) and late[0] < early[0]
+    store.clock.set(START + timedelta(minutes=5))
+    assert [g["id"] for g in await store.read(guards.active)] == [early[0], late[0]]
+    items, ends = await store.read(guards.wake_items, "admin")
+    assert ([i["guardId"] for i in items], ends) == ([early[0], late[0]], START + timedelta(minutes=10))
+    await mail(store, "carol", "cat")  # clears the later one first
+    store.clock.advance(minutes=1)
+    await mail(store, "carol", "ann")
+    assert [g["id"] for g in (await store.read(guards.admin_list))["cleared"]] == [late[0], early[0]]
+    monkeypatch.setattr(guards, "RECENT_LIMIT", 1)
+    assert [g["id"] for g in (await store.read(guards.admin_list))["cleared"]] == [late[0]]
