@@ -339,6 +339,7 @@ async def test_those_asked_have_a_high_item_per_open_ask_oldest_first(store):
          "action": f"alice asks you: pick one of its options. POST /api/asks/{options['id']}/answer.",
          "priority": "high", "from": "alice", "question": "Ship it?", "options": ["Yes", "No"], "allowText": False,
          "deadline": None, "ephemeral": False, "_at": START + timedelta(minutes=2)}]
+    assert await store.read(asks.asked_items, "bob", 1) == (items[:1], 3)
     assert await store.read(asks.asked_items, "bob", 2) == (items[:2], 3)
     assert await store.read(asks.asked_items, "bob", 3) == (items, 3)
     assert await store.read(asks.asked_items, "alice", 10) == ([], 0)
@@ -378,6 +379,7 @@ async def test_the_asker_has_a_normal_item_per_outcome_until_read(store):
                   None, texts, 2),
              item(answered, "bob answered 'Ship it?': Yes", "answered", "bob", "Yes", None, 3)]
     assert await store.read(asks.result_items, "alice", 10) == (items, 4)
+    assert await store.read(asks.result_items, "alice", 2) == (items[:2], 4)
     assert await store.read(asks.result_items, "alice", 3) == (items[:3], 4)
     assert await store.read(asks.result_items, "alice", 4) == (items, 4)
     assert await store.read(asks.result_items, "bob", 10) == ([], 0)
@@ -463,3 +465,4 @@ async def test_of_two_processes_expiring_an_ask_at_once_one_does(two_stores):
     assert answers == [0]  # it found the ask due, then its conditional update changed nothing
     assert await here.read(types_logged) == ["ask", "ask_expired"]
     assert (await here.read(asks.get, "bob", made["id"]))[0]["status"] == "expired"
+
