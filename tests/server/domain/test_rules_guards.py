@@ -263,8 +263,11 @@ async def test_agents_chatting_in_a_channel_trip_a_chat_guard_of_its_senders(sto
         ("guard", {"type": "guard", "change": "tripped", "guard": guard}, ["admin", "ann", "ben"])]
     await post(store, "cat", channel, 5)
     assert await store.read(guards.active) == [guard]  # held: not tripped again
-    await post(store, "carol", channel)  # a human writes in it: cleared
+    store.clock.advance(seconds=10)
+    await post(store, "carol", channel)  # a human writes in it: cleared, by her
     assert await store.read(guards.active) == []
+    assert (await store.read(guards.admin_list))["cleared"] == [
+        {**guard, "clearedAt": iso(START + timedelta(seconds=10)), "clearedBy": "carol"}]
 
 
 async def test_no_chat_guard_for_one_agent_alone_a_human_in_the_window_or_old_messages(store):
@@ -302,6 +305,10 @@ async def test_a_group_wakes_each_agent_member_at_most_once_per_its_minutes(stor
     assert await store.write(guards.chat_wakes, "c1", ["ann", "cat"]) == ["cat"]
     store.clock.advance(seconds=1)
     assert await store.write(guards.chat_wakes, "c1", ["ann", "ben", "cat"]) == ["ann", "ben"]
+    store.clock.advance(minutes=4)
+    assert await store.write(guards.chat_wakes, "c2", ["ben"]) == ["ben"]  # c2 woke only ann, 9 minutes ago
+    store.clock.advance(minutes=1)
+    assert await store.write(guards.chat_wakes, "c2", ["ben"]) == []  # one due (ann), not ben
 
 
 # --- clearing ---------------------------------------------------------------------------------------------------
