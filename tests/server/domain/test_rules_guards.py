@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from coordserver.db import Store
-from coordserver.domain import chat, guards, identities, kinds, messages
+from coordserver.domain import chat, guards, identities, kinds, messages, wake_signal
 from coordserver.errors import Conflict, Invalid, NotFound
 from coordserver.events.channels import GUARDS, WAKE, WAKE_CHANGED
 from coordserver.models import Guard, User
@@ -523,3 +523,21 @@ async def test_guards_are_listed_by_when_they_tripped_and_were_cleared_not_by_id
     assert [g["id"] for g in (await store.read(guards.admin_list))["cleared"]] == [late[0], early[0]]
     monkeypatch.setattr(guards, "RECENT_LIMIT", 1)
     assert [g["id"] for g in (await store.read(guards.admin_list))["cleared"]] == [late[0]]
+
+
+
+async def test_each_guard_counts_its_own_pulses(store):
+    """ann is held by two guards (with ben, with cat), neither of whose pulses was used yet: her one pulse from
+    ben uses the first's, not the second's."""
+    def two_guards() -> None:
+        now = to_db(START)
+        for pair in ("ann,ben", "ann,cat"):
+            Guard.create(kind="mail_loop", scope=f"mail:{pair}", members=pair, messages=7, minutes=2, tripped_at=now,
+                         until=now + timedelta(minutes=10))
+
+    def wakes() -> list[bool]:
+        return [wake_signal.enters_wake(to, by) for to, by in
+                [("ann", "ben"), ("ann", "cat"), ("ann", "ben"), ("ann", "cat"), ("ben", "ann"), ("cat", "ann")]]
+    await store.write(two_guards)
+    assert await store.write(wakes) == [True, True, False, False, True, True]
+    assert await store.read(lambda: [g.pulsed for g in Guard.select().order_by(Guard.id)]) == ["ann,ben", "ann,cat"]
