@@ -35,16 +35,17 @@ async def test_an_identity_is_an_agent_by_its_users_row_alone(store):
 
 async def test_the_environment_s_agents_get_a_row_saying_agent_at_every_start(store):
     await store.write(identities.ensure_user, "hal", "Hal the human")
+    await store.write(identities.ensure_user, "hum", "Not named")
     store.clock.advance(minutes=5)
     await store.write(kinds.declare_env_agents, frozenset({"zed", "hal"}))
     now, start = to_db(START + timedelta(minutes=5)), to_db(START)
-    assert await store.read(rows) == [("hal", "Hal the human", False, True, start, start),
-                                      ("zed", "zed", False, True, now, now)]
+    declared = [("hal", "Hal the human", False, True, start, start), ("hum", "Not named", False, False, start, start),
+                ("zed", "zed", False, True, now, now)]
+    assert await store.read(rows) == declared
     store.clock.advance(minutes=5)
     await store.write(kinds.declare_env_agents, frozenset({"zed", "hal"}))  # again: nothing changes
     await store.write(kinds.declare_env_agents, frozenset())
-    assert await store.read(rows) == [("hal", "Hal the human", False, True, start, start),
-                                      ("zed", "zed", False, True, now, now)]
+    assert await store.read(rows) == declared
 
 
 async def test_a_change_wakes_others_never_its_actor(store):
