@@ -541,3 +541,17 @@ async def test_each_guard_counts_its_own_pulses(store):
     await store.write(two_guards)
     assert await store.write(wakes) == [True, True, False, False, True, True]
     assert await store.read(lambda: [g.pulsed for g in Guard.select().order_by(Guard.id)]) == ["ann,ben", "ann,cat"]
+
+
+async def test_mail_one_way_to_an_agent_writing_elsewhere_trips_nothing(store):
+    await mail(store, "ann", "cat")  # ann writes, but never to ben
+    await mail(store, "ben", "ann", 8)
+    assert await store.read(guards.active) == []
+
+
+async def test_a_ring_counts_only_the_mail_among_its_three(store):
+    await mail(store, "ann", "dan", 5)  # one of the three with someone else
+    await ring(store, 2)  # six among the three
+    assert await store.read(guards.active) == []
+    await mail(store, "ann", "ben")
+    assert [(g["members"], g["messages"]) for g in await store.read(guards.active)] == [(["ann", "ben", "cat"], 7)]
