@@ -222,12 +222,15 @@ async def test_no_ring_when_it_is_open_or_a_human_wrote_to_the_third(store):
 
 async def test_a_ring_through_a_pair_already_held_still_trips(store):
     pair = await trip_pair(store)
+    before = await store.read(last_event_id)
     await mail(store, "ben", "cat")
     await mail(store, "cat", "ann")  # closes the ring ann→ben→cat→ann: 9 among the three
     [held, ringed] = await store.read(guards.active)
     assert held == pair
     assert ringed == guard_of(ringed["id"], ["ann", "ben", "cat"], 9, START + timedelta(seconds=30),
                               summary=RING_SUMMARY.format(9))
+    assert guard_events(await store.read(logged_after, before)) == [  # the new guard's, not the pair's
+        ("guard", {"type": "guard", "change": "tripped", "guard": ringed}, ["admin", "ann", "ben", "cat"])]
 
 
 async def test_one_message_closing_two_rings_trips_one_at_a_time(store):
