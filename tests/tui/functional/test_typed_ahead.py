@@ -245,7 +245,9 @@ async def inbox_reply(server, pilot, app):
     select_row(app, "#inbox-table", str(message["id"]))
     text = body("inbox reply")
     await pilot.press("r", *typed(text), "ctrl+s")  # typed below the quote the form opens with
-    await until(pilot, lambda: f"> quote me\n\n{text}" in [m["body"] for m in inbox(server, "bob")], "reply whole")
+    await until(pilot, lambda: f"> quote me\n\n{text}" in [m["body"] for m in inbox(server, "bob")],
+                lambda: f"reply whole; bob has {[m['body'] for m in inbox(server, 'bob') if 'quote me' in m['body']]}, "
+                        f"on screen: {type(app.screen).__name__}")
 
 
 @scenario("carol", "coordtui.panes.inbox:InboxPane.action_ack_all")
