@@ -41,6 +41,14 @@ def summary(node, selector: str) -> str:
     return str(root.query_one(selector).render())
 
 
+async def cursor_on_ready_task(pilot, app, task_id: str) -> None:
+    """The Swarm board shown, its cursor on a task of the Ready column."""
+    await pilot.press("4")
+    await wait_for(pilot, lambda: task_id in row_keys(app, "#col-ready"), what="board")
+    await wait_idle(pilot, app)
+    select_row(app, "#col-ready", task_id)
+
+
 async def test_close_with_reason_closed_column_and_reopen(server):
     task = api(server, "alice", "POST", "/api/swarm/tasks", json={"title": "Legacy export", "status": "ready"})
     app = make_app(server, "bob")
@@ -91,10 +99,7 @@ async def test_a_task_closed_under_the_cursor_leaves_the_summary_to_the_board(se
     task = api(server, "alice", "POST", "/api/swarm/tasks", json={"title": "Retire the cron box", "status": "ready"})
     app = make_app(server, "bob")
     async with app.run_test(size=(120, 35)) as pilot:
-        await pilot.press("4")
-        await wait_for(pilot, lambda: task["id"] in row_keys(app, "#col-ready"), what="board")
-        await wait_idle(pilot, app)
-        select_row(app, "#col-ready", task["id"])
+        await cursor_on_ready_task(pilot, app, task["id"])
         await wait_for(pilot, lambda: "Retire the cron box" in summary(app, "#swarm-summary"), what="described")
 
         api(server, "alice", "PATCH", f"/api/swarm/tasks/{task['id']}/status",
@@ -155,10 +160,7 @@ async def test_task_workflows_listed_attached_and_detached(server):
                                                     f"/api/swarm/tasks/{task['id']}/workflows")["workflows"]]
     app = make_app(server, "bob")
     async with app.run_test(size=(120, 35)) as pilot:
-        await pilot.press("4")
-        await wait_for(pilot, lambda: task["id"] in row_keys(app, "#col-ready"), what="board")
-        await wait_idle(pilot, app)
-        select_row(app, "#col-ready", task["id"])
+        await cursor_on_ready_task(pilot, app, task["id"])
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, TaskDetailScreen) and "Workflows" in
                        summary(app.screen, "#task-detail-text"), what="detail with workflows")
