@@ -379,6 +379,7 @@ class CoordApp(KeysInOrder, App[None]):
     @on(WakePane.AlertDismissed)
     def alert_dismissed(self, message: WakePane.AlertDismissed) -> None:
         self.session.alerts.dismiss(message.key)
+        self.wake_changed(refilter=True)  # its summary counted the kept alerts with this one
 
     @on(InboxPane.MailCounted)
     def mail_counted(self, message: InboxPane.MailCounted) -> None:

@@ -200,11 +200,16 @@ async def test_an_alert_is_not_dropped_by_a_wake_answer_painted_before_the_app_k
         app.wake_pane.show(after)
         assert alert in row_keys(app, "#wake-table"), "dropped before the app kept it"
         await wait_for(pilot, lambda: len(app.session.alerts) == 1, what="kept")
+        await pilot.press("ctrl+r")  # the server's wake without it: kept, and counted in the summary
+        summary = lambda: str(app.query_one("#wake-summary").render())  # noqa: E731
+        await wait_for(pilot, lambda: "1 earlier alert kept on screen" in summary(), what="counted as kept")
         await wait_idle(pilot, app)
         assert alert in row_keys(app, "#wake-table")
         select_row(app, "#wake-table", alert)
         await pilot.press("a")
         await wait_for(pilot, lambda: alert not in row_keys(app, "#wake-table"), what="dismissed")
+        await wait_for(pilot, lambda: "kept on screen" not in summary(),
+                       what=lambda: f"the summary to stop counting it: {summary()}")
         app.wake_pane.show(after)
         await wait_idle(pilot, app)
         assert alert not in row_keys(app, "#wake-table") and len(app.session.alerts) == 0, "came back"
