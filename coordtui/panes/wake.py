@@ -361,13 +361,12 @@ class WakePane(Pane[Wake]):
             self.request_reload()
 
     def dismiss_alert(self, item: WakeItem) -> None:
-        """The alert leaves the store (the app's) and the list (here, at once), and the badge counts one less."""
+        """The alert leaves the store (the app's, which then shows Wake again: the summary and the badge count one
+        less) and the list (here, at once)."""
         self.post_message(self.AlertDismissed(item.key))
         self.arriving.pop(item.key, None)
         if self.wake is not None:
-            shown = replace(self.wake, items=[i for i in self.wake.items if i.key != item.key])
-            self.post_message(self.Shown(shown, None))
-            self.paint(shown)
+            self.paint(replace(self.wake, items=[i for i in self.wake.items if i.key != item.key]))
 
     @work(group="wake-action", exit_on_error=False)
     async def action_pending(self) -> None:
