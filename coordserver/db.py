@@ -35,11 +35,11 @@ from .models import database_proxy
 from .sql import (PreparedStatements, Row, current_database, locked, sql_execute, sql_insert,  # noqa: F401
                   sql_models, sql_rows, tuples)
 from .timeutil import Clock
-from .unit import Merge, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
+from .unit import Merge, Unmerged, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
 
 # What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
-__all__ = ["Row", "Store", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event", "now",
-           "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
+__all__ = ["Row", "Store", "Unmerged", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event",
+           "now", "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
 
 log = logging.getLogger("coord.db")
 
@@ -463,6 +463,10 @@ class Store:
         try:
             with self._unit_savepoint:
                 finishers = many([job.args for job in group])
+        except Unmerged:
+            for job in group:
+                self._run_job(job)
+            return
         except Exception:
             log.info("a merged unit failed; running its %d calls one by one", len(group), exc_info=True)
             for job in group:

@@ -54,12 +54,18 @@ def merges(many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]],
     call is its positional arguments) does the database work of all of them, typically one statement
     for the lot instead of a round trip each, and returns per call a function that finishes it without
     SQL: logs its events (note_event), queues its effects and returns its result or raises its refusal.
-    Only calls for which `when(*args)` holds are merged. If `many` fails, each call runs on its own."""
+    Only calls for which `when(*args)` holds are merged. If `many` fails (or raises Unmerged), each call
+    runs on its own."""
     def mark(fn: F) -> F:
         merge: Merge = (many, when)
         setattr(fn, "merge", merge)  # read back by merge_of
         return fn
     return mark
+
+
+class Unmerged(Exception):
+    """Raised by a `merges` function that met a call it does not merge (a state change it leaves to the
+    unit itself): the writer then runs each call on its own, as if they had never been queued together."""
 
 
 def merge_of(fn: Callable[..., Any]) -> Merge | None:

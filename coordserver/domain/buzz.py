@@ -14,7 +14,8 @@ import re
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 import peewee as pw
 
@@ -23,7 +24,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..events.channels import WEBHOOKS, WebhooksPayload
-from ..models import BuzzAlert, BuzzEvent, BuzzWebhook, NotebookPage
+from ..models import BuzzAlert, BuzzEvent, BuzzSilence, BuzzWebhook, NotebookPage
 from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag, optional_http_url
@@ -482,17 +483,31 @@ def _audience(webhook: BuzzWebhook) -> list[str] | None:
     return alerts.audience(webhook.for_users, webhook.wake_agent, webhook.notify_agent)
 
 
+_WINDOW_SQL = ("SELECT received_at FROM buzz_event WHERE webhook_id = ? AND received_at > ? "
+               "ORDER BY received_at DESC LIMIT ?")
+
+
+def _window(webhook_id: int, now: datetime, limit: int) -> list[datetime]:
+    """When the webhook's newest `limit` ingests within INGEST_WINDOW were stored, newest first."""
+    rows = db.sql_rows(_WINDOW_SQL, (webhook_id, to_db(now - INGEST_WINDOW), limit))
+    return [from_db(value) for (value,) in rows]
+
+
+def _rate_refusal(window: list[datetime], now: datetime, limit: int) -> RateLimited | None:
+    """The refusal of one more ingest when `window` (newest first) holds `limit` already, with the seconds
+    until the limit-th newest leaves it."""
+    if len(window) < limit:
+        return None
+    retry = max(1, int((min(window[:limit]) + INGEST_WINDOW - now).total_seconds() + 0.999))
+    return RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
+
+
 def _check_rate(webhook: BuzzWebhook, now: datetime, limit: int) -> None:
     """The authoritative per-webhook window, counted in the database under the webhook's row lock, so
     it holds across server processes. The caller's in-memory check refuses most floods before this."""
-    since = to_db(now - INGEST_WINDOW)
-    recent = (BuzzEvent.select(BuzzEvent.received_at)
-              .where((BuzzEvent.webhook_id == webhook.id) & (BuzzEvent.received_at > since))
-              .order_by(BuzzEvent.received_at.desc()).limit(limit))
-    times = [from_db(row.received_at) for row in recent]
-    if len(times) >= limit:
-        retry = max(1, int((min(times) + INGEST_WINDOW - now).total_seconds() + 0.999))
-        raise RateLimited(retry, f"Too many ingests for this webhook; retry in {retry} s")
+    refusal = _rate_refusal(_window(webhook.id, now, limit), now, limit)
+    if refusal is not None:
+        raise refusal
 
 
 _INSERT_EVENT_SQL = ("INSERT INTO buzz_event (webhook_id, app_name, title, for_users, received_at, content_type, "
@@ -513,6 +528,221 @@ def _insert_event(webhook: BuzzWebhook, title: str, now: datetime, parsed: JSONO
     return event_id
 
 
+# --- ingests queued together (PostgreSQL: db.merges) ------------------------------------------------
+# An alert storm: many firings into alerts that already exist, none changing an alert's state. The batch reads
+# what its decisions need once (the webhooks, locked in id order; running silences; the alerts; the rate
+# window and repeats when asked), decides each call in order as `ingest` would, and writes every event row,
+# its `broadcast` and their targets in one statement, then one UPDATE per alert and per webhook. A call that
+# would change state (a new alert, a silenced firing, a reopening, a flapping alert) sends the whole batch
+# back to be run one call at a time (db.Unmerged), so every state change keeps one code path: `ingest`.
+
+class _Call(NamedTuple):
+    webhook_id: int
+    app_name: str
+    token: str
+    parsed: JSONObject
+    limit: int | None = None
+    flap: alerts.FlapRule = alerts.FlapRule()
+    ingested_by: str | None = None
+
+
+class _Stored(NamedTuple):
+    """A call that stores an event row: a repeat (no alert counted, nothing logged) or a firing into `alert`."""
+    call: _Call
+    webhook: BuzzWebhook
+    title: str
+    alert: BuzzAlert | None
+    suppressed: bool
+
+
+_MERGED_ROW = ("(?::integer, ?::bigint, ?::text, ?::text, ?::text, ?::timestamp, ?::text, ?::text, ?::text, ?::text, "
+               "?::text, ?::boolean, ?::text, ?::bigint, ?::text, ?::boolean, ?::text)")
+
+
+@lru_cache(maxsize=64)
+def _merged_ingest_sql(count: int) -> str:
+    return ("WITH s AS (SELECT pg_get_serial_sequence('buzz_event', 'id')::regclass AS b, "
+            "pg_get_serial_sequence('event', 'id')::regclass AS e), "
+            "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
+            "FROM s, (VALUES "
+            + ", ".join([_MERGED_ROW] * count)
+            + ") AS x(ord, webhook_id, app_name, title, for_users, received_at, content_type, body_text, body_json, "
+            "wake_agent, notify_agent, suppressed, dedup_key, alert_id, data, to_all, audience) ORDER BY x.ord), "
+            "b AS (INSERT INTO buzz_event (id, webhook_id, app_name, title, for_users, received_at, content_type, "
+            "body_text, body_json, wake_agent, notify_agent, suppressed, dedup_key, alert_id, silenced_by) "
+            "SELECT bid, webhook_id, app_name, title, for_users, received_at, content_type, body_text, body_json, "
+            "wake_agent, notify_agent, suppressed, dedup_key, alert_id, NULL FROM v), "
+            "e AS (INSERT INTO event (id, type, data, to_all, created_at) "
+            f"SELECT eid, 'broadcast', {log.id_filled_sql('bid', 'data')}, to_all, received_at FROM v "
+            "WHERE NOT suppressed), "
+            "t AS (INSERT INTO event_target (identity, event) SELECT unnest(string_to_array(audience, ',')), eid "
+            "FROM v WHERE NOT suppressed AND NOT to_all) "
+            "SELECT ord, bid, eid FROM v")
+
+
+_COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?, app_name = ?, for_users = ?, "
+                "wake_agent = ?, notify_agent = ?, silenced_by = NULL, runbook_page_id = ?, runbook_url = ?, escalate_to = ?, "
+                "count = count + ? WHERE id = ?")
+
+
+def _in_list(count: int) -> str:
+    return "(" + ", ".join(["?"] * count) + ")"
+
+
+class _Batch:
+    """What a merged batch read once, and what its earlier calls stored (later calls see both)."""
+
+    def __init__(self, calls: list[_Call], now: datetime) -> None:
+        self.now = now
+        ids = sorted({call.webhook_id for call in calls})
+        self.webhooks = {hook.id: hook for hook in db.sql_models(
+            BuzzWebhook, f"WHERE id IN {_in_list(len(ids))} ORDER BY id FOR UPDATE", ids)}
+        self.silences = self._running_silences() if self.webhooks else []
+        self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
+        self.added: dict[int, int] = {}  # webhook: the event rows this batch stored
+        self.firsts: dict[tuple[int, str], bool] = {}  # (webhook, dedupKey): an ingest within DEDUP_WINDOW
+        self.alerts: dict[tuple[int, str], BuzzAlert | None] = {}
+
+    def _running_silences(self) -> list[BuzzSilence]:
+        hooks = list(self.webhooks.values())
+        return db.sql_models(BuzzSilence,
+                             f"WHERE ends_at > ? AND ended_at IS NULL AND (webhook_id IN {_in_list(len(hooks))} "
+                             f"OR app_name IN {_in_list(len(hooks))}) ORDER BY id",
+                             (to_db(self.now), *(h.id for h in hooks), *(h.app_name for h in hooks)))
+
+    def webhook(self, call: _Call) -> BuzzWebhook | None:
+        hook = self.webhooks.get(call.webhook_id)
+        if (hook is None or not hmac.compare_digest(hook.token.encode(), call.token.encode()) or not hook.enabled
+                or hook.app_name != call.app_name):
+            return None
+        return hook
+
+    def rate_refusal(self, hook: BuzzWebhook, limit: int | None) -> RateLimited | None:
+        if limit is None:
+            return None
+        if (hook.id, limit) not in self.windows:
+            self.windows[(hook.id, limit)] = _window(hook.id, self.now, limit)
+        window = [self.now] * self.added.get(hook.id, 0) + self.windows[(hook.id, limit)]
+        return _rate_refusal(window, self.now, limit)
+
+    def is_repeat(self, hook: BuzzWebhook, dedup_key: str | None) -> bool:
+        if not dedup_key:
+            return False
+        key = (hook.id, dedup_key)
+        if key not in self.firsts:
+            self.firsts[key] = _is_repeat(hook, dedup_key, self.now)
+        return self.firsts[key]
+
+    def silenced(self, hook: BuzzWebhook, title: str, body_json: Any) -> bool:
+        return any((s.webhook_id == hook.id or s.app_name == hook.app_name) and silences.matches(s, title, body_json)
+                   for s in self.silences)
+
+    def alert(self, hook: BuzzWebhook, group_key: str) -> BuzzAlert | None:
+        key = (hook.id, group_key)
+        if key not in self.alerts:
+            self.alerts[key] = alerts.find(hook.id, group_key)
+        return self.alerts[key]
+
+    def stored(self, hook: BuzzWebhook, call: _Call, suppressed: bool) -> None:
+        """An event row this batch stores counts in later calls' rate window, and a first for their repeats."""
+        self.added[hook.id] = self.added.get(hook.id, 0) + 1
+        if call.parsed["dedup_key"] and not suppressed:
+            self.firsts[(hook.id, call.parsed["dedup_key"])] = True
+
+
+def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
+    """What `ingest` would do with `call` after the batch's earlier calls: a refusal, or the row it stores.
+    Raises db.Unmerged where `ingest` would change an alert's state."""
+    hook = batch.webhook(call)
+    if hook is None:
+        return NotFound("Invalid webhook")
+    refusal = batch.rate_refusal(hook, call.limit)
+    if refusal is not None:
+        return refusal
+    parsed = call.parsed
+    suppressed = batch.is_repeat(hook, parsed["dedup_key"])
+    title = (parsed["title"] or hook.title)[:TITLE_MAX]
+    alert = batch.alert(hook, parsed.get("group_key") or _short_key(title) or title)
+    if not suppressed and (alert is None or alert.state == "resolved" or alert.flapping
+                           or batch.silenced(hook, title, parsed["body_json"])):
+        raise db.Unmerged()
+    batch.stored(hook, call, suppressed)
+    return _Stored(call, hook, title, alert, suppressed)
+
+
+def _merged_row(ordinal: int, row: _Stored, received: datetime) -> list[Any]:
+    hook, parsed = row.webhook, row.call.parsed
+    audience = _audience(hook)
+    data = {"type": "broadcast", "appName": hook.app_name, "title": row.title, "eventId": None,
+            "alertId": row.alert.id if row.alert else None}
+    text, _marker, _prefix = log.id_filled(data, "eventId")
+    return [ordinal, hook.id, hook.app_name, row.title, hook.for_users, received, parsed["content_type"],
+            parsed["body_text"], BuzzEvent.body_json.db_value(parsed["body_json"]), hook.wake_agent, hook.notify_agent,
+            row.suppressed, parsed["dedup_key"], row.alert.id if row.alert else None, text, audience is None,
+            ",".join(sorted({identity for identity in audience or () if identity}))]
+
+
+def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
+    """db.merges for `ingest` (PostgreSQL): the batch's firings in one statement, then one UPDATE per alert and
+    per webhook they counted on."""
+    now = db.now()
+    calls = [_Call(*args) for args in raw_calls]
+    batch = _Batch(calls, now)
+    decided = [_decide(batch, call) for call in calls]
+    rows = [(ordinal, d) for ordinal, d in enumerate(decided) if isinstance(d, _Stored)]
+    received = to_db(now)
+    ids: dict[int, tuple[int, int | None]] = {}
+    if rows:
+        params = [value for ordinal, row in rows for value in _merged_row(ordinal, row, received)]
+        _text, marker, prefix = log.id_filled({}, "eventId")
+        ids = {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(len(rows)),
+                                                                      [*params, marker, prefix])}
+    _count_on_alerts(rows, ids, received)
+    for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):
+        db.sql_execute(_HIT_SQL, (received, hook_id))
+    return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
+
+
+def _count_on_alerts(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, int | None]],
+                     received: datetime) -> None:
+    """Each alert's firings of the batch, in one UPDATE: as `alerts.record` for a firing that changes no state,
+    the routing columns and title as of the alert's last firing in the batch."""
+    counted: dict[int, tuple[_Stored, int, int]] = {}  # alert id: its last firing, that firing's event id, firings
+    for ordinal, row in rows:
+        if not row.suppressed and row.alert is not None:
+            previous = counted.get(row.alert.id)
+            counted[row.alert.id] = (row, ids[ordinal][0], (previous[2] if previous else 0) + 1)
+    for alert_id, (row, event_id, firings) in sorted(counted.items()):
+        hook = row.webhook
+        db.sql_execute(_COUNTED_SQL, (received, event_id, row.title, hook.app_name, hook.for_users, hook.wake_agent,
+                                      hook.notify_agent, hook.runbook_page_id, hook.runbook_url, hook.escalate_to,
+                                      firings, alert_id))
+
+
+def _ingest_finisher(decided: _Stored | Exception, ids: tuple[int, int | None] | None) -> Callable[[], JSONObject]:
+    def finish() -> JSONObject:
+        if isinstance(decided, Exception):
+            raise decided
+        assert ids is not None
+        event_id, logged = ids
+        if decided.suppressed:
+            return {"ok": True, "eventId": event_id, "suppressed": True}
+        assert decided.alert is not None and logged is not None
+        db.note_event(logged, "broadcast")
+        hook = decided.webhook
+        for agent in {a for a in (hook.wake_agent, hook.notify_agent) if a is not None}:
+            wake_signal.enters_wake(agent, None)
+        return {"ok": True, "eventId": event_id, "alertId": decided.alert.id}
+    return finish
+
+
+def _mergeable(_webhook_id: int, _app_name: str, _token: str, parsed: JSONObject, _limit: int | None = None,
+               _flap: alerts.FlapRule | None = None, ingested_by: str | None = None) -> bool:
+    """A resolution changes state, and an identity's own ingest asks the loop guard: those run on their own."""
+    return not parsed.get("resolves") and ingested_by is None
+
+
+@db.merges(_ingest_many, when=_mergeable)
 def ingest(webhook_id: int, app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
            flap: alerts.FlapRule = alerts.FlapRule(), ingested_by: str | None = None) -> JSONObject:
     """Into the webhook `webhook_id` (webhook_cache.WebhookCache.webhook_id: the one the ingest URL's app name

@@ -1,0 +1,257 @@
+"""Ingests queued together (an alert storm): on PostgreSQL the writer runs them as one statement (db.merges, as
+sends). Whatever a batch holds, every caller gets what the same ingests made one at a time would have given,
+and the database, the event log and the bus end up the same, ids included. Across two processes, no firing
+is lost and the per-webhook rate limit holds."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from coordserver import db
+from coordserver.db import Store
+from coordserver.domain import alerts, buzz, silences
+from coordserver.domain.alerts import FlapRule
+from coordserver.models import BuzzAlert, BuzzEvent, BuzzWebhook
+from coordserver.timeutil import FrozenClock
+from tests.server.domain.conftest import KNOWN, START, logged_after
+from tests.server.domain.test_rules_buzz import BASE, parse
+
+FLAP = FlapRule()
+
+
+class Stores:
+    """Fresh stores on one backend (`merges`: whether its writer merges queued calls), each keeping what it
+    announced on the bus once committed (`published`)."""
+
+    def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path) -> None:
+        self.merges = backend == "postgresql"
+        self.request, self.tmp_path = request, tmp_path
+        self.made: list[Store] = []
+
+    def __call__(self) -> Store:
+        if self.merges:
+            url = self.request.getfixturevalue("pg_cluster").create_database()
+        else:
+            url = f"sqlite:///{self.tmp_path / f'db{len(self.made)}.sqlite'}"
+        store = Store(url, FrozenClock(START))
+        store.open()
+        store.published = []
+        store.on_commit = lambda _max_event, effects: store.published.extend(effects)
+        self.made.append(store)
+        return store
+
+
+@pytest.fixture
+def make_store(request, tmp_path):
+    stores = Stores(request.param, request, tmp_path)
+    yield stores
+    for store in stores.made:
+        store.close()
+
+
+BACKENDS = pytest.mark.parametrize("make_store", ["sqlite", "postgresql"], indirect=True)
+
+
+class MergeWatch:
+    """How the writer ran `buzz.ingest`'s queued calls: the sizes of the merged batches, the batches sent back
+    to run one by one (db.Unmerged) and any that failed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.merged: list[int] = []
+        self.unmerged: list[int] = []
+        self.failed: list[Exception] = []
+        many, when = buzz.ingest.merge
+
+        def watching(calls):
+            try:
+                finishers = many(calls)
+            except db.Unmerged:
+                self.unmerged.append(len(calls))
+                raise
+            except Exception as failure:
+                self.failed.append(failure)
+                raise
+            self.merged.append(len(calls))
+            return finishers
+        monkeypatch.setattr(buzz.ingest, "merge", (watching, when))
+
+
+async def webhooks(store: Store) -> dict[str, dict]:
+    made = {
+        "ops": await store.write(buzz.create_webhook, "alice", {"appName": "ops", "title": "Ops", "forUsers": "alice",
+                                                                 "wakeAgent": "carol", "notifyAgent": "bob"},
+                                 BASE, KNOWN),
+        "all": await store.write(buzz.create_webhook, "alice", {"appName": "all", "title": "All", "wakeAgent": "carol"},
+                                 BASE, KNOWN),
+        "off": await store.write(buzz.create_webhook, "alice", {"appName": "off", "title": "Off"}, BASE, KNOWN),
+        "few": await store.write(buzz.create_webhook, "alice", {"appName": "few", "title": "Few", "forUsers": "bob"},
+                                 BASE, KNOWN),
+    }
+    await store.write(buzz.update_webhook, made["off"]["id"], "alice", False, {"enabled": False}, BASE, KNOWN)
+    return made
+
+
+Ingest = tuple[str, dict[str, Any], int | None]  # webhook, body, rate limit
+
+
+def ingest_args(hooks: dict[str, dict], ingest: Ingest) -> tuple[Any, ...]:
+    name, body, limit = ingest
+    hook = hooks["ops" if name == "badtoken" else name]
+    token = hook["token"][:-1] + "x" if name == "badtoken" else hook["token"]
+    return hook["id"], hook["appName"], token, parse(body), limit, FLAP, None
+
+
+def answer(outcome: Any) -> Any:
+    if isinstance(outcome, Exception):
+        return type(outcome).__name__, str(outcome), dict(getattr(outcome, "headers", None) or {})
+    return outcome
+
+
+def everything(_: Any = None) -> dict[str, Any]:
+    """What the database holds after the ingests, every column."""
+    def rows(model) -> list[dict]:
+        return [row for row in model.select().order_by(model.id).dicts()]
+    return {"events": rows(BuzzEvent), "alerts": rows(BuzzAlert),
+            "hits": [(h.id, h.last_hit_at) for h in BuzzWebhook.select().order_by(BuzzWebhook.id)],
+            "log": logged_after(0)}
+
+
+async def run(store: Store, hooks: dict[str, dict], ingests: list[Ingest], together: bool) -> list[Any]:
+    calls = [ingest_args(hooks, ingest) for ingest in ingests]
+    if together:
+        outcomes = await asyncio.gather(*(store.write(buzz.ingest, *args) for args in calls), return_exceptions=True)
+    else:
+        outcomes = []
+        for args in calls:
+            try:
+                outcomes.append(await store.write(buzz.ingest, *args))
+            except Exception as refused:
+                outcomes.append(refused)
+    return [answer(outcome) for outcome in outcomes]
+
+
+async def same_as_one_by_one(make_store: Callable[[], Store], before: list[Ingest], batch: list[Ingest],
+                             setup: Callable[[Store, dict], Any] | None = None,
+                             watch: MergeWatch | None = None) -> list[Any]:
+    """Runs `before` one by one on two fresh stores, then `setup`, then `batch` queued together on one and one by one on the
+    other; asserts answers, database, log and bus are the same; returns the answers."""
+    results = []
+    for together in (False, True):
+        store = make_store()
+        hooks = await webhooks(store)
+        await run(store, hooks, before, together=False)
+        if setup is not None:
+            await setup(store, hooks)
+        store.clock.advance(seconds=1)
+        store.published.clear()
+        if watch is not None and together:
+            watch.merged.clear()
+            watch.unmerged.clear()
+        answers = await run(store, hooks, batch, together=together)
+        results.append((answers, await store.read(everything), store.published))
+    (answers, stored, told), (answers_together, stored_together, told_together) = results
+    assert answers_together == answers
+    assert stored_together == stored
+    assert told_together == told
+    return answers
+
+
+STORM_BEFORE: list[Ingest] = [("ops", {"title": "disk"}, None), ("all", {"title": "cpu"}, None),
+                              ("few", {"title": "mem"}, 3)]
+STORM: list[Ingest] = [
+    ("ops", {"title": "disk", "n": 0}, None),
+    ("badtoken", {"title": "disk"}, None),
+    ("all", {"title": "cpu", "n": 1}, None),
+    ("ops", {"title": "disk", "dedupKey": "k1", "groupKey": "disk"}, None),
+    ("ops", {"title": "disk", "dedupKey": "k1", "groupKey": "disk"}, None),  # a repeat of the one before
+    ("off", {"title": "disk"}, None),
+    ("ops", {"title": "gone", "groupKey": "no-such-group", "dedupKey": "k1"}, None),  # a repeat: no alert started
+    ("few", {"title": "mem"}, 3),
+    ("few", {"title": "mem", "body": "second"}, 3),
+    ("few", {"title": "mem"}, 3),  # the fourth in the minute: refused
+    ("ops", {"title": "disk", "groupKey": "disk", "n": 2}, None),
+    *[("ops" if i % 3 else "all", {"title": "disk" if i % 3 else "cpu", "i": i}, None) for i in range(12)],
+]
+
+
+@BACKENDS
+async def test_a_storm_queued_together_answers_and_stores_as_one_by_one(make_store, monkeypatch):
+    watch = MergeWatch(monkeypatch)
+    answers = await same_as_one_by_one(make_store, STORM_BEFORE, STORM, watch=watch)
+    assert [a[0] for a in answers if isinstance(a, tuple)] == ["NotFound", "NotFound", "RateLimited"]
+    # the oldest of the three in the minute was stored a second before the batch
+    assert answers[9] == ("RateLimited", "Too many ingests for this webhook; retry in 59 s", {"Retry-After": "59"})
+    assert answers[4]["suppressed"] is True and answers[6]["suppressed"] is True
+    assert watch.failed == [] and watch.unmerged == []
+    assert bool(watch.merged) == make_store.merges  # PostgreSQL merged the batch; SQLite has no merges
+    if make_store.merges:
+        assert max(watch.merged) > 10
+
+
+async def silence_disk(store: Store, hooks: dict[str, dict]) -> None:
+    await store.write(silences.create, "alice", False, {"app_name": "ops", "minutes": 60, "match": {"title": "hush"}})
+
+
+@BACKENDS
+async def test_a_batch_with_state_changes_runs_one_by_one_and_ends_the_same(make_store, monkeypatch):
+    watch = MergeWatch(monkeypatch)
+    batch: list[Ingest] = [
+        ("ops", {"title": "disk"}, None),
+        ("ops", {"title": "new group"}, None),  # starts an alert
+        ("ops", {"title": "disk"}, None),
+        ("ops", {"title": "hush now"}, None),  # silenced
+        ("all", {"title": "cpu"}, None),
+        ("ops", {"receiver": "x", "status": "resolved", "groupKey": "g", "alerts": []}, None),
+        ("ops", {"title": "disk"}, None),
+    ]
+    await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=silence_disk, watch=watch)
+    assert watch.failed == [] and watch.merged == []
+    assert bool(watch.unmerged) == make_store.merges  # the batch was sent back, and ran one by one
+
+
+async def resolve_cpu(store: Store, hooks: dict[str, dict]) -> None:
+    alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("all", {"title": "cpu"}, None))))["alertId"]
+    await store.write(alerts.resolve, "admin", True, alert_id)
+
+
+@BACKENDS
+async def test_a_firing_into_a_resolved_alert_reopens_it_from_a_batch(make_store, monkeypatch):
+    watch = MergeWatch(monkeypatch)
+    batch: list[Ingest] = [("ops", {"title": "disk"}, None)] * 4 + [("all", {"title": "cpu"}, None)] + \
+        [("ops", {"title": "disk"}, None)] * 4
+    await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=resolve_cpu, watch=watch)
+    assert watch.failed == [] and bool(watch.unmerged) == make_store.merges
+
+
+@pytest.mark.parametrize("make_store", ["postgresql"], indirect=True)
+async def test_two_processes_lose_no_firing_and_share_the_rate_limit(make_store, pg_cluster, monkeypatch):
+    watch = MergeWatch(monkeypatch)
+    url = pg_cluster.create_database()  # one database, two stores: two server processes' worth
+    first, second = (Store(url, FrozenClock(START)) for _ in range(2))
+    for store in (first, second):
+        store.open()
+    try:
+        hooks = await webhooks(first)
+        await first.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None)))
+        await first.write(buzz.ingest, *ingest_args(hooks, ("few", {"title": "mem"}, 25)))
+        storm = [("ops", {"title": "disk", "i": i}, None) for i in range(40)] + \
+            [("few", {"title": "mem", "i": i}, 25) for i in range(20)]
+        outcomes = await asyncio.gather(*(store.write(buzz.ingest, *ingest_args(hooks, ingest))
+                                          for ingest in storm for store in (first, second)), return_exceptions=True)
+        limited = [o for o in outcomes if isinstance(o, Exception)]
+        assert len(limited) == 40 - 24 and {type(o).__name__ for o in limited} == {"RateLimited"}
+        stored = await first.read(everything)
+        disk = next(a for a in stored["alerts"] if a["group_key"] == "disk")
+        mem = next(a for a in stored["alerts"] if a["group_key"] == "mem")
+        assert (disk["count"], mem["count"]) == (81, 25)
+        assert len({o["eventId"] for o in outcomes if isinstance(o, dict)}) == 80 + 24
+        broadcasts = [data["eventId"] for kind, data, _ in stored["log"] if kind == "broadcast"]
+        assert sorted(broadcasts) == sorted(e["id"] for e in stored["events"])  # each firing logged exactly once
+        assert watch.failed == [] and max(watch.merged) > 1
+    finally:
+        for store in (first, second):
+            store.close()
