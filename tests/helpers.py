@@ -108,3 +108,28 @@ def ok(response: httpx.Response) -> dict:
     assert response.status_code == 200, response.text
     return response.json()
 
+
+
+class MergeWatch:
+    """How the writer ran a `db.merges` unit function's queued calls (PostgreSQL; SQLite never merges): the
+    sizes of the batches it merged, those sent back to run one by one (db.Unmerged) and any that failed."""
+
+    def __init__(self, monkeypatch, unit_function) -> None:
+        from coordserver import db
+        self.merged: list[int] = []
+        self.unmerged: list[int] = []
+        self.failed: list[Exception] = []
+        many, when = unit_function.merge
+
+        def watching(calls):
+            try:
+                finishers = many(calls)
+            except db.Unmerged:
+                self.unmerged.append(len(calls))
+                raise
+            except Exception as failure:
+                self.failed.append(failure)
+                raise
+            self.merged.append(len(calls))
+            return finishers
+        monkeypatch.setattr(unit_function, "merge", (watching, when))

@@ -5,13 +5,16 @@ refusals were decided from the per-process webhook cache (coordserver/webhook_ca
 answers differently fails here. Also: the cache follows webhook changes made on another process."""
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import datetime, timezone
 
 import httpx
 
+from coordserver.domain import buzz
 from coordserver.models import BuzzEvent
 from coordserver.timeutil import FrozenClock
-from tests.helpers import client, eventually
+from tests.helpers import MergeWatch, async_client, client, eventually
 
 _LIMITS = {"COORD_RATE_LIMITS": "on", "COORD_RATE_LIMIT_OVERRIDES": '{"ingest": 1000, "other": 1000}',
            "COORD_INGEST_PER_WEBHOOK": "3"}
@@ -112,3 +115,30 @@ def test_webhook_changes_reach_the_other_process(make_server, pg_cluster):
     alice.delete(f"/api/buzz/webhooks/{hook['id']}")
     assert eventually(lambda: status(f"/api/ingest/moved/{hook['token']}"), lambda got: got == 404) == 404
     assert cache.misses >= 5  # read again after each change
+
+
+def test_a_storm_of_ingests_is_answered_as_one_at_a_time(make_server, database_url, monkeypatch):
+    """Ingests arriving at once (PostgreSQL's writer runs them merged, db.merges): each gets, byte for byte, the
+    answer of a lone ingest, with its own event id, and the alert counts every one."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    srv = make_server(clock=FrozenClock(datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)), database_url=database_url,
+                      env={"COORD_RATE_LIMITS": "off"})
+    alice = client(srv, "alice")
+    hook = alice.post("/api/buzz/webhooks", json={"appName": "storm", "title": "Storm", "wakeAgent": "bob"}).json()
+    url = f"/api/ingest/storm/{hook['token']}"
+    lone = _answer(client(srv).post(url, json={"title": "disk full"}))
+    assert lone == (200, {"content-type": "application/json", "content-length": "36"},
+                    b'{"ok":true,"eventId":1,"alertId":1}\n')
+
+    async def storm() -> list[tuple[int, dict[str, str], bytes]]:
+        async with async_client(srv) as anon:
+            responses = await asyncio.gather(*(anon.post(url, json={"title": "disk full", "n": n}) for n in range(48)))
+        return [_answer(response) for response in responses]
+    answers = asyncio.run(storm())
+    event_ids = sorted(json.loads(body)["eventId"] for _status, _headers, body in answers)
+    assert event_ids == list(range(2, 50))
+    assert sorted(answers, key=lambda a: json.loads(a[2])["eventId"]) == [
+        (200, {"content-type": "application/json", "content-length": str(len(body))}, body)
+        for body in (b'{"ok":true,"eventId":%d,"alertId":1}\n' % event_id for event_id in event_ids)]
+    assert alice.get("/api/buzz/alerts/1").json()["count"] == 49
+    assert bool(watch.merged) == database_url.startswith("postgresql")

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from coordserver import db
 from coordserver.db import Store
 from coordserver.domain import alerts, buzz, silences
 from coordserver.domain.alerts import FlapRule
 from coordserver.models import BuzzAlert, BuzzEvent, BuzzWebhook
 from coordserver.timeutil import FrozenClock
+from tests.helpers import MergeWatch
 from tests.server.domain.conftest import KNOWN, START, logged_after
 from tests.server.domain.test_rules_buzz import BASE, parse
 
@@ -54,30 +53,6 @@ def make_store(request, tmp_path):
 
 
 BACKENDS = pytest.mark.parametrize("make_store", ["sqlite", "postgresql"], indirect=True)
-
-
-class MergeWatch:
-    """How the writer ran `buzz.ingest`'s queued calls: the sizes of the merged batches, the batches sent back
-    to run one by one (db.Unmerged) and any that failed."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.merged: list[int] = []
-        self.unmerged: list[int] = []
-        self.failed: list[Exception] = []
-        many, when = buzz.ingest.merge
-
-        def watching(calls):
-            try:
-                finishers = many(calls)
-            except db.Unmerged:
-                self.unmerged.append(len(calls))
-                raise
-            except Exception as failure:
-                self.failed.append(failure)
-                raise
-            self.merged.append(len(calls))
-            return finishers
-        monkeypatch.setattr(buzz.ingest, "merge", (watching, when))
 
 
 async def webhooks(store: Store) -> dict[str, dict]:
@@ -180,7 +155,7 @@ STORM: list[Ingest] = [
 
 @BACKENDS
 async def test_a_storm_queued_together_answers_and_stores_as_one_by_one(make_store, monkeypatch):
-    watch = MergeWatch(monkeypatch)
+    watch = MergeWatch(monkeypatch, buzz.ingest)
     answers = await same_as_one_by_one(make_store, STORM_BEFORE, STORM, watch=watch)
     assert [a[0] for a in answers if isinstance(a, tuple)] == ["NotFound", "NotFound", "RateLimited"]
     # the oldest of the three in the minute was stored a second before the batch
@@ -198,7 +173,7 @@ async def silence_disk(store: Store, hooks: dict[str, dict]) -> None:
 
 @BACKENDS
 async def test_a_batch_with_state_changes_runs_one_by_one_and_ends_the_same(make_store, monkeypatch):
-    watch = MergeWatch(monkeypatch)
+    watch = MergeWatch(monkeypatch, buzz.ingest)
     batch: list[Ingest] = [
         ("ops", {"title": "disk"}, None),
         ("ops", {"title": "new group"}, None),  # starts an alert
@@ -220,7 +195,7 @@ async def resolve_cpu(store: Store, hooks: dict[str, dict]) -> None:
 
 @BACKENDS
 async def test_a_firing_into_a_resolved_alert_reopens_it_from_a_batch(make_store, monkeypatch):
-    watch = MergeWatch(monkeypatch)
+    watch = MergeWatch(monkeypatch, buzz.ingest)
     batch: list[Ingest] = [("ops", {"title": "disk"}, None)] * 4 + [("all", {"title": "cpu"}, None)] + \
         [("ops", {"title": "disk"}, None)] * 4
     await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=resolve_cpu, watch=watch)
@@ -229,7 +204,7 @@ async def test_a_firing_into_a_resolved_alert_reopens_it_from_a_batch(make_store
 
 @pytest.mark.parametrize("make_store", ["postgresql"], indirect=True)
 async def test_two_processes_lose_no_firing_and_share_the_rate_limit(make_store, pg_cluster, monkeypatch):
-    watch = MergeWatch(monkeypatch)
+    watch = MergeWatch(monkeypatch, buzz.ingest)
     url = pg_cluster.create_database()  # one database, two stores: two server processes' worth
     first, second = (Store(url, FrozenClock(START)) for _ in range(2))
     for store in (first, second):

@@ -12,6 +12,7 @@ from coordserver.events import log
 from coordserver.models import Event, Message
 from coordserver.db import Store
 from coordserver.timeutil import FrozenClock
+from tests.helpers import MergeWatch
 from tests.server.domain.conftest import KNOWN, START
 
 FIELDS = {"title": "hello"}
@@ -77,18 +78,7 @@ def message_rows() -> dict[int, tuple]:
 
 
 async def test_sends_queued_together_each_get_their_own_answer(rules_store, monkeypatch):
-    merged_sizes: list[int] = []
-    merged_failures: list[Exception] = []
-    many, when = messages.send.merge
-
-    def counting(calls):
-        merged_sizes.append(len(calls))
-        try:
-            return many(calls)
-        except Exception as failure:  # the store would run the calls one by one instead: no merge at all
-            merged_failures.append(failure)
-            raise
-    monkeypatch.setattr(messages.send, "merge", (counting, when))
+    watch = MergeWatch(monkeypatch, messages.send)
     await rules_store.write(identities.ensure_user, "gone")
     await rules_store.write(users.admin_update, "gone", {"archivedAt": "2026-03-01T00:00:00Z"})
     await rules_store.write(kinds.declare_env_agents, frozenset({"alice"}))
@@ -131,7 +121,7 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
         sorted(m["recipient"] for m in sent)
     assert event_types == ["message"] * len(sent)  # each unit told what it logged
     if not rules_store.sqlite:
-        assert max(merged_sizes) > 1 and merged_failures == []  # they did run merged
+        assert max(watch.merged) > 1 and watch.failed == [] and watch.unmerged == []  # they did run merged
 
 
 async def test_a_send_that_breaks_the_merged_statement_fails_alone(pg_cluster):
