@@ -11,6 +11,8 @@
 # (MUTATION_DIR defaults to /tmp/coord-mutation-<module>).
 # Not part of the normal pytest run. MUTATION_JOBS (default 1) caps mutmut's parallel children: the
 # server tests start real servers. A module not in TESTS below needs MUTATION_TESTS="tests/... ...".
+# MUTATION_ONLY="glob ..." runs only the mutants whose names match (mutmut's names, e.g.
+# 'coordserver.domain.buzz.x__ingest_many__mutmut_*'; methods are 'coordserver.domain.buzz.xǁ_BatchǁNAME__mutmut_*').
 set -euo pipefail
 
 arg="${1:?usage: scripts/mutation.sh coordserver/<module>.py | coordtui/<module>.py}"
@@ -51,7 +53,7 @@ declare -A TESTS=(
   [domain/messages]="tests/server/domain/test_rules_messages.py tests/server/domain/test_rules_mailbox.py"
   [domain/chat]="tests/server/domain/test_rules_chat.py"
   [domain/swarm]="tests/server/domain/test_rules_swarm.py tests/server/domain/test_rules_leases.py"
-  [domain/buzz]="tests/server/domain/test_rules_buzz.py"
+  [domain/buzz]="tests/server/domain/test_rules_buzz.py tests/server/domain/test_rules_buzz_merged.py"
   [domain/wake]="tests/server/domain/test_rules_wake.py"
   [domain/notebook_versions]="tests/server/domain/test_rules_notebook_versions.py"
   [domain/doctor]="tests/server/domain/test_doctor_verdicts.py"
@@ -88,7 +90,8 @@ EOF
 
 # mutmut 3.8 has exited non-zero after a complete run (events/log, with every mutant judged): a run is
 # judged by mutmut's closing line, not by its exit status.
-mutmut run --max-children "${MUTATION_JOBS:-1}" >mutmut-run.log 2>&1 || true
+# shellcheck disable=SC2086  # MUTATION_ONLY's globs are words, matched by mutmut, not by the shell
+set -f; mutmut run --max-children "${MUTATION_JOBS:-1}" ${MUTATION_ONLY:-} >mutmut-run.log 2>&1 || true; set +f
 grep -q "mutations/second" mutmut-run.log || { tail -40 mutmut-run.log; exit 1; }
 mutmut export-cicd-stats >/dev/null
 python - "$path" <<'EOF'
