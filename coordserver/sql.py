@@ -143,3 +143,19 @@ def sql_insert(sql: str, params: Sequence[Any] = ()) -> int | None:
         return cursor.lastrowid if cursor.rowcount else None
     row = database.execute_sql(_placeholders(sql + " RETURNING id", database.param), params).fetchone()
     return row[0] if row else None
+
+
+# Merged statements (db.merges, PostgreSQL): many calls' rows in one INSERT ... SELECT from a VALUES list, each
+# row taking its ids from the tables' sequences first, so later INSERTs of the statement can refer to them.
+
+def serial_sequences(**tables: str) -> str:
+    """The CTE `s`, naming each table's id sequence by its keyword (e.g. m="message": `nextval(s.m)`)."""
+    names = ", ".join(f"pg_get_serial_sequence('{table}', 'id')::regclass AS {name}" for name, table in tables.items())
+    return f"s AS (SELECT {names})"
+
+
+def typed_values(columns: tuple[tuple[str, str], ...], count: int) -> str:
+    """`count` rows of placeholders as the relation x(column, ...), each cast to its (column, type)'s type:
+    PostgreSQL infers no types for a VALUES list of parameters."""
+    row = "(" + ", ".join(f"?::{kind}" for _name, kind in columns) + ")"
+    return f"(VALUES {', '.join([row] * count)}) AS x({', '.join(name for name, _kind in columns)})"

@@ -25,6 +25,7 @@ from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..events.channels import WEBHOOKS, WebhooksPayload
 from ..models import BuzzAlert, BuzzEvent, BuzzSilence, BuzzWebhook, NotebookPage
+from ..sql import serial_sequences, typed_values
 from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag, optional_http_url
@@ -555,19 +556,18 @@ class _Stored(NamedTuple):
     suppressed: bool
 
 
-_MERGED_ROW = ("(?::integer, ?::bigint, ?::text, ?::text, ?::text, ?::timestamp, ?::text, ?::text, ?::text, ?::text, "
-               "?::text, ?::boolean, ?::text, ?::bigint, ?::text, ?::boolean, ?::text)")
+_MERGED_COLUMNS = (("ord", "integer"), ("webhook_id", "bigint"), ("app_name", "text"), ("title", "text"),
+                   ("for_users", "text"), ("received_at", "timestamp"), ("content_type", "text"), ("body_text", "text"),
+                   ("body_json", "text"), ("wake_agent", "text"), ("notify_agent", "text"), ("suppressed", "boolean"),
+                   ("dedup_key", "text"), ("alert_id", "bigint"), ("data", "text"), ("to_all", "boolean"),
+                   ("audience", "text"))
 
 
 @lru_cache(maxsize=64)
 def _merged_ingest_sql(count: int) -> str:
-    return ("WITH s AS (SELECT pg_get_serial_sequence('buzz_event', 'id')::regclass AS b, "
-            "pg_get_serial_sequence('event', 'id')::regclass AS e), "
+    return (f"WITH {serial_sequences(b='buzz_event', e='event')}, "
             "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
-            "FROM s, (VALUES "
-            + ", ".join([_MERGED_ROW] * count)
-            + ") AS x(ord, webhook_id, app_name, title, for_users, received_at, content_type, body_text, body_json, "
-            "wake_agent, notify_agent, suppressed, dedup_key, alert_id, data, to_all, audience) ORDER BY x.ord), "
+            f"FROM s, {typed_values(_MERGED_COLUMNS, count)} ORDER BY x.ord), "
             "b AS (INSERT INTO buzz_event (id, webhook_id, app_name, title, for_users, received_at, content_type, "
             "body_text, body_json, wake_agent, notify_agent, suppressed, dedup_key, alert_id, silenced_by) "
             "SELECT bid, webhook_id, app_name, title, for_users, received_at, content_type, body_text, body_json, "
@@ -581,8 +581,8 @@ def _merged_ingest_sql(count: int) -> str:
 
 
 _COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?, app_name = ?, for_users = ?, "
-                "wake_agent = ?, notify_agent = ?, silenced_by = NULL, runbook_page_id = ?, runbook_url = ?, escalate_to = ?, "
-                "count = count + ? WHERE id = ?")
+                "wake_agent = ?, notify_agent = ?, silenced_by = NULL, runbook_page_id = ?, runbook_url = ?, "
+                "escalate_to = ?, count = count + ? WHERE id = ?")
 
 
 def _in_list(count: int) -> str:

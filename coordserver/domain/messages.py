@@ -20,6 +20,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Message
+from ..sql import serial_sequences, typed_values
 from ..timeutil import iso, to_db
 from . import fulltext, guards, kinds
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
@@ -163,17 +164,15 @@ def _find_dedupe(sender: str, recipient: str, key: str) -> JSONObject | None:
 # Sends queued together on PostgreSQL, as ONE statement (db.merges): each known recipient's row gets
 # its message and event ids from the sequences, then message, event and target rows are inserted from
 # them. One round trip for the batch instead of one per send.
-_MERGED_ROW = ("(?::integer, ?::text, ?::text, ?::text, ?::text, ?::boolean, ?::timestamp, ?::text, ?::bigint, "
-               "?::text, ?::text, ?::boolean)")
+_MERGED_COLUMNS = (("ord", "integer"), ("recipient", "text"), ("sender", "text"), ("title", "text"), ("body", "text"),
+                   ("urgent", "boolean"), ("created_at", "timestamp"), ("thread_id", "text"), ("reply_to", "bigint"),
+                   ("metadata", "text"), ("data", "text"), ("env", "boolean"))
 
 
 @lru_cache(maxsize=64)
 def _merged_send_sql(count: int) -> str:
-    return ("WITH s AS (SELECT pg_get_serial_sequence('message', 'id')::regclass AS m, "
-            "pg_get_serial_sequence('event', 'id')::regclass AS e), "
-            "v AS (SELECT x.*, nextval(s.m) AS mid, nextval(s.e) AS eid FROM s, (VALUES "
-            + ", ".join([_MERGED_ROW] * count)
-            + ") AS x(ord, recipient, sender, title, body, urgent, created_at, thread_id, reply_to, metadata, data, env)"
+    return (f"WITH {serial_sequences(m='message', e='event')}, "
+            f"v AS (SELECT x.*, nextval(s.m) AS mid, nextval(s.e) AS eid FROM s, {typed_values(_MERGED_COLUMNS, count)}"
             " WHERE " + known_sql("x.recipient", "x.env") + " ORDER BY x.ord), "
             "r AS (INSERT INTO message (id, recipient, sender, title, body, status, urgent, created_at, thread_id, "
             "reply_to_message_id, metadata, response_waiting) SELECT mid, recipient, sender, title, body, 'unread', "
