@@ -10,6 +10,7 @@ reads it as "no human takes part"; messages, asks, chat messages and presence ca
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from .. import db
 from ..models import User
@@ -21,12 +22,18 @@ def is_agent_sql(column: str) -> str:
     return f'EXISTS (SELECT 1 FROM "user" kind_u WHERE kind_u.id = {column} AND kind_u.is_agent)'
 
 
+@lru_cache(maxsize=16)
+def _agents_sql(count: int) -> str:
+    return f'SELECT id FROM "user" WHERE is_agent AND id IN ({", ".join(["?"] * count)})'
+
+
 def agents_among(identities: Iterable[str]) -> set[str]:
-    """Which of these identities are agents (one indexed query)."""
+    """Which of these identities are agents (one indexed query; fixed SQL: every send and chat message asks, and
+    Peewee composing the query cost a fifth of a send's CPU)."""
     names = sorted(set(identities))
     if not names:
         return set()
-    return {u.id for u in User.select(User.id).where(User.id.in_(names) & (User.is_agent == True))}  # noqa: E712
+    return {identity for (identity,) in db.sql_rows(_agents_sql(len(names)), names)}
 
 
 def is_agent(identity: str) -> bool:
