@@ -111,6 +111,8 @@ INGEST_BARE = "/api/ingest/bench/bare"
 def make_webhook(base: str, token: str) -> str:
     """A buzz webhook (wakeAgent: bench) for the ingest case; returns its ingest path."""
     hook = call(f"{base}/api/buzz/webhooks", token, {"appName": "bench", "title": "Bench alert", "wakeAgent": "bench"})
+    if "ingestUrl" not in hook:  # the v1 server answers the webhook row alone
+        return f"/api/ingest/{hook['appName']}/{hook['token']}"
     return "/" + hook["ingestUrl"].split("/", 3)[3]
 
 

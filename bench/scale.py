@@ -12,8 +12,11 @@ Cases (load from wrk, keep-alive, like bench/messages.py):
 
 Every server runs at once (PostgreSQL is a throwaway cluster from tests/pg.py: fsync off, like the
 tests); each case runs against every server in turn, so ratios are taken under the same load.
+With --v1, the v1 server (BigInformatics/hive on Bun, built as bench/v1/README.md says) runs beside them on its
+own database of the same cluster, every ingest stored (its dedup window 0, as coordserver without a dedupKey);
+the HTTP cases run against it too, not the fan-out.
 
-    python bench/scale.py [--duration 8] [--streams 1000] [--rate 10] [--json out.json]
+    python bench/scale.py [--duration 8] [--streams 1000] [--rate 10] [--json out.json] [--v1]
 """
 from __future__ import annotations
 
@@ -103,6 +106,13 @@ class Servers:
             cwd=ROOT, env={**self.env, "COORD_DATABASE_URL": database_url}))
         self.urls[label] = (f"http://127.0.0.1:{port}", self.procs[-1].pid)
 
+    def v1(self, label: str, database_url: str) -> None:
+        """The v1 server (bench/v1/run_v1.sh; V1_SRC and BUN say where its build and Bun are)."""
+        port = free_port()
+        self.procs.append(subprocess.Popen([str(HERE / "v1" / "run_v1.sh"), database_url, str(port)], cwd=ROOT,
+                                           env={**os.environ, "BROADCAST_ALERT_COOLDOWN_MINUTES": "0"}))
+        self.urls[label] = (f"http://127.0.0.1:{port}", self.procs[-1].pid)
+
     def bare(self, label: str, processes: int) -> None:
         port = free_port()
         for _ in range(processes):
@@ -146,11 +156,21 @@ def wait_all_workers(base: str, supervisor: int, timeout: float = 60) -> None:
 
 
 def seed(base: str) -> None:
-    """The reader's 1,000 unread messages (through the API, like any client)."""
+    """The reader's 1,000 unread messages (through the API, like any client). The first is retried for a while:
+    the v1 server answers its health check before it has loaded which mailboxes exist (400 until then)."""
     def one(i: int) -> None:
         call(f"{base}/api/mailboxes/reader/messages", TOKENS["alice"], {"title": f"seed {i}", "body": "unread mail"})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            one(0)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(one, range(UNREAD)))
+        list(pool.map(one, range(1, UNREAD)))
 
 
 def run_http_cases(servers: Servers, labels: list[str], args) -> dict:
@@ -170,7 +190,7 @@ def run_http_cases(servers: Servers, labels: list[str], args) -> dict:
             result["server_cpu_us"] = (servers.cpu(label) - before) * 1e6 / served
             result["db_cpu_us"] = (servers.db_cpu() - db_before) * 1e6 / served
             results[(case, label)] = result
-            db = f"  PostgreSQL CPU {result['db_cpu_us']:5.0f} us/req" if label.startswith("pg") else ""
+            db = f"  PostgreSQL CPU {result['db_cpu_us']:5.0f} us/req" if label.startswith(("pg", "v1")) else ""
             print(f"  {case:<6} {label:<8} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
                   f"p99 {result['p99_ms']:6.2f} ms  server CPU {result['server_cpu_us']:5.0f} us/req{db}  "
                   f"non-2xx {result['non2xx']}", flush=True)
@@ -207,19 +227,20 @@ def table(results: dict, labels: list[str]) -> str:
         x, y = results.get((case, a)), results.get((case, b))
         return f"{x['rps'] / y['rps']:.2f}×" if x and y and case != "fanout" else "—"
 
-    lines = ["| case | " + " | ".join(labels) + " | pg-2/pg-1 | pg-1/sqlite | pg-2/bare-2 | bare-2/bare-1 |",
-             "|---" * (len(labels) + 5) + "|"]
+    pairs = [("pg-2", "pg-1"), ("pg-1", "sqlite"), ("pg-2", "bare-2"), ("bare-2", "bare-1")]
+    if "v1" in labels:
+        pairs += [("sqlite", "v1"), ("pg-1", "v1"), ("pg-2", "v1")]
+    lines = ["| case | " + " | ".join(labels) + " | " + " | ".join(f"{a}/{b}" for a, b in pairs) + " |",
+             "|---" * (len(labels) + len(pairs) + 1) + "|"]
     for case in [*CASES, "fanout"]:
         lines.append(f"| {case} | " + " | ".join(cell(case, label) for label in labels) + " | "
-                     + " | ".join(ratio(case, a, b) for a, b in
-                                  (("pg-2", "pg-1"), ("pg-1", "sqlite"), ("pg-2", "bare-2"), ("bare-2", "bare-1")))
-                     + " |")
+                     + " | ".join(ratio(case, a, b) for a, b in pairs) + " |")
     shares = [f"{label} {results[('ingest', label)]['rps'] / results[('send', label)]['rps']:.2f}×" for label in labels
               if not label.startswith("bare") and ("ingest", label) in results and ("send", label) in results]
     if shares:
         lines.append("\ningest / send, same run: " + ", ".join(shares) + " (issue 30's target: ≥ 0.9×)")
     send2 = results.get(("send", "pg-2"))
-    if send2:
+    if send2 and "v1" not in labels:
         lines.append(f"\nsend with 2 workers: {send2['rps'] / V1_SEND_RPS:.2f}× the v1 server's {V1_SEND_RPS} req/s "
                      "(floor 0.75×, goal 1.0×)")
     return "\n".join(lines)
@@ -234,6 +255,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="fan-out: messages per second")
     parser.add_argument("--fanout-seconds", type=float, default=10.0)
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--v1", action="store_true", help="also the v1 server on Bun (bench/v1/README.md)")
     args = parser.parse_args()
     raise_fd_limit()
 
@@ -248,11 +270,15 @@ def main() -> None:
             servers.bare("bare-1", 1)
             servers.bare("bare-2", 2)
             coords, everything = ["sqlite", "pg-1", "pg-2"], ["sqlite", "pg-1", "pg-2", "bare-1", "bare-2"]
+            apis = coords + (["v1"] if args.v1 else [])
+            if args.v1:
+                servers.v1("v1", cluster.create_database())
+                everything.append("v1")
             for label in everything:
                 base = servers.urls[label][0]
-                wait_up(f"{base}/api/health" if label in coords else f"{base}/api/mailboxes/me/messages")
+                wait_up(f"{base}/api/health" if label in apis else f"{base}/api/mailboxes/me/messages", timeout=120)
             wait_all_workers(servers.urls["pg-2"][0], servers.urls["pg-2"][1])
-            for label in coords:
+            for label in apis:
                 seed(servers.urls[label][0])
                 servers.ingest_paths[label] = make_webhook(servers.urls[label][0], TOKENS["bench"])
             print("--- HTTP cases", flush=True)
