@@ -23,8 +23,9 @@ FLAP = FlapRule()
 
 
 class Stores:
-    """Fresh stores on one backend (`merges`: whether its writer merges queued calls), each keeping what it
-    announced on the bus once committed (`published`)."""
+    """Fresh stores on one backend (`merges`: whether its writer merges queued calls), each keeping, per committed
+    unit, the newest event it logged, what it announced on the bus and the types of the events it logged
+    (`published`)."""
 
     def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path) -> None:
         self.merges = backend == "postgresql"
@@ -38,8 +39,9 @@ class Stores:
             url = f"sqlite:///{self.tmp_path / f'db{len(self.made)}.sqlite'}"
         store = Store(url, FrozenClock(START))
         store.open()
-        store.published = []
-        store.on_commit = lambda _max_event, effects: store.published.extend(effects)
+        store.published = []  # per committed unit: the newest event it logged, what it announced, the event types
+        store.on_commit = lambda max_event, effects: store.published.append((max_event, effects))
+        store.on_events = lambda types: store.published.append(("types", types))
         self.made.append(store)
         return store
 
