@@ -138,7 +138,7 @@ async def same_as_one_by_one(make_store: Callable[[], Store], before: list[Inges
 
 
 STORM_BEFORE: list[Ingest] = [("ops", {"title": "disk"}, None), ("all", {"title": "cpu"}, None),
-                              ("few", {"title": "mem"}, 3)]
+                              ("few", {"title": "mem"}, 2), ("ops", {"title": "disk", "dedupKey": "k0", "groupKey": "disk"}, None)]
 STORM: list[Ingest] = [
     ("ops", {"title": "disk", "n": 0}, None),
     ("badtoken", {"title": "disk"}, None),
@@ -147,10 +147,11 @@ STORM: list[Ingest] = [
     ("ops", {"title": "disk", "dedupKey": "k1", "groupKey": "disk"}, None),  # a repeat of the one before
     ("off", {"title": "disk"}, None),
     ("ops", {"title": "gone", "groupKey": "no-such-group", "dedupKey": "k1"}, None),  # a repeat: no alert started
-    ("few", {"title": "mem"}, 3),
-    ("few", {"title": "mem", "body": "second"}, 3),
-    ("few", {"title": "mem"}, 3),  # the fourth in the minute: refused
-    ("ops", {"title": "disk", "groupKey": "disk", "n": 2}, None),
+    ("few", {"title": "mem"}, 2),  # the second in the minute
+    ("few", {"title": "mem", "body": "third"}, 2),  # refused
+    ("few", {"title": "mem"}, 2),
+    ("ops", {"title": "Disk at 95%", "groupKey": "disk", "n": 2}, None),  # into the alert of its group, not its title
+    ("ops", {"title": "disk", "dedupKey": "k0", "groupKey": "disk"}, None),  # a repeat of one stored before the batch
     *[("ops" if i % 3 else "all", {"title": "disk" if i % 3 else "cpu", "i": i}, None) for i in range(12)],
 ]
 
@@ -159,10 +160,10 @@ STORM: list[Ingest] = [
 async def test_a_storm_queued_together_answers_and_stores_as_one_by_one(make_store, monkeypatch):
     watch = MergeWatch(monkeypatch, buzz.ingest)
     answers = await same_as_one_by_one(make_store, STORM_BEFORE, STORM, watch=watch)
-    assert [a[0] for a in answers if isinstance(a, tuple)] == ["NotFound", "NotFound", "RateLimited"]
-    # the oldest of the three in the minute was stored a second before the batch
-    assert answers[9] == ("RateLimited", "Too many ingests for this webhook; retry in 59 s", {"Retry-After": "59"})
-    assert answers[4]["suppressed"] is True and answers[6]["suppressed"] is True
+    assert [a[0] for a in answers if isinstance(a, tuple)] == ["NotFound", "NotFound", "RateLimited", "RateLimited"]
+    # the older of the two in the minute was stored a second before the batch
+    assert answers[8] == ("RateLimited", "Too many ingests for this webhook; retry in 59 s", {"Retry-After": "59"})
+    assert [i for i, a in enumerate(answers) if isinstance(a, dict) and a.get("suppressed")] == [4, 6, 11]
     assert watch.failed == [] and watch.unmerged == []
     assert bool(watch.merged) == make_store.merges  # PostgreSQL merged the batch; SQLite has no merges
     if make_store.merges:
@@ -232,3 +233,49 @@ async def test_two_processes_lose_no_firing_and_share_the_rate_limit(make_store,
     finally:
         for store in (first, second):
             store.close()
+
+
+async def silences_elsewhere(store: Store, hooks: dict[str, dict]) -> None:
+    """Running silences that match what the batch sends, but for other webhooks: they silence none of it."""
+    await store.write(silences.create, "alice", False, {"app_name": "all", "minutes": 60, "match": {"title": "disk"}})
+    await store.write(silences.create, "alice", False, {"app_name": None, "webhook_id": hooks["ops"]["id"],
+                                                        "minutes": 60, "match": {"labels": {"team": "db"}}})
+
+
+@BACKENDS
+async def test_a_silence_of_another_webhook_leaves_the_batch_merged(make_store, monkeypatch):
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    batch: list[Ingest] = [("ops", {"title": "disk", "i": i}, None) for i in range(6)] + \
+        [("all", {"title": "cpu", "labels": {"team": "db"}, "i": i}, None) for i in range(6)]
+    await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=silences_elsewhere, watch=watch)
+    assert watch.failed == [] and watch.unmerged == [] and bool(watch.merged) == make_store.merges
+
+
+@BACKENDS
+@pytest.mark.parametrize("silenced", [{"title": "disk", "labels": {"team": "db"}},  # the webhook's silence, by labels
+                                      {"title": "hush now", "groupKey": "cpu"}])  # its app name's, by title
+async def test_a_silenced_firing_into_an_open_alert_sends_the_batch_back(make_store, monkeypatch, silenced):
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+
+    async def setup(store: Store, hooks: dict[str, dict]) -> None:
+        await silences_elsewhere(store, hooks)
+        await store.write(silences.create, "alice", False, {"app_name": "all", "minutes": 60,
+                                                            "match": {"title": "hush"}})
+    hook = "ops" if "labels" in silenced else "all"
+    batch: list[Ingest] = [(hook, {"title": "disk" if hook == "ops" else "cpu", "i": i}, None) for i in range(5)]
+    answers = await same_as_one_by_one(make_store, STORM_BEFORE, [*batch, (hook, silenced, None), *batch],
+                                       setup=setup, watch=watch)
+    assert "silencedBy" in answers[5]
+    assert watch.failed == [] and bool(watch.unmerged) == make_store.merges
+
+
+@BACKENDS
+async def test_a_batch_refused_whole_writes_nothing(make_store, monkeypatch):
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+
+    async def drop_off(store: Store, hooks: dict[str, dict]) -> None:
+        await store.write(buzz.delete_webhook, hooks["off"]["id"], "alice", False)
+    batch: list[Ingest] = [("off", {"title": "x", "i": i}, None) for i in range(12)]  # no webhook to lock or read
+    answers = await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=drop_off, watch=watch)
+    assert {a[:2] for a in answers} == {("NotFound", "Invalid webhook")}
+    assert watch.failed == [] and watch.unmerged == [] and bool(watch.merged) == make_store.merges
