@@ -114,8 +114,8 @@ async def run(store: Store, hooks: dict[str, dict], ingests: list[Ingest], toget
 async def same_as_one_by_one(make_store: Callable[[], Store], before: list[Ingest], batch: list[Ingest],
                              setup: Callable[[Store, dict], Any] | None = None,
                              watch: MergeWatch | None = None) -> list[Any]:
-    """Runs `before` one by one on two fresh stores, then `setup`, then `batch` queued together on one and one by one on the
-    other; asserts answers, database, log and bus are the same; returns the answers."""
+    """Runs `before` one by one on two fresh stores, then `setup`, then `batch` queued together on one and one by
+    one on the other; asserts answers, database, log and bus are the same; returns the answers."""
     results = []
     for together in (False, True):
         store = make_store()
@@ -138,7 +138,8 @@ async def same_as_one_by_one(make_store: Callable[[], Store], before: list[Inges
 
 
 STORM_BEFORE: list[Ingest] = [("ops", {"title": "disk"}, None), ("all", {"title": "cpu"}, None),
-                              ("few", {"title": "mem"}, 2), ("ops", {"title": "disk", "dedupKey": "k0", "groupKey": "disk"}, None)]
+                              ("few", {"title": "mem"}, 2),
+                              ("ops", {"title": "disk", "dedupKey": "k0", "groupKey": "disk"}, None)]
 STORM: list[Ingest] = [
     ("ops", {"title": "disk", "n": 0}, None),
     ("badtoken", {"title": "disk"}, None),
