@@ -328,3 +328,20 @@ async def test_two_restores_at_once_keep_the_replaced_text_once(two_stores):
     await while_held(here, lambda: nv.keep_before_restore(page_id, "live", ADMINS),
                      lambda: there.write(nv.keep_before_restore, page_id, "live", ADMINS))
     assert await here.read(versions, page_id) == [("live", "before_restore", [], None, None)]
+
+
+async def test_reading_versions_never_waits_for_a_writer_of_the_page(two_stores):
+    """Only the units that change a page hold its row: a list or a read elsewhere answers at once, with what
+    was committed before the checkpoint in progress."""
+    here, there = two_stores
+    page_id = await here.write(page)
+    first = await here.write(nv.checkpoint, page_id, who("alice"), "first", ADMINS)
+    seen: list = []
+
+    async def read_there():
+        seen.append([v["label"] for v in await there.read(nv.list_versions, page_id, who("bob"), 10, 0)])
+        seen.append((await there.read(nv.get_version, page_id, first["id"], who("bob")))["label"])
+        seen.append(await there.read(nv.restore_source, page_id, first["id"], who("alice")))
+        await there.read(nv.check_editable, page_id, who("alice"))
+    await while_held(here, lambda: nv.checkpoint(page_id, who("alice"), "second", ADMINS), read_there)
+    assert seen == [["first"], "first", "first"]
