@@ -55,6 +55,7 @@ declare -A TESTS=(
   [domain/wake]="tests/server/domain/test_rules_wake.py"
   [domain/notebook_versions]="tests/server/domain/test_rules_notebook_versions.py"
   [domain/recurring]="tests/server/domain/test_rules_recurring.py"
+  [domain/notebook]="tests/server/domain/test_rules_notebook.py"
   [domain/doctor]="tests/server/domain/test_doctor_verdicts.py"
   [domain/guards]="tests/server/domain/test_rules_guards.py"
   [domain/kinds]="tests/server/domain/test_rules_kinds.py"
