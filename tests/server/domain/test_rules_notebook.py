@@ -13,7 +13,7 @@ from coordserver.errors import Forbidden, Invalid, NotFound
 from coordserver.events.channels import NOTEBOOK
 from coordserver.models import NotebookPage, NotebookPendingEditor, NotebookReadBase, NotebookRelay, NotebookVersion
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import START, last_event_id, logged_after, who
+from tests.server.domain.conftest import START, last_event_id, logged_after, while_held, who
 
 ADMINS = frozenset({"admin"})
 LATER_AT = START + timedelta(days=1)
@@ -312,3 +312,41 @@ def test_a_title_is_required_and_cut_to_255():
         with pytest.raises(Invalid) as refused:
             nb.require_title(value)
         assert refused.value.message == "title is required"
+
+
+# --- two processes at once (PostgreSQL: two stores on one database) ---------------------------
+
+async def test_two_changes_of_one_page_at_once_both_count(two_stores):
+    """A change holds the page row: the other process's PATCH, archive or room save waits for it and merges
+    into what it stored, never over it."""
+    here, there = two_stores
+    made = await create(here, content="one two three")
+    base = await here.read(nb.stored_state, made["id"])
+    await while_held(here, lambda: nb.update_page(made["id"], who("alice"), {"content": "ONE two three"}, ADMINS,
+                                                  True, base),
+                     lambda: there.write(nb.update_page, made["id"], who("bob"), {"content": "one two THREE"}, ADMINS,
+                                         True, base))
+    assert (await here.read(stored, made["id"]))["content"] == "ONE two THREE"
+    room = nb.load_document(base)
+    nb.merge_text(room, "one and two three")
+    await while_held(here, lambda: nb.update_page(made["id"], who("alice"), {"content": "zero ONE two THREE"}, ADMINS,
+                                                  True, None),
+                     lambda: there.write(nb.save_document, made["id"], room.get_update(), room.get_state(), ["bob"],
+                                         ADMINS))
+    assert (await here.read(stored, made["id"]))["content"] == "zero ONE and two THREE"
+    after = last_event_id()
+    await while_held(here, lambda: nb.archive_page(made["id"], who("alice"), ADMINS),
+                     lambda: there.write(nb.archive_page, made["id"], who("alice"), ADMINS))
+    assert [data["change"] for _k, data, _to in await here.read(logged_after, after)] == ["archive"]
+
+
+async def test_reading_a_page_never_waits_for_a_writer(two_stores):
+    here, there = two_stores
+    made = await create(here, content="before")
+    seen: list = []
+
+    async def read_there():
+        seen.append((await there.read(nb.get_page, made["id"], who("bob"))).content)
+    await while_held(here, lambda: nb.update_page(made["id"], who("alice"), {"content": "after"}, ADMINS, True),
+                     read_there)
+    assert seen == ["before"]
