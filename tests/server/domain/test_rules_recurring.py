@@ -194,16 +194,21 @@ async def test_a_due_run_makes_one_task_of_the_latest_instant_and_moves_on(rules
     assert await rules_store.read(schedule_of, hourly["id"]) == ("2026-03-07T15:02:00.000Z", "2026-03-07T16:00:00.000Z")
 
 
-async def test_a_broken_template_is_counted_and_the_others_still_run(rules_store):
-    good, bad = [await create(rules_store, title=t, cronExpr="0 * * * *", timezone="UTC") for t in ("Good", "Bad")]
+async def test_broken_templates_are_counted_and_logged_and_the_others_still_run(rules_store, caplog):
+    made = [await create(rules_store, title=t, cronExpr="0 * * * *", timezone="UTC") for t in ("Good", "Bad", "Fine",
+                                                                                              "Worse")]
+    broken = sorted(t["id"] for t in made if t["title"] in ("Bad", "Worse"))  # the pass goes by id
     await rules_store.write(lambda: RecurringTemplate.update(timezone="No/Such_Zone")
-                            .where(RecurringTemplate.id == bad["id"]).execute())
+                            .where(RecurringTemplate.id.in_(broken)).execute())
     rules_store.clock.advance(hours=1)
-    assert await rules_store.write(recurring.run_due) == {"created": 1, "errors": 1, "lagSeconds": 0.0}
-    assert [t[0] for t in await rules_store.read(tasks)] == ["Good"]
-    assert await rules_store.read(schedule_of, bad["id"]) == (None, "2026-03-07T13:00:00.000Z")  # retried next pass
+    caplog.set_level("ERROR", logger="coord.recurring")
+    assert await rules_store.write(recurring.run_due) == {"created": 2, "errors": 2, "lagSeconds": 0.0}
+    assert [(r.name, r.getMessage(), r.exc_info is not None) for r in caplog.records] == [
+        ("coord.recurring", f"recurring template {template_id} failed", True) for template_id in broken]
+    assert [t[0] for t in await rules_store.read(tasks)] == ["Fine", "Good"]
+    assert await rules_store.read(schedule_of, broken[0]) == (None, "2026-03-07T13:00:00.000Z")  # retried next pass
     rules_store.clock.advance(minutes=30)
-    assert await rules_store.write(recurring.run_due) == {"created": 0, "errors": 1, "lagSeconds": 1800.0}
+    assert await rules_store.write(recurring.run_due) == {"created": 0, "errors": 2, "lagSeconds": 1800.0}
 
 
 async def test_overdue_counts_templates_two_intervals_late_and_names_the_five_latest(rules_store):
@@ -275,6 +280,9 @@ async def test_preview_defaults_and_limits(rules_store):
         "runs": ["2026-03-07T12:30:00.000Z", "2026-03-07T13:00:00.000Z", "2026-03-07T13:30:00.000Z"]}
     assert len((await rules_store.read(recurring.preview_runs, "0 9 * * *", "UTC", 10))["runs"]) == 10
     assert (await rules_store.read(recurring.preview_runs, "0 9 * * *", "", 1))["runs"] == ["2026-03-07T15:00:00.000Z"]
+    with pytest.raises(Invalid) as bad_zone:
+        await rules_store.read(recurring.preview_runs, "0 9 * * *", 5)
+    assert bad_zone.value.message == "timezone must be an IANA timezone name such as America/Chicago"
     for cron, message in ((5, "cronExpr is required"), ("0 0 30 2 *", "cronExpr never fires: 0 0 30 2 *"),
                           ("0 9 * *", "cronExpr must have 5 fields: minute hour day-of-month month day-of-week")):
         with pytest.raises(Invalid) as refused:
