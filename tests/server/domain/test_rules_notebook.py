@@ -183,8 +183,15 @@ async def test_an_archived_page_refuses_every_change_but_its_owners_unarchive(st
     restored = await change(store, made["id"], "alice", archived=False)
     assert restored == ("archive", None, {**made, "updatedAt": iso(START + timedelta(minutes=2))})
     assert [data["change"] for _k, data, _to in await store.read(logged_after, after)] == ["archive"]
+    after = last_event_id()
     await store.write(nb.archive_page, made["id"], who("admin"), ADMINS)
     assert (await store.read(stored, made["id"]))["archivedAt"] == iso(START + timedelta(minutes=2))
+    tagged = await create(store, taggedUsers=["bob"])
+    await store.write(nb.archive_page, tagged["id"], who("alice"), ADMINS)
+    assert [(data["change"], data["updatedBy"], to) for kind, data, to in await store.read(logged_after, after)
+            if kind == "notebook_page_updated"] == [
+        ("archive", "admin", None), ("meta", "alice", ["admin", "alice", "bob"]),
+        ("archive", "alice", ["admin", "alice", "bob"])]
 
 
 async def test_a_content_change_is_merged_into_the_stored_document_and_announced(store):
@@ -227,6 +234,10 @@ async def test_a_page_without_a_document_gets_one_once(store):
     assert (await store.write(nb.stored_document, page_id))[0] == state
     other = await store.write(legacy)
     assert await store.read(nb.stored_state, other) is None  # only the page asked for got its document
+    room = nb.new_document("from a room")
+    assert await store.write(nb.save_document, other, room.get_update(), room.get_state(), ["bob"], ADMINS) is None
+    assert nb.document_text(nb.load_document(await store.read(nb.stored_state, other))) == "from a room"
+    other = await store.write(legacy)
     assert (await change(store, other, "bob", content="old text, edited"))[2]["content"] == "old text, edited"
 
 
@@ -245,7 +256,8 @@ async def test_a_rooms_save_merges_names_its_editors_and_tells_what_the_room_lac
     room.apply_update(missing)
     page = await store.read(stored, made["id"])
     assert (page["content"], page["updatedAt"]) == (nb.document_text(room), iso(START + timedelta(minutes=1)))
-    assert page["content"] in ("the base, stored",)
+    assert page["content"] == "the base, stored"
+    assert nb.document_text(nb.load_document(await store.read(nb.stored_state, made["id"]))) == "the base, stored"
     [(_kind, data, to)] = await store.read(logged_after, after)
     assert (data["change"], data["updatedBy"], to) == ("content", "bob", ["admin", "alice", "bob"])
     assert await store.read(editors, made["id"]) == ["bob", "carol"]
