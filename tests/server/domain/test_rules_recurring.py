@@ -8,6 +8,7 @@ import pytest
 
 from coordserver.domain import recurring
 from coordserver.errors import Invalid, NotFound
+from coordserver.events.channels import WAKE
 from coordserver.models import RecurringTemplate, Task
 from coordserver.timeutil import iso, to_db
 from tests.server.domain.conftest import KNOWN, START, restricted_project
@@ -100,18 +101,19 @@ async def test_a_template_and_each_change_read_whole(rules_store):
     defaults = await create(rules_store, title="Plain", cronExpr="0 9 * * *")
     assert (defaults["timezone"], defaults["initialStatus"], defaults["enabled"], defaults["detail"],
             defaults["assigneeUserId"]) == ("America/Chicago", "ready", True, None, None)
-    rules_store.clock.advance(minutes=10)
-    renamed = await update(rules_store, made["id"], {"title": " Renamed "})
-    assert renamed == {**made, "title": "Renamed", "updatedAt": "2026-03-07T12:10:00.000Z"}  # the schedule as it was
+    rules_store.clock.advance(minutes=70)  # past nextRunAt: a change of anything but the schedule keeps it
+    renamed = await update(rules_store, made["id"], {"title": " Renamed ", "assigneeUserId": "carol"})
+    assert renamed == {**made, "title": "Renamed", "assigneeUserId": "carol",
+                       "updatedAt": "2026-03-07T13:10:00.000Z"}  # the schedule as it was
     rules_store.clock.advance(minutes=10)
     assert await update(rules_store, made["id"], {}) == renamed  # nothing to change: nothing written
     assert await update(rules_store, made["id"], {"timezone": "UTC", "enabled": True, "cronExpr": "0  * * * *"}) == {
-        **renamed, "updatedAt": "2026-03-07T12:20:00.000Z"}  # the same schedule: nextRunAt kept
+        **renamed, "updatedAt": "2026-03-07T13:20:00.000Z"}  # the same schedule: nextRunAt kept
     cleared = await update(rules_store, made["id"], {"detail": None, "assigneeUserId": None, "initialStatus": "",
                                                      "timezone": "", "cronExpr": " 0  9 * * * "})
     assert cleared == {**renamed, "detail": None, "assigneeUserId": None, "initialStatus": "ready",
                        "timezone": "America/Chicago", "cronExpr": "0 9 * * *",
-                       "nextRunAt": "2026-03-07T15:00:00.000Z", "updatedAt": "2026-03-07T12:20:00.000Z"}
+                       "nextRunAt": "2026-03-07T15:00:00.000Z", "updatedAt": "2026-03-07T13:20:00.000Z"}
     for cron in ("  ", 5, None):
         with pytest.raises(Invalid) as refused:
             await update(rules_store, made["id"], {"cronExpr": cron, "title": "Not this"})
@@ -152,11 +154,15 @@ async def test_a_restricted_projects_template_exists_only_for_who_sees_the_proje
             await rules_store.write(call, *args)
         assert refused.value.message == "Template not found"
     assert await listed(rules_store, "bob") == [hidden, open_one]  # nothing changed
+    assert (await update(rules_store, hidden["id"], {"title": "By bob"}, "bob"))["title"] == "By bob"
     assert (await update(rules_store, hidden["id"], {"title": "By admin"}, "admin", True))["title"] == "By admin"
+    moved = await update(rules_store, open_one["id"], {"projectId": project_id}, "bob")
+    assert moved["projectId"] == project_id and await listed(rules_store, "carol") == []
+    open_one = await update(rules_store, open_one["id"], {"projectId": None}, "bob")
     with pytest.raises(Invalid) as unknown:
         await create_by(rules_store, "carol", title="Mine", cronExpr="0 9 * * *", projectId=project_id)
     assert unknown.value.message == f"Unknown projectId: {project_id}"
-    await rules_store.write(recurring.delete_template, hidden["id"], "bob", False)
+    await rules_store.write(recurring.delete_template, hidden["id"], "admin", True)
     assert await listed(rules_store, "admin", is_admin=True) == [open_one]
 
 
@@ -171,6 +177,21 @@ def tasks() -> list[tuple]:
 def schedule_of(template_id: str) -> tuple:
     t = RecurringTemplate.get_by_id(template_id)
     return iso(t.last_run_at), iso(t.next_run_at)
+
+
+async def test_a_due_task_carries_its_project_and_wakes_even_its_own_creator(store):
+    project_id = await store.write(restricted_project, ["alice"])
+    own = await store.write(recurring.create_template, "alice", {
+        "title": "Mine", "cronExpr": "0 * * * *", "timezone": "UTC", "projectId": project_id,
+        "assigneeUserId": "alice"}, KNOWN)
+    store.clock.advance(hours=1)
+    assert (await store.write(recurring.run_due))["created"] == 1
+    assert await store.read(tasks) == [("Mine", None, project_id, "alice", "ready", "alice", own["id"],
+                                        "2026-03-07T13:00:00.000Z")]
+    assert [payload for channel, payload in store.published if channel == WAKE] == [{"identity": "alice"}]
+    [after_run] = await store.read(recurring.list_templates, True, "alice", False)
+    assert after_run == {**own, "lastRunAt": "2026-03-07T13:00:00.000Z", "nextRunAt": "2026-03-07T14:00:00.000Z",
+                         "updatedAt": "2026-03-07T13:00:00.000Z"}
 
 
 async def test_a_due_run_makes_one_task_of_the_latest_instant_and_moves_on(rules_store):
@@ -255,11 +276,20 @@ def test_the_next_instant_after_a_moment(cron, after, expected):
     ("30 1 * * *", "2026-11-01T08:00:00", "2026-11-01T06:30:00"),
     ("45 1 * * *", "2026-11-01T07:30:00", "2026-11-01T06:45:00"),  # 01:30 CST: today's 01:45 CDT is past
     ("0 * * * *", "2026-03-07T15:00:00", "2026-03-07T15:00:00"),   # at or before
+    ("10,50 * * * *", "2026-11-01T07:20:00", "2026-11-01T07:10:00"),  # 01:10 CST is after 01:50 CDT
+    ("0 9 * * *", "2031-06-01T20:00:00", "2031-06-01T14:00:00"),   # years ahead of the machine's clock
     ("0 0 30 2 *", "2026-03-07T15:00:00", None),
 ])
 def test_the_latest_instant_at_or_before_a_moment(cron, moment, expected):
     found = recurring.Schedule(cron, CHICAGO).latest_at_or_before(at(moment))
     assert found == (None if expected is None else at(expected))
+
+
+def test_the_latest_instant_in_a_zone_without_changes():
+    hourly = recurring.Schedule("0 * * * *", "UTC")
+    assert hourly.latest_at_or_before(at("2026-03-07T15:00:00")) == at("2026-03-07T15:00:00")
+    assert hourly.latest_at_or_before(at("2026-03-07T14:59:59")) == at("2026-03-07T14:00:00")
+    assert hourly.next_after(at("2031-06-01T20:00:00")) == at("2031-06-01T21:00:00")
 
 
 def test_a_local_time_fires_zero_one_or_two_times():
