@@ -239,6 +239,9 @@ async def test_a_page_without_a_document_gets_one_once(store):
     assert nb.document_text(nb.load_document(await store.read(nb.stored_state, other))) == "from a room"
     other = await store.write(legacy)
     assert (await change(store, other, "bob", content="old text, edited"))[2]["content"] == "old text, edited"
+    other = await store.write(legacy)  # a base read elsewhere means nothing to a page without a document
+    assert (await change(store, other, "bob", base=nb.new_document("old text").get_update(),
+                         content="old text, edited"))[2]["content"] == "old text, edited"
 
 
 async def test_a_rooms_save_merges_names_its_editors_and_tells_what_the_room_lacked(store):
@@ -328,6 +331,28 @@ def test_text_merges_keep_others_edits_and_count_code_points():
     assert nb._opcodes("aaa", "aaaa") == [("insert", 3, 3, 3, 4)]
     assert nb._opcodes("abab", "ab") == [("delete", 2, 4, 2, 2)]
     assert nb._opcodes("xaby", "xy") == [("delete", 1, 3, 1, 1)]
+    long_old, long_new = "x" + "ab" * 150 + "y", "z" + "ab" * 150 + "w"  # no junk heuristics on long texts
+    assert nb._opcodes(long_old, long_new) == [("replace", 0, 1, 0, 1), ("replace", 301, 302, 301, 302)]
+    for old, new in (("ab", "aa"), ("a", "bab"), ("abc", "bc"), ("abc", "ab")):
+        merged = nb.new_document(old)
+        nb.merge_text(merged, new)
+        assert nb.document_text(merged) == new
+
+
+def test_a_merge_update_carries_only_the_change_made_under_its_origin():
+    doc = nb.new_document("shared text")
+    replica = nb.load_document(doc.get_update())
+    origins: list = []
+    text = doc.get(nb.TEXT_NAME, type=nb.Text)
+    subscription = text.observe(lambda event: origins.append(event.transaction.origin))
+    update = nb.merge_text(doc, "shared, edited text", origin="room")
+    assert origins == ["room"]
+    text.unobserve(subscription)
+    replica.apply_update(update)
+    assert nb.document_text(replica) == "shared, edited text"
+    stranger = nb.load_document(None)
+    stranger.apply_update(update)  # without the text it edits, the change alone shows nothing
+    assert nb.document_text(stranger) == ""
 
 
 def test_a_title_is_required_and_cut_to_255():
