@@ -148,8 +148,8 @@ async def test_meta_changes_read_whole_and_a_change_to_nothing_writes_nothing(st
 
 async def test_only_the_owner_locks_tags_or_archives_and_a_locked_page_refuses_others(store):
     made = await create(store, taggedUsers=["bob"])
-    for changes, message in (({"locked": True}, "Only the page owner may change locked or taggedUsers"),
-                             ({"taggedUsers": ["bob", "carol"]}, "Only the page owner may change locked or taggedUsers"),
+    owner_only = "Only the page owner may change locked or taggedUsers"
+    for changes, message in (({"locked": True}, owner_only), ({"taggedUsers": ["bob", "carol"]}, owner_only),
                              ({"archived": True}, "Only the page owner may archive it")):
         await refused(Forbidden, message, change(store, made["id"], "bob", **changes))
     await refused(Forbidden, "Only the page owner may archive it", store.write(nb.archive_page, made["id"], who("bob"),
@@ -209,7 +209,8 @@ async def test_a_content_change_is_merged_into_the_stored_document_and_announced
     assert (await change(store, made["id"], "carol", content="one 2 three"))[0] is None  # the same text
     # A writer who read "one two three" and wrote "one two 3": the others' edit since is kept.
     await store.write(lambda: NotebookPage.update(ydoc=nb.new_document("one two three").get_update(),
-                                                  content="one two three").where(NotebookPage.id == made["id"]).execute())
+                                                  content="one two three")
+                      .where(NotebookPage.id == made["id"]).execute())
     original = await store.read(nb.stored_state, made["id"])
     doc = nb.load_document(original)
     nb.merge_text(doc, "zero one two three")
