@@ -188,10 +188,12 @@ async def test_an_archived_page_refuses_every_change_but_its_owners_unarchive(st
     assert (await store.read(stored, made["id"]))["archivedAt"] == iso(START + timedelta(minutes=2))
     tagged = await create(store, taggedUsers=["bob"])
     await store.write(nb.archive_page, tagged["id"], who("alice"), ADMINS)
+    await change(store, tagged["id"], "alice", archived=False)
+    await change(store, tagged["id"], "alice", archived=True)
     assert [(data["change"], data["updatedBy"], to) for kind, data, to in await store.read(logged_after, after)
             if kind == "notebook_page_updated"] == [
-        ("archive", "admin", None), ("meta", "alice", ["admin", "alice", "bob"]),
-        ("archive", "alice", ["admin", "alice", "bob"])]
+        ("archive", "admin", None), ("meta", "alice", ["admin", "alice", "bob"])] + [
+        ("archive", "alice", ["admin", "alice", "bob"])] * 3
 
 
 async def test_a_content_change_is_merged_into_the_stored_document_and_announced(store):
@@ -218,8 +220,13 @@ async def test_a_content_change_is_merged_into_the_stored_document_and_announced
                       .where(NotebookPage.id == made["id"]).execute())
     assert (await change(store, made["id"], "dave", content="one two 3", base=original))[2]["content"] == \
         "zero one two 3"
+    large = "x" * 6000  # its update is too large for a bus notification: sent by relay
+    assert (await change(store, made["id"], "dave", content=large))[2]["content"] == large
+    relayed = [p for p in on_bus(store, made["id"]) if p["kind"] == "update"][-1]
+    assert sorted(relayed) == ["kind", "origin", "relay"]
+    assert nb.has_content(await store.read(nb.load_relay, relayed["relay"]))
     live = await change(store, made["id"], "carol", content="in the room", merge_here=False)
-    assert (live[0], live[1], live[2]["content"]) == ("content", "in the room", "zero one two 3")
+    assert (live[0], live[1], live[2]["content"]) == ("content", "in the room", large)
 
 
 async def test_a_page_without_a_document_gets_one_once(store):
