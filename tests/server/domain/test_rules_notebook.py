@@ -52,9 +52,9 @@ async def refused(kind, message: str, call) -> None:
 async def test_a_page_its_event_and_first_version_read_whole(store):
     after = last_event_id()
     made = await create(store, content="hello", taggedUsers=["bob", "bob", "carol"], tags=[" a ", "b", "a", " "],
-                        expiresAt=LATER_AT, reviewAt=None)
+                        expiresAt=None, reviewAt=LATER_AT)
     assert made == {"id": made["id"], "title": "Page", "content": "hello", "createdBy": "alice",
-                    "taggedUsers": ["bob", "carol"], "tags": ["a", "b"], "expiresAt": LATER, "reviewAt": None,
+                    "taggedUsers": ["bob", "carol"], "tags": ["a", "b"], "expiresAt": None, "reviewAt": LATER,
                     "locked": False, "lockedBy": None, "archivedAt": None, "createdAt": iso(START),
                     "updatedAt": iso(START)}
     [(kind, data, to), (version_kind, version, _)] = await store.read(logged_after, after)
@@ -62,6 +62,8 @@ async def test_a_page_its_event_and_first_version_read_whole(store):
         "type": "notebook_page_updated", "pageId": made["id"], "title": "Page", "updatedBy": "alice",
         "updatedAt": iso(START), "change": "meta"}, ["admin", "alice", "bob", "carol"])
     assert (version_kind, version["reason"]) == ("notebook_version", "created")
+    live = await store.read(lambda: nb.page_json(NotebookPage.get_by_id(made["id"]), "the live text"))
+    assert live == {**made, "content": "the live text"}
     state, meta = await store.read(nb.stored_document, made["id"])
     assert nb.document_text(nb.load_document(state)) == "hello"
     assert meta == {"createdBy": "alice", "taggedUsers": ["bob", "carol"], "locked": False, "lockedBy": None,

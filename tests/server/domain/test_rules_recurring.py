@@ -33,6 +33,7 @@ def create_by(store, caller: str, **body):
     ({"cronExpr": "0 9 * * *", "enabled": "yes"}, "enabled must be true or false"),
     ({"cronExpr": "0 9 * * *", "initialStatus": "done"}, "Unknown initialStatus: done"),
     ({"cronExpr": "0 9 * * *", "assigneeUserId": "ghost"}, "Unknown identity for assigneeUserId: ghost"),
+    ({"cronExpr": "0 9 * * *", "detail": 5}, "detail must be a string"),
 ])
 async def test_a_template_that_cannot_run_is_refused_and_not_stored(rules_store, body, message):
     with pytest.raises(Invalid) as refused:
