@@ -337,4 +337,7 @@ async def test_a_schedule_of_at_most_100_characters_and_named_days_is_accepted(r
     with pytest.raises(Invalid) as too_few:
         await rules_store.write(recurring.create_template, "alice", {"title": "x", "cronExpr": ["0 9 * * *"]}, KNOWN)
     assert too_few.value.message == "title and cronExpr are required"
+    with pytest.raises(Invalid) as blank:
+        await rules_store.write(recurring.create_template, "alice", {"title": "  ", "cronExpr": "0 9 * * *"}, KNOWN)
+    assert blank.value.message == "title and cronExpr are required"
     assert recurring._offset_spread(CHICAGO) == timedelta(hours=1) and recurring._offset_spread("UTC") == timedelta(0)
