@@ -130,6 +130,9 @@ async def test_the_list_is_by_title_then_age_and_hides_disabled_unless_asked(rul
     b = await create(rules_store, title="B", cronExpr="0 10 * * *")
     assert [t["id"] for t in await listed(rules_store)] == [a["id"], later_b["id"], b["id"]]
     assert [t["id"] for t in await listed(rules_store, include_disabled=False)] == [later_b["id"], b["id"]]
+    await rules_store.write(lambda: RecurringTemplate.update(created_at=to_db(START + timedelta(minutes=1)))
+                            .where(RecurringTemplate.id == later_b["id"]).execute())  # stored first, made last
+    assert [t["id"] for t in await listed(rules_store)] == [a["id"], b["id"], later_b["id"]]
 
 
 async def test_a_deleted_template_is_gone_and_a_second_delete_is_not_found(rules_store):
