@@ -12,7 +12,7 @@ from coordserver.domain import notebook_versions as nv
 from coordserver.errors import Forbidden, NotFound
 from coordserver.models import NotebookPage, NotebookPendingEditor, NotebookVersion
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import START, last_event_id, logged_after, who
+from tests.server.domain.conftest import START, last_event_id, logged_after, while_held, who
 
 ADMINS = frozenset({"admin"})
 NOW = to_db(START)
@@ -235,3 +235,113 @@ async def test_pruning_drops_old_versions_in_chunks_but_never_a_pages_newest(sto
     assert await store.read(labels) == ["a2", "b1"]
     store.clock.advance(days=30)
     assert await store.write(nv.prune, retention) == 0
+
+
+async def test_every_version_goes_to_the_pages_audience_with_the_environment_admins(store):
+    """Each way a version is made tells the page's own people and the environment's admins, and no one else."""
+    page_id = await store.write(page, tagged=["bob"])
+    audience = ["admin", "alice", "bob"]
+
+    async def made_by(call, *args) -> list[tuple]:
+        after = last_event_id()
+        await store.write(call, *args)
+        return [(data["reason"], to) for _kind, data, to in await store.read(logged_after, after)]
+    await store.write(edit, page_id, "second", "bob")
+    assert await made_by(nv.version_if_due, page_id, timedelta(0), ADMINS) == [("time", audience)]
+    await store.write(edit, page_id, "third", "bob")
+    assert await made_by(nv.version_when_idle, page_id, ADMINS) == [("idle", audience)]
+    assert await made_by(nv.checkpoint, page_id, who("bob"), None, ADMINS) == [("checkpoint", audience)]
+    assert await made_by(nv.keep_before_restore, page_id, "live", ADMINS) == [("before_restore", audience)]
+    assert await made_by(nv.record_restore, page_id, who("bob"), 1, "first", ADMINS) == [("restore", audience)]
+
+
+async def test_each_page_keeps_its_own_versions_and_editors(store):
+    """With two pages, every read and every pass is of the page it names."""
+    other = await store.write(page, "other")  # made first: a query without its page would find it
+    mine = await store.write(page, "mine")
+    await store.write(nv.checkpoint, other, who("alice"), "other's", ADMINS)
+    assert await store.read(nv.list_versions, mine, who("alice"), 10, 0) == []
+    assert await store.read(nv.latest, mine) is None
+    await store.write(edit, other, "other edited", "carol")
+    interval = timedelta(0)
+    assert await store.write(nv.version_if_due, mine, interval, ADMINS) is False  # only the other page has edits
+    assert await store.write(nv.version_when_idle, mine, ADMINS) is False
+    assert await store.read(versions, mine) == []
+    await store.write(nv.keep_before_restore, mine, "other's", ADMINS)  # no version of mine holds it
+    assert await store.read(versions, mine) == [("other's", "before_restore", [], None, None)]
+    await store.write(edit, mine, "mine edited", "bob")
+    assert await store.write(nv.version_when_idle, mine, ADMINS) is True
+    assert (await store.read(versions, mine))[-1] == ("mine edited", "idle", ["bob"], None, None)
+    assert await store.read(pending, other) == ["carol"]
+    assert await store.read(nv.pages_with_pending_edits) == [other]
+    await store.write(edit, mine, "mine again", "bob")
+    assert await store.write(nv.version_if_due, mine, interval, ADMINS) is True
+    assert (await store.read(versions, mine))[-1] == ("mine again", "time", ["bob"], None, None)
+    assert await store.read(pending, other) == ["carol"]
+
+
+# --- two processes at once (PostgreSQL: two stores on one database) ---------------------------
+
+async def test_two_timed_or_idle_passes_at_once_make_one_version(two_stores):
+    """Each pass holds the page row: the other process's pass waits for it, then finds nothing pending."""
+    here, there = two_stores
+    page_id = await here.write(page)
+    await here.write(edit, page_id, "second", "bob")
+    answers: list = []
+
+    async def pass_there():
+        answers.append(await there.write(nv.version_if_due, page_id, timedelta(0), ADMINS))
+    await while_held(here, lambda: nv.version_if_due(page_id, timedelta(0), ADMINS), pass_there)
+    assert answers == [False]
+    await here.write(edit, page_id, "third", "bob")
+
+    async def idle_there():
+        answers.append(await there.write(nv.version_when_idle, page_id, ADMINS))
+    await while_held(here, lambda: nv.version_when_idle(page_id, ADMINS), idle_there)
+    assert answers == [False, False]
+    assert [v[1] for v in await here.read(versions, page_id)] == ["time", "idle"]
+
+
+async def test_a_checkpoint_or_restore_elsewhere_waits_and_names_no_editor_twice(two_stores):
+    here, there = two_stores
+    page_id = await here.write(page)
+    await here.write(edit, page_id, "second", "bob")
+    made: list = []
+
+    async def checkpoint_there():
+        made.append(await there.write(nv.checkpoint, page_id, who("carol"), "there", ADMINS))
+    await while_held(here, lambda: nv.checkpoint(page_id, who("alice"), "here", ADMINS), checkpoint_there)
+    assert made[0]["editors"] == []
+    await here.write(edit, page_id, "third", "bob")
+
+    async def restore_there():
+        made.append(await there.write(nv.record_restore, page_id, who("carol"), 1, "first", ADMINS))
+    await while_held(here, lambda: nv.record_restore(page_id, who("alice"), 1, "first", ADMINS), restore_there)
+    assert made[1]["editors"] == ["carol"]
+    assert [(v[1], v[2]) for v in await here.read(versions, page_id)] == [
+        ("checkpoint", ["bob"]), ("checkpoint", []), ("restore", ["alice", "bob"]), ("restore", ["carol"])]
+
+
+async def test_two_restores_at_once_keep_the_replaced_text_once(two_stores):
+    here, there = two_stores
+    page_id = await here.write(page)
+    await while_held(here, lambda: nv.keep_before_restore(page_id, "live", ADMINS),
+                     lambda: there.write(nv.keep_before_restore, page_id, "live", ADMINS))
+    assert await here.read(versions, page_id) == [("live", "before_restore", [], None, None)]
+
+
+async def test_reading_versions_never_waits_for_a_writer_of_the_page(two_stores):
+    """Only the units that change a page hold its row: a list or a read elsewhere answers at once, with what
+    was committed before the checkpoint in progress."""
+    here, there = two_stores
+    page_id = await here.write(page)
+    first = await here.write(nv.checkpoint, page_id, who("alice"), "first", ADMINS)
+    seen: list = []
+
+    async def read_there():
+        seen.append([v["label"] for v in await there.read(nv.list_versions, page_id, who("bob"), 10, 0)])
+        seen.append((await there.read(nv.get_version, page_id, first["id"], who("bob")))["label"])
+        seen.append(await there.read(nv.restore_source, page_id, first["id"], who("alice")))
+        await there.read(nv.check_editable, page_id, who("alice"))
+    await while_held(here, lambda: nv.checkpoint(page_id, who("alice"), "second", ADMINS), read_there)
+    assert seen == [["first"], "first", "first"]
