@@ -14,7 +14,7 @@ from coordserver.domain import alerts, buzz, silences
 from coordserver.domain.alerts import FlapRule
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events.channels import ALERTS, WAKE
-from coordserver.models import BuzzAlert
+from coordserver.models import BuzzAlert, NotebookPage
 from coordserver.timeutil import iso, to_db
 from tests.server.domain.conftest import KNOWN, START, last_event_id, logged_after, published
 
@@ -146,6 +146,31 @@ async def test_each_firing_takes_the_webhooks_routing_as_of_then_and_a_silenced_
     assert (await read(store, first["alertId"]))["silencedBy"] is None
 
 
+async def test_an_alert_a_silence_hid_from_its_first_firing_is_routed_as_its_webhook(store):
+    page = await store.write(lambda: NotebookPage.create(title="Runbook", content="", created_by="alice",
+                                                         created_at=to_db(START), updated_at=to_db(START)).id)
+    hook = await create(store, forUsers="alice", wakeAgent="carol", notifyAgent="bob", escalateTo="bob",
+                        escalateAfterMinutes=10, runbookPageId=page, runbookUrl="https://r.example")
+    silence = await store.write(silences.create, "alice", False, {"app_name": "ci", "minutes": 60,
+                                                                  "match": {"title": "disk"}})
+    store.published.clear()
+    after = await store.read(last_event_id)
+    fired = await fire(store, hook, {"title": "disk full", "groupKey": "g"})
+    alert = await read(store, fired["alertId"])
+    assert alert == {"id": fired["alertId"], "webhookId": hook["id"], "appName": "ci", "title": "disk full",
+                     "groupKey": "g", "state": "open", "count": 1, "firstAt": iso(START), "lastAt": iso(START),
+                     "openedAt": iso(START), "ackedBy": None, "ackedAt": None, "snoozedUntil": None,
+                     "resolvedAt": None, "resolvedBy": None, "lastEventId": fired["eventId"],
+                     "silencedBy": silence["id"], "runbook": {"pageId": page, "url": "https://r.example"},
+                     "escalateAt": iso(START + 10 * MINUTE), "escalatedAt": None, "flapping": False}
+    stored = await store.read(lambda: BuzzAlert.get_by_id(fired["alertId"]))
+    assert (stored.for_users, stored.wake_agent, stored.notify_agent, stored.escalate_to) == (
+        "alice", "carol", "bob", "bob")
+    assert await store.read(changes, after) == [] and published(store, ALERTS) == [] and pulsed(store) == []
+    with pytest.raises(NotFound):
+        await store.read(alerts.visible, "dave", False, fired["alertId"])
+
+
 # --- resolution by the source, reopening, flapping ------------------------------------------------------------
 
 async def test_the_source_resolves_and_a_firing_reopens_with_everything_fresh(store):
@@ -269,7 +294,7 @@ async def test_a_webhook_without_flap_thresholds_takes_the_deployments(store):
 # --- acting ----------------------------------------------------------------------------------------------------
 
 async def test_ack_unack_snooze_and_resolve_each_from_its_states(store):
-    hook = await create(store, forUsers="alice", wakeAgent="carol", notifyAgent="bob", escalateAfterMinutes=10,
+    hook = await create(store, forUsers="alice,admin", wakeAgent="carol", notifyAgent="bob", escalateAfterMinutes=10,
                         escalateTo="admin")
     alert_id = (await fire(store, hook))["alertId"]
     opened = await read(store, alert_id)
@@ -281,7 +306,7 @@ async def test_ack_unack_snooze_and_resolve_each_from_its_states(store):
     assert acked == await read(store, alert_id)
     assert await store.read(changes, after) == [(
         {"type": "alert_changed", "alertId": alert_id, "change": "acked", "by": "bob", "wakeAgent": "carol",
-         "notifyAgent": "bob", "escalateTo": [], "alert": acked}, ["alice", "bob", "carol"])]
+         "notifyAgent": "bob", "escalateTo": [], "alert": acked}, ["admin", "alice", "bob", "carol"])]
     assert published(store, ALERTS) == [{"alertId": alert_id, "state": "acked", "dueAt": opened["escalateAt"]}]
     assert pulsed(store) == ["admin", "carol"]
 
@@ -372,6 +397,7 @@ async def test_who_sees_an_alert_and_who_may_act_on_it(store):
     # private: alice (forUsers) and bob (the owner) see and act; carol does not see it
     for identity in ("alice", "bob", "admin"):
         assert (await store.read(alerts.visible, identity, identity == "admin", private)).id == private
+    assert (await act(store, alerts.ack, "alice", private))["ackedBy"] == "alice"  # forUsers act
     gone = await refused(store, NotFound, alerts.ack, "carol", private)
     assert gone.message == "Alert not found"
     with pytest.raises(NotFound):
@@ -391,6 +417,16 @@ async def test_who_sees_an_alert_and_who_may_act_on_it(store):
         await store.read(alerts.visible, "admin", True, 987654)
 
 
+async def test_a_webhooks_owner_acts_on_its_alerts_and_no_others(store):
+    alices = await create(store, "alice")
+    bobs = await create(store, "bob", appName="ops")
+    hers, his = [(await fire(store, h))["alertId"] for h in (alices, bobs)]
+    assert (await act(store, alerts.ack, "alice", hers))["ackedBy"] == "alice"
+    assert (await act(store, alerts.ack, "bob", his))["ackedBy"] == "bob"
+    await refused(store, Forbidden, alerts.unack, "alice", his)
+    await refused(store, Forbidden, alerts.unack, "bob", hers)
+
+
 async def test_an_alert_names_identities_whole_without_wildcards(store):
     hook = await create(store, forUsers="b_b,carol", escalateTo="alice", escalateAfterMinutes=5)
     alert_id = (await fire(store, hook))["alertId"]
@@ -408,6 +444,7 @@ async def test_the_list_is_newest_activity_first_and_the_callers(store):
     ops = await create(store, appName="ops")
     first = (await fire(store, ci))["alertId"]
     second = (await fire(store, ops))["alertId"]  # the same instant: the newer id first
+    assert [a["id"] for a in await store.read(alerts.list_alerts, "admin", True, None, None, 10)] == [second, first]
     store.clock.advance(seconds=1)
     third = (await fire(store, ops, {"title": "cpu"}))["alertId"]
     store.clock.advance(seconds=1)
