@@ -313,7 +313,9 @@ async def test_ack_unack_snooze_and_resolve_each_from_its_states(store):
     conflict = await refused(store, Conflict, alerts.ack, "alice", alert_id)
     assert (conflict.message, conflict.extra) == ("Already acked by bob", {"state": "acked", "ackedBy": "bob"})
     store.clock.advance(minutes=1)
+    after = await store.read(last_event_id)
     unacked = await act(store, alerts.unack, "alice", alert_id)
+    assert [(data["change"], data["by"]) for data, _ in await store.read(changes, after)] == [("unacked", "alice")]
     now = START + 2 * MINUTE
     assert unacked == {**opened, "openedAt": iso(now), "escalateAt": iso(now + 10 * MINUTE)}
     conflict = await refused(store, Conflict, alerts.unack, "alice", alert_id)
@@ -324,7 +326,7 @@ async def test_ack_unack_snooze_and_resolve_each_from_its_states(store):
     snoozed = await act(store, alerts.snooze, "carol", alert_id, 30, None)
     assert pulsed(store) == ["admin"]  # carol's own change does not pulse her
     [(data, _)] = await store.read(changes, after)
-    assert (data["by"], "ingestedBy" in data) == ("carol", False)
+    assert (data["change"], data["by"], "ingestedBy" in data) == ("snoozed", "carol", False)
     assert snoozed == {**unacked, "state": "snoozed", "snoozedUntil": iso(now + 30 * MINUTE)}
     assert published(store, ALERTS)[-1] == {"alertId": alert_id, "state": "snoozed",
                                             "dueAt": iso(now + 30 * MINUTE)}
@@ -349,8 +351,11 @@ async def test_ack_unack_snooze_and_resolve_each_from_its_states(store):
 
 
 async def test_a_resolved_alert_cannot_be_acked_nor_an_open_one_unacked_by_anyone(store):
-    hook = await create(store)
+    hook = await create(store, forUsers="alice")
     alert_id = (await fire(store, hook))["alertId"]
+    await act(store, alerts.ack, "admin", alert_id)  # an admin acts on an alert that names someone else
+    await act(store, alerts.unack, "admin", alert_id)
+    assert (await act(store, alerts.snooze, "admin", alert_id, 5, None))["state"] == "snoozed"
     await act(store, alerts.resolve, "admin", alert_id)
     conflict = await refused(store, Conflict, alerts.ack, "admin", alert_id)
     assert conflict.extra == {"state": "resolved"}
@@ -419,16 +424,19 @@ async def test_who_sees_an_alert_and_who_may_act_on_it(store):
 
 async def test_a_webhooks_owner_acts_on_its_alerts_and_no_others(store):
     alices = await create(store, "alice")
-    bobs = await create(store, "bob", appName="ops")
+    bobs = await create(store, "bob", appName="ops", escalateAfterMinutes=5, escalateTo="bob")
     hers, his = [(await fire(store, h))["alertId"] for h in (alices, bobs)]
     assert (await act(store, alerts.ack, "alice", hers))["ackedBy"] == "alice"
     assert (await act(store, alerts.ack, "bob", his))["ackedBy"] == "bob"
+    store.clock.advance(minutes=1)
+    assert (await act(store, alerts.unack, "bob", his))["escalateAt"] == iso(START + 6 * MINUTE)  # its webhook's delay
+    await act(store, alerts.ack, "bob", his)
     await refused(store, Forbidden, alerts.unack, "alice", his)
     await refused(store, Forbidden, alerts.unack, "bob", hers)
 
 
 async def test_an_alert_names_identities_whole_without_wildcards(store):
-    hook = await create(store, forUsers="b_b,carol", escalateTo="alice", escalateAfterMinutes=5)
+    hook = await create(store, "admin", forUsers="b_b,carol", escalateTo="alice", escalateAfterMinutes=5)
     alert_id = (await fire(store, hook))["alertId"]
     for identity in ("b_b", "carol", "alice"):
         assert (await store.read(alerts.visible, identity, False, alert_id)).id == alert_id
@@ -470,6 +478,8 @@ async def test_the_list_is_newest_activity_first_and_the_callers(store):
 async def test_snoozes_end_by_themselves_earliest_first_once(store):
     hook = await create(store, wakeAgent="carol", escalateAfterMinutes=60, escalateTo="bob")
     ids = [(await fire(store, hook, {"title": t}))["alertId"] for t in ("a", "b", "c", "d")]
+    await fire(store, hook, {"title": "open"})  # never snoozed: not the pass's to take
+    await fire(store, hook, {"title": "open2"})
     await act(store, alerts.snooze, "carol", ids[0], 10, None)
     await act(store, alerts.snooze, "carol", ids[1], 5, None)
     await act(store, alerts.snooze, "carol", ids[2], 5, None)
@@ -541,6 +551,10 @@ async def test_escalation_passes_take_the_earliest_first_up_to_their_limit(store
     assert await store.write(alerts.escalate_due, 1) == 1
     assert [(await read(store, i))["escalatedAt"] is not None for i in (first, second)] == [False, True]
     assert await store.write(alerts.escalate_due, 5) == 1
+    for title in ("c", "d"):
+        await fire(store, hook, {"title": title})
+    store.clock.set(START + 30 * MINUTE)
+    assert await store.write(alerts.escalate_due, 5) == 2
 
 
 async def test_nothing_is_due_without_snoozes_or_escalations(store):
@@ -595,6 +609,9 @@ async def test_wake_items_are_the_open_alerts_of_the_wake_agent_and_the_escalate
     assert [(i["id"], i["escalated"]) for i in carol] == [(first["alertId"], False), (second, False), (third, False)]
     await act(store, alerts.ack, "alice", first["alertId"])
     assert await store.read(items, "alice") == ([], 0)
+    store.clock.set(START + 11 * MINUTE)
+    await fire(store, hook, {"title": "b"})  # the second's activity is now the newest
+    assert [i["id"] for i in (await store.read(items, "carol"))[0]] == [third, second]
 
 
 async def test_an_alert_a_silence_hid_leaves_its_wake_agents_wake_but_not_the_escalated(store):
