@@ -54,6 +54,7 @@ declare -A TESTS=(
   [domain/chat]="tests/server/domain/test_rules_chat.py"
   [domain/swarm]="tests/server/domain/test_rules_swarm.py tests/server/domain/test_rules_leases.py"
   [domain/buzz]="tests/server/domain/test_rules_buzz.py tests/server/domain/test_rules_buzz_merged.py"
+  [domain/alerts]="tests/server/domain/test_rules_alerts.py tests/server/domain/test_rules_buzz.py"
   [domain/wake]="tests/server/domain/test_rules_wake.py"
   [domain/notebook_versions]="tests/server/domain/test_rules_notebook_versions.py"
   [domain/recurring]="tests/server/domain/test_rules_recurring.py"

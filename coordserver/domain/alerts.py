@@ -414,11 +414,12 @@ def escalate_due(limit: int = UNSNOOZE_BATCH) -> int:
 
 
 def next_due() -> datetime | None:
-    """The earliest end of a snooze or escalation of an open alert (the pass sleeps until then)."""
+    """The earliest end of a snooze or escalation of an open alert (the pass sleeps until then; an alert a
+    silence hid never escalates, so its time is not one: it kept the pass running at its 20 ms floor)."""
     snoozes: datetime | str | None = BuzzAlert.select(pw.fn.MIN(BuzzAlert.snoozed_until)).where(
         BuzzAlert.state == "snoozed").scalar()
     escalations: datetime | str | None = BuzzAlert.select(pw.fn.MIN(BuzzAlert.escalate_at)).where(
-        (BuzzAlert.state == "open") & BuzzAlert.escalated_at.is_null()).scalar()
+        (BuzzAlert.state == "open") & BuzzAlert.escalated_at.is_null() & BuzzAlert.silenced_by.is_null()).scalar()
     due = [at for at in (from_db(snoozes), from_db(escalations)) if at is not None]
     return min(due) if due else None
 
