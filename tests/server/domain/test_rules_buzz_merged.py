@@ -72,14 +72,14 @@ async def webhooks(store: Store) -> dict[str, dict]:
     return made
 
 
-Ingest = tuple[str, dict[str, Any], int | None]  # webhook, body, rate limit
+Ingest = tuple  # (webhook, body, rate limit[, the identity whose token the ingest carried])
 
 
 def ingest_args(hooks: dict[str, dict], ingest: Ingest) -> tuple[Any, ...]:
-    name, body, limit = ingest
+    name, body, limit, *by = ingest
     hook = hooks["ops" if name == "badtoken" else name]
     token = hook["token"][:-1] + "x" if name == "badtoken" else hook["token"]
-    return hook["id"], hook["appName"], token, parse(body), limit, FLAP, None
+    return hook["id"], hook["appName"], token, parse(body), limit, FLAP, by[0] if by else None
 
 
 def answer(outcome: Any) -> Any:
@@ -280,3 +280,17 @@ async def test_a_batch_refused_whole_writes_nothing(make_store, monkeypatch):
     answers = await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=drop_off, watch=watch)
     assert {a[:2] for a in answers} == {("NotFound", "Invalid webhook")}
     assert watch.failed == [] and watch.unmerged == [] and bool(watch.merged) == make_store.merges
+
+
+@BACKENDS
+@pytest.mark.parametrize("odd_one", [
+    ("ops", {"receiver": "am", "status": "resolved", "groupKey": "disk", "alerts": []}, None),  # resolves its alert
+    ("ops", {"title": "disk"}, None, "carol"),  # ingested by the wake agent itself: it is not woken
+], ids=["resolution", "own ingest"])
+async def test_a_resolution_or_an_identitys_own_ingest_runs_on_its_own(make_store, monkeypatch, odd_one):
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    firings: list[Ingest] = [("ops", {"title": "disk", "i": i}, None) for i in range(5)]
+    answers = await same_as_one_by_one(make_store, STORM_BEFORE, [*firings, odd_one, *firings], watch=watch)
+    assert all("alertId" in answer for answer in answers)
+    # the firings before it merged; those after a resolution reopen the alert, so they run one by one
+    assert watch.failed == [] and bool(watch.merged) == make_store.merges
