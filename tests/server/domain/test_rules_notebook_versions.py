@@ -4,7 +4,9 @@ when a timed or an idle version is due (to the instant) and when nothing is kept
 pruning (by age and chunk, never a page's newest version)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -282,23 +284,26 @@ async def test_each_page_keeps_its_own_versions_and_editors(store):
 
 # --- two processes at once (PostgreSQL: two stores on one database) ---------------------------
 
+async def answered_there(here, held_here: Callable[[], Any], there, unit: Callable[..., Any], *args: Any) -> Any:
+    """`unit(*args)` on the store `there`, while `held_here` holds its transaction open on `here`: there's answer."""
+    answers: list = []
+
+    async def run_there() -> None:
+        answers.append(await there.write(unit, *args))
+    await while_held(here, held_here, run_there)
+    return answers[0]
+
+
 async def test_two_timed_or_idle_passes_at_once_make_one_version(two_stores):
     """Each pass holds the page row: the other process's pass waits for it, then finds nothing pending."""
     here, there = two_stores
     page_id = await here.write(page)
     await here.write(edit, page_id, "second", "bob")
-    answers: list = []
-
-    async def pass_there():
-        answers.append(await there.write(nv.version_if_due, page_id, timedelta(0), ADMINS))
-    await while_held(here, lambda: nv.version_if_due(page_id, timedelta(0), ADMINS), pass_there)
-    assert answers == [False]
+    assert await answered_there(here, lambda: nv.version_if_due(page_id, timedelta(0), ADMINS),
+                                there, nv.version_if_due, page_id, timedelta(0), ADMINS) is False
     await here.write(edit, page_id, "third", "bob")
-
-    async def idle_there():
-        answers.append(await there.write(nv.version_when_idle, page_id, ADMINS))
-    await while_held(here, lambda: nv.version_when_idle(page_id, ADMINS), idle_there)
-    assert answers == [False, False]
+    assert await answered_there(here, lambda: nv.version_when_idle(page_id, ADMINS),
+                                there, nv.version_when_idle, page_id, ADMINS) is False
     assert [v[1] for v in await here.read(versions, page_id)] == ["time", "idle"]
 
 
@@ -306,18 +311,13 @@ async def test_a_checkpoint_or_restore_elsewhere_waits_and_names_no_editor_twice
     here, there = two_stores
     page_id = await here.write(page)
     await here.write(edit, page_id, "second", "bob")
-    made: list = []
-
-    async def checkpoint_there():
-        made.append(await there.write(nv.checkpoint, page_id, who("carol"), "there", ADMINS))
-    await while_held(here, lambda: nv.checkpoint(page_id, who("alice"), "here", ADMINS), checkpoint_there)
-    assert made[0]["editors"] == []
+    made = await answered_there(here, lambda: nv.checkpoint(page_id, who("alice"), "here", ADMINS),
+                                there, nv.checkpoint, page_id, who("carol"), "there", ADMINS)
+    assert made["editors"] == []
     await here.write(edit, page_id, "third", "bob")
-
-    async def restore_there():
-        made.append(await there.write(nv.record_restore, page_id, who("carol"), 1, "first", ADMINS))
-    await while_held(here, lambda: nv.record_restore(page_id, who("alice"), 1, "first", ADMINS), restore_there)
-    assert made[1]["editors"] == ["carol"]
+    made = await answered_there(here, lambda: nv.record_restore(page_id, who("alice"), 1, "first", ADMINS),
+                                there, nv.record_restore, page_id, who("carol"), 1, "first", ADMINS)
+    assert made["editors"] == ["carol"]
     assert [(v[1], v[2]) for v in await here.read(versions, page_id)] == [
         ("checkpoint", ["bob"]), ("checkpoint", []), ("restore", ["alice", "bob"]), ("restore", ["carol"])]
 
