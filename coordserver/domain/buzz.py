@@ -457,10 +457,17 @@ def _locked_webhook(webhook_id: int, app_name: str, token: str) -> BuzzWebhook:
     (webhook_cache.py), which a change committed elsewhere reaches a few milliseconds later."""
     rows = db.sql_models(BuzzWebhook, _LOCKED_BY_ID[db.is_sqlite(db.current_database())], (webhook_id,))
     webhook = rows[0] if rows else None
-    if (webhook is None or not hmac.compare_digest(webhook.token.encode(), token.encode()) or not webhook.enabled
-            or webhook.app_name != app_name):
+    if not _takes(webhook, app_name, token):
         raise NotFound("Invalid webhook")
+    assert webhook is not None  # _takes said so
     return webhook
+
+
+def _takes(webhook: BuzzWebhook | None, app_name: str, token: str) -> bool:
+    """Whether an ingest URL naming `app_name` and `token` reaches this webhook (the token compared in constant
+    time) and the webhook is enabled."""
+    return (webhook is not None and hmac.compare_digest(webhook.token.encode(), token.encode()) and webhook.enabled
+            and webhook.app_name == app_name)
 
 
 def webhooks_changed(webhook_id: int) -> None:
@@ -612,10 +619,7 @@ class _Batch:
 
     def webhook(self, call: _Call) -> BuzzWebhook | None:
         hook = self.webhooks.get(call.webhook_id)
-        if (hook is None or not hmac.compare_digest(hook.token.encode(), call.token.encode()) or not hook.enabled
-                or hook.app_name != call.app_name):
-            return None
-        return hook
+        return hook if _takes(hook, call.app_name, call.token) else None
 
     def rate_refusal(self, hook: BuzzWebhook, limit: int | None) -> RateLimited | None:
         if limit is None:
