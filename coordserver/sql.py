@@ -145,6 +145,11 @@ def sql_insert(sql: str, params: Sequence[Any] = ()) -> int | None:
     return row[0] if row else None
 
 
+def in_list(count: int) -> str:
+    """`(?, ?, ...)`: `count` placeholders for an IN list of fixed SQL."""
+    return "(" + ", ".join(["?"] * count) + ")"
+
+
 # Merged statements (db.merges, PostgreSQL): many calls' rows in one INSERT ... SELECT from a VALUES list, each
 # row taking its ids from the tables' sequences first, so later INSERTs of the statement can refer to them.
 

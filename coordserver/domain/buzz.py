@@ -25,7 +25,7 @@ from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..events.channels import WEBHOOKS, WebhooksPayload
 from ..models import BuzzAlert, BuzzEvent, BuzzSilence, BuzzWebhook, NotebookPage
-from ..sql import serial_sequences, typed_values
+from ..sql import in_list, serial_sequences, typed_values
 from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag, optional_http_url
@@ -592,10 +592,6 @@ _COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?
                 "escalate_to = ?, count = count + ? WHERE id = ?")
 
 
-def _in_list(count: int) -> str:
-    return "(" + ", ".join(["?"] * count) + ")"
-
-
 class _Batch:
     """What a merged batch read once, and what its earlier calls stored (later calls see both)."""
 
@@ -603,7 +599,7 @@ class _Batch:
         self.now = now
         ids = sorted({call.webhook_id for call in calls})
         self.webhooks = {hook.id: hook for hook in db.sql_models(
-            BuzzWebhook, f"WHERE id IN {_in_list(len(ids))} ORDER BY id FOR UPDATE", ids)}
+            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id FOR UPDATE", ids)}
         self.silences = self._running_silences() if self.webhooks else []
         self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
         self.added: dict[int, int] = {}  # webhook: the event rows this batch stored
@@ -613,8 +609,8 @@ class _Batch:
     def _running_silences(self) -> list[BuzzSilence]:
         hooks = list(self.webhooks.values())
         return db.sql_models(BuzzSilence,
-                             f"WHERE ends_at > ? AND ended_at IS NULL AND (webhook_id IN {_in_list(len(hooks))} "
-                             f"OR app_name IN {_in_list(len(hooks))}) ORDER BY id",
+                             f"WHERE ends_at > ? AND ended_at IS NULL AND (webhook_id IN {in_list(len(hooks))} "
+                             f"OR app_name IN {in_list(len(hooks))}) ORDER BY id",
                              (to_db(self.now), *(h.id for h in hooks), *(h.app_name for h in hooks)))
 
     def webhook(self, call: _Call) -> BuzzWebhook | None:

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from .. import db
 from ..models import User
+from ..sql import in_list
 from ..timeutil import to_db
 
 
@@ -24,7 +25,7 @@ def is_agent_sql(column: str) -> str:
 
 @lru_cache(maxsize=16)
 def _agents_sql(count: int) -> str:
-    return f'SELECT id FROM "user" WHERE is_agent AND id IN ({", ".join(["?"] * count)})'
+    return f'SELECT id FROM "user" WHERE is_agent AND id IN {in_list(count)}'
 
 
 def agents_among(identities: Iterable[str]) -> set[str]:
