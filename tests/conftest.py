@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import gc
 import sys
 import threading
@@ -34,8 +35,10 @@ def sqlite_url(tmp_path) -> str:
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    pg.require_binaries()
-    cluster = pg.PostgresCluster().start()
+    shared = os.environ.get("COORD_TEST_PG_CLUSTER")  # scripts/mutation.sh's, for a whole run
+    if not shared:
+        pg.require_binaries()
+    cluster = pg.PostgresCluster.shared(shared) if shared else pg.PostgresCluster().start()
     yield cluster
     cluster.stop()
 

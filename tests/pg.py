@@ -44,6 +44,23 @@ class PostgresCluster:
         self.data = self.dir / "data"
         self.port = free_port()
         self.run_as = "postgres" if os.geteuid() == 0 else None
+        self.owned = True
+        self.created: list[str] = []
+
+    @classmethod
+    def shared(cls, address: str) -> "PostgresCluster":
+        """A running cluster another process started and will stop ("DIR:PORT", as `describe` prints):
+        scripts/mutation.sh starts one for a whole run rather than one per mutant."""
+        directory, port = address.rsplit(":", 1)
+        cluster = cls.__new__(cls)
+        cluster.dir, cluster.port, cluster.owned = Path(directory), int(port), False
+        cluster.data = cluster.dir / "data"
+        cluster.run_as = "postgres" if os.geteuid() == 0 else None
+        cluster.created = []
+        return cluster
+
+    def describe(self) -> str:
+        return f"{self.dir}:{self.port}"
 
     def _cmd(self, *args: str) -> list[str]:
         return ["runuser", "-u", self.run_as, "--", *args] if self.run_as else list(args)
@@ -65,8 +82,13 @@ class PostgresCluster:
 
     def create_database(self) -> str:
         """A fresh database; returns its URL."""
-        import psycopg2
         name = "t_" + uuid.uuid4().hex[:12]
+        self._admin(f"CREATE DATABASE {name}")
+        self.created.append(name)
+        return f"postgresql://coord@127.0.0.1:{self.port}/{name}"
+
+    def _admin(self, *statements: str) -> None:
+        import psycopg2
         for _ in range(50):
             try:
                 conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="coord", dbname="postgres")
@@ -75,9 +97,9 @@ class PostgresCluster:
                 time.sleep(0.1)
         conn.autocommit = True
         with conn.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE {name}")
+            for statement in statements:
+                cursor.execute(statement)
         conn.close()
-        return f"postgresql://coord@127.0.0.1:{self.port}/{name}"
 
     def restart(self) -> None:
         """Stop the server (fast: every session is cut off, as in a failover) and start it again."""
@@ -86,6 +108,9 @@ class PostgresCluster:
         self._start_server()
 
     def stop(self) -> None:
+        if not self.owned:  # a shared cluster outlives this session: only its databases go
+            self._admin(*(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)" for name in self.created))
+            return
         subprocess.run(self._cmd(pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"),
                        capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
