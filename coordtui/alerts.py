@@ -72,6 +72,9 @@ class AlertStore:
     def __init__(self, path: Path | None = None):
         self.path = path
         self._alerts: dict[str, KeptAlert] = {}
+        # a Buzz item is delivered once, so a dismissed key met again is an answer that was in flight (or one
+        # shown again) from before the dismissal: it must not come back
+        self._dismissed: set[str] = set()
 
     # --- what panes use -------------------------------------------------------------------
 
@@ -83,7 +86,8 @@ class AlertStore:
 
     def absorb(self, wake: Wake, now: datetime) -> bool:
         """Keeps the one-shot items of a wake answer or pulse. True when something new was kept."""
-        new = [item for item in wake.items if item.ephemeral and item.key not in self._alerts]
+        new = [item for item in wake.items
+               if item.ephemeral and item.key not in self._alerts and item.key not in self._dismissed]
         for item in new:
             self._alerts[item.key] = KeptAlert(item, now - timedelta(seconds=_age_seconds(item.age)))
         if new:
@@ -91,10 +95,14 @@ class AlertStore:
         return bool(new)
 
     def dismiss(self, key: str) -> bool:
+        self._dismissed.add(key)
         if self._alerts.pop(key, None) is None:
             return False
         self.save()
         return True
+
+    def was_dismissed(self, key: str) -> bool:
+        return key in self._dismissed
 
     # --- persistence ----------------------------------------------------------------------
 

@@ -29,6 +29,17 @@ def test_keeps_only_one_shot_items_once():
     assert store.alerts()[1].shown(NOW + timedelta(minutes=30)).age == "1d 4h", "ages run on from the server's"
 
 
+def test_a_dismissed_alert_is_never_kept_again():
+    """The server delivers a Buzz item once: met again, it is an answer from before the dismissal."""
+    store = AlertStore()
+    store.absorb(wake(alert(1), alert(2)), NOW)
+    assert store.dismiss("buzz:1") and store.was_dismissed("buzz:1") and not store.was_dismissed("buzz:2")
+    assert not store.absorb(wake(alert(1)), NOW + timedelta(seconds=1))
+    assert [a.item.key for a in store.alerts()] == ["buzz:2"]
+    assert not store.dismiss("buzz:7") and store.was_dismissed("buzz:7"), "a key dismissed before it was kept"
+    assert not store.absorb(wake(alert(7)), NOW)
+
+
 def test_saved_alerts_survive_a_new_store_and_dismissal_is_saved(tmp_path):
     path = tmp_path / "alerts.json"
     first = AlertStore(path)

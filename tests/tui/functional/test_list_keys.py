@@ -73,7 +73,10 @@ async def test_every_list_moves_with_j_k_home_end_and_pages(server, monkeypatch)
                 await pilot.press("escape")
                 continue
             screen = app.screen
-            await wait_for(pilot, lambda: screen.loads >= 1, what=f"{name} loaded")
+            # CI once timed out here with no clue: say what the screen shows and what its load is doing
+            await wait_for(pilot, lambda: screen.loads >= 1, what=lambda: (
+                f"{name} loaded: screen {app.screen!r}, summary {screen.query_one('#ops-summary').render()!s}, "
+                f"workers {[(w.name, w.state.name, w.error) for w in app.workers if w.node is screen]}"))
             for widget in lists_in(screen):
                 await moves_like_a_list(pilot, widget, f"{name} #{widget.id}")
                 checked.append(f"{name}:{widget.id}")

@@ -288,3 +288,37 @@ async def test_enter_on_mail_in_wake_selects_that_message_in_an_inbox_not_loaded
         assert str(older["id"]) in row_keys(app, "#inbox-table")
         assert inbox.selected() is not None and inbox.selected().id == newer["id"], inbox.selected()
         assert app.focused is app.query_one("#inbox-table")
+
+
+async def test_a_dismissed_alert_stays_gone_when_the_answer_that_carried_it_is_shown_again(server):
+    """The pane keeps the last wake answer to show again (a filter, the dismissal's own repaint). When that answer
+    is the one that carried an alert, dismissing the alert re-showed it and the app kept it again: the row came
+    back (CI: `t` made the task, yet the alert stayed in Wake), and with it any answer still in flight."""
+    with client(server, "alice") as alice:
+        hook = alice.post("/api/broadcast/webhooks", json={"appName": "klaxon", "title": "Klaxon",
+                                                           "wakeAgent": "admin"}).json()
+    app = make_app(server, "admin")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.wake_pane.loads >= 1, what="wake loaded")
+        await wait_idle(pilot, app)
+        with client(server) as anonymous:
+            anonymous.post(f"/api/ingest/klaxon/{hook['token']}", json={"title": "Pager", "body": "db-2 down"})
+        with client(server, "admin") as admin:  # the answer that delivers it, as the last one the pane got
+            carrying = Wake.parse(admin.get("/api/wake").json())
+        alert = next(item.key for item in carrying.items if item.source == "buzz")
+        app.wake_pane.render_data(carrying)
+        await wait_for(pilot, lambda: len(app.session.alerts) == 1, what="kept")
+        await wait_idle(pilot, app)
+        select_row(app, "#wake-table", alert)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: alert not in row_keys(app, "#wake-table"), what="dismissed")
+        await wait_idle(pilot, app)
+        assert alert not in row_keys(app, "#wake-table") and len(app.session.alerts) == 0, "came back"
+        await pilot.press("/")  # a filter typed and cleared shows the kept answer again
+        await pilot.press("P", "a", "enter")
+        await wait_idle(pilot, app)
+        await pilot.press("/", "escape")
+        await wait_idle(pilot, app)
+        app.wake_pane.show(carrying)  # an answer in flight since before the dismissal, painted after it
+        await wait_idle(pilot, app)
+        assert alert not in row_keys(app, "#wake-table") and len(app.session.alerts) == 0, "came back"
