@@ -349,6 +349,10 @@ async def test_ack_unack_snooze_and_resolve_each_from_its_states(store):
         conflict = await refused(store, Conflict, call, "alice", alert_id, *args)
         assert (conflict.message, conflict.extra) == ("The alert is resolved", {"state": "resolved"})
 
+    straight = (await fire(store, hook, {"title": "straight"}))["alertId"]  # an open alert resolves as it is
+    resolved = await act(store, alerts.resolve, "alice", straight)
+    assert (resolved["state"], resolved["resolvedBy"], resolved["ackedBy"]) == ("resolved", "alice", None)
+
 
 async def test_a_resolved_alert_cannot_be_acked_nor_an_open_one_unacked_by_anyone(store):
     hook = await create(store, forUsers="alice")
@@ -594,6 +598,7 @@ async def test_wake_items_are_the_open_alerts_of_the_wake_agent_and_the_escalate
                                                          (second, "b (2 firings)"), (third, "c (1 firing)")]
     [raw] = (await store.read(alerts.wake_items, "carol", 1))[0]
     assert raw["_at"] == START
+    assert await store.read(items, "carol", 1) == (listed[:1], 3), "beyond the limit, every open alert counted"
     assert await store.read(items, "carol", 2) == (listed[:2], 3)
     assert await store.read(items, "carol", 3) == (listed, 3)
     assert await store.read(items, "alice") == ([], 0)  # escalateTo: nothing until it escalates
