@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from coordserver.domain import alerts, buzz, silences
+from coordserver.domain import alerts, buzz, silences, wake
 from coordserver.domain.alerts import FlapRule
 from coordserver.errors import Forbidden, Invalid, NotFound, RateLimited
 from coordserver.events.channels import WAKE, WAKE_CHANGED, WEBHOOKS
@@ -96,6 +96,10 @@ async def test_the_list_is_newest_first_and_an_owners_own(store):
     assert listed[0] == third
     assert [h["id"] for h in await store.read(buzz.list_webhooks, "alice", False, BASE)] == [third["id"], first["id"]]
     assert [h["id"] for h in await store.read(buzz.list_webhooks, "bob", False, BASE)] == [second["id"]]
+    store.clock.set(START - timedelta(days=1))  # made later, dated earlier (a clock set back): listed by its date
+    backdated = await create(store, appName="d", title="D")
+    assert [h["id"] for h in await store.read(buzz.list_webhooks, "admin", True, BASE)] == [
+        third["id"], second["id"], first["id"], backdated["id"]]
 
 
 @pytest.mark.parametrize("body, message", [
@@ -215,6 +219,12 @@ def test_alertmanager_summaries():
         "[RESOLVED:12] A", "\n".join(["- resolved : A"] * 10 + ["... and 2 more"]))
     assert buzz.summarise_alertmanager({**many, "alerts": many["alerts"][:10]})[1] == "\n".join(
         ["- resolved : A"] * 10)
+    assert buzz.summarise_alertmanager({**many, "alerts": many["alerts"][:11]})[1] == "\n".join(
+        ["- resolved : A"] * 10 + ["... and 1 more"])
+    assert buzz.summarise_alertmanager({"alerts": [{"labels": {"alertname": "A"}},  # (the first's: odd_shape test)
+                                                   {"labels": ["instance"], "annotations": {"summary": "s"}},
+                                                   {"status": "", "labels": {"job": "j"}, "annotations": {}}]}
+                                       ) == ("[FIRING:3] A", "- firing : A\n- firing : s\n- j:")
     assert buzz.summarise_alertmanager({"alerts": []}) == ("[FIRING:0] alert", "")
     assert buzz.summarise_alertmanager({"alerts": [], "commonLabels": "x", "commonAnnotations": {"description": "D"}}
                                        ) == ("[FIRING:0] alert", "D")
@@ -465,6 +475,15 @@ async def test_an_ingest_is_stored_whole_logged_and_wakes_its_agents(store):
     detail = await store.read(buzz.alert_detail, "alice", False, answer["alertId"])
     assert (detail["title"], detail["groupKey"], detail["state"], detail["count"]) == ("disk", "disk", "open", 1)
     assert detail["events"] == await store.read(events)
+
+    store.clock.advance(seconds=7)  # each agent's wake takes its item once, and the event says when
+    await store.write(wake.wake_payload, "carol", BASE, False, True, KNOWN)
+    delivered = iso(START + timedelta(seconds=12))
+    assert [(e["wakeDeliveredAt"], e["notifyDeliveredAt"]) for e in await store.read(events)] == [(delivered, None)]
+    store.clock.advance(seconds=1)
+    await store.write(wake.wake_payload, "bob", BASE, False, True, KNOWN)
+    assert [(e["wakeDeliveredAt"], e["notifyDeliveredAt"]) for e in await store.read(events)] == [
+        (delivered, iso(START + timedelta(seconds=13)))]
 
 
 async def test_an_ingest_for_everyone_and_by_an_agent(store):
