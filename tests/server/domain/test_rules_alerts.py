@@ -485,8 +485,9 @@ async def test_snoozes_end_by_themselves_earliest_first_once(store):
     await fire(store, hook, {"title": "open"})  # never snoozed: not the pass's to take
     await fire(store, hook, {"title": "open2"})
     await act(store, alerts.snooze, "carol", ids[0], 10, None)
-    await act(store, alerts.snooze, "carol", ids[1], 5, None)
+    # ids[2] snoozed before ids[1]: PostgreSQL then holds their rows the other way round, so only the id orders them
     await act(store, alerts.snooze, "carol", ids[2], 5, None)
+    await act(store, alerts.snooze, "carol", ids[1], 5, None)
     await act(store, alerts.snooze, "carol", ids[3], 11, None)
     assert await store.read(alerts.next_due) == START + 5 * MINUTE
     store.clock.set(START + 5 * MINUTE - timedelta(milliseconds=1))
@@ -555,10 +556,28 @@ async def test_escalation_passes_take_the_earliest_first_up_to_their_limit(store
     assert await store.write(alerts.escalate_due, 1) == 1
     assert [(await read(store, i))["escalatedAt"] is not None for i in (first, second)] == [False, True]
     assert await store.write(alerts.escalate_due, 5) == 1
-    for title in ("c", "d"):
-        await fire(store, hook, {"title": title})
+    c, d = [(await fire(store, hook, {"title": title}))["alertId"] for title in ("c", "d")]  # due at one instant
+    await store.write(touch, c)
     store.clock.set(START + 30 * MINUTE)
-    assert await store.write(alerts.escalate_due, 5) == 2
+    assert await store.write(alerts.escalate_due, 1) == 1
+    assert [(await read(store, i))["escalatedAt"] is not None for i in (c, d)] == [True, False], "ties by id"
+    assert await store.write(alerts.escalate_due, 5) == 1
+
+
+def touch(alert_id: int) -> None:
+    """Changes nothing a caller sees, but on PostgreSQL the row and its index entries move behind the later ones
+    (an indexed column changed and changed back: no in-place update), so an order that ties at one instant is
+    kept by the id alone, not by where the rows happen to lie."""
+    key = BuzzAlert.get_by_id(alert_id).group_key
+    for value in (key + "~", key):
+        BuzzAlert.update(group_key=value).where(BuzzAlert.id == alert_id).execute()
+
+
+async def test_wake_items_of_one_instant_list_by_id(store):
+    hook = await create(store, wakeAgent="carol")
+    first, second = [(await fire(store, hook, {"title": title}))["alertId"] for title in ("a", "b")]
+    await store.write(touch, first)
+    assert [i["id"] for i in (await store.read(alerts.wake_items, "carol", 10))[0]] == [first, second]
 
 
 async def test_nothing_is_due_without_snoozes_or_escalations(store):
