@@ -58,7 +58,7 @@ async def test_only_the_owner_or_an_admin_changes_a_webhook(rules_store):
     hook = await create(rules_store, appName="ci", title="CI", notifyAgent="carol")
     with pytest.raises(Forbidden, match="Only the webhook's owner or an admin"):
         await update(rules_store, hook["id"], "bob", title="bob's")
-    with pytest.raises(Invalid, match="No fields to update"):
+    with pytest.raises(Invalid, match="^No fields to update$"):
         await update(rules_store, hook["id"], "alice")
     with pytest.raises(Invalid, match="enabled must be true or false"):
         await update(rules_store, hook["id"], "alice", enabled="no")
@@ -108,6 +108,7 @@ async def test_the_list_is_newest_first_and_an_owners_own(store):
     ({"appName": 5}, "appName and title are required"),
     ({"appName": "-ci"}, buzz.APP_NAME_RULE),
     ({"forUsers": "alice,b c"}, "forUsers contains an invalid identity: b c"),
+    ({"forUsers": "alice, b c" + "d" * 70}, "forUsers contains an invalid identity: b c" + "d" * 57),
     ({"forUsers": ",".join(f"user{i:02d}xxxxxxxx" for i in range(20))}, "forUsers is longer than 255 characters"),
     ({"escalateTo": "bob,ghost"}, "escalateTo is not a known identity: ghost"),
     ({"escalateTo": {"a": 1}}, "escalateTo must be a comma-separated string or an array of identities"),
@@ -135,6 +136,9 @@ async def test_the_limits_themselves_are_accepted(store):
                         flapWindowMinutes=1, forUsers=" alice , ,bob ")
     assert (hook["appName"], hook["title"], hook["escalateAfterMinutes"], hook["flapResolutions"],
             hook["flapWindowMinutes"], hook["forUsers"]) == ("a" * 50, "t" * 255, 10080, 1000, 1, "alice,bob")
+    longest = ",".join([f"user{i:02d}xxxxxxxx" for i in range(16)] + ["user16xxxxxxxxx"])
+    assert len(longest) == 255 and (await create(store, appName="b", title="B", forUsers=longest))[
+        "forUsers"] == longest
     changed = await update(store, hook["id"], "alice", escalateAfterMinutes=1, flapResolutions=1,
                            flapWindowMinutes=10080, forUsers=" , ", wakeAgent=" ", notifyAgent="",
                            escalateTo=[], runbookPageId=" ", runbookUrl=None)
@@ -324,6 +328,9 @@ def test_a_body_is_stored_as_text_decoded_by_its_charset():
     assert parse(b"\xff abc", "text/plain; charset=ascii")["body_text"] == "\ufffd abc"
     assert parse(b"x", "t" * 150)["content_type"] == "t" * 100
     assert buzz.body_text(b"\xe9t\xe9", "text/plain; charset=latin_1") == "\xe9t\xe9"
+    # a stray byte in a declared charset is replaced in that charset, not read as UTF-8 instead
+    assert buzz.body_text("\u65e5\u672c".encode("shift_jis") + b"\xff", "text/plain; charset=shift_jis") == (
+        "\u65e5\u672c\ufffd")
 
 
 def test_a_body_is_json_when_it_looks_like_json():
@@ -399,6 +406,9 @@ def test_a_github_body_is_summarised_and_grouped():
         body_text="by someone", body_json=pr, title="o/r: PR #5 opened: T", dedup_key="github:d-1",
         group_key="github:o/r:#5")
     assert parse(pr, github_event="pull_request")["dedup_key"] is None
+    assert parse(pr, github_event="pull_request", delivery="")["dedup_key"] is None  # an empty delivery id
+    assert parse({**pr, "dedupKey": ""}, github_event="pull_request", delivery="d-1")[
+        "dedup_key"] == "github:d-1"  # an empty dedupKey is none: the delivery's stands
     comment = {"repository": {"full_name": "o/r"}, "issue": {"number": 5}, "comment": {"body": "hi"}}
     assert parse(comment, github_event="issue_comment")["group_key"] == "github:o/r:#5"
     run = {"repository": {"full_name": "o/r"}, "workflow_run": {"name": "CI", "conclusion": "success"}}
