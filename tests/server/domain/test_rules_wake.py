@@ -235,11 +235,13 @@ async def test_a_wake_that_claims_alerts_but_no_notification_counts_and_tells(st
 
     def read_then_delivered_elsewhere(identity, role):  # another process's wake claims the notification
         found = real(identity, role)
-        BuzzEvent.update(notify_delivered_at=NOW).where(BuzzEvent.id == lost).execute()
+        if role == "notify":
+            BuzzEvent.update(notify_delivered_at=NOW).where(BuzzEvent.id == lost).execute()
         return found
     monkeypatch.setattr(wake, "buzz_items", read_then_delivered_elsewhere)
     gathered = await store.write(wake.gather, "bob", START, False, True)
     assert [i["id"] for i in gathered.items] == [kept]
+    assert await store.read(lambda: BuzzEvent.get_by_id(kept).wake_delivered_at) == NOW
     assert (gathered.counts["alert"], gathered.counts["notification"]) == (1, 0)
     assert published(store, WAKE_CHANGED) == [{"identity": "bob"}]
 
