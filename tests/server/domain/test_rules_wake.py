@@ -359,10 +359,34 @@ async def test_tasks_are_the_callers_active_visible_due_and_in_hours_ones(store)
     assert (await store.read(wake.waiting_for, "bob", START + timedelta(hours=11), True)) == 7
 
 
+async def test_tasks_of_the_same_time_are_in_id_order_and_each_hidden_project_is_named(store):
+    def setup():
+        night, late = project("Night", 22, 6), project("Late", 18, 20)
+        task("night", project_id=night, ago=timedelta(hours=1))
+        task("late", project_id=late)
+        return night, late, [task(f"t{n}") for n in range(8)]
+    night, late, ids = await store.write(setup)
+    listed, total, hidden = await store.read(wake.active_tasks, "bob", START, False)
+    assert ([t["id"] for t in listed], total) == (sorted(ids), 8)
+    assert hidden == [{"projectId": night, "projectTitle": "Night", "tasks": 1, "workHoursStart": 22,
+                       "workHoursEnd": 6, "workHoursTimezone": "UTC"},
+                      {"projectId": late, "projectTitle": "Late", "tasks": 1, "workHoursStart": 18,
+                       "workHoursEnd": 20, "workHoursTimezone": "UTC"}]
+
+
 async def test_at_most_fifty_tasks_are_listed_and_all_counted(store):
     await store.write(lambda: [task(f"t{n:02d}", ago=timedelta(minutes=60 - n)) for n in range(52)])
     listed, total, hidden = await store.read(wake.active_tasks, "bob", START, False)
     assert ([t["summary"] for t in listed], total, hidden) == ([f"t{n:02d}" for n in range(50)], 52, [])
+
+
+async def test_at_most_fifty_reservations_about_to_run_out_are_listed_and_all_counted(store):
+    def setup():
+        return [Reservation.create(resource=f"r{n:02d}", holder="bob", ttl_seconds=3600, created_at=NOW,
+                                   expires_at=NOW + timedelta(minutes=1, seconds=n)).id for n in range(51)]
+    ids = await store.write(setup)
+    gathered = await store.read(wake.gather, "bob", START, False, False)
+    assert ([i["id"] for i in gathered.items], gathered.counts["reservation_expiring"]) == (ids[:50], 51)
 
 
 async def test_a_leased_task_warns_in_its_last_stretch(store):
@@ -444,6 +468,18 @@ async def test_backup_alerts_name_silent_agents_with_work_waiting(store):
     await store.write(lambda: Task.delete().execute())
     assert await store.read(wake.backup_items, "bob", START + timedelta(hours=2), False, seen) == []
     assert await store.read(wake.backup_items, "carol", START, False, {}) == []
+
+
+async def test_each_agent_backed_up_is_judged_on_its_own(store):
+    """carol was seen lately and dave has no work: neither stops the scan before erin, silent with mail."""
+    def setup():
+        for n, target in enumerate(("carol", "dave", "erin")):
+            Token.create(identity=target, token_hash=f"h{n}", created_at=NOW - timedelta(hours=9), backup_agent="bob")
+        message(recipient="carol")
+        message(recipient="erin")
+    await store.write(setup)
+    listed = await store.read(wake.backup_items, "bob", START, False, {"carol": START - timedelta(hours=1)})
+    assert [i["summary"] for i in listed] == ["erin never seen (9h), 1 item waiting"]
 
 
 async def test_at_most_fifty_backup_tokens_are_read(store):
