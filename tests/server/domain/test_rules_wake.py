@@ -307,6 +307,22 @@ async def test_replies_owed_are_in_id_order_and_aged_from_when_they_began_waitin
     assert [m["_at"] for m in pending] == [START - timedelta(hours=1), START - timedelta(minutes=10)]
 
 
+async def test_at_most_fifty_replies_owed_and_buzz_items_are_listed_and_all_counted(store):
+    def setup():
+        owed = [message(title=f"m{n}", response_waiting=True) for n in range(51)]
+        message(title="no reply owed")
+        message(recipient="carol", title="carol's", response_waiting=True)
+        alerts = [buzz_event(f"b{n}", wake_agent="bob") for n in range(51)]
+        buzz_event("a notification", notify_agent="bob")
+        buzz_event("carol's", wake_agent="carol")
+        return owed, alerts
+    owed, alerts = await store.write(setup)
+    pending, total = await store.read(wake.pending_messages, "bob")
+    assert ([m["id"] for m in pending], total) == (owed[:50], 51)
+    listed, total = await store.read(wake.buzz_items, "bob", "wake")
+    assert ([e["id"] for e in listed], total) == (alerts[:50], 51)
+
+
 @pytest.mark.parametrize("start, end, zone, hour, expected", [
     (None, 17, "UTC", 3, True), (9, None, "UTC", 3, True), (9, 9, "UTC", 3, True),
     (9, 17, "UTC", 8, False), (9, 17, "UTC", 9, True), (9, 17, "UTC", 16, True), (9, 17, "UTC", 17, False),
