@@ -115,7 +115,8 @@ async def test_the_payload_reads_whole_and_delivers_buzz_items_once(store):
 def every_source(who: str, other: str) -> dict[str, object]:
     """One item of every source of `who`'s own wake (`other`: whom its guard, questions and mail are with), each
     `ago` apart so that the order is the rule's; the ids by source. Its chat channel is opened apart (chat_with)."""
-    hours = lambda n: NOW - timedelta(hours=n)  # noqa: E731
+    def hours(n: int) -> datetime:
+        return NOW - timedelta(hours=n)
     ids: dict[str, object] = {
         "guard": "guard-%d" % Guard.create(kind="mail_loop", scope=f"mail:{other},{who}",
                                            members=",".join(sorted([who, other])), messages=7, minutes=2,
