@@ -8,10 +8,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from coordserver import jsonstrict
-from coordserver.domain import leases, wake
+from coordserver.domain import chat, leases, wake
 from coordserver.events import log as event_log
 from coordserver.events.channels import WAKE_CHANGED
-from coordserver.models import BuzzEvent, Message, Project, Task, Token, User
+from coordserver.models import (Ask, AskRecipient, BuzzAlert, BuzzEvent, Guard, Message, Project, Reservation, Task,
+                                Token, User)
 from coordserver.timeutil import iso, to_db
 from tests.server.domain.conftest import KNOWN, START, published, restricted_project
 
@@ -111,6 +112,97 @@ async def test_the_payload_reads_whole_and_delivers_buzz_items_once(store):
     assert published(store, WAKE_CHANGED) == [{"identity": "bob"}]
 
 
+def every_source(who: str, other: str) -> dict[str, object]:
+    """One item of every source of `who`'s own wake (`other`: whom its guard, questions and mail are with), each
+    `ago` apart so that the order is the rule's; the ids by source. Its chat channel is opened apart (chat_with)."""
+    def hours(n: int) -> datetime:
+        return NOW - timedelta(hours=n)
+    ids: dict[str, object] = {
+        "guard": "guard-%d" % Guard.create(kind="mail_loop", scope=f"mail:{other},{who}",
+                                           members=",".join(sorted([who, other])), messages=7, minutes=2,
+                                           tripped_at=hours(10), until=NOW + timedelta(hours=1)).id,
+        "wake": buzz_event(f"{who}'s build", ago=timedelta(hours=9), wake_agent=who),
+        "notify": buzz_event(f"{who}'s note", ago=timedelta(hours=11), notify_agent=who),
+        "alert": BuzzAlert.create(webhook_id=1, group_key=who, app_name="ci", title=f"{who}'s alert", wake_agent=who,
+                                  count=1, first_at=hours(8), last_at=hours(8), opened_at=hours(8)).id,
+        "message": message(who, other, f"{who}'s mail", timedelta(hours=6)),
+        "pending": message(who, other, f"{who} owes", timedelta(hours=7), status="read", response_waiting=True,
+                           waiting_since=hours(5)),
+        "lapsed": task(f"{who}'s lapsed", assignee=None, ago=timedelta(hours=9), lease_lapsed_at=hours(3),
+                       lease_lapsed_by=who),
+        "expired": Reservation.create(resource=f"{who}/expired", holder=who, ttl_seconds=3600, created_at=hours(3),
+                                      expires_at=hours(2), expired_at=hours(2)).id,
+        "expiring": Reservation.create(resource=f"{who}/expiring", holder=who, ttl_seconds=3600,
+                                       created_at=NOW - timedelta(minutes=58),
+                                       expires_at=NOW + timedelta(minutes=2)).id,
+        "task": task(f"{who}'s task", assignee=who, ago=timedelta(hours=1))}
+    asked = Ask.create(asker=other, recipients=[who], question=f"{who}, yes?", options=["yes", "no"],
+                       created_at=hours(7))
+    AskRecipient.create(ask=asked.id, identity=who)
+    ids["ask"] = asked.id
+    ids["result"] = Ask.create(asker=who, recipients=[other], question=f"{other}, ok?", options=["ok"],
+                               status="answered", answered_by=other, option="ok", created_at=hours(5),
+                               closed_at=hours(4)).id
+    return ids
+
+
+async def test_a_wake_with_every_source_holds_the_identitys_own_items_counted_and_in_order(store):
+    """bob and carol each have an item of every source; bob also backs up dave (silent, mail waiting), whose
+    backup alert ties in priority and time with bob's buzz alert: gathered ones come first."""
+    chats = {}
+    for who in ("bob", "carol"):
+        chats[who] = (await store.write(chat.open_dm, "alice", who, KNOWN))["channelId"]
+        await store.write(chat.post, "alice", chats[who], f"hello {who}")
+
+    def setup():
+        ids = {"bob": every_source("bob", "alice"), "carol": every_source("carol", "dave")}
+        Token.create(identity="dave", token_hash="h", created_at=NOW - timedelta(hours=9), backup_agent="bob")
+        message("dave", "alice", "dave's mail")
+        return ids
+    ids = await store.write(setup)
+    for who in ("bob", "carol"):
+        ids[who]["chat"] = chats[who]
+        gathered = await store.read(wake.gather, who, START, False, False)
+        mine = ids[who]
+        assert [(i["source"], i["id"]) for i in gathered.items] == [
+            ("guard", mine["guard"]), ("buzz", mine["wake"]), ("buzz", mine["notify"]), ("alert", mine["alert"]),
+            ("ask", mine["ask"]), ("message", mine["message"]), ("message_pending", mine["pending"]),
+            ("ask_result", mine["result"]), ("chat", mine["chat"]), ("lease_expired", mine["lapsed"]),
+            ("reservation_expired", mine["expired"]), ("reservation_expiring", mine["expiring"]),
+            ("swarm", mine["task"])]
+        assert gathered.counts == {
+            "alert": 1, "notification": 1, "message": 1, "message_pending": 1, "chat": 1, "swarm": 1, "ask": 1,
+            "ask_result": 1, "open_alert": 1, "guard": 1, "lease_expired": 1, "reservation_expired": 1,
+            "reservation_expiring": 1}
+        assert (gathered.backups_at, gathered.expires_at) == (3, START + timedelta(minutes=2))
+    shown = await store.write(payload, deliver=True)
+    bob = ids["bob"]
+    assert [(i["source"], i["id"], i["summary"], i["priority"], i["age"]) for i in shown["items"]] == [
+        ("guard", bob["guard"], "Loop suspected between alice and bob: 7 messages in 2 min", "high", "10h"),
+        ("buzz", bob["wake"], "bob's build", "high", "9h"),
+        ("backup", "backup-dave", "dave never seen (9h), 1 item waiting", "high", "9h"),
+        ("alert", bob["alert"], "bob's alert (1 firing)", "high", "8h"),
+        ("ask", bob["ask"], "From alice: 'bob, yes?'", "high", "7h"),
+        ("reservation_expiring", bob["expiring"], "bob/expiring", "high", "3m"),
+        ("message", bob["message"], "From alice: 'bob's mail'", "normal", "6h"),
+        ("message_pending", bob["pending"], "From alice: 'bob owes'", "normal", "5h"),
+        ("ask_result", bob["result"], "alice answered 'alice, ok?': ok", "normal", "4h"),
+        ("lease_expired", bob["lapsed"], "bob's lapsed", "normal", "3h"),
+        ("reservation_expired", bob["expired"], "bob/expired", "normal", "2h"),
+        ("swarm", bob["task"], "bob's task", "normal", "1h"),
+        ("chat", bob["chat"], 'DM with alice — alice: "hello bob"', "normal", "0m"),
+        ("buzz", bob["notify"], "bob's note", "low", "11h")]
+    assert [a["item"] for a in shown["actions"]] == [wake._ACTIONS[s][0] for s in wake._SOURCE_ORDER]
+    assert shown["summary"] == (
+        "14 waiting: 1 loop guard, 1 alert, 1 open alert, 1 question for you, 1 backup alert, 1 unread message, "
+        "1 reply owed, 1 ask outcome to read, 1 lease ran out, 1 reservation ran out, 1 reservation about to run "
+        "out, 1 unread chat, 1 active task, 1 notification.")
+    assert (await store.read(payload, "carol"))["summary"] == (
+        "13 waiting: 1 loop guard, 1 alert, 1 open alert, 1 question for you, 1 unread message, 1 reply owed, "
+        "1 ask outcome to read, 1 lease ran out, 1 reservation ran out, 1 reservation about to run out, "
+        "1 unread chat, 1 active task, 1 notification.")
+
+
 async def test_an_item_delivered_elsewhere_meanwhile_is_not_delivered_again(store):
     first = await store.write(buzz_event, wake_agent="bob")
     second = await store.write(buzz_event, "Other", notify_agent="bob")
@@ -134,6 +226,24 @@ async def test_a_wake_counts_only_the_buzz_items_it_claimed(store, monkeypatch):
     gathered = await store.write(wake.gather, "bob", START, False, True)
     assert [i["id"] for i in gathered.items] == [kept, note]
     assert (gathered.counts["alert"], gathered.counts["notification"]) == (1, 1)
+    assert published(store, WAKE_CHANGED) == [{"identity": "bob"}]
+
+
+async def test_a_wake_that_claims_alerts_but_no_notification_counts_and_tells(store, monkeypatch):
+    kept = await store.write(buzz_event, wake_agent="bob")
+    lost = await store.write(buzz_event, "Lost", notify_agent="bob")
+    real = wake.buzz_items
+
+    def read_then_delivered_elsewhere(identity, role):  # another process's wake claims the notification
+        found = real(identity, role)
+        if role == "notify":
+            BuzzEvent.update(notify_delivered_at=NOW).where(BuzzEvent.id == lost).execute()
+        return found
+    monkeypatch.setattr(wake, "buzz_items", read_then_delivered_elsewhere)
+    gathered = await store.write(wake.gather, "bob", START, False, True)
+    assert [i["id"] for i in gathered.items] == [kept]
+    assert await store.read(lambda: BuzzEvent.get_by_id(kept).wake_delivered_at) == NOW
+    assert (gathered.counts["alert"], gathered.counts["notification"]) == (1, 0)
     assert published(store, WAKE_CHANGED) == [{"identity": "bob"}]
 
 
@@ -198,6 +308,22 @@ async def test_replies_owed_are_in_id_order_and_aged_from_when_they_began_waitin
     assert [m["_at"] for m in pending] == [START - timedelta(hours=1), START - timedelta(minutes=10)]
 
 
+async def test_at_most_fifty_replies_owed_and_buzz_items_are_listed_and_all_counted(store):
+    def setup():
+        owed = [message(title=f"m{n}", response_waiting=True) for n in range(51)]
+        message(title="no reply owed")
+        message(recipient="carol", title="carol's", response_waiting=True)
+        alerts = [buzz_event(f"b{n}", wake_agent="bob") for n in range(51)]
+        buzz_event("a notification", notify_agent="bob")
+        buzz_event("carol's", wake_agent="carol")
+        return owed, alerts
+    owed, alerts = await store.write(setup)
+    pending, total = await store.read(wake.pending_messages, "bob")
+    assert ([m["id"] for m in pending], total) == (owed[:50], 51)
+    listed, total = await store.read(wake.buzz_items, "bob", "wake")
+    assert ([e["id"] for e in listed], total) == (alerts[:50], 51)
+
+
 @pytest.mark.parametrize("start, end, zone, hour, expected", [
     (None, 17, "UTC", 3, True), (9, None, "UTC", 3, True), (9, 9, "UTC", 3, True),
     (9, 17, "UTC", 8, False), (9, 17, "UTC", 9, True), (9, 17, "UTC", 16, True), (9, 17, "UTC", 17, False),
@@ -250,10 +376,34 @@ async def test_tasks_are_the_callers_active_visible_due_and_in_hours_ones(store)
     assert (await store.read(wake.waiting_for, "bob", START + timedelta(hours=11), True)) == 7
 
 
+async def test_tasks_of_the_same_time_are_in_id_order_and_each_hidden_project_is_named(store):
+    def setup():
+        night, late = project("Night", 22, 6), project("Late", 18, 20)
+        task("night", project_id=night, ago=timedelta(hours=1))
+        task("late", project_id=late)
+        return night, late, [task(f"t{n}") for n in range(8)]
+    night, late, ids = await store.write(setup)
+    listed, total, hidden = await store.read(wake.active_tasks, "bob", START, False)
+    assert ([t["id"] for t in listed], total) == (sorted(ids), 8)
+    assert hidden == [{"projectId": night, "projectTitle": "Night", "tasks": 1, "workHoursStart": 22,
+                       "workHoursEnd": 6, "workHoursTimezone": "UTC"},
+                      {"projectId": late, "projectTitle": "Late", "tasks": 1, "workHoursStart": 18,
+                       "workHoursEnd": 20, "workHoursTimezone": "UTC"}]
+
+
 async def test_at_most_fifty_tasks_are_listed_and_all_counted(store):
     await store.write(lambda: [task(f"t{n:02d}", ago=timedelta(minutes=60 - n)) for n in range(52)])
     listed, total, hidden = await store.read(wake.active_tasks, "bob", START, False)
     assert ([t["summary"] for t in listed], total, hidden) == ([f"t{n:02d}" for n in range(50)], 52, [])
+
+
+async def test_at_most_fifty_reservations_about_to_run_out_are_listed_and_all_counted(store):
+    def setup():
+        return [Reservation.create(resource=f"r{n:02d}", holder="bob", ttl_seconds=3600, created_at=NOW,
+                                   expires_at=NOW + timedelta(minutes=1, seconds=n)).id for n in range(51)]
+    ids = await store.write(setup)
+    gathered = await store.read(wake.gather, "bob", START, False, False)
+    assert ([i["id"] for i in gathered.items], gathered.counts["reservation_expiring"]) == (ids[:50], 51)
 
 
 async def test_a_leased_task_warns_in_its_last_stretch(store):
@@ -335,6 +485,18 @@ async def test_backup_alerts_name_silent_agents_with_work_waiting(store):
     await store.write(lambda: Task.delete().execute())
     assert await store.read(wake.backup_items, "bob", START + timedelta(hours=2), False, seen) == []
     assert await store.read(wake.backup_items, "carol", START, False, {}) == []
+
+
+async def test_each_agent_backed_up_is_judged_on_its_own(store):
+    """carol was seen lately and dave has no work: neither stops the scan before erin, silent with mail."""
+    def setup():
+        for n, target in enumerate(("carol", "dave", "erin")):
+            Token.create(identity=target, token_hash=f"h{n}", created_at=NOW - timedelta(hours=9), backup_agent="bob")
+        message(recipient="carol")
+        message(recipient="erin")
+    await store.write(setup)
+    listed = await store.read(wake.backup_items, "bob", START, False, {"carol": START - timedelta(hours=1)})
+    assert [i["summary"] for i in listed] == ["erin never seen (9h), 1 item waiting"]
 
 
 async def test_at_most_fifty_backup_tokens_are_read(store):
