@@ -31,7 +31,7 @@ def update(store, webhook_id: int, identity: str, **body):
 
 async def test_a_new_webhook_is_normalised_and_enabled(rules_store):
     hook = await create(rules_store, appName=" deploys ", title=" Deploys ", forUsers=["Bob", "alice", "bob", " "],
-                        wakeAgent="bob", enabled=False)
+                        wakeAgent="bob", enabled="no")  # not even read: a new webhook starts enabled
     assert (hook["appName"], hook["title"], hook["forUsers"], hook["wakeAgent"]) == ("deploys", "Deploys",
                                                                                     "bob,alice", "bob")
     assert hook["enabled"] is True  # a new webhook starts enabled; PATCH disables it
@@ -150,6 +150,9 @@ async def test_the_limits_themselves_are_accepted(store):
 async def test_a_change_reads_whole_and_carries_the_runbook_and_escalation_to_its_alerts(store):
     page = await store.write(lambda: NotebookPage.create(title="Runbook", content="", created_by="alice",
                                                          created_at=to_db(START), updated_at=to_db(START)).id)
+    made_with = await create(store, appName="made", title="Made", runbookPageId=page)
+    assert made_with["runbookPageId"] == page
+    assert (await store.read(buzz.list_webhooks, "alice", False, BASE))[0] == made_with
     hook = await create(store, appName="ci", title="CI")
     other = await create(store, appName="other", title="Other")
     await fire(store, hook, {"title": "disk"})
