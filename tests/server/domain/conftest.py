@@ -92,3 +92,13 @@ def restricted_project(tagged: list[str]) -> str:
                              created_by="cre", tagged_users=tagged, created_at=now, updated_at=now)
     project_access.store_tags(project.id, tagged)
     return project.id
+
+
+def move_row_last(model: Any, row_id: Any, text_column: str) -> None:
+    """Changes nothing a caller sees, but on PostgreSQL the row and its index entries move behind the others (an
+    indexed text column changed and changed back: no in-place update), so rows that tie in an order come back in
+    id order only where the query asks for it, not because of where they happen to lie."""
+    column = getattr(model, text_column)
+    value = getattr(model.get_by_id(row_id), text_column)
+    for changed in (value + "~", value):
+        model.update({column: changed}).where(model._meta.primary_key == row_id).execute()

@@ -16,7 +16,7 @@ from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events.channels import ALERTS, WAKE
 from coordserver.models import BuzzAlert, NotebookPage
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import KNOWN, START, last_event_id, logged_after, published
+from tests.server.domain.conftest import KNOWN, START, last_event_id, logged_after, move_row_last, published
 
 BASE = "https://coord.example"
 MINUTE = timedelta(minutes=1)
@@ -565,12 +565,7 @@ async def test_escalation_passes_take_the_earliest_first_up_to_their_limit(store
 
 
 def touch(alert_id: int) -> None:
-    """Changes nothing a caller sees, but on PostgreSQL the row and its index entries move behind the later ones
-    (an indexed column changed and changed back: no in-place update), so an order that ties at one instant is
-    kept by the id alone, not by where the rows happen to lie."""
-    key = BuzzAlert.get_by_id(alert_id).group_key
-    for value in (key + "~", key):
-        BuzzAlert.update(group_key=value).where(BuzzAlert.id == alert_id).execute()
+    move_row_last(BuzzAlert, alert_id, "group_key")
 
 
 async def test_wake_items_of_one_instant_list_by_id(store):
