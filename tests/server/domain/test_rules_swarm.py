@@ -14,7 +14,8 @@ from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events.channels import WAKE, WAKE_CHANGED
 from coordserver.models import NotebookPage, Task
 from coordserver.timeutil import iso, to_db
-from tests.server.domain.conftest import KNOWN, START, logged_after, published, restricted_project, who
+from tests.server.domain.conftest import (KNOWN, START, logged_after, published, restricted_project, while_held,
+                                         who)
 
 AT = "2026-03-07T12:00:00.000Z"
 
@@ -567,3 +568,77 @@ async def test_links_in_a_restricted_project_are_for_those_who_see_both_task_and
     assert await ids(open_task["id"], "carol") == [carols_for_bob]
     await store.write(swarm.unlink_page, open_task["id"], carols_for_bob, "carol", False)
     assert await ids(open_task["id"], "carol") == []
+
+
+# --- survivors of the whole run of 2026-11-28: the PATCH's checks and its one row --------------------------------
+
+async def test_a_project_move_checks_the_holder_the_task_keeps(store):
+    secret = await store.write(restricted_project, ["bob"])
+    made = await new_task(store, assigneeUserId="carol")
+    await refused(Invalid, "assigneeUserId carol cannot see this task's project",
+                  patch(store, "admin", made["id"], projectId=secret))  # only the project changes: carol stays
+    assert (await patch(store, "admin", made["id"], projectId=secret, assigneeUserId="bob"))["projectId"] == secret
+
+
+async def test_an_admin_reassigns_and_moves_a_task_held_by_someone_else(store):
+    secret = await store.write(restricted_project, ["bob"])
+    made = await new_task(store, assigneeUserId="bob")
+    assert (await patch(store, "admin", made["id"], projectId=secret))["projectId"] == secret
+    assert (await patch(store, "admin", made["id"], assigneeUserId="carol", projectId=None))[
+        "assigneeUserId"] == "carol"
+
+
+async def test_a_task_named_as_another_must_be_one_the_caller_sees(store):
+    secret = await store.write(restricted_project, ["bob"])
+    hidden = await new_task(store, "bob", projectId=secret)
+    mine = await new_task(store)
+    await refused(Invalid, f"Unknown task for mustBeDoneAfterTaskId: {hidden['id']}",
+                  patch(store, "carol", mine["id"], mustBeDoneAfterTaskId=hidden["id"]))
+    assert (await patch(store, "bob", mine["id"], mustBeDoneAfterTaskId=hidden["id"]))[
+        "mustBeDoneAfterTaskId"] == hidden["id"]  # a member sees it
+    assert (await patch(store, "admin", mine["id"], nextTaskId=hidden["id"]))["nextTaskId"] == hidden["id"]
+
+
+async def test_a_patch_changes_its_own_task_only_and_keeps_the_holders_lease(store):
+    held = await new_task(store, status="in_progress", assigneeUserId="bob", leaseSeconds=600)
+    other = await new_task(store, title="Other", assigneeUserId="carol")
+    store.clock.advance(minutes=1)
+    changed = await patch(store, "bob", held["id"], detail="halfway")
+    assert changed == whole(held["id"], status="in_progress", assigneeUserId="bob", detail="halfway",
+                            leaseExpiresAt=at(minutes=10), updatedAt=at(minutes=1))
+    assert await store.read(lambda: swarm.task_json(swarm.visible_task(other["id"], who("admin")))) == other
+
+
+async def test_taking_a_task_oneself_wakes_no_one(store):
+    made = await new_task(store)
+    store.published.clear()
+    await patch(store, "bob", made["id"], assigneeUserId="bob")
+    assert published(store, WAKE) == []
+    await patch(store, "bob", made["id"], assigneeUserId="carol")
+    assert published(store, WAKE) == [{"identity": "carol"}]
+
+
+async def test_each_task_lists_its_own_pages(store):
+    first, second = await new_task(store), await new_task(store, title="Second")
+    pages = [await store.write(page, title) for title in ("One", "Two")]
+    await store.write(swarm.link_page, first["id"], pages[0], "bob", False)
+    await store.write(swarm.link_page, second["id"], pages[1], "bob", False)
+    for task, linked in ((first, pages[0]), (second, pages[1])):
+        assert [row["notebookPageId"] for row in await store.read(swarm.linked_pages, task["id"], "bob", False)] == [
+            linked]
+
+
+async def test_a_patch_waits_for_the_holder_another_process_is_changing(two_stores):
+    """update_task locks the task's row before it checks who holds it: bob taking the task back, decided while his
+    hand-over to carol was not yet committed, must see carol as the holder and be refused (not overwrite her)."""
+    here, there = two_stores
+    made = await here.write(swarm.create_task, who("alice"), {"title": "Fix login", "assigneeUserId": "bob"}, KNOWN)
+
+    async def move_after_handover() -> None:
+        with pytest.raises(Forbidden) as caught:
+            await there.write(swarm.update_task, who("bob"), made["id"], {"assigneeUserId": "bob"}, KNOWN)
+        assert str(caught.value) == ("Task is held by carol (ready); only its creator (alice), carol, the leads "
+                                     "of its project or an admin may reassign it")
+    await while_held(here, lambda: swarm.update_task(who("bob"), made["id"], {"assigneeUserId": "carol"}, KNOWN),
+                     move_after_handover)
+    assert (await here.read(lambda: swarm.visible_task(made["id"], who("admin")))).assignee_user_id == "carol"
