@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from coordserver.domain import swarm
+from coordserver.domain import lease_changes, swarm
 from coordserver.errors import Conflict, Forbidden, Invalid, NotFound
 from coordserver.events.channels import WAKE, WAKE_CHANGED
 from coordserver.models import NotebookPage, Task
@@ -642,3 +642,16 @@ async def test_a_patch_waits_for_the_holder_another_process_is_changing(two_stor
     await while_held(here, lambda: swarm.update_task(who("bob"), made["id"], {"assigneeUserId": "carol"}, KNOWN),
                      move_after_handover)
     assert (await here.read(lambda: swarm.visible_task(made["id"], who("admin")))).assignee_user_id == "carol"
+
+
+async def test_a_renewal_waits_for_the_holder_another_process_is_changing(two_stores):
+    here, there = two_stores
+    made = await here.write(swarm.create_task, who("alice"), {"title": "Fix login", "assigneeUserId": "bob",
+                                                              "status": "in_progress", "leaseSeconds": 600}, KNOWN)
+
+    async def renew_after_handover() -> None:
+        with pytest.raises(Forbidden) as caught:
+            await there.write(lease_changes.renew, who("bob"), made["id"], None)
+        assert str(caught.value) == "Only the task's holder (carol) may renew its lease"
+    await while_held(here, lambda: swarm.update_task(who("bob"), made["id"], {"assigneeUserId": "carol"}, KNOWN),
+                     renew_after_handover)
