@@ -226,7 +226,8 @@ OPTIONS_WORDS = "options must be a list of 2 to 9 distinct labels of at most 50 
     ({"default_option": "1"}, asks.DEFAULT_NEEDS_OPTIONS),
     ({"deadline": "tomorrow"}, "deadline must be an ISO-8601 timestamp"),
     ({"deadline": 1700000000}, "deadline must be an ISO-8601 timestamp"),
-    ({"deadline": iso(START - timedelta(seconds=1))}, "deadline must be in the future")])
+    ({"deadline": iso(START - timedelta(seconds=1))}, "deadline must be in the future"),
+    ({"deadline": iso(START)}, "deadline must be in the future")])  # now is not the future
 async def test_a_new_ask_is_refused_in_words_and_nothing_is_written(rules_store, fields, why):
     store = rules_store
     with pytest.raises(Invalid) as refused:
