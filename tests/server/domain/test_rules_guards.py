@@ -243,6 +243,20 @@ async def test_one_message_closing_two_rings_trips_one_at_a_time(store):
     assert [g["members"] for g in await store.read(guards.active)] == [["ann", "ben", "cat"], ["ann", "ben", "dan"]]
 
 
+async def test_guards_tripped_at_one_instant_are_listed_by_id(store):
+    """The later pair's scope sorts first, and PostgreSQL reads active guards through their scope's index: only
+    the id keeps the one tripped first ahead."""
+    await ping_pong(store, "cat", "dan", 3)
+    await ping_pong(store, "ann", "ben", 3)
+    await mail(store, "cat", "dan")
+    await mail(store, "ann", "ben")
+    first, second = await store.read(guards.active)
+    assert (first["members"], second["members"], first["trippedAt"]) == (
+        ["cat", "dan"], ["ann", "ben"], second["trippedAt"])
+    assert first["id"] < second["id"]
+    assert [i["guardId"] for i in (await store.read(guards.wake_items, "admin"))[0]] == [first["id"], second["id"]]
+
+
 async def group(store, *members: str) -> str:
     return (await store.write(chat.create_group, "carol", "bots", list(members), KNOWN))["channelId"]
 
