@@ -655,3 +655,41 @@ async def test_a_renewal_waits_for_the_holder_another_process_is_changing(two_st
         assert str(caught.value) == "Only the task's holder (carol) may renew its lease"
     await while_held(here, lambda: swarm.update_task(who("bob"), made["id"], {"assigneeUserId": "carol"}, KNOWN),
                      renew_after_handover)
+
+
+async def test_a_hand_over_by_move_is_for_those_the_rule_names_to_one_who_sees_the_project(store):
+    secret = await store.write(restricted_project, ["bob", "carol"])
+    made = await new_task(store, "bob", projectId=secret, status="in_progress", assigneeUserId="bob")
+    await refused(Invalid, "assigneeUserId dave cannot see this task's project",
+                  move(store, "bob", made["id"], "review", assignee="dave"))
+    handed = await move(store, "admin", made["id"], "review", assignee="carol")  # an admin, neither holder nor lead
+    assert (handed["status"], handed["assigneeUserId"]) == ("review", "carol")
+
+
+async def test_a_move_the_table_refuses_says_where_the_task_may_go(store):
+    made = await new_task(store)
+    conflict = await refused(Conflict, "Cannot move task from ready to review", move(store, "alice", made["id"], "review"))
+    assert conflict.body() == {"error": "Cannot move task from ready to review",
+                               "allowed": ["in_progress", "holding", "closed"]}
+
+
+async def test_a_task_and_its_history_are_its_own_and_for_those_who_see_it(store):
+    secret = await store.write(restricted_project, ["bob"])
+    hidden = await new_task(store, "bob", projectId=secret)
+    await refused(NotFound, "Task not found", store.read(swarm.visible_task, hidden["id"], who("carol")))
+    assert (await store.read(swarm.visible_task, hidden["id"], who("bob"))).id == hidden["id"]
+    other = await new_task(store, title="Other")
+    await patch(store, "alice", other["id"], detail="changed")
+    assert [kind for kind, *_ in await store.read(history, hidden["id"])] == ["created"]
+
+
+async def test_a_page_id_of_one_character_is_a_page_id(store):
+    made = await new_task(store, linkedNotebookPages=["p"])
+    assert made["linkedNotebookPages"] == ["p"]
+
+
+async def test_a_task_made_by_a_template_says_which_instant_it_is_for(store):
+    instant = START + timedelta(days=1)
+    made = await store.write(lambda: swarm.task_json(swarm.insert_task("alice", {
+        "title": "Daily", "recurring_instance_at": to_db(instant)}, scheduled=True)))
+    assert made["recurringInstanceAt"] == iso(instant)
