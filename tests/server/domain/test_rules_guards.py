@@ -572,3 +572,21 @@ async def test_a_ring_counts_only_the_mail_among_its_three(store):
     assert await store.read(guards.active) == []
     await mail(store, "ann", "ben")
     assert [(g["members"], g["messages"]) for g in await store.read(guards.active)] == [(["ann", "ben", "cat"], 7)]
+
+
+async def test_a_chat_guard_holds_a_dm_members_pulses_to_one(store):
+    """A DM has no fan-out cooldown: once agents' DM trips its guard (at the seventh post, ann's), each member has
+    one pulse from the other (ann's, at ben's eighth), and no more while it holds."""
+    dm = (await store.write(chat.open_dm, "ann", "ben", KNOWN))["channelId"]
+    for _ in range(3):
+        await post(store, "ann", dm)
+        await post(store, "ben", dm)
+    await post(store, "ann", dm)
+    assert [g["kind"] for g in await store.read(guards.active)] == ["chat_loop"]
+    store.published.clear()
+    await post(store, "ben", dm)
+    assert [p["identity"] for p in published(store, WAKE)] == ["ann"]
+    store.published.clear()
+    for _ in range(3):
+        await post(store, "ben", dm)
+    assert published(store, WAKE) == []
