@@ -12,7 +12,7 @@ from coordserver.domain import chat, identities, kinds, users
 from coordserver.errors import Forbidden, Invalid, NotFound
 from coordserver.events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
 from coordserver.models import ChatChannel, ChatMessage
-from tests.server.domain.conftest import KNOWN, START, logged_after, published
+from tests.server.domain.conftest import KNOWN, START, logged_after, published, while_held
 
 AT = "2026-03-07T12:00:00.000Z"
 
@@ -368,3 +368,15 @@ async def test_a_short_query_is_a_substring_its_wildcards_plain(store):
     assert await search(store, "alice", "Ra") == both  # case-insensitive
     assert await search(store, "alice", "rat") == []  # three characters are a word of full text
     assert await search(store, "alice", "ratio") == both
+
+
+async def test_a_dm_opened_by_both_sides_at_once_is_one_channel(two_stores):
+    """Two processes open the same DM at once: the second's insert meets the first's key and reads its channel."""
+    here, there = two_stores
+    opened_there: list[dict] = []
+
+    async def open_meanwhile() -> None:
+        opened_there.append(await there.write(chat.open_dm, "bob", "alice", KNOWN))
+    opened_here = await while_held(here, lambda: chat.open_dm("alice", "bob", KNOWN), open_meanwhile)
+    assert opened_there == [opened_here]
+    assert await here.read(lambda: ChatChannel.select().count()) == 1
