@@ -50,7 +50,8 @@ declare -A TESTS=(
   [domain/leases]="tests/server/domain/test_rules_leases.py"
   [domain/lease_changes]="tests/server/domain/test_rules_leases.py"
   [domain/reservations]="tests/server/domain/test_rules_reservations.py"
-  [domain/messages]="tests/server/domain/test_rules_messages.py tests/server/domain/test_rules_mailbox.py"
+  [domain/messages]="tests/server/domain/test_rules_messages.py tests/server/domain/test_rules_mailbox.py
+    tests/server/domain/test_rules_guards.py"
   [domain/chat]="tests/server/domain/test_rules_chat.py tests/server/domain/test_rules_guards.py"
   [domain/swarm]="tests/server/domain/test_rules_swarm.py tests/server/domain/test_rules_leases.py"
   [domain/buzz]="tests/server/domain/test_rules_buzz.py tests/server/domain/test_rules_buzz_merged.py"

@@ -154,3 +154,16 @@ def test_the_wire_message_is_one_shape():
         encoded = wire._message_json_sql(sqlite)
         assert [key for key in encoded.split("'") if key in {wire.camel(c) for c in columns}] == \
             [wire.camel(c) for c in columns]
+
+
+async def test_sends_with_one_dedupe_key_queued_together_store_one_message(rules_store):
+    """A send with a dedupe key is never merged (the merged statement does not look for an earlier one): of
+    sends queued together with one key, one is stored and every one is answered with it."""
+    calls = [rules_store.write(messages.send, "alice", "bob",
+                               {"title": f"t{i}", "dedupe_key": "deploy-42" if i % 2 else None}, KNOWN)
+             for i in range(8)]
+    outcomes = await asyncio.gather(*calls)
+    keyed = [outcome for i, outcome in enumerate(outcomes) if i % 2]
+    assert len({outcome["id"] for outcome in keyed}) == 1 and keyed[0]["dedupeKey"] == "deploy-42"
+    assert len({outcome["id"] for outcome in outcomes}) == 5
+    assert len(await rules_store.read(message_rows)) == 5
