@@ -58,6 +58,9 @@ async def test_a_page_its_event_and_first_version_read_whole(store):
                     "locked": False, "lockedBy": None, "archivedAt": None, "createdAt": iso(START),
                     "updatedAt": iso(START)}
     [(kind, data, to), (version_kind, version, _)] = await store.read(logged_after, after)
+    expiring = await create(store, expiresAt=LATER_AT)
+    assert (expiring["expiresAt"], expiring["reviewAt"]) == (LATER, None)
+    assert await store.read(lambda: nb.page_json(nb.get_page(expiring["id"], who("alice")))) == expiring
     assert (kind, data, to) == ("notebook_page_updated", {
         "type": "notebook_page_updated", "pageId": made["id"], "title": "Page", "updatedBy": "alice",
         "updatedAt": iso(START), "change": "meta"}, ["admin", "alice", "bob", "carol"])
