@@ -67,6 +67,8 @@ declare -A TESTS=(
   [coordtui/client/models]="tests/tui/unit/test_models.py tests/tui/unit/test_pure_functions.py"
   [coordtui/client/ops_models]="tests/tui/unit/test_models.py"
   [coordtui/client/transitions]="tests/tui/unit/test_pure_functions.py"
+  [coordtui/client/safe_text]="tests/test_terminal_text.py"
+  [coordtui/client/v11]="tests/tui/unit/test_v11_models.py"
 )
 tests="${MUTATION_TESTS:-${TESTS[$module]:-}}"
 [[ -n "$tests" ]] || { echo "no test selection for $module: set MUTATION_TESTS" >&2; exit 2; }
