@@ -166,8 +166,10 @@ async def test_a_restricted_projects_template_exists_only_for_who_sees_the_proje
     with pytest.raises(Invalid) as unknown:
         await create_by(rules_store, "carol", title="Mine", cronExpr="0 9 * * *", projectId=project_id)
     assert unknown.value.message == f"Unknown projectId: {project_id}"
-    await rules_store.write(recurring.delete_template, hidden["id"], "admin", True)
+    await rules_store.write(recurring.delete_template, hidden["id"], "bob", False)  # a member, not an admin
     assert await listed(rules_store, "admin", is_admin=True) == [open_one]
+    await rules_store.write(recurring.delete_template, open_one["id"], "admin", True)
+    assert await listed(rules_store, "admin", is_admin=True) == []
 
 
 # --- the due run ------------------------------------------------------------------------------
