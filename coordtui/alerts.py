@@ -86,8 +86,7 @@ class AlertStore:
 
     def absorb(self, wake: Wake, now: datetime) -> bool:
         """Keeps the one-shot items of a wake answer or pulse. True when something new was kept."""
-        new = [item for item in wake.items
-               if item.ephemeral and item.key not in self._alerts and item.key not in self._dismissed]
+        new = [item for item in self.without_dismissed(wake).items if item.ephemeral and item.key not in self._alerts]
         for item in new:
             self._alerts[item.key] = KeptAlert(item, now - timedelta(seconds=_age_seconds(item.age)))
         if new:
@@ -101,8 +100,12 @@ class AlertStore:
         self.save()
         return True
 
-    def was_dismissed(self, key: str) -> bool:
-        return key in self._dismissed
+    def without_dismissed(self, wake: Wake) -> Wake:
+        """`wake` without the one-shot items the person dismissed (an answer shown again, or one in flight since
+        before the dismissal, may still carry one)."""
+        if not any(item.ephemeral and item.key in self._dismissed for item in wake.items):
+            return wake
+        return replace(wake, items=[i for i in wake.items if not (i.ephemeral and i.key in self._dismissed)])
 
     # --- persistence ----------------------------------------------------------------------
 

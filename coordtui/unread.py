@@ -47,9 +47,7 @@ def wake_view(wake: Wake, channels: list[Channel] | None, me: str, alerts: Alert
     """The wake list as shown: the server's items, chat items built from the channels when an older
     server sends none, and one-shot alerts kept until dismissed (and never again after: an answer shown again, or
     one in flight since before the dismissal, may still carry one)."""
-    if any(item.ephemeral and alerts.was_dismissed(item.key) for item in wake.items):
-        wake = replace(wake, items=[i for i in wake.items if not (i.ephemeral and alerts.was_dismissed(i.key))])
-    wake = with_chat(wake, channels, me)
+    wake = with_chat(alerts.without_dismissed(wake), channels, me)
     present = {item.key for item in wake.items}
     kept = [alert.shown(now) for alert in alerts.alerts() if alert.item.key not in present]
     if not kept:

@@ -98,7 +98,7 @@ EOF
 # its own per mutant (initdb and start, ~0.9 s) was a third of a domain mutant's time.
 cluster="$(python -c 'from tests.pg import PostgresCluster; print(PostgresCluster().start().describe())')"
 export COORD_TEST_PG_CLUSTER="$cluster"
-trap 'python -c "from tests.pg import PostgresCluster as C; c = C.shared(\"$cluster\"); c.owned = True; c.stop()"' EXIT
+trap 'python -c "from tests.pg import PostgresCluster; PostgresCluster(\"$cluster\", owned=True).stop()"' EXIT
 
 # mutmut 3.8 has exited non-zero after a complete run (events/log, with every mutant judged): a run is
 # judged by mutmut's closing line, not by its exit status.

@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import gc
+import os
 import sys
 import threading
 
@@ -38,7 +38,7 @@ def pg_cluster():
     shared = os.environ.get("COORD_TEST_PG_CLUSTER")  # scripts/mutation.sh's, for a whole run
     if not shared:
         pg.require_binaries()
-    cluster = pg.PostgresCluster.shared(shared) if shared else pg.PostgresCluster().start()
+    cluster = pg.PostgresCluster(shared) if shared else pg.PostgresCluster().start()
     yield cluster
     cluster.stop()
 

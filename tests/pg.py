@@ -39,25 +39,19 @@ def require_binaries() -> None:
 
 
 class PostgresCluster:
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="coord-pg-"))
+    def __init__(self, shared: str | None = None, owned: bool | None = None) -> None:
+        """A new cluster (`start()` it), or `shared`, one another process started ("DIR:PORT", as `describe`
+        prints): scripts/mutation.sh starts one for a whole run rather than one per mutant. A cluster stops
+        itself only when `owned` (by default: when not shared); otherwise only its databases go."""
+        if shared is None:
+            self.dir, self.port = Path(tempfile.mkdtemp(prefix="coord-pg-")), free_port()
+        else:
+            directory, port = shared.rsplit(":", 1)
+            self.dir, self.port = Path(directory), int(port)
         self.data = self.dir / "data"
-        self.port = free_port()
         self.run_as = "postgres" if os.geteuid() == 0 else None
-        self.owned = True
+        self.owned = shared is None if owned is None else owned
         self.created: list[str] = []
-
-    @classmethod
-    def shared(cls, address: str) -> "PostgresCluster":
-        """A running cluster another process started and will stop ("DIR:PORT", as `describe` prints):
-        scripts/mutation.sh starts one for a whole run rather than one per mutant."""
-        directory, port = address.rsplit(":", 1)
-        cluster = cls.__new__(cls)
-        cluster.dir, cluster.port, cluster.owned = Path(directory), int(port), False
-        cluster.data = cluster.dir / "data"
-        cluster.run_as = "postgres" if os.geteuid() == 0 else None
-        cluster.created = []
-        return cluster
 
     def describe(self) -> str:
         return f"{self.dir}:{self.port}"

@@ -164,8 +164,7 @@ class WakePane(Pane[Wake]):
         # the channels fetched with this wake, once: a wake shown again (a filter) is viewed with the counted ones
         channels, self._channels = self._channels, None
         self.post_message(self.Shown(wake, channels))
-        self.arriving |= {item.key: item for item in wake.items
-                          if item.ephemeral and not self.session.alerts.was_dismissed(item.key)}
+        self.arriving |= {item.key: item for item in self.session.alerts.without_dismissed(wake).items if item.ephemeral}
         self.paint(self.view(wake, channels))
 
     def view(self, wake: Wake, channels: list[Channel] | None = None) -> Wake:
