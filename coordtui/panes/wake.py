@@ -417,8 +417,8 @@ class WakePane(Pane[Wake]):
             return
         created = await self.app.push_screen_wait(FormScreen("New task from alert", [
             Field("title", "Title", item.summary[:limits.TASK_TITLE], required=True, max_len=limits.TASK_TITLE),
-            Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})", kind="text",
-                  max_len=limits.TASK_DETAIL),
+            Field("detail", "Detail", f"From buzz event {item.id} ({item.app_name or 'buzz'})\n\n", kind="text",
+                  max_len=limits.TASK_DETAIL, type_after=True),
             Field("assignee", "Assignee", self.session.identity or "", names=True)], "Create",
             submit=lambda v: self.client.create_task(v["title"], detail=v["detail"] or None,
                                                      assigneeUserId=v["assignee"] or None)))

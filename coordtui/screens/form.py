@@ -94,6 +94,7 @@ class Field:
     hint: str = ""  # one line under the label: what the field does
     # its default is only a start (a quote): the cursor starts after it, and required means something added to it
     empty_if_unchanged: bool = False
+    type_after: bool = False  # a text field's default is a first line to keep (a provenance): the cursor starts after it
     names: bool = False  # an identity (or a comma-separated list of them): completes from the server's identities
     # a select's options as shown, where the wire value is not what a person reads (in_progress: "In progress")
     option_words: Mapping[str, str] = dataclass_field(default_factory=dict, compare=False)
@@ -187,7 +188,7 @@ class FormScreen(ModalScreen[Any]):
                 self._use_names(self.app.known_identities)
             self.complete_names()
         for field in self.fields:
-            if field.empty_if_unchanged:  # a start to add to (a quote): typing goes on after it
+            if field.empty_if_unchanged or field.type_after:  # a start to add to (a quote): typing goes on after it
                 area = self.query_one(f"#field-{field.name}", TextArea)
                 area.move_cursor(area.document.end)
         if self.focus_field:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -282,11 +283,12 @@ async def task_from_alert(server, pilot, app):
     await until(pilot, lambda: any(k.startswith("buzz:") for k in row_keys(app, "#wake-table")), "alert in wake")
     select_row(app, "#wake-table", next(k for k in row_keys(app, "#wake-table") if k.startswith("buzz:")))
     head, text = title("From alert"), body("alert detail")
-    # the title is selected when focused: typing replaces it; the detail is typed ahead of its first line
+    # the title is selected when focused: typing replaces it; the detail is typed below its first line (the alert)
     await pilot.press("t", *typed(head), "tab", *typed(text), "tab", *typed("bob"), "ctrl+s")
     await until(pilot, lambda: task_titled(server, head), "task created")
     task = task_titled(server, head)
-    assert task["detail"].startswith(text + "From buzz event") and task["assigneeUserId"] == "bob"
+    assert re.fullmatch(rf"From buzz event \d+ \(typeahead\)\n\n{re.escape(text)}", task["detail"])
+    assert task["assigneeUserId"] == "bob"
 
 
 # ---- asks --------------------------------------------------------------------------------------------------------
