@@ -8,7 +8,9 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any, Callable, Coroutine, cast
+from wsgiref.handlers import format_date_time
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -21,8 +23,31 @@ from .settings import MAX_WEBSOCKET_FRAME_BYTES, Settings
 from .timeutil import Clock
 
 
+class CoordConfig(Config):
+    """Hypercorn's Config, with the Date header formatted once a second instead of for every response, and
+    no Server header (`hypercorn-h11` told clients nothing they need, and h11 checks every header again).
+    Together: send -15 % CPU per request, health -7 % (bench/RESULTS.md, 2026-11-28). This server configures
+    no alt-svc and no QUIC, the other headers Hypercorn's own method adds."""
+
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.include_server_header = False
+        self._now = now
+        self._date_second = -1
+        self._date_headers: list[tuple[bytes, bytes]] = []
+
+    def response_headers(self, protocol: str) -> list[tuple[bytes, bytes]]:
+        if not self.include_date_header:
+            return []
+        second = int(self._now())
+        if second != self._date_second:
+            self._date_second = second
+            self._date_headers = [(b"date", format_date_time(second).encode("ascii"))]
+        return list(self._date_headers)  # Hypercorn appends to what it is given
+
+
 def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool = False) -> Config:
-    config = Config()
+    config = CoordConfig()
     config.bind = bind
     config.graceful_timeout = 2.0
     config.keep_alive_timeout = 75

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 
 import httpx
 import pytest
@@ -15,7 +16,7 @@ from werkzeug import exceptions as werkzeug_errors
 from coordserver import errors
 from coordserver.domain import messages as domain_messages
 from coordserver.hotpaths import HotPaths
-from coordserver.server import ServerThread
+from coordserver.server import CoordConfig, ServerThread
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
 from tests.helpers import TOKENS, base_env, client
@@ -355,3 +356,32 @@ def test_the_send_route_is_matched_in_one_place():
     for path, recipient in cases.items():
         assert send_recipient(path) == recipient, path
         assert (route_class("POST", path) == "send") == (recipient is not None), path
+
+
+def test_every_answer_has_a_date_and_names_no_server(pair):
+    """Both paths answer through CoordConfig: a Date of this second (wall clock, not the frozen one) and no
+    Server header."""
+    for server in pair:
+        with client(server) as c:
+            before = datetime.now(timezone.utc).replace(microsecond=0)
+            answers = [c.get("/api/health"), c.get("/api/mailboxes/me/messages", headers={"Authorization": ""}),
+                       c.get("/api/openapi.json")]
+            after = datetime.now(timezone.utc)
+        for answer in answers:
+            assert "server" not in answer.headers
+            assert before <= parsedate_to_datetime(answer.headers["date"]) <= after
+
+
+def test_the_date_header_is_formatted_once_a_second():
+    now = iter([1000.2, 1000.9, 1001.0, 1001.5])
+    config = CoordConfig(now=lambda: next(now))
+    first, same = config.response_headers("h11"), config.response_headers("h11")
+    assert first == same == [(b"date", b"Thu, 01 Jan 1970 00:16:40 GMT")]
+    first.append((b"x-added", b"by hypercorn"))  # Hypercorn extends what it is given: later answers stay whole
+    next_second, again = config.response_headers("h11"), config.response_headers("h11")
+    assert next_second == again == [(b"date", b"Thu, 01 Jan 1970 00:16:41 GMT")]
+    again.append((b"x-added", b"by hypercorn"))
+    config.include_date_header = False
+    assert config.response_headers("h11") == [] and config.include_server_header is False
+    config.include_date_header, config._now = True, lambda: 1001.7
+    assert config.response_headers("h11") == [(b"date", b"Thu, 01 Jan 1970 00:16:41 GMT")]
