@@ -19,11 +19,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import messages as bench  # noqa: E402  (free_port, wait_up, wrk, cpu_seconds)
+import messages as bench  # noqa: E402  (free_port, wait_up, wrk, cpu_seconds, TOKENS)
 
 UVICORN_DIR = Path(tempfile.gettempdir()) / "coord-bench-uvicorn"
-TOKENS = {"alice": "alice-token-http-layer-00000", "bob": "bob-token-http-layer-0000000"}
-CASES = {"health": ("/api/health", "get.lua"), "send": ("/api/mailboxes/bob/messages", "send.lua")}
+CASES = {"health": ("/api/health", "get.lua"), "send": ("/api/mailboxes/sink/messages", "send.lua")}
 UVICORN_MAIN = """
 import sys
 sys.path.insert(0, {packages!r})
@@ -45,7 +44,7 @@ def start(label: str, tmp: str) -> tuple[subprocess.Popen, str]:
     database = Path(tmp) / f"{label}.db"
     env = {**os.environ, "COORD_DATABASE_URL": f"sqlite:///{database}", "COORD_RATE_LIMITS": "off",
            "COORD_LOG_LEVEL": "warning", "PYTHONPATH": str(HERE.parent),
-           **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in TOKENS.items()}}
+           **{f"SERVICE_TOKEN_{name.upper()}": token for name, token in bench.TOKENS.items()}}
     subprocess.run([sys.executable, "-m", "coordserver.cli", "migrate"], env=env, check=True, capture_output=True)
     if label == "hypercorn":
         command = [sys.executable, "-m", "coordserver.cli", "serve", "--port", str(port)]
@@ -61,7 +60,7 @@ def start(label: str, tmp: str) -> tuple[subprocess.Popen, str]:
 def measure(base: str, pid: int, case: str, duration: int) -> dict:
     path, script = CASES[case]
     before = bench.cpu_seconds(pid)
-    result = bench.wrk(base + path, script, {"TOKEN": TOKENS["alice"], "RECIPIENT": "bob"}, duration, 32, 1)
+    result = bench.wrk(base + path, script, {"TOKEN": bench.TOKENS["bench"], "RECIPIENT": "sink"}, duration, 32, 1)
     spent = bench.cpu_seconds(pid) - before
     requests = result["rps"] * duration
     return {**result, "cpu_us": spent / requests * 1e6 if requests else 0.0}

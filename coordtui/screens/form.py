@@ -188,7 +188,7 @@ class FormScreen(ModalScreen[Any]):
                 self._use_names(self.app.known_identities)
             self.complete_names()
         for field in self.fields:
-            if field.empty_if_unchanged or field.type_after:  # a start to add to (a quote): typing goes on after it
+            if field.empty_if_unchanged or field.type_after:  # a start to add to (a quote, a provenance line)
                 area = self.query_one(f"#field-{field.name}", TextArea)
                 area.move_cursor(area.document.end)
         if self.focus_field:
