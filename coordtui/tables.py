@@ -14,6 +14,13 @@ from textual.widgets import DataTable, Tree
 from textual.widgets.data_table import CellDoesNotExist, CellKey, CellType, ColumnKey, RowKey
 
 
+def _text_width(cell: Any) -> int:
+    """The columns a text cell takes (its widest line); 0 for another renderable, which Textual measures."""
+    if isinstance(cell, Text):
+        return max((cell_len(line) for line in cell.plain.splitlines()), default=0)
+    return cell_len(cell) if isinstance(cell, str) else 0
+
+
 def plain(cell: Any) -> Any:
     """A str cell as plain Text: DataTable reads a str cell as markup, and server text must never be markup
     (`[link=https://elsewhere]shown[/link]` would be a hyperlink showing one text and opening another)."""
@@ -59,13 +66,8 @@ class PlainTable(DataTable[Any]):
         headers and cut what matters (a token's revoked date to "Revoked")."""
         widest = 0
         for cell in self.get_column(column.key):
-            if isinstance(cell, Text):
-                width = max((cell_len(line) for line in cell.plain.splitlines()), default=0)
-            elif isinstance(cell, str):
-                width = cell_len(cell)
-            else:  # another renderable: as Textual measured it
-                width = column.content_width
-            widest = max(widest, width)
+            # another renderable: as Textual measured it
+            widest = max(widest, _text_width(cell) if isinstance(cell, (Text, str)) else column.content_width)
         return widest
 
     def on_resize(self, event: events.Resize) -> None:
@@ -82,7 +84,14 @@ class PlainTable(DataTable[Any]):
 
     def add_row(self, *cells: CellType, height: int | None = 1, key: str | None = None,
                 label: Any = None) -> RowKey:
-        return super().add_row(*(plain(c) for c in cells), height=height, key=key, label=plain(label))
+        """Textual measures a new row when the table is next idle, and a table that hears nothing after being
+        refilled (a pane repainted under a form, seen at 80x24 in tmux) kept the header widths clear() had
+        left it with, "Disk full on db-7" cut to "Disk" until a key was pressed: text cells count here."""
+        shown = [plain(c) for c in cells]
+        row_key = super().add_row(*shown, height=height, key=key, label=plain(label))
+        for column, cell in zip(self.ordered_columns, shown):
+            column.content_width = max(column.content_width, _text_width(cell))
+        return row_key
 
     def show_rows(self, rows: Sequence[tuple[str, Sequence[CellType]]]) -> bool:
         """The table shows exactly `rows` (key, cells), in that order, changing only what differs: a row kept
@@ -112,7 +121,7 @@ class PlainTable(DataTable[Any]):
         self._row_locations = TwoWayDict({RowKey(key): index for index, key in enumerate(kept)})
         for key in order:
             if key not in keep:
-                self.add_row(*new[key], key=key)  # appended, and measured when the table is next idle
+                self.add_row(*new[key], key=key)  # appended, its text measured at once
         # Textual has no public call for "the rows are in this order now": what sort() sets; `rows` (which
         # callers iterate) in the same order, as after add_row
         keys = [RowKey(key) for key in order]

@@ -4,6 +4,7 @@ columns. At 80x24 the Tokens "Revoked" column was off-screen, so a revoked token
 from __future__ import annotations
 
 import pytest
+from rich.text import Text
 
 from coordtui.ops.admin import TokensScreen
 from coordtui.ops.projects import ProjectsScreen
@@ -90,6 +91,25 @@ async def test_a_column_narrows_again_once_its_long_rows_are_gone():
         table.add_row("short", "2m")
         await pilot.pause()
         assert shown(table)["Item"] == len("short")
+
+
+async def test_a_refilled_table_is_as_wide_as_its_rows_before_it_is_next_idle():
+    """Textual measures new rows when the table is next idle; a table refilled while nothing else reached it (the
+    Wake pane repainted under a form, at 80x24 in tmux) showed "Disk" for "Disk full on db-7" until a key was
+    pressed. Its text cells count as they are added."""
+    from coordtui.tables import PlainTable
+
+    app = one_table(PlainTable(), "Pri", "Item")
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(PlainTable)
+        table.add_row("normal", "an earlier row")
+        await pilot.pause()
+        table.clear()
+        table.add_row(Text("high"), Text("Disk full on db-7 (1 firing)  [open]"))
+        table.add_row("low", "two lines\nthe second of them longer")
+        assert shown(table) == {"Pri": len("high"), "Item": len("Disk full on db-7 (1 firing)  [open]")}
+        await pilot.pause()
+        assert shown(table) == {"Pri": len("high"), "Item": len("Disk full on db-7 (1 firing)  [open]")}
 
 
 async def test_columns_fitted_before_textual_measured_the_new_rows_are_not_cut():
