@@ -30,7 +30,10 @@ class KeyFooter(Footer):
 
     async def recompose(self) -> None:
         """Rebuilt only when the keys differ from those shown (a focus change asks twice: rebuilding again
-        emptied the row for a moment)."""
+        emptied the row for a moment). A rebuild Textual asked for after the screen went away (escape right after
+        a list opened) does nothing, as Widget.recompose does: asking a removed footer for its keys raised NoScreen."""
+        if not self.is_attached or self._pruning:
+            return
         keys = self.keys_now()
         if keys != self.shown or not self.children:
             self.shown = keys

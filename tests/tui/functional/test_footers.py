@@ -58,3 +58,25 @@ async def test_the_admins_keys_are_shown_and_bound_for_admins_only(server):
             await pilot.press("t")
             await wait_idle(pilot, app)
             assert (len(app.screen_stack) > screens) == admin, f"{who}: t opened {app.screen!r}"
+
+
+async def test_a_rebuild_asked_for_after_the_screen_went_away_does_nothing():
+    """Textual asks the footer to rebuild after a refresh; escape pressed right after a list opened removed the
+    screen first, and asking the removed footer for its keys raised NoScreen (test_column_widths failed so)."""
+    from textual.app import App, ComposeResult
+
+    from coordtui.keybar import KeyBar, KeyFooter
+
+    class One(App[None]):
+        BINDINGS = [Binding("x", "bell", "Ring")]
+
+        def compose(self) -> ComposeResult:
+            yield KeyBar()
+
+    app = One()
+    async with app.run_test(size=(80, 24)) as pilot:
+        footer = app.query_one(KeyFooter)
+        await wait_for(pilot, lambda: footer.shown, what="keys shown")
+        assert ("x", "Ring", True) in footer.shown
+        await footer.remove()
+        await footer.recompose()  # as the callback Textual queued before the removal
