@@ -16,6 +16,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from hypercorn.logging import AccessLogAtoms, Logger
 
+from . import http1
 from .app import create_app
 from .lifeline import die_with_supervisor, lifeline_fd, watch_lifeline
 from .redaction import redact
@@ -29,9 +30,10 @@ class CoordConfig(Config):
     Together: send -15 % CPU per request, health -7 % (bench/RESULTS.md, 2026-11-28). This server configures
     no alt-svc and no QUIC, the other headers Hypercorn's own method adds."""
 
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, now: Callable[[], float] = time.time, httptools: bool = True) -> None:
         super().__init__()
         self.include_server_header = False
+        self.http1_httptools = httptools  # False: Hypercorn's own HTTP/1.1 protocol, on h11 (http1.py)
         self._now = now
         self._date_second = -1
         self._date_headers: list[tuple[bytes, bytes]] = []
@@ -46,8 +48,12 @@ class CoordConfig(Config):
         return list(self._date_headers)  # Hypercorn appends to what it is given
 
 
-def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool = False) -> Config:
-    config = CoordConfig()
+http1.install()
+
+
+def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool = False,
+                     httptools: bool = True) -> Config:
+    config = CoordConfig(httptools=httptools)
     config.bind = bind
     config.graceful_timeout = 2.0
     config.keep_alive_timeout = 75
@@ -146,7 +152,8 @@ def run(settings: Settings, host: str, port: int, access_log: bool = False, reus
     app = create_app(settings)
     app.before_serving(_freeze_startup_heap)  # registered last: runs once the services have started
     sock = listening_socket(host, port, reuse_port)
-    config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, access_log)
+    config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, access_log,
+                              settings.httptools)
     try:
         run_loop(serve_until_signal(app, config), settings.uvloop)
     finally:
@@ -197,7 +204,8 @@ class ServerThread:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        config = hypercorn_config([f"fd://{os.dup(self._socket.fileno())}"], "warning")
+        config = hypercorn_config([f"fd://{os.dup(self._socket.fileno())}"], "warning",
+                                  httptools=self.settings.httptools)
 
         @self.app.before_serving
         async def ready() -> None:

@@ -159,6 +159,7 @@ class Settings:
     trusted_proxy: bool = False
     hot_paths: bool = True  # send, inbox, wake, ingest, health straight from ASGI (hotpaths.py); off = all Quart
     uvloop: bool = True  # `coordserver serve` runs on uvloop's event loop where it is installed (server.py)
+    httptools: bool = True  # HTTP/1.1 parsed by httptools (http1.py); off = Hypercorn's own, on h11
     pg_prepare: bool = True  # fixed SQL as server-side prepared statements; off behind a transaction-mode pooler
     pg_writers: int = 1  # PostgreSQL writer threads per process (db.Store); 1 batches every write, as on SQLite
     event_retention_days: float = 7.0
@@ -225,6 +226,7 @@ class Settings:
             trusted_proxy=_flag(env.get("COORD_TRUSTED_PROXY"), False),
             hot_paths=_flag(env.get("COORD_HOT_PATHS"), True),
             uvloop=_flag(env.get("COORD_UVLOOP"), True),
+            httptools=_flag(env.get("COORD_HTTPTOOLS"), True),
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),
             pg_writers=_positive_int(env.get("COORD_PG_WRITERS"), "COORD_PG_WRITERS", 1),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),

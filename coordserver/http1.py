@@ -1,0 +1,454 @@
+"""HTTP/1.1 for Hypercorn, parsed by httptools (llhttp, in C) instead of h11 (pure Python).
+
+Hypercorn's HTTP/1 protocol runs every request and every response through h11, which parses, builds and checks
+each head in Python: on a loaded server that was most of a send's cost and almost all of the health route's
+(bench/RESULTS.md, 2026-11-28). Hypercorn has no other HTTP/1 parser and no way to name one, so
+`Http1Protocol` takes the place of its `H11Protocol` (same constructor, same `handle` and `stream_send`) and
+everything else stays Hypercorn's: the HTTP and WebSocket streams, the ASGI calls, keep-alive and idle
+timeouts, graceful shutdown, HTTP/2 (over TLS, by prior knowledge or by an h2c upgrade).
+
+What goes on the wire is what h11 wrote, byte for byte (tests/server/test_http1.py replays the same requests
+against both): a status line without a reason phrase, the app's headers in order, then h11's framing rules -
+`Transfer-Encoding: chunked` for a body of unknown length to an HTTP/1.1 client, a connection closed after it for
+HTTP/1.0, `Connection: close` when the request ends keep-alive. A request h11 refused is refused alike (400, or
+431 for an unfinished head over `h11_max_incomplete_size`), and the connection closes after it.
+
+Where llhttp is stricter than h11 it stays so (each case tested): a 400 for a folded header, a bare LF, a
+lowercase or unknown method, a version other than 1.0 and 1.1, a control character in a header, and both
+Content-Length and chunked (a request-smuggling vector h11 let through). What follows a request with
+`Connection: close` is not read (h11 read on and answered 400 in place of that request's response).
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from itertools import chain
+from types import SimpleNamespace
+from typing import Any, cast
+
+import httptools
+from hypercorn.config import Config
+from hypercorn.asyncio import tcp_server
+from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.protocol import ProtocolWrapper
+from hypercorn.protocol.events import (
+    Body,
+    Data,
+    EndBody,
+    EndData,
+    Event as StreamEvent,
+    InformationalResponse,
+    Request,
+    Response,
+    StreamClosed,
+)
+from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedError, H11Protocol
+from hypercorn.protocol.http_stream import HTTPStream
+from hypercorn.protocol.ws_stream import WSStream
+from hypercorn.typing import AppWrapper, ConnectionState, TaskGroup, WorkerContext
+
+STREAM_ID = 1
+Headers = list[tuple[bytes, bytes]]
+_PRIOR_KNOWLEDGE = b"PRI * HTTP/2.0\r\n\r\n"
+# h11's rules for the headers of a response: a name is a token; a value has no NUL, no line break and no
+# whitespace at either end.
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
+_FIELD_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
+
+
+class LocalProtocolError(Exception):
+    """The app asked for a response HTTP/1.1 cannot carry (where h11 raised its own LocalProtocolError)."""
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """One request and the rules it sets for its response, read when its head is complete. Pipelined
+    requests are parsed before the response ahead of them is done, so this travels with its request."""
+
+    request: Request
+    method: bytes
+    http11: bool
+    keep_alive: bool
+    upgrade: bytes  # the Upgrade header's value, lowercased
+    has_body: bool
+    expect_continue: bool
+    upgraded: bool = False  # the parser stopped after this head: what follows is not HTTP/1
+
+
+@dataclass(slots=True)
+class _Refusal:
+    status: int
+
+
+@dataclass(slots=True)
+class _Tail:
+    """Bytes after an upgrade's head: the new protocol's."""
+
+    data: bytes
+
+
+class Http1Protocol:
+    """Hypercorn's HTTP/1.1 connection protocol on httptools. One request at a time: a pipelined request waits,
+    parsed, until the response before it is complete, as it did in h11."""
+
+    def __init__(
+        self,
+        app: AppWrapper,
+        config: Config,
+        context: WorkerContext,
+        task_group: TaskGroup,
+        connection_state: ConnectionState,
+        ssl: bool,
+        client: tuple[str, int] | None,
+        server: tuple[str, int] | None,
+        send: Callable[[Event], Awaitable[None]],
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.context = context
+        self.task_group = task_group
+        self.connection_state = connection_state
+        self.ssl = ssl
+        self.client = client
+        self.server = server
+        self.send = send
+        self.stream: HTTPStream | WSStream | None = None
+        self.can_read = context.event_class()
+        self.keep_alive_requests = 0
+        self._parser = httptools.HttpRequestParser(self)
+        self._parsed: deque[_Exchange | Body | EndBody | _Refusal | _Tail] = deque()
+        self._preface: bytes | None = b""  # the first bytes, while they may be HTTP/2's preface
+        self._max_head = config.h11_max_incomplete_size
+        self._target = b""
+        self._headers: Headers = []
+        self._head_fed = 0
+        self._in_head = False
+        self._upgraded = False  # the parser stopped at an upgrade's head: it reads nothing more
+        self._websocket = False
+        self._closing = False
+        # The exchange being answered, and its response's body framing: "chunked", "length" or "close".
+        self._exchange: _Exchange | None = None
+        self._request_done = False
+        self._framing = ""
+        self._remaining = 0
+        self._response_done = False
+
+    async def initiate(self) -> None:
+        pass
+
+    async def handle(self, event: Event) -> None:
+        if isinstance(event, RawData):
+            if self._websocket:
+                if self.stream is not None:
+                    await self.stream.handle(Data(stream_id=STREAM_ID, data=event.data))
+            elif not self._upgraded:
+                await self._receive(event.data)
+        elif isinstance(event, Closed):
+            self._closing = True
+            await self.can_read.set()
+            if self.stream is not None:
+                await self._close_stream()
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    async def _receive(self, data: bytes) -> None:
+        if self._preface is not None:
+            data = self._preface + data
+            if data.startswith(_PRIOR_KNOWLEDGE):
+                raise H2ProtocolAssumedError(data)  # HTTP/2 with prior knowledge: Hypercorn switches
+            if _PRIOR_KNOWLEDGE.startswith(data):
+                self._preface = data
+                return
+            self._preface = None
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            self._upgraded = True
+            exchanges = [item for item in self._parsed if isinstance(item, _Exchange)]
+            if exchanges:
+                exchanges[-1].upgraded = True
+            self._parsed.append(_Tail(data[upgrade.args[0]:]))
+        except httptools.HttpParserError:
+            self._parsed.append(_Refusal(400))
+        else:
+            if self._in_head:  # h11 held an unfinished head up to this limit
+                self._head_fed += len(data)
+                if self._head_fed > self._max_head:
+                    self._parsed.append(_Refusal(431))
+        await self._dispatch()
+
+    async def _dispatch(self) -> None:
+        while self._parsed:
+            item = self._parsed.popleft()
+            if isinstance(item, _Refusal) and self.stream is not None and not self._request_done:
+                await self._refuse(item.status)  # the body being read is malformed
+                return
+            if isinstance(item, (_Exchange, _Refusal)):
+                if self.stream is not None:  # pipelined: wait until the response before it is done
+                    await self.can_read.clear()
+                    await self.can_read.wait()
+                if self._closing:
+                    self._parsed.clear()
+                    return
+                if isinstance(item, _Refusal):
+                    await self._refuse(item.status)
+                    return
+                await self._start(item)
+            elif isinstance(item, _Tail):
+                if self._websocket and self.stream is not None and item.data:
+                    await self.stream.handle(Data(stream_id=STREAM_ID, data=item.data))
+            elif self.stream is not None and not self._websocket:
+                if isinstance(item, EndBody):
+                    self._request_done = True
+                await self.stream.handle(item)
+
+    async def _start(self, exchange: _Exchange) -> None:
+        if exchange.upgrade == b"h2c" and not exchange.has_body and exchange.upgraded:
+            await self._write_head(101, [*self.config.response_headers("h11"), (b"connection", b"upgrade"),
+                                         (b"upgrade", b"h2c")])
+            tail = b"".join(item.data for item in self._parsed if isinstance(item, _Tail))
+            request = exchange.request
+            h11_request = SimpleNamespace(  # what Hypercorn reads of h11's Request
+                method=exchange.method, target=request.raw_path, headers=request.headers)
+            raise H2CProtocolRequiredError(tail, cast(Any, h11_request))
+        await self.send(Updated(idle=False))
+        self._exchange = exchange
+        self._request_done = False
+        self._response_done = False
+        self._framing = ""
+        if exchange.upgraded:
+            if exchange.upgrade == b"websocket" and exchange.method == b"GET":
+                self._websocket = True
+            else:
+                # An upgrade nobody takes. llhttp stopped at its head; h11 read on and answered in HTTP/1.1.
+                exchange.keep_alive = False
+                if exchange.has_body:
+                    await self._refuse(400)
+                    return
+        stream_class = WSStream if self._websocket else HTTPStream
+        self.stream = stream_class(self.app, self.config, self.context, self.task_group, self.ssl, self.client,
+                                   self.server, self.stream_send, STREAM_ID)
+        await self.stream.handle(exchange.request)
+        self.keep_alive_requests += 1
+        await self.context.mark_request()
+        if exchange.expect_continue and self.stream is not None:
+            await self._write_head(100, self.config.response_headers("h11"))
+
+    # httptools' callbacks. They only gather (they cannot await); _dispatch does the work.
+
+    def on_message_begin(self) -> None:
+        self._target = b""
+        self._headers = []
+        self._head_fed = 0
+        self._in_head = True
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name.lower(), value.rstrip(b" \t")))  # llhttp drops the leading whitespace
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        parser = self._parser
+        version = parser.get_http_version()
+        http11 = version == "1.1"
+        method = parser.get_method()
+        headers = self._headers
+        connection: list[bytes] = []
+        upgrade = b""
+        expect: list[bytes] = []
+        hosts = 0
+        has_body = False
+        for name, value in headers:
+            if name == b"host":
+                hosts += 1
+            elif name == b"connection":
+                connection += _comma_values(value)
+            elif name == b"upgrade":
+                upgrade = value.strip().lower()
+            elif name == b"expect":
+                expect += _comma_values(value)
+            elif name == b"content-length" or name == b"transfer-encoding":
+                has_body = True
+        if version != "1.1" and version != "1.0":  # llhttp reads 2.0 too; HTTP/2 is Hypercorn's other protocol
+            raise httptools.HttpParserError(f"HTTP/{version} in an HTTP/1 request")
+        if hosts > 1 or (http11 and hosts == 0):
+            raise httptools.HttpParserError("a request needs exactly one Host header")  # as h11
+        request = Request(stream_id=STREAM_ID, headers=headers, http_version=version,
+                          method=method.decode("ascii").upper(), raw_path=self._target,
+                          state=self.connection_state)
+        self._parsed.append(_Exchange(request, method, http11, http11 and b"close" not in connection, upgrade,
+                                      has_body, http11 and b"100-continue" in expect))
+
+    def on_body(self, body: bytes) -> None:
+        self._parsed.append(Body(stream_id=STREAM_ID, data=body))
+
+    def on_message_complete(self) -> None:
+        self._parsed.append(EndBody(stream_id=STREAM_ID))
+
+    # --- writing -------------------------------------------------------------------------------------------
+
+    async def stream_send(self, event: StreamEvent) -> None:
+        if isinstance(event, Response):
+            headers = list(chain(event.headers, self.config.response_headers("h11")))
+            if event.status_code < 200:
+                await self._write_head(event.status_code, headers)
+                return
+            if self.keep_alive_requests >= self.config.keep_alive_max_requests:
+                headers.append((b"connection", b"close"))
+            await self.send(RawData(data=self._response_head(event.status_code, headers)))
+        elif isinstance(event, Body):
+            await self._write(self._frame(event.data))
+        elif isinstance(event, EndBody):
+            await self._write(self._end_body())
+        elif isinstance(event, Data):  # WebSocket frames
+            await self.send(RawData(data=event.data))
+        elif isinstance(event, StreamClosed):
+            await self._maybe_recycle()
+        elif not isinstance(event, (InformationalResponse, EndData)):  # early hints are HTTP/2 only
+            raise LocalProtocolError(f"unexpected {type(event).__name__}")
+
+    async def _write(self, data: bytes) -> None:
+        if data:
+            await self.send(RawData(data=data))
+
+    def _response_head(self, status: int, headers: Headers) -> bytes:
+        """The head h11 wrote for this response; sets the framing of the body after it."""
+        exchange = self._exchange
+        method = exchange.method if exchange is not None else b"GET"
+        http11 = exchange.http11 if exchange is not None else False
+        keep_alive = exchange.keep_alive if exchange is not None else True
+        content_length: bytes | None = None
+        chunked = False
+        closes = False
+        for name, value in headers:
+            if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+                raise LocalProtocolError(f"illegal header {name!r}")
+            lowered = name.lower()
+            if lowered == b"content-length":
+                if not value.isdigit():
+                    raise LocalProtocolError("bad Content-Length")
+                content_length = value
+            elif lowered == b"transfer-encoding":
+                chunked = True
+            elif lowered == b"connection" and b"close" in _comma_values(value):
+                closes = True
+        unknown_length = not (status in (204, 304) or (method == b"CONNECT" and 200 <= status < 300)) and (
+            chunked or content_length is None)
+        need_close = False
+        if unknown_length:
+            headers = _without(headers, b"content-length")
+            headers = _without(headers, b"transfer-encoding")
+            if http11:
+                headers.append((b"Transfer-Encoding", b"chunked"))
+                self._framing = "chunked"
+            else:
+                self._framing = "close"
+                need_close = method != b"HEAD"
+        else:
+            self._framing = "length"
+            self._remaining = 0 if content_length is None or status in (204, 304) else int(content_length)
+        if method == b"HEAD":
+            self._framing = "length"
+            self._remaining = 0
+        if not keep_alive or need_close:
+            tokens = {token for name, value in headers if name.lower() == b"connection"
+                      for token in _comma_values(value)}
+            tokens.discard(b"keep-alive")
+            tokens.add(b"close")
+            headers = _without(headers, b"connection")
+            headers.extend((b"Connection", token) for token in sorted(tokens))
+        if exchange is not None and (closes or need_close):
+            exchange.keep_alive = False
+        return _head(status, headers)
+
+    async def _write_head(self, status: int, headers: Headers) -> None:
+        for name, value in headers:
+            if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+                raise LocalProtocolError(f"illegal header {name!r}")
+        await self.send(RawData(data=_head(status, headers)))
+
+    def _frame(self, data: bytes) -> bytes:
+        if self._framing == "chunked":
+            return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+        if self._framing == "length":
+            self._remaining -= len(data)
+            if self._remaining < 0:
+                raise LocalProtocolError("Too much data for declared Content-Length")
+        return data
+
+    def _end_body(self) -> bytes:
+        self._response_done = True
+        if self._framing == "chunked":
+            return b"0\r\n\r\n"
+        if self._framing == "length" and self._remaining != 0:
+            raise LocalProtocolError("Too little data for declared Content-Length")
+        return b""
+
+    async def _refuse(self, status: int) -> None:
+        """h11's answer to a request it could not read (unless a response to it has begun); the connection
+        closes after it."""
+        self._closing = True
+        self._parsed.clear()
+        if self._framing == "":
+            self._exchange = None
+            headers = [(b"content-length", b"0"), (b"connection", b"close"),
+                       *self.config.response_headers("h11")]
+            await self.send(RawData(data=self._response_head(status, headers)))
+        await self.send(Closed())
+
+    async def _maybe_recycle(self) -> None:
+        await self._close_stream()
+        exchange = self._exchange
+        if (not self.context.terminated.is_set() and not self._websocket and not self._closing
+                and exchange is not None and exchange.keep_alive and self._response_done
+                and self._request_done):
+            self._exchange = None
+            self._framing = ""
+            await self.can_read.set()
+            await self.send(Updated(idle=True))
+        else:
+            self._closing = True
+            await self.can_read.set()
+            await self.send(Closed())
+
+    async def _close_stream(self) -> None:
+        if self.stream is not None:
+            await self.stream.handle(StreamClosed(stream_id=STREAM_ID))
+            self.stream = None
+
+
+def _head(status: int, headers: Headers) -> bytes:
+    return b"".join(chain((b"HTTP/1.1 %d \r\n" % status,),
+                          (b"%s: %s\r\n" % (name, value) for name, value in headers), (b"\r\n",)))
+
+
+def _without(headers: Headers, lowered_name: bytes) -> Headers:
+    return [(name, value) for name, value in headers if name.lower() != lowered_name]
+
+
+def _comma_values(value: bytes) -> list[bytes]:
+    return [token for token in (part.strip() for part in value.lower().split(b",")) if token]
+
+
+class CoordProtocolWrapper(ProtocolWrapper):
+    """Hypercorn's protocol choice, with `Http1Protocol` for HTTP/1.1 when the config asks for it
+    (`config.http1_httptools`, CoordConfig's default; COORD_HTTPTOOLS=off clears it); HTTP/2 stays Hypercorn's."""
+
+    def __init__(self, app: AppWrapper, config: Config, context: WorkerContext, task_group: TaskGroup,
+                 state: ConnectionState, ssl: bool, client: tuple[str, int] | None,
+                 server: tuple[str, int] | None, send: Callable[[Event], Awaitable[None]],
+                 alpn_protocol: str | None = None) -> None:
+        super().__init__(app, config, context, task_group, state, ssl, client, server, send, alpn_protocol)
+        if isinstance(self.protocol, H11Protocol) and getattr(config, "http1_httptools", False):
+            http1 = Http1Protocol(app, config, context, task_group, state, ssl, client, server, send)
+            self.protocol = cast(H11Protocol, http1)  # the same three methods ProtocolWrapper calls
+
+
+def install() -> None:
+    """Make Hypercorn's asyncio TCP server build its connections' protocols with CoordProtocolWrapper. It
+    names ProtocolWrapper once, at import (hypercorn 0.18, pinned); a config without `http1_httptools` keeps h11."""
+    tcp_server.ProtocolWrapper = CoordProtocolWrapper  # type: ignore[misc]
