@@ -34,6 +34,18 @@ def _flag(value: str | None, default: bool) -> bool:
     return value.strip().lower() not in {"0", "off", "false", "no"}
 
 
+def _positive_seconds(value: str | None, name: str, default: float) -> float:
+    if value is None or not value.strip():
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    return seconds
+
+
 def _positive_int(value: str | None, name: str, default: int) -> int:
     if value is None or not value.strip():
         return default
@@ -230,6 +242,8 @@ class Settings:
             pg_prepare=_flag(env.get("COORD_PG_PREPARE"), True),
             pg_writers=_positive_int(env.get("COORD_PG_WRITERS"), "COORD_PG_WRITERS", 1),
             event_retention_days=float(env.get("COORD_EVENT_RETENTION_DAYS") or 7),
+            sse_heartbeat_seconds=_positive_seconds(env.get("COORD_SSE_HEARTBEAT_SECONDS"),
+                                                    "COORD_SSE_HEARTBEAT_SECONDS", 30.0),
             disk_free_warn_mb=_positive_int(env.get("COORD_DISK_FREE_WARN_MB"), "COORD_DISK_FREE_WARN_MB", 1024),
             sse_max_streams_per_identity=max(1, int(env.get("COORD_SSE_MAX_STREAMS_PER_IDENTITY") or 20)),
             log_level=env.get("COORD_LOG_LEVEL", "info"),

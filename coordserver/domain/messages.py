@@ -24,7 +24,7 @@ from ..sql import serial_sequences, typed_values
 from ..timeutil import iso, to_db
 from . import fulltext, guards, kinds
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
-from ..events.channels import EPHEMERAL, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
+from ..events.channels import EPHEMERAL, STREAM_HINTS, WAKE_CHANGED, EphemeralPayload, WakeChangedPayload
 from . import wake_signal
 
 TITLE_MAX = 255
@@ -261,7 +261,10 @@ def reply(identity: str, message_id: int, body: str) -> JSONObject:
 # --- acknowledging and pending ---------------------------------------------------------------
 
 def _inbox_check(identity: str, action: str) -> None:
-    db.after_commit(EPHEMERAL, inbox_check_payload(identity, action))
+    if action == "ack":
+        db.after_commit(EPHEMERAL, inbox_check_payload(identity, action))  # wakes change too
+    else:  # a read or search: only the caller's own streams show it
+        db.after_commit(STREAM_HINTS, inbox_check_payload(identity, action))
 
 
 def inbox_check_payload(identity: str, action: str) -> EphemeralPayload:

@@ -48,10 +48,16 @@ class Bus(Protocol):
         """To this process's subscribers only."""
         ...
 
+    def limit_reach(self, channel: Channel[P], heard_elsewhere: Callable[[P], bool]) -> None:
+        """From now on, a publish on `channel` goes to other processes only when `heard_elsewhere(payload)`
+        says someone there may hear it; this process's subscribers always hear it."""
+        ...
+
 
 class LocalBus:
     def __init__(self) -> None:
         self._subscribers: dict[str, list[Callback]] = defaultdict(list)
+        self._reach: dict[str, Callable[[Any], bool]] = {}
 
     async def start(self) -> None:
         return None
@@ -79,6 +85,9 @@ class LocalBus:
     def publish_here(self, channel: Channel[P], payload: P) -> None:
         """For this process's subscribers only (never NOTIFYed): what every process computes for itself."""
         self._deliver(channel.name, payload)  # type: ignore[arg-type]
+
+    def limit_reach(self, channel: Channel[P], heard_elsewhere: Callable[[P], bool]) -> None:
+        self._reach[channel.name] = heard_elsewhere
 
     def _deliver(self, channel: str, payload: dict) -> None:
         for callback in list(self._subscribers.get(channel, ())):
@@ -187,6 +196,9 @@ class PostgresBus(LocalBus):
     def publish(self, channel: Channel[P], payload: P) -> None:
         name = channel.name
         self._deliver(name, payload)  # type: ignore[arg-type]
+        heard_elsewhere = self._reach.get(name)
+        if heard_elsewhere is not None and not heard_elsewhere(payload):
+            return
         message = json.dumps([name, payload], separators=(",", ":"))
         if len(message.encode()) > NOTIFY_BYTES:
             log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",

@@ -137,6 +137,9 @@ EVENTS: Channel[EventsPayload] = Channel(
     "events", "new rows up to maxId are in the event log (readers fetch them from the log)")
 EPHEMERAL: Channel[EphemeralPayload] = Channel(
     "ephemeral", "unlogged events (typing, presence, wake pulses); `to`: their audience, None for everyone")
+STREAM_HINTS: Channel[EphemeralPayload] = Channel(
+    "stream_hints", "unlogged events only event streams use (an inbox read or search); `to`: their audience. "
+                    "NOTIFYed only while another process may hold a stream of theirs (realtime/streams_elsewhere.py)")
 WAKE: Channel[WakePayload] = Channel(
     "wake", "something entered this identity's wake")
 WAKE_CHANGED: Channel[WakeChangedPayload] = Channel(

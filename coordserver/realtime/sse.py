@@ -25,7 +25,7 @@ from .logreader import GapTracker
 from .presence import PresenceTracker
 from .revocation import TokenGuard
 from .streams_elsewhere import StreamsElsewhere
-from ..events.channels import BUS, CONTROL, EPHEMERAL, EVENTS, WAKE
+from ..events.channels import BUS, CONTROL, EPHEMERAL, EVENTS, STREAM_HINTS, WAKE
 
 log = logging.getLogger("coord.sse")
 
@@ -174,9 +174,11 @@ class SSEHub:
         bus = self.coord.bus
         self._unsubscribe = [bus.subscribe(EVENTS, self._on_events),
                              bus.subscribe(EPHEMERAL, self._on_ephemeral),
+                             bus.subscribe(STREAM_HINTS, self._on_ephemeral),
                              bus.subscribe(CONTROL, self._on_control),
                              bus.subscribe(BUS, self._on_bus_reconnected)]
         self.elsewhere.start()
+        bus.limit_reach(STREAM_HINTS, lambda payload: self.elsewhere.may_hold(payload.get("to")))
         self.coord.spawn(self._pump(), "sse-pump")
         self.coord.spawn(self._heartbeat(), "sse-heartbeat")
         self.coord.spawn(self._prune(), "event-prune")

@@ -5,6 +5,11 @@ operator asks of the whole deployment (`GET /api/admin/user-stats`: is this iden
 stream?) needs every worker's answer, so each hub tells the others on the bus (`streams`): an identity's
 first stream opening and last one closing at once, and all of its identities again at every heartbeat.
 A worker that dies says nothing more; what it said expires after EXPIRY_HEARTBEATS heartbeats.
+
+The same knowledge spares the bus: an event only streams use (STREAM_HINTS: an inbox read) is NOTIFYed
+only while another worker may hold a stream of its audience (`may_hold`). That answer is sure once every
+other worker has refreshed since this one started listening (WARMUP_HEARTBEATS) and the bus has not
+dropped a notice since (a reconnect starts the wait again); until then every such event is NOTIFYed.
 """
 from __future__ import annotations
 
@@ -13,10 +18,11 @@ import socket
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
-from ..events.channels import STREAMS
+from ..events.channels import BUS, STREAMS
 
 PER_NOTICE = 200  # identities per publish: one NOTIFY stays well under its 8,000 bytes
 EXPIRY_HEARTBEATS = 3
+WARMUP_HEARTBEATS = 1.5  # every other worker has refreshed by then, however their heartbeats fall
 
 
 class StreamsElsewhere:
@@ -24,15 +30,37 @@ class StreamsElsewhere:
         self.bus = bus
         self.now = now
         self.expiry = timedelta(seconds=heartbeat_seconds * EXPIRY_HEARTBEATS)
+        self.warmup = timedelta(seconds=heartbeat_seconds * WARMUP_HEARTBEATS)
+        self._sure_from: datetime | None = None  # when `may_hold` can say no
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"  # this hub, among every process's
         self._heard: dict[str, dict[str, datetime]] = {}  # identity -> {worker: when it last said so}
-        self._unsubscribe: Callable[[], None] = lambda: None
+        self._unsubscribe: list[Callable[[], None]] = []
 
     def start(self) -> None:
-        self._unsubscribe = self.bus.subscribe(STREAMS, self._on_notice)
+        self._unsubscribe = [self.bus.subscribe(STREAMS, self._on_notice),
+                             self.bus.subscribe(BUS, self._listen_again)]
+        self._listen_again()
 
     def stop(self) -> None:
-        self._unsubscribe()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    def _listen_again(self, _payload: object = None) -> None:
+        """Listening from now on (at start, or after the bus lost notices): sure after a warm-up."""
+        self._sure_from = self.now() + self.warmup
+
+    def may_hold(self, audience: Iterable[str] | None) -> bool:
+        """Might a stream on another worker belong to one of `audience` (None: everyone)?"""
+        now = self.now()
+        if audience is None or self._sure_from is None or now < self._sure_from:
+            return True
+        oldest = now - self.expiry
+        for identity in audience:
+            workers = self._heard.get(identity)
+            if workers and any(when >= oldest for when in workers.values()):
+                return True
+        return False
 
     def opened(self, identity: str) -> None:
         self.bus.publish(STREAMS, {"worker": self.worker, "open": [identity]})

@@ -177,17 +177,14 @@ def _read(identity: str, base_url: str, include_off_hours: bool, cached: wake.Ga
     return body, gathered, Rendered(log, body[:cut], now, until, gathered.has_buzz)
 
 
-# Unlogged announcements that change no wake: an inbox read or search, typing, presence (backup
-# alerts, the one source presence moves, are computed per request) and wake pulses themselves.
+# Unlogged announcements that change no wake: typing, presence (backup alerts, the one source presence
+# moves, are computed per request) and wake pulses themselves. (An inbox read or search is not on this
+# channel at all: STREAM_HINTS.)
 _NEUTRAL_EPHEMERAL = frozenset({"presence", "chat_typing", "wake_pulse"})
 
 
 def _leaves_wakes_alone(payload: dict) -> bool:
-    kind = payload.get("type")
-    if kind == "inbox_check":
-        data = payload.get("data")
-        return isinstance(data, dict) and data.get("action") in ("list", "search")
-    return kind in _NEUTRAL_EPHEMERAL
+    return payload.get("type") in _NEUTRAL_EPHEMERAL
 
 
 def _neutral_units() -> frozenset[Callable]:

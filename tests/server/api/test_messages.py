@@ -265,7 +265,7 @@ def test_search_finds_a_message_by_a_body_word(make_server, database_url):
     send(alice, "bob", title="Other", body="nothing to see")
     send(alice, "carol", title="Also canary", body="not bob's")
     later = send(alice, "bob", title="Canary again", body="second")
-    checks = BusRecorder(srv, channels.EPHEMERAL)
+    checks = BusRecorder(srv, channels.STREAM_HINTS)
 
     found = bob.get("/api/mailboxes/me/messages/search", params={"q": "canary"})
     assert found.status_code == 200
@@ -295,7 +295,7 @@ def test_search_finds_a_message_by_a_body_word(make_server, database_url):
 
 
 def test_inbox_list_emits_inbox_check_to_the_caller(fresh):
-    checks = BusRecorder(fresh, channels.EPHEMERAL)
+    checks = BusRecorder(fresh, channels.STREAM_HINTS)
     client(fresh, "carol").get("/api/mailboxes/me/messages")
     wanted = {"type": "inbox_check", "to": ["carol"], "data": {"type": "inbox_check", "mailbox": "carol", "action": "list"}}
     assert wanted in eventually(lambda: checks.items, lambda items: wanted in items)  # maybe from another worker

@@ -13,7 +13,7 @@ import pytest
 
 from coordserver.domain import identities, kinds, messages, users
 from coordserver.errors import Invalid, NotFound
-from coordserver.events.channels import EPHEMERAL, WAKE, WAKE_CHANGED
+from coordserver.events.channels import EPHEMERAL, STREAM_HINTS, WAKE, WAKE_CHANGED
 from coordserver.models import Message
 from coordserver.timeutil import to_db
 from tests.server.domain.conftest import KNOWN, START, logged_after, published
@@ -146,7 +146,8 @@ async def test_a_reply_to_a_message_not_received_or_from_an_archived_sender_is_r
 # --- acknowledging and pending -------------------------------------------------------------------
 
 def inbox_checks(store) -> list[dict]:
-    return published(store, EPHEMERAL)
+    """Acks on EPHEMERAL (they change wakes), reads and searches on STREAM_HINTS, in the order published."""
+    return [payload for channel, payload in store.published if channel in (EPHEMERAL, STREAM_HINTS)]
 
 
 def check(identity: str, action: str) -> dict:

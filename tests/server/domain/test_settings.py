@@ -32,6 +32,17 @@ def test_settings_defaults_and_flags(tmp_path):
     assert settings.database_url.startswith("sqlite:///") and settings.database_url.endswith("coord.db")
 
 
+def test_the_stream_heartbeat_interval():
+    """COORD_SSE_HEARTBEAT_SECONDS: how often a stream gets its `: heartbeat` comment (and workers tell each
+    other who streams where); a positive number of seconds."""
+    import pytest
+    assert Settings.from_env({}).sse_heartbeat_seconds == 30.0
+    assert Settings.from_env({"COORD_SSE_HEARTBEAT_SECONDS": "12.5"}).sse_heartbeat_seconds == 12.5
+    for bad in ("0", "-3", "soon", "nan", "inf"):
+        with pytest.raises(ValueError, match="COORD_SSE_HEARTBEAT_SECONDS must be a positive number of seconds"):
+            Settings.from_env({"COORD_SSE_HEARTBEAT_SECONDS": bad})
+
+
 def test_postgresql_writer_threads(database_url):
     """One writer by default (every queued write shares a transaction); COORD_PG_WRITERS=N runs N on
     PostgreSQL; SQLite always has one writer (its single write lock)."""
