@@ -105,15 +105,11 @@ class Http1Protocol:
         server: tuple[str, int] | None,
         send: Callable[[Event], Awaitable[None]],
     ) -> None:
-        self.app = app
         self.config = config
         self.context = context
-        self.task_group = task_group
         self.connection_state = connection_state
-        self.ssl = ssl
-        self.client = client
-        self.server = server
         self.send = send
+        self._stream_args = (app, config, context, task_group, ssl, client, server)  # what a stream is made of
         self.stream: HTTPStream | WSStream | None = None
         self.can_read = context.event_class()
         self.keep_alive_requests = 0
@@ -228,8 +224,7 @@ class Http1Protocol:
                     await self._refuse(400)
                     return
         stream_class = WSStream if self._websocket else HTTPStream
-        self.stream = stream_class(self.app, self.config, self.context, self.task_group, self.ssl, self.client,
-                                   self.server, self.stream_send, STREAM_ID)
+        self.stream = stream_class(*self._stream_args, self.stream_send, STREAM_ID)
         await self.stream.handle(exchange.request)
         self.keep_alive_requests += 1
         await self.context.mark_request()

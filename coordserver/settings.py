@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NoReturn, TypeVar
 
 import platformdirs
 
@@ -34,28 +34,31 @@ def _flag(value: str | None, default: bool) -> bool:
     return value.strip().lower() not in {"0", "off", "false", "no"}
 
 
-def _positive_seconds(value: str | None, name: str, default: float) -> float:
+N = TypeVar("N", int, float)
+
+
+def _positive(value: str | None, name: str, default: N, parse: Callable[[str], N], what: str) -> N:
     if value is None or not value.strip():
         return default
     try:
-        seconds = float(value)
+        number = parse(value)
     except ValueError:
-        seconds = 0.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-    return seconds
+        return _refuse(name, what, value)
+    if not 0 < number < float("inf"):  # NaN too
+        return _refuse(name, what, value)
+    return number
+
+
+def _refuse(name: str, what: str, value: str) -> NoReturn:
+    raise ValueError(f"{name} must be {what}, not {value!r}")
+
+
+def _positive_seconds(value: str | None, name: str, default: float) -> float:
+    return _positive(value, name, default, float, "a positive number of seconds")
 
 
 def _positive_int(value: str | None, name: str, default: int) -> int:
-    if value is None or not value.strip():
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return number
+    return _positive(value, name, default, int, "a positive integer")
 
 
 def metrics_dir(env=os.environ) -> str | None:
