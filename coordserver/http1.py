@@ -76,6 +76,11 @@ class _Exchange:
     expect_continue: bool
     upgraded: bool = False  # the parser stopped after this head: what follows is not HTTP/1
 
+    def takes_upgrade(self) -> bool:
+        """The upgrades Hypercorn takes over HTTP/1.1: a WebSocket handshake, and h2c without a body."""
+        return ((self.upgrade == b"websocket" and self.method == b"GET")
+                or (self.upgrade == b"h2c" and not self.has_body))
+
 
 @dataclass(slots=True)
 class _Refusal:
@@ -122,6 +127,7 @@ class Http1Protocol:
         self._head_fed = 0
         self._in_head = False
         self._upgraded = False  # the parser stopped at an upgrade's head: it reads nothing more
+        self._app_headers: Headers | None = None  # a request read again without its upgrade: its own headers
         self._websocket = False
         self._closing = False
         # The exchange being answered, and its response's body framing: "chunked", "length" or "close".
@@ -161,11 +167,15 @@ class Http1Protocol:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
+            rest = data[upgrade.args[0]:]
+            exchange = next((item for item in reversed(self._parsed) if isinstance(item, _Exchange)), None)
+            if exchange is not None and not exchange.takes_upgrade() and exchange.method != b"CONNECT":
+                await self._read_on_without_upgrade(exchange, rest)
+                return
             self._upgraded = True
-            exchanges = [item for item in self._parsed if isinstance(item, _Exchange)]
-            if exchanges:
-                exchanges[-1].upgraded = True
-            self._parsed.append(_Tail(data[upgrade.args[0]:]))
+            if exchange is not None:
+                exchange.upgraded = True
+            self._parsed.append(_Tail(rest))
         except httptools.HttpParserError:
             self._parsed.append(_Refusal(400))
         else:
@@ -174,6 +184,17 @@ class Http1Protocol:
                 if self._head_fed > self._max_head:
                     self._parsed.append(_Refusal(431))
         await self._dispatch()
+
+    async def _read_on_without_upgrade(self, exchange: _Exchange, rest: bytes) -> None:
+        """An upgrade nobody takes (h2c with a body, an unknown protocol): llhttp stopped at its head, as it
+        does for every upgrade, where h11 read on and answered it in HTTP/1.1. A fresh parser reads it again
+        from a head without the upgrade; the app still sees the request's own headers."""
+        while self._parsed[-1] is not exchange:
+            self._parsed.pop()  # llhttp's end of a message it took to have no body
+        self._parsed.pop()
+        self._parser = httptools.HttpRequestParser(self)
+        self._app_headers = exchange.request.headers
+        await self._receive(_head_without_upgrade(exchange) + rest)
 
     async def _dispatch(self) -> None:
         while self._parsed:
@@ -217,8 +238,7 @@ class Http1Protocol:
         if exchange.upgraded:
             if exchange.upgrade == b"websocket" and exchange.method == b"GET":
                 self._websocket = True
-            else:
-                # An upgrade nobody takes. llhttp stopped at its head; h11 read on and answered in HTTP/1.1.
+            else:  # CONNECT: llhttp reads nothing after its head; answer it (405) and close
                 exchange.keep_alive = False
                 if exchange.has_body:
                     await self._refuse(400)
@@ -251,7 +271,8 @@ class Http1Protocol:
         version = parser.get_http_version()
         http11 = version == "1.1"
         method = parser.get_method()
-        headers = self._headers
+        headers = self._app_headers or self._headers
+        self._app_headers = None
         connection: list[bytes] = []
         upgrade = b""
         expect: list[bytes] = []
@@ -414,6 +435,19 @@ class Http1Protocol:
         if self.stream is not None:
             await self.stream.handle(StreamClosed(stream_id=STREAM_ID))
             self.stream = None
+
+
+def _head_without_upgrade(exchange: _Exchange) -> bytes:
+    """The request's head for llhttp again, with `upgrade` taken out of its Connection header."""
+    request = exchange.request
+    lines = [b"%s %s HTTP/%s" % (exchange.method, request.raw_path, request.http_version.encode("ascii"))]
+    for name, value in request.headers:
+        if name == b"connection":
+            value = b",".join(token for token in value.split(b",") if token.strip().lower() != b"upgrade")
+            if not value.strip():
+                continue
+        lines.append(b"%s: %s" % (name, value))
+    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 def _head(status: int, headers: Headers) -> bytes:

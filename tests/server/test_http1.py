@@ -170,6 +170,14 @@ CASES = {
     "an underscore in a header name": [get("/echo", "X_Under: 1") + LAST],
     "a space before the colon": [get("/echo", "X-Space : 1") + LAST],
     "two content lengths": [get("/echo", "Content-Length: 3", "Content-Length: 4", method="POST", body=b"abcd")],
+    "h2c asked with a body": [get("/echo", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c",
+                                  "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA", "Content-Length: 5", method="POST",
+                                  body=b"hello") + LAST],
+    "an upgrade nobody takes": [get("/echo", "Connection: upgrade", "Upgrade: irc/6.9") + LAST],
+    "an upgrade nobody takes, with a body": [get("/echo", "Connection: keep-alive, Upgrade", "Upgrade: irc/6.9",
+                                                 "Content-Length: 3", method="PUT", body=b"abc") + LAST],
+    "a WebSocket upgrade by POST": [get("/echo", "Connection: Upgrade", "Upgrade: websocket", "Content-Length: 2",
+                                       method="POST", body=b"hi") + LAST],
     "garbage": [b"GARBAGE\r\n\r\n"],
     "no Host over HTTP/1.1": [b"GET /fixed HTTP/1.1\r\n\r\n"],
     "two Hosts": [get("/fixed", "Host: again.test")],
@@ -265,6 +273,25 @@ async def test_a_websocket_handshake_and_its_frames_are_as_h11s(shape_servers, p
     assert answers["h11"][0].startswith(expected)
     if path == "/ws":
         assert b"echo hi" in answers["h11"][0]
+
+
+async def test_an_h2c_upgrade_switches_to_http2_as_before(shape_servers):
+    """`curl --http2 http://...`: 101, then Hypercorn's HTTP/2 (its SETTINGS frame first)."""
+    request = get("/fixed", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c",
+                  "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA")
+    heads = {}
+    for parser in PARSERS:
+        reader, writer = await asyncio.open_connection("127.0.0.1", shape_servers[parser])
+        writer.write(request)
+        received = b""
+        while b"\r\n\r\n" not in received or len(received.split(b"\r\n\r\n", 1)[1]) < 9:
+            received += await asyncio.wait_for(reader.read(65536), 10)
+        writer.close()
+        head, frames = received.split(b"\r\n\r\n", 1)
+        heads[parser] = _DATE.sub(b"date: -\r\n", head + b"\r\n\r\n")
+        assert frames[3] == 0x04, (parser, frames[:9])  # a SETTINGS frame
+    assert heads["httptools"] == heads["h11"]
+    assert heads["h11"].startswith(b"HTTP/1.1 101 \r\n")
 
 
 async def test_http2_by_prior_knowledge_is_still_hypercorns(shape_servers):
