@@ -10,8 +10,9 @@ timeouts, graceful shutdown, HTTP/2 (over TLS, by prior knowledge or by an h2c u
 What goes on the wire is what h11 wrote, byte for byte (tests/server/test_http1.py replays the same requests
 against both): a status line without a reason phrase, the app's headers in order, then h11's framing rules -
 `Transfer-Encoding: chunked` for a body of unknown length to an HTTP/1.1 client, a connection closed after it for
-HTTP/1.0, `Connection: close` when the request ends keep-alive. A request h11 refused is refused alike (400, or
-431 for an unfinished head over `h11_max_incomplete_size`), and the connection closes after it.
+HTTP/1.0, `Connection: close` when the request ends keep-alive. A request h11 refused is refused alike (400; 431
+for an unfinished head over `h11_max_incomplete_size`; 501 for a transfer coding other than chunked), and the
+connection closes after it. A chunked body's trailers are dropped, as h11 dropped them.
 
 Where llhttp is stricter than h11 it stays so (each case tested): a 400 for a folded header, a bare LF, a
 lowercase or unknown method, a version other than 1.0 and 1.1, a control character in a header, and both
@@ -80,6 +81,10 @@ class _Exchange:
         """The upgrades Hypercorn takes over HTTP/1.1: a WebSocket handshake, and h2c without a body."""
         return ((self.upgrade == b"websocket" and self.method == b"GET")
                 or (self.upgrade == b"h2c" and not self.has_body))
+
+
+class _NotImplementedCoding(Exception):
+    """A transfer coding other than chunked (gzip, deflate): h11 answered 501 Not Implemented."""
 
 
 @dataclass(slots=True)
@@ -176,8 +181,8 @@ class Http1Protocol:
             if exchange is not None:
                 exchange.upgraded = True
             self._parsed.append(_Tail(rest))
-        except httptools.HttpParserError:
-            self._parsed.append(_Refusal(400))
+        except httptools.HttpParserError as error:
+            self._parsed.append(_Refusal(501 if isinstance(error.__context__, _NotImplementedCoding) else 400))
         else:
             if self._in_head:  # h11 held an unfinished head up to this limit
                 self._head_fed += len(data)
@@ -273,7 +278,9 @@ class Http1Protocol:
         method = parser.get_method()
         headers = self._app_headers or self._headers
         self._app_headers = None
+        self._headers = []  # a chunked body's trailers land here, unread (h11 dropped them too)
         connection: list[bytes] = []
+        transfer_codings: list[bytes] = []
         upgrade = b""
         expect: list[bytes] = []
         hosts = 0
@@ -287,10 +294,15 @@ class Http1Protocol:
                 upgrade = value.strip().lower()
             elif name == b"expect":
                 expect += _comma_values(value)
-            elif name == b"content-length" or name == b"transfer-encoding":
+            elif name == b"content-length":
                 has_body = True
+            elif name == b"transfer-encoding":
+                has_body = True
+                transfer_codings += _comma_values(value)
         if version != "1.1" and version != "1.0":  # llhttp reads 2.0 too; HTTP/2 is Hypercorn's other protocol
             raise httptools.HttpParserError(f"HTTP/{version} in an HTTP/1 request")
+        if transfer_codings and transfer_codings != [b"chunked"]:
+            raise _NotImplementedCoding  # as h11: 501
         if hosts > 1 or (http11 and hosts == 0):
             raise httptools.HttpParserError("a request needs exactly one Host header")  # as h11
         request = Request(stream_id=STREAM_ID, headers=headers, http_version=version,
