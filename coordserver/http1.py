@@ -241,7 +241,7 @@ class Http1Protocol:
         self._response_done = False
         self._framing = ""
         if exchange.upgraded:
-            if exchange.upgrade == b"websocket" and exchange.method == b"GET":
+            if exchange.takes_upgrade():  # a WebSocket handshake (bodiless h2c left above)
                 self._websocket = True
             else:  # CONNECT: llhttp reads nothing after its head; answer it (405) and close
                 exchange.keep_alive = False
@@ -353,8 +353,6 @@ class Http1Protocol:
         chunked = False
         closes = False
         for name, value in headers:
-            if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
-                raise LocalProtocolError(f"illegal header {name!r}")
             lowered = name.lower()
             if lowered == b"content-length":
                 if not value.isdigit():
@@ -394,9 +392,6 @@ class Http1Protocol:
         return _head(status, headers)
 
     async def _write_head(self, status: int, headers: Headers) -> None:
-        for name, value in headers:
-            if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
-                raise LocalProtocolError(f"illegal header {name!r}")
         await self.send(RawData(data=_head(status, headers)))
 
     def _frame(self, data: bytes) -> bytes:
@@ -463,6 +458,10 @@ def _head_without_upgrade(exchange: _Exchange) -> bytes:
 
 
 def _head(status: int, headers: Headers) -> bytes:
+    """A response head as h11 wrote it, refusing the headers h11 refused."""
+    for name, value in headers:
+        if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+            raise LocalProtocolError(f"illegal header {name!r}")
     return b"".join(chain((b"HTTP/1.1 %d \r\n" % status,),
                           (b"%s: %s\r\n" % (name, value) for name, value in headers), (b"\r\n",)))
 

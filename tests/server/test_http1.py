@@ -63,6 +63,10 @@ async def shapes_app(scope, receive, send) -> None:
         await send({"type": "http.response.body", "body": b"one,", "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": True})
         await send({"type": "http.response.body", "body": b"two", "more_body": False})
+    elif path == "/splitting":  # a header value that would split the response: refused, never written
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"2"), (b"x-bad", b"a\r\ninjected: 1")]})
+        await send({"type": "http.response.body", "body": b"no"})
     elif path == "/nothing":
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -156,6 +160,7 @@ CASES = {
     "HEAD of a stream": [get("/stream", method="HEAD") + LAST],
     "HEAD over HTTP/1.0": [get("/stream", method="HEAD", version="1.0")],
     "204": [get("/nothing") + LAST],
+    "a header that would split the response": [get("/splitting")],
     "a body by length": [get("/echo", "Content-Length: 5", method="POST", body=b"hello") + LAST],
     "a chunked body": [get("/echo", "Transfer-Encoding: chunked", method="POST", body=b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
                        + LAST],
