@@ -67,6 +67,10 @@ async def shapes_app(scope, receive, send) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-length", b"2"), (b"x-bad", b"a\r\ninjected: 1")]})
         await send({"type": "http.response.body", "body": b"no"})
+    elif path == "/slow":  # answers after the seconds its query names
+        await asyncio.sleep(float(scope["query_string"] or 0))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await send({"type": "http.response.body", "body": b"slow"})
     elif path == "/nothing":
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -98,17 +102,21 @@ async def shape_servers():
         config.h11_max_incomplete_size = 4096
         tasks.append(asyncio.create_task(serve(shapes_app, config, shutdown_trigger=stop.wait)))
     for port in ports.values():
-        for _ in range(200):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                await asyncio.sleep(0.02)
-            else:
-                writer.close()
-                break
+        await listening(port)
     yield ports
     stop.set()
     await asyncio.gather(*tasks)
+
+
+async def listening(port: int) -> None:
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.02)
+        else:
+            writer.close()
+            return
 
 
 async def exchange(port: int, *parts: bytes, until: bytes | None = None) -> tuple[bytes, bool]:
@@ -327,6 +335,92 @@ async def test_http2_by_prior_knowledge_is_still_hypercorns(shape_servers):
         frame = await asyncio.wait_for(reader.read(9), 10)
         writer.close()
         assert frame[3] == 0x04, (parser, frame)  # the server's own SETTINGS frame
+
+
+# --- keep-alive: an idle connection is timed, a busy one never; a stopping server closes the idle ones ---
+
+KEEP_ALIVE = 0.5
+
+
+@pytest.fixture(params=PARSERS)
+async def timed_server(request):
+    """One parser's server with a short keep-alive timeout: (port, stop, served, config)."""
+    port = free_port()
+    config = hypercorn_config([f"127.0.0.1:{port}"], "warning", httptools=request.param == "httptools")
+    config.keep_alive_timeout = KEEP_ALIVE
+    stop = asyncio.Event()
+    served = asyncio.create_task(serve(shapes_app, config, shutdown_trigger=stop.wait))
+    await listening(port)
+    yield port, stop, served, config
+    stop.set()
+    await served
+
+
+async def answer(reader: asyncio.StreamReader, body: bytes) -> bytes:
+    received = b""
+    while not received.endswith(b"\r\n\r\n" + body):
+        chunk = await asyncio.wait_for(reader.read(65536), 10)
+        assert chunk, f"closed after {received!r}"
+        received += chunk
+    return received
+
+
+async def seconds_until_closed(reader: asyncio.StreamReader) -> float:
+    started = asyncio.get_running_loop().time()
+    assert await asyncio.wait_for(reader.read(65536), 10) == b""
+    return asyncio.get_running_loop().time() - started
+
+
+async def test_an_idle_connection_closes_after_the_keep_alive_timeout(timed_server):
+    port, *_ = timed_server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert KEEP_ALIVE * 0.8 <= await seconds_until_closed(reader) <= KEEP_ALIVE + 2  # no request at all
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(get("/fixed"))
+    await answer(reader, b"fixed")
+    assert KEEP_ALIVE * 0.8 <= await seconds_until_closed(reader) <= KEEP_ALIVE + 2
+    writer.close()
+
+
+async def test_each_request_starts_the_idle_wait_again(timed_server):
+    port, *_ = timed_server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for _ in range(5):  # 5 gaps of 0.6 of the timeout: twice as long as one timeout, on one connection
+        writer.write(get("/fixed"))
+        await answer(reader, b"fixed")
+        await asyncio.sleep(KEEP_ALIVE * 0.6)
+    writer.write(get("/fixed"))
+    await answer(reader, b"fixed")
+    assert await seconds_until_closed(reader) >= KEEP_ALIVE * 0.8
+    writer.close()
+
+
+async def test_a_request_longer_than_the_timeout_is_never_cut(timed_server):
+    port, *_ = timed_server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for _ in range(2):  # the first request, and one after an idle gap
+        writer.write(get(f"/slow?{KEEP_ALIVE * 2.5}"))
+        await answer(reader, b"slow")
+        await asyncio.sleep(KEEP_ALIVE * 0.5)
+    writer.close()
+
+
+async def test_a_stopping_server_closes_idle_connections_at_once_and_busy_ones_after_their_answer(timed_server):
+    port, stop, served, config = timed_server
+    config.keep_alive_timeout = 30  # only the stop can close the idle one
+    idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
+    idle_writer.write(get("/fixed"))
+    await answer(idle_reader, b"fixed")
+    busy_reader, busy_writer = await asyncio.open_connection("127.0.0.1", port)
+    busy_writer.write(get("/slow?0.8"))
+    await asyncio.sleep(0.2)
+    stop.set()
+    assert await seconds_until_closed(idle_reader) < 0.5
+    assert (await answer(busy_reader, b"slow")).startswith(b"HTTP/1.1 200 ")
+    assert await seconds_until_closed(busy_reader) < 1
+    await asyncio.wait_for(served, 5)
+    idle_writer.close()
+    busy_writer.close()
 
 
 # --- the coord app, both backends --------------------------------------------------------------------
