@@ -71,6 +71,12 @@ async def shapes_app(scope, receive, send) -> None:
         await asyncio.sleep(float(scope["query_string"] or 0))
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
         await send({"type": "http.response.body", "body": b"slow"})
+    elif path == "/late":  # a head, and its body a while later
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await asyncio.sleep(float(scope["query_string"] or 0))
+        await send({"type": "http.response.body", "body": b"late"})
+    elif path == "/headonly":  # a head promising a body the app never sends
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
     elif path == "/nothing":
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -168,6 +174,8 @@ CASES = {
     "HEAD of a stream": [get("/stream", method="HEAD") + LAST],
     "HEAD over HTTP/1.0": [get("/stream", method="HEAD", version="1.0")],
     "204": [get("/nothing") + LAST],
+    "a body after its head, later": [get("/late?0.05") + LAST],
+    "a head whose body never comes": [get("/headonly") + get("/fixed")],
     "a header that would split the response": [get("/splitting")],
     "a body by length": [get("/echo", "Content-Length: 5", method="POST", body=b"hello") + LAST],
     "a chunked body": [get("/echo", "Transfer-Encoding: chunked", method="POST", body=b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
@@ -301,6 +309,18 @@ async def test_a_websocket_handshake_and_its_frames_are_as_h11s(shape_servers, p
     assert answers["h11"][0].startswith(expected)
     if path == "/ws":
         assert b"echo hi" in answers["h11"][0]
+
+
+async def test_a_head_goes_out_before_a_body_that_comes_later(shape_servers):
+    """The head waits for its body only while the app's task runs on (one write for both); an app that
+    sends its body later still has its head on the wire at once."""
+    for parser in PARSERS:
+        reader, writer = await asyncio.open_connection("127.0.0.1", shape_servers[parser])
+        writer.write(get("/late?1.5"))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1)
+        assert head.startswith(b"HTTP/1.1 200 \r\n"), parser
+        assert await asyncio.wait_for(reader.readexactly(4), 5) == b"late"
+        writer.close()
 
 
 async def test_an_h2c_upgrade_switches_to_http2_as_before(shape_servers):
