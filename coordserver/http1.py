@@ -500,7 +500,10 @@ class Http1Protocol:
     def _idle_expired(self) -> None:
         self._idle_timer = None
         self._closing = True  # a request arriving from now on is not read
-        self._closer = asyncio.get_running_loop().create_task(self.send(Closed()))
+        self._closer = asyncio.get_running_loop().create_task(self._close())
+
+    async def _close(self) -> None:
+        await self.send(Closed())
 
     async def _close_idle_at_stop(self) -> None:
         await self.context.terminated.wait()
@@ -509,7 +512,7 @@ class Http1Protocol:
             self._idle_timer.cancel()
             self._idle_timer = None
             self._closing = True
-            await self.send(Closed())
+            await self._close()
         # a busy connection closes after its response: _maybe_recycle sees the server stopping
 
     def _stop_idle_timing(self) -> None:
