@@ -134,7 +134,8 @@ def _delivered(sender: str, recipient: str) -> set[str]:
     the sender wrote to itself or a guard holds their pulses). Returns which of the two are agents."""
     agents = kinds.agents_among((sender, recipient))
     guards.after_mail(sender, recipient, agents)
-    wake_signal.enters_wake(recipient, sender)
+    # A human's message has just cleared every guard holding the recipient: none can hold this pulse.
+    wake_signal.enters_wake(recipient, sender, may_be_held=sender in agents)
     return agents
 
 

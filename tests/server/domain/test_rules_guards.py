@@ -336,11 +336,17 @@ async def test_a_human_writing_to_a_member_clears_it_and_pulses_flow_again(store
     assert await store.read(guards.active) == [guard]
     before = await store.read(last_event_id)
     store.clock.advance(minutes=1)
+    await mail(store, "ann", "ben")  # ben's one pulse from ann
+    await mail(store, "ann", "ben")
+    pulses(store)
     await mail(store, "carol", "ben")
+    assert pulses(store) == [("pulse", "ben")]  # a human's mail to a held member pulses it, and clears
     assert await store.read(guards.active) == []
     cleared = {**guard, "clearedAt": iso(START + timedelta(minutes=1, seconds=30)), "clearedBy": "carol"}
     assert guard_events(await store.read(logged_after, before)) == [
         ("guard_cleared", {"type": "guard_cleared", "change": "cleared", "guard": cleared}, ["admin", "ann", "ben"])]
+    await mail(store, "ann", "ben")
+    assert pulses(store) == [("pulse", "ben")]  # and pulses flow again
     assert await store.write(guards.human_wrote, "carol", ["ann", "ben"]) == 0
 
 
