@@ -97,7 +97,7 @@ def _members(text: str) -> list[str]:
 
 # --- tripping ----------------------------------------------------------------------------------
 
-def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
+def after_mail(sender: str, recipient: str, agents: set[str], view: GuardView | None = None) -> None:
     """A message from `sender` to `recipient` was stored in this unit (`agents`: which of the two are agents).
 
     On every send, so cheap by construction: a human's send reads the active guards (fixed SQL, an index on
@@ -109,7 +109,7 @@ def after_mail(sender: str, recipient: str, agents: set[str]) -> None:
     if sender == recipient:
         return
     if sender not in agents:
-        human_wrote(sender, [recipient])
+        human_wrote(sender, [recipient], view)
         return
     if recipient not in agents:
         return
@@ -211,12 +211,43 @@ def _active_scopes() -> set[str]:
     return {scope for (scope,) in db.sql_rows("SELECT scope FROM guard WHERE cleared_at IS NULL")}
 
 
-def _uncleared(holding_at: datetime | None = None) -> list[Guard]:
+def _uncleared(holding_at: datetime | None = None, view: GuardView | None = None) -> list[Guard]:
     """The guards not cleared yet (with `holding_at`: only those still holding then), oldest first. Fixed SQL
-    (db.sql_models): it runs on every send, where composing the query with Peewee cost more than running it."""
+    (db.sql_models): it runs on every send, where composing the query with Peewee cost more than running it.
+    From `view` instead while it is current."""
+    if view is not None and view.current():
+        return [guard for guard in view.guards if holding_at is None or guard.until > to_db(holding_at)]
     if holding_at is None:
         return db.sql_models(Guard, "WHERE cleared_at IS NULL ORDER BY id")
     return db.sql_models(Guard, "WHERE cleared_at IS NULL AND until > ? ORDER BY id", (to_db(holding_at),))
+
+
+# Guard writes by this process, counted: a GuardView read before one of them is stale.
+_writes = 0
+
+
+def _writing() -> None:
+    global _writes
+    _writes += 1
+
+
+@dataclass(frozen=True)
+class GuardView:
+    """The guards not cleared, read once for sends that run together in one transaction (the merged batch
+    of messages._send_many), each of which would otherwise read them again (after_mail, holds_pulse). It
+    stays current until this process writes a guard (a trip, a clear, a pulse taken); from then on they
+    are read afresh. Guards another process commits meanwhile are missed, as they would be by a read made
+    a moment earlier."""
+
+    guards: tuple[Guard, ...]
+    writes: int
+
+    def current(self) -> bool:
+        return self.writes == _writes
+
+
+def view() -> GuardView:
+    return GuardView(tuple(_uncleared()), _writes)
 
 
 def _admins() -> list[str]:
@@ -232,6 +263,7 @@ def _audience(members: Iterable[str]) -> list[str]:
 def _trip(kind: str, scope: str, members: list[str], channel_id: str | None, count: int, current: LoopRule) -> None:
     now = db.now()
     until = now + timedelta(minutes=current.cooldown_minutes)
+    _writing()
     inserted = (Guard.insert(kind=kind, scope=scope, members=",".join(members), channel_id=channel_id,
                              messages=count, minutes=current.minutes, tripped_at=to_db(now), until=to_db(until),
                              pulsed="", pushed="")
@@ -246,14 +278,15 @@ def _trip(kind: str, scope: str, members: list[str], channel_id: str | None, cou
 
 # --- clearing ----------------------------------------------------------------------------------
 
-def human_wrote(human: str, to: Iterable[str]) -> int:
+def human_wrote(human: str, to: Iterable[str], view: GuardView | None = None) -> int:
     """A human wrote to these identities: every active guard holding one of them clears now."""
     targets = set(to)
-    return sum(_clear(guard, human) for guard in _uncleared() if targets & set(_members(guard.members)))
+    return sum(_clear(guard, human) for guard in _uncleared(view=view) if targets & set(_members(guard.members)))
 
 
 def _clear(guard: Guard, by: str | None) -> int:
     now = to_db(db.now())
+    _writing()
     done = (Guard.update(cleared_at=now, cleared_by=by)
             .where((Guard.id == guard.id) & Guard.cleared_at.is_null()).execute())
     if done:
@@ -291,9 +324,9 @@ def next_due() -> datetime | None:
 
 # --- coalescing ----------------------------------------------------------------------------------
 
-def _holding(a: str, b: str) -> Guard | None:
+def _holding(a: str, b: str, view: GuardView | None) -> Guard | None:
     """The active guard holding both identities, if any (active guards are few: read them all)."""
-    for guard in _uncleared(holding_at=db.now()):
+    for guard in _uncleared(db.now(), view):
         members = _members(guard.members)
         if a in members and b in members:
             return guard
@@ -306,13 +339,14 @@ def _take_once(guard: Guard, column: str, identity: str) -> bool:
     taken = _members(getattr(guard, column))
     if identity in taken:
         return False
+    _writing()
     return bool(Guard.update({field: ",".join([*taken, identity])})
                 .where((Guard.id == guard.id) & (field == getattr(guard, column))).execute())
 
 
-def holds_pulse(identity: str, actor: str) -> bool:
+def holds_pulse(identity: str, actor: str, view: GuardView | None = None) -> bool:
     """Whether a pulse to `identity` caused by `actor` is held back by a guard (its one pulse used)."""
-    guard = _holding(identity, actor)
+    guard = _holding(identity, actor, view)
     return guard is not None and not _take_once(guard, "pulsed", identity)
 
 

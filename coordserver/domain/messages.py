@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeAlias
@@ -129,14 +130,32 @@ def _store(recipient: str, sender: str, title: str, body: str, urgent: bool, thr
                              dedupe_key, stored_metadata, sender in agents)
 
 
-def _delivered(sender: str, recipient: str) -> set[str]:
+def _delivered(sender: str, recipient: str, batch: _Batch | None = None) -> set[str]:
     """A message was stored: the loop guard counts it, then it enters the recipient's wake (a pulse, unless
-    the sender wrote to itself or a guard holds their pulses). Returns which of the two are agents."""
-    agents = kinds.agents_among((sender, recipient))
-    guards.after_mail(sender, recipient, agents)
+    the sender wrote to itself or a guard holds their pulses). Returns which of the two are agents.
+    `batch`: what the sends stored together have read once for all of them."""
+    if batch is None:
+        agents = kinds.agents_among((sender, recipient))
+    else:
+        agents = {identity for identity in (sender, recipient) if identity in batch.agents}
+    view = batch.guards if batch is not None else None
+    guards.after_mail(sender, recipient, agents, view)
     # A human's message has just cleared every guard holding the recipient: none can hold this pulse.
-    wake_signal.enters_wake(recipient, sender, may_be_held=sender in agents)
+    wake_signal.enters_wake(recipient, sender, may_be_held=sender in agents, guard_view=view)
     return agents
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Read once for the sends stored by one merged statement, instead of by each (two round trips a send
+    on PostgreSQL): which of their senders and recipients are agents, and the guards not cleared."""
+
+    agents: set[str]
+    guards: guards.GuardView
+
+    @classmethod
+    def read(cls, identities: set[str]) -> _Batch:
+        return cls(kinds.agents_among(identities), guards.view())
 
 
 def _new_message_json(message_id: int, recipient: str, sender: str, title: str, body: str, urgent: bool,
@@ -197,19 +216,20 @@ def _send_many(calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
         params += [ordinal, *values[:5], created, *values[5:], metadata, text, recipient in env_identities]
         stored.append((values, metadata))
     ids = {row[0]: row[1:] for row in db.sql_rows(_merged_send_sql(len(calls)), [*params, marker, prefix])}
-    return [_finisher(values, created, metadata, ids.get(ordinal))
+    batch = _Batch.read({identity for values, _metadata in stored for identity in values[:2]})
+    return [_finisher(values, created, metadata, ids.get(ordinal), batch)
             for ordinal, (values, metadata) in enumerate(stored)]
 
 
 def _finisher(values: SendValues, created: datetime, metadata: str | None,
-              ids: tuple[Any, ...] | None) -> Callable[[], JSONObject]:
+              ids: tuple[Any, ...] | None, batch: _Batch) -> Callable[[], JSONObject]:
     def finish() -> JSONObject:
         if ids is None:
             raise Invalid("Invalid recipient mailbox")
         message_id, event_id = ids
         recipient, sender, title, body, urgent, thread_id, reply_to = values
         db.note_event(event_id, "message")
-        agents = _delivered(sender, recipient)
+        agents = _delivered(sender, recipient, batch)
         return _new_message_json(message_id, recipient, sender, title, body, urgent, created, thread_id, reply_to,
                                  None, metadata, sender in agents)
     return finish

@@ -17,17 +17,19 @@ from ..events.channels import WAKE, WAKE_CHANGED, WakeChangedPayload, WakePayloa
 from . import guards
 
 
-def enters_wake(identity: str | None, actor: str | None, *, may_be_held: bool = True) -> bool:
+def enters_wake(identity: str | None, actor: str | None, *, may_be_held: bool = True,
+                guard_view: guards.GuardView | None = None) -> bool:
     """Something `actor` did (None: the server, an outside system) entered `identity`'s wake. Returns
     whether a pulse was announced (False for the actor itself). `may_be_held=False` skips reading the loop
-    guards, for a caller that knows none holds `identity` (a human's message has just cleared them)."""
+    guards, for a caller that knows none holds `identity` (a human's message has just cleared them);
+    `guard_view`: the guards as read for the caller's batch (guards.GuardView)."""
     if not identity:
         return False
     if actor is not None and identity == actor:
         changed: WakeChangedPayload = {"identity": identity}
         db.after_commit(WAKE_CHANGED, changed)
         return False
-    if actor is not None and may_be_held and guards.holds_pulse(identity, actor):  # a suspected loop: its one pulse is used
+    if actor is not None and may_be_held and guards.holds_pulse(identity, actor, guard_view):  # a suspected loop: its one pulse is used
         held: WakeChangedPayload = {"identity": identity}
         db.after_commit(WAKE_CHANGED, held)
         return False

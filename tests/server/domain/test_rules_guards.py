@@ -432,6 +432,29 @@ def pulses(store) -> list[tuple[str, str]]:
     return taken
 
 
+async def mail_together(store, *pairs: tuple[str, str]) -> None:
+    """Sends stored by one merged statement, as PostgreSQL's writer stores sends queued together, then
+    finished in order: they share one read of the guards (guards.GuardView) until one of them writes one."""
+    if store.sqlite:
+        pytest.skip("only PostgreSQL's writer merges sends")
+    calls = [(sender, recipient, {"title": "ack"}, KNOWN) for sender, recipient in pairs]
+    await store.write(lambda: [finish() for finish in messages._send_many(calls)])
+
+
+async def test_sends_stored_together_trip_hold_and_clear_as_one_by_one(store):
+    await ping_pong(store, "ann", "ben", 3)
+    store.clock.advance(seconds=30)
+    pulses(store)
+    await mail_together(store, ("ann", "ben"), ("ben", "ann"), ("ben", "ann"))  # the first trips it
+    assert pulses(store) == [("pulse", "ben"), ("pulse", "ann"), ("held", "ann")]
+    [guard] = await store.read(guards.active)
+    await mail_together(store, ("ann", "ben"), ("carol", "ben"), ("ann", "ben"), ("ann", "ben"))
+    assert pulses(store) == [("held", "ben"), ("pulse", "ben"), ("pulse", "ben"), ("pulse", "ben")]
+    assert await store.read(guards.active) == []  # carol cleared it; the sends after hers were not held
+    assert (await store.read(guards.admin_list))["cleared"] == [
+        {**guard, "clearedAt": iso(START + timedelta(seconds=30)), "clearedBy": "carol"}]
+
+
 async def test_while_it_holds_each_member_has_one_pulse_from_the_others(store):
     await ping_pong(store, "ann", "ben", 3)
     store.clock.advance(seconds=30)
