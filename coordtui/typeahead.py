@@ -18,9 +18,12 @@ opened a form), or when a worker was started meanwhile (a key whose action opens
 step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
 most. A marker lost on the way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
 
-One wait is not about queues: a key that acts on the command palette's results (enter runs the highlighted one,
+Two waits are not about queues. A key that acts on the command palette's results (enter runs the highlighted one,
 up/down move) waits while the palette is still searching for what was typed, so `ctrl+p`, a query and enter in one
-burst run the command the query finds, not nothing (enter before the results came did nothing at all).
+burst run the command the query finds, not nothing (enter before the results came did nothing at all). And every
+input waits while the pane it goes to fetches the first data it will show, so `2`, `r`, a reply and ctrl+s in one
+burst reply to the first message in the inbox (`r` before the rows came did nothing, and the reply's letters were
+taken as the inbox's keys).
 """
 from __future__ import annotations
 
@@ -92,8 +95,8 @@ class KeysInOrder(App[None]):
 
     async def _dispatch_held(self) -> None:
         while self._flight is None and self._held_input:
-            if self._waits_for_results(self._held_input[0]):
-                self.set_timer(RESULTS_POLL, self._dispatch_after_results, name="keys-in-order-results")
+            if self._must_wait(self._held_input[0]):
+                self.set_timer(RESULTS_POLL, self._dispatch_after_wait, name="keys-in-order-results")
                 return
             if self._screen_still_opening():
                 self._send_marker(self.screen, rounds=1)  # through the new screen: its mount (and focus) first
@@ -108,28 +111,35 @@ class KeysInOrder(App[None]):
                 await super().on_event(self._held_input.popleft())
             self._send_marker(target, rounds=1)
 
-    def _waits_for_results(self, event: events.Event) -> bool:
-        """`event` acts on the command palette's results while it is still searching (for at most GIVE_UP_AFTER)."""
+    def _must_wait(self, event: events.Event) -> bool:
+        """`event` acts on results still coming: the command palette's while it searches for what was typed, or
+        the first data of the pane in view while it is fetched (`2` then `r` in one burst replied to nothing, and
+        the letters after it went to the inbox's keys: a walk in tmux found it). At most GIVE_UP_AFTER; the
+        inputs after one that gave up do not wait again for the same results."""
+        if not (self._palette_searching(event) or self._pane_awaits_first_data()):
+            self._results_wait_since = None
+            return False
+        now = time.monotonic()
+        if self._results_wait_since is None:
+            self._results_wait_since = now
+        return now - self._results_wait_since <= GIVE_UP_AFTER
+
+    def _palette_searching(self, event: events.Event) -> bool:
         if not (isinstance(event, events.Key) and event.key in ACTS_ON_RESULTS):
             return False
         try:
             palette = self.screen
         except Exception:
             return False
-        searching = isinstance(palette, CommandPalette) and any(
+        return isinstance(palette, CommandPalette) and any(
             worker.node is palette and not worker.is_finished for worker in self.workers)
-        if not searching:
-            self._results_wait_since = None
-            return False
-        now = time.monotonic()
-        if self._results_wait_since is None:
-            self._results_wait_since = now
-        if now - self._results_wait_since > GIVE_UP_AFTER:
-            self._results_wait_since = None
-            return False
-        return True
 
-    async def _dispatch_after_results(self) -> None:
+    def _pane_awaits_first_data(self) -> bool:
+        """A node on the way to what has focus is fetching the first data it shows (`awaits_first_data`, as
+        panes/base.py's Pane says): its keys act on rows not there yet."""
+        return any(getattr(node, "awaits_first_data", False) for node in self._path(self._input_target()))
+
+    async def _dispatch_after_wait(self) -> None:
         if self._flight is None:
             await self._dispatch_held()
 

@@ -136,6 +136,12 @@ class Pane(Widget, Generic[Data], can_focus=False):
     def busy(self) -> bool:
         return self._loading
 
+    @property
+    def awaits_first_data(self) -> bool:
+        """Fetching the first data it will show, or about to (in view, connected, its load not yet asked for):
+        keys typed ahead for it wait for its rows (typeahead.py)."""
+        return self.loads == 0 and (self._loading or (self.stale and self.session.client is not None))
+
     # Every pane defines these two: fetch through the SDK, then render what was fetched.
     async def load(self) -> Data:
         raise TypeError(f"{type(self).__name__} must define load()")

@@ -1020,3 +1020,24 @@ async def test_a_palette_query_and_enter_in_one_burst_run_what_it_finds(server, 
         await pilot.press("ctrl+p", *typed(query), "enter")
         await until(pilot, lambda: type(app.screen).__name__ == opens,
                     lambda: f"{opens} opened: {app.screen!r}, {palette_state(app)}")
+
+
+async def test_keys_typed_while_a_pane_fetches_its_first_rows_act_on_them(server, monkeypatch):
+    """2, r, a reply and ctrl+s in one burst, the server slow to answer the inbox: r waits for the rows and replies
+    to the first message (it came before them and did nothing, and the reply's letters went to the inbox's own keys,
+    s showing sent mail: a walk in tmux found it)."""
+    api(server, "bob", "POST", "/api/mailboxes/alice/messages", json={"title": "typed-ahead target", "body": "hi"})
+    app = make_app(server, "alice")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await until(pilot, lambda: app.conn_state == "connected" and app.session.identity, "connected")
+        read_inbox = app.session.client.inbox
+
+        async def slow_inbox(*args, **kwargs):
+            await asyncio.sleep(0.6)
+            return await read_inbox(*args, **kwargs)
+        monkeypatch.setattr(app.session.client, "inbox", slow_inbox)
+        text = "answered before the rows came, sent whole"
+        await pilot.press("2", "r", *typed(text), "ctrl+s")
+        sent = lambda: api(server, "alice", "GET", "/api/mailboxes/me/sent", params={"limit": 100})["messages"]
+        await until(pilot, lambda: any(m["body"].endswith(f"\n\n{text}") for m in sent()), "the reply sent whole")
+        assert pane_by_id(app, "inbox").view == "received"
