@@ -485,8 +485,7 @@ class Http1Protocol:
 
     async def _busy(self) -> None:
         if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+            self._cancel_idle_timer()
         elif not self._owns_idleness:
             self._owns_idleness = True
             await self.send(Updated(idle=False))
@@ -508,17 +507,17 @@ class Http1Protocol:
     async def _close_idle_at_stop(self) -> None:
         await self.context.terminated.wait()
         self._stop_watch = None
+        if self._idle_timer is not None:  # idle: closes now (a busy one after its response: _maybe_recycle)
+            self._cancel_idle_timer()
+            self._idle_expired()
+
+    def _cancel_idle_timer(self) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-            self._closing = True
-            await self._close()
-        # a busy connection closes after its response: _maybe_recycle sees the server stopping
 
     def _stop_idle_timing(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._cancel_idle_timer()
         if self._stop_watch is not None:
             self._stop_watch.cancel()
             self._stop_watch = None

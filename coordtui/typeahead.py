@@ -84,7 +84,7 @@ class KeysInOrder(App[None]):
         self._serial = 0
         self._watchdog: Timer | None = None
         self._screens_met: WeakSet[Screen[Any]] = WeakSet()
-        self._results_wait_since: float | None = None
+        self._wait_since: float | None = None
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, HELD) and not event.is_forwarded:
@@ -117,12 +117,12 @@ class KeysInOrder(App[None]):
         the letters after it went to the inbox's keys: a walk in tmux found it). At most GIVE_UP_AFTER; the
         inputs after one that gave up do not wait again for the same results."""
         if not (self._palette_searching(event) or self._pane_awaits_first_data()):
-            self._results_wait_since = None
+            self._wait_since = None
             return False
         now = time.monotonic()
-        if self._results_wait_since is None:
-            self._results_wait_since = now
-        return now - self._results_wait_since <= GIVE_UP_AFTER
+        if self._wait_since is None:
+            self._wait_since = now
+        return now - self._wait_since <= GIVE_UP_AFTER
 
     def _palette_searching(self, event: events.Event) -> bool:
         if not (isinstance(event, events.Key) and event.key in ACTS_ON_RESULTS):
