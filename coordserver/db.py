@@ -32,14 +32,14 @@ from .events.channels import Channel
 from .migrations import migrate
 from .models import database_proxy
 # The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
-from .sql import (PreparedStatements, Row, current_database, locked, sql_execute, sql_insert,  # noqa: F401
-                  sql_models, sql_rows, tuples)
+from .sql import (PreparedStatements, Row, current_database, highest_ids, insert_rows, locked,  # noqa: F401
+                  sql_execute, sql_insert, sql_models, sql_rows, tuples)
 from .timeutil import Clock
 from .unit import Merge, Unmerged, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
 
 # What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
 __all__ = ["Row", "Store", "Unmerged", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event",
-           "now", "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
+           "now", "highest_ids", "insert_rows", "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
 
 log = logging.getLogger("coord.db")
 
@@ -48,7 +48,7 @@ _MAX_BATCH = 64
 
 def _merge_of(job: "_Job") -> Merge | None:
     merge = merge_of(job.fn)
-    return merge if merge is not None and not job.kwargs and merge[1](*job.args) else None
+    return merge if merge is not None and not job.kwargs and merge.when(*job.args) else None
 
 
 class _Job:
@@ -415,12 +415,12 @@ class Store:
                 job.error = copy.copy(fault) if fault is not None else exc
                 job.effects, job.max_event, job.event_types = [], None, []
 
-    def _still_in_transaction(self, group: list[_Job]) -> None:
+    def _still_in_transaction(self, group: list[_Job], failure: Exception | None = None) -> None:
         """SQLite may roll the whole transaction back by itself when a statement fails (a full disk, an
         I/O error): the batch's earlier units are undone and later ones would run outside any
         transaction, each committing alone. Then the whole batch fails, with that unit's error."""
         if self.sqlite and not self.database.connection().in_transaction:
-            cause = next((job.error for job in group if job.error is not None), None)
+            cause = failure or next((job.error for job in group if job.error is not None), None)
             raise _TransactionLost("SQLite rolled the transaction back after a failed statement") from cause
 
     def _end_broken_transaction(self) -> None:
@@ -442,12 +442,13 @@ class Store:
             self._finish(job)
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
-        """Consecutive jobs that may run merged (db.merges; PostgreSQL, where each statement is a round
-        trip), else one job per group."""
+        """Consecutive jobs that may run merged (db.merges), else one job per group."""
         groups: list[list[_Job]] = []
         last: Merge | None = None
         for job in jobs:
-            merge = None if self.sqlite else _merge_of(job)
+            merge = _merge_of(job)
+            if merge is not None and self.sqlite and not merge.on_sqlite:
+                merge = None
             if merge is not None and last is merge and groups:
                 groups[-1].append(job)
             else:
@@ -458,7 +459,7 @@ class Store:
     def _run_merged(self, group: list[_Job]) -> None:
         merge = merge_of(group[0].fn)
         assert merge is not None  # _groups put it in a group of more than one
-        many = merge[0]
+        many = merge.many
         _unit.effects, _unit.max_event, _unit.event_types = [], None, []
         try:
             with self._unit_savepoint:
@@ -467,7 +468,8 @@ class Store:
             for job in group:
                 self._run_job(job)
             return
-        except Exception:
+        except Exception as failure:
+            self._still_in_transaction(group, failure)  # else the calls would each run, and commit, alone
             log.info("a merged unit failed; running its %d calls one by one", len(group), exc_info=True)
             for job in group:
                 self._run_job(job)

@@ -164,3 +164,26 @@ def typed_values(columns: tuple[tuple[str, str], ...], count: int) -> str:
     PostgreSQL infers no types for a VALUES list of parameters."""
     row = "(" + ", ".join(f"?::{kind}" for _name, kind in columns) + ")"
     return f"(VALUES {', '.join([row] * count)}) AS x({', '.join(name for name, _kind in columns)})"
+
+
+# Merged statements on SQLite (db.merges with on_sqlite): the writer holds the write lock (BEGIN IMMEDIATE), so a
+# batch takes its rows' ids from the tables' highest, as SQLite itself would (a rowid table without AUTOINCREMENT
+# gives max + 1), and each table gets one INSERT for the batch: every statement's steps release and retake the
+# GIL, and Python pays for each statement it runs.
+
+def highest_ids(*tables: str) -> list[int]:
+    """SQLite: the highest id in each of `tables` (0 for an empty one)."""
+    return list(sql_rows("SELECT " + ", ".join(f"(SELECT coalesce(max(id), 0) FROM {table})" for table in tables))[0])
+
+
+_MAX_PARAMETERS = 32_000  # SQLite's limit is 32,766 a statement
+
+
+def insert_rows(table: str, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:
+    """`rows` into `table`, in one INSERT (or as few as SQLite's parameter limit allows)."""
+    per_statement = max(1, _MAX_PARAMETERS // len(columns))
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+    placeholders = "(" + ", ".join(["?"] * len(columns)) + ")"
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start:start + per_statement]
+        sql_execute(head + ", ".join([placeholders] * len(chunk)), [value for row in chunk for value in row])

@@ -1,21 +1,27 @@
 """The running unit of work's state, per thread: its clock (`now`), the effects it publishes after its
-commit (`after_commit`), the events it logged (`note_event`), and which unit functions the PostgreSQL
-writer may merge (`merges`). db.Store sets and reads this state around every unit; units reach these
+commit (`after_commit`), the events it logged (`note_event`), and which unit functions the writer may
+merge (`merges`). db.Store sets and reads this state around every unit; units reach these
 as `db.now` and so on, as before.
 """
 from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from .events.channels import Channel
 from .timeutil import Clock, utcnow
 
 P = TypeVar("P")
 F = TypeVar("F", bound=Callable[..., Any])
-# What `merges` marks a unit function with: (many, when), as its `merge` attribute.
-Merge = tuple[Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]], Callable[..., bool]]
+
+
+class Merge(NamedTuple):
+    """What `merges` marks a unit function with, as its `merge` attribute."""
+
+    many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]]
+    when: Callable[..., bool]
+    on_sqlite: bool  # merged on SQLite too (else on PostgreSQL only, where each statement is a round trip)
 
 _unit = threading.local()
 
@@ -49,15 +55,16 @@ def note_event(event_id: int, event_type: str) -> None:
 
 
 def merges(many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]],
-           when: Callable[..., bool]) -> Callable[[F], F]:
-    """Marks a unit function whose queued calls the PostgreSQL writer may run as one: `many(calls)` (each
+           when: Callable[..., bool], on_sqlite: bool = False) -> Callable[[F], F]:
+    """Marks a unit function whose queued calls the writer may run as one (on SQLite only if `on_sqlite`,
+    as no statement there is a round trip): `many(calls)` (each
     call is its positional arguments) does the database work of all of them, typically one statement
     for the lot instead of a round trip each, and returns per call a function that finishes it without
     SQL: logs its events (note_event), queues its effects and returns its result or raises its refusal.
     Only calls for which `when(*args)` holds are merged. If `many` fails (or raises Unmerged), each call
     runs on its own."""
     def mark(fn: F) -> F:
-        merge: Merge = (many, when)
+        merge = Merge(many, when, on_sqlite)
         setattr(fn, "merge", merge)  # read back by merge_of
         return fn
     return mark

@@ -111,7 +111,7 @@ def ok(response: httpx.Response) -> dict:
 
 
 class MergeWatch:
-    """How the writer ran a `db.merges` unit function's queued calls (PostgreSQL; SQLite never merges): the
+    """How the writer ran a `db.merges` unit function's queued calls (on SQLite only those it marks so): the
     sizes of the batches it merged, those sent back to run one by one (db.Unmerged) and any that failed."""
 
     def __init__(self, monkeypatch, unit_function) -> None:
@@ -119,7 +119,8 @@ class MergeWatch:
         self.merged: list[int] = []
         self.unmerged: list[int] = []
         self.failed: list[Exception] = []
-        many, when = unit_function.merge
+        merge = unit_function.merge
+        many = merge.many
 
         def watching(calls):
             try:
@@ -132,4 +133,4 @@ class MergeWatch:
                 raise
             self.merged.append(len(calls))
             return finishers
-        monkeypatch.setattr(unit_function, "merge", (watching, when))
+        monkeypatch.setattr(unit_function, "merge", merge._replace(many=watching))

@@ -536,13 +536,14 @@ def _insert_event(webhook: BuzzWebhook, title: str, now: datetime, parsed: JSONO
     return event_id
 
 
-# --- ingests queued together (PostgreSQL: db.merges) ------------------------------------------------
+# --- ingests queued together (db.merges) --------------------------------------------------------------------
 # An alert storm: many firings into alerts that already exist, none changing an alert's state. The batch reads
 # what its decisions need once (the webhooks, locked in id order; running silences; the alerts; the rate
 # window and repeats when asked), decides each call in order as `ingest` would, and writes every event row,
-# its `broadcast` and their targets in one statement, then one UPDATE per alert and per webhook. A call that
-# would change state (a new alert, a silenced firing, a reopening, a flapping alert) sends the whole batch
-# back to be run one call at a time (db.Unmerged), so every state change keeps one code path: `ingest`.
+# its `broadcast` and their targets in one statement on PostgreSQL (one INSERT per table on SQLite: see
+# sql.highest_ids), then one UPDATE per alert and per webhook. A call that would change state (a new alert, a
+# silenced firing, a reopening, a flapping alert) sends the whole batch back to be run one call at a time
+# (db.Unmerged), so every state change keeps one code path: `ingest`.
 
 class _Call(NamedTuple):
     webhook_id: int
@@ -598,8 +599,9 @@ class _Batch:
     def __init__(self, calls: list[_Call], now: datetime) -> None:
         self.now = now
         ids = sorted({call.webhook_id for call in calls})
+        lock = "" if db.is_sqlite(db.current_database()) else " FOR UPDATE"  # SQLite's writer holds the write lock
         self.webhooks = {hook.id: hook for hook in db.sql_models(
-            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id FOR UPDATE", ids)}
+            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
         self.silences = self._running_silences() if self.webhooks else []
         self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
         self.added: dict[int, int] = {}  # webhook: the event rows this batch stored
@@ -670,21 +672,29 @@ def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
     return _Stored(call, hook, title, alert, suppressed)
 
 
-def _merged_row(ordinal: int, row: _Stored, received: datetime) -> list[Any]:
-    hook, parsed = row.webhook, row.call.parsed
-    audience = _audience(hook)
-    data = {"type": "broadcast", "appName": hook.app_name, "title": row.title, "eventId": None,
+def _broadcast_data(row: _Stored, event_id: int | None) -> JSONObject:
+    return {"type": "broadcast", "appName": row.webhook.app_name, "title": row.title, "eventId": event_id,
             "alertId": row.alert.id if row.alert else None}
-    text, _marker, _prefix = log.id_filled(data, "eventId")
-    return [ordinal, hook.id, hook.app_name, row.title, hook.for_users, received, parsed["content_type"],
-            parsed["body_text"], BuzzEvent.body_json.db_value(parsed["body_json"]), hook.wake_agent, hook.notify_agent,
-            row.suppressed, parsed["dedup_key"], row.alert.id if row.alert else None, text, audience is None,
+
+
+def _event_values(row: _Stored, received: datetime) -> list[Any]:
+    """The buzz_event row of `row`, from webhook_id to alert_id (as _merged_ingest_sql's columns)."""
+    hook, parsed = row.webhook, row.call.parsed
+    return [hook.id, hook.app_name, row.title, hook.for_users, received, parsed["content_type"], parsed["body_text"],
+            BuzzEvent.body_json.db_value(parsed["body_json"]), hook.wake_agent, hook.notify_agent, row.suppressed,
+            parsed["dedup_key"], row.alert.id if row.alert else None]
+
+
+def _merged_row(ordinal: int, row: _Stored, received: datetime) -> list[Any]:
+    audience = _audience(row.webhook)
+    text, _marker, _prefix = log.id_filled(_broadcast_data(row, None), "eventId")
+    return [ordinal, *_event_values(row, received), text, audience is None,
             ",".join(sorted({identity for identity in audience or () if identity}))]
 
 
 def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
-    """db.merges for `ingest` (PostgreSQL): the batch's firings in one statement, then one UPDATE per alert and
-    per webhook they counted on."""
+    """db.merges for `ingest`: the batch's firings stored together, then one UPDATE per alert and per webhook
+    they counted on."""
     now = db.now()
     calls = [_Call(*args) for args in raw_calls]
     batch = _Batch(calls, now)
@@ -693,14 +703,40 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
     received = to_db(now)
     ids: dict[int, tuple[int, int | None]] = {}
     if rows:
-        params = [value for ordinal, row in rows for value in _merged_row(ordinal, row, received)]
-        _text, marker, prefix = log.id_filled({}, "eventId")
-        ids = {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(len(rows)),
-                                                                      [*params, marker, prefix])}
+        store = _stored_together_sqlite if db.is_sqlite(db.current_database()) else _stored_together_postgres
+        ids = store(rows, received)
     _count_on_alerts(rows, ids, received)
     for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):
         db.sql_execute(_HIT_SQL, (received, hook_id))
     return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
+
+
+def _stored_together_postgres(rows: list[tuple[int, _Stored]], received: datetime) -> dict[int, tuple[int, int | None]]:
+    """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat)."""
+    params = [value for ordinal, row in rows for value in _merged_row(ordinal, row, received)]
+    _text, marker, prefix = log.id_filled({}, "eventId")
+    return {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(len(rows)),
+                                                                   [*params, marker, prefix])}
+
+
+_BUZZ_EVENT_COLUMNS = ("id", "webhook_id", "app_name", "title", "for_users", "received_at", "content_type",
+                       "body_text", "body_json", "wake_agent", "notify_agent", "suppressed", "dedup_key", "alert_id")
+
+
+def _stored_together_sqlite(rows: list[tuple[int, _Stored]], received: datetime) -> dict[int, tuple[int, int | None]]:
+    highest_buzz, highest_event = db.highest_ids("buzz_event", "event")
+    ids: dict[int, tuple[int, int | None]] = {}
+    broadcasts: list[tuple[int, str, JSONObject, list[str] | None, datetime]] = []
+    for bid, (ordinal, row) in enumerate(rows, start=highest_buzz + 1):
+        eid = None if row.suppressed else highest_event + 1 + len(broadcasts)
+        if eid is not None:
+            broadcasts.append((eid, "broadcast", _broadcast_data(row, bid), _audience(row.webhook), received))
+        ids[ordinal] = (bid, eid)
+    db.insert_rows("buzz_event", _BUZZ_EVENT_COLUMNS,
+                   [(ids[ordinal][0], *_event_values(row, received)) for ordinal, row in rows])
+    if broadcasts:
+        log.insert_numbered(broadcasts)
+    return ids
 
 
 def _count_on_alerts(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, int | None]],
@@ -742,7 +778,7 @@ def _mergeable(_webhook_id: int, _app_name: str, _token: str, parsed: JSONObject
     return not parsed.get("resolves") and ingested_by is None
 
 
-@db.merges(_ingest_many, when=_mergeable)
+@db.merges(_ingest_many, when=_mergeable, on_sqlite=True)
 def ingest(webhook_id: int, app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
            flap: alerts.FlapRule = alerts.FlapRule(), ingested_by: str | None = None) -> JSONObject:
     """Into the webhook `webhook_id` (webhook_cache.WebhookCache.webhook_id: the one the ingest URL's app name

@@ -181,9 +181,12 @@ def _find_dedupe(sender: str, recipient: str, key: str) -> JSONObject | None:
     return message_json(rows[0]) if rows else None
 
 
-# Sends queued together on PostgreSQL, as ONE statement (db.merges): each known recipient's row gets
-# its message and event ids from the sequences, then message, event and target rows are inserted from
-# them. One round trip for the batch instead of one per send.
+# Sends queued together, stored by a few statements for the lot (db.merges). PostgreSQL: ONE statement, one
+# round trip instead of one per send; each known recipient's row gets its message and event ids from the
+# sequences, then message, event and target rows are inserted from them. SQLite (no round trips, but each
+# statement's steps release and retake the GIL, and Python pays for every statement it builds): the writer
+# holds the write lock (BEGIN IMMEDIATE), so ids are taken from the tables' highest, as SQLite itself
+# would take them, and each of the three tables gets one INSERT for the batch.
 _MERGED_COLUMNS = (("ord", "integer"), ("recipient", "text"), ("sender", "text"), ("title", "text"), ("body", "text"),
                    ("urgent", "boolean"), ("created_at", "timestamp"), ("thread_id", "text"), ("reply_to", "bigint"),
                    ("metadata", "text"), ("data", "text"), ("env", "boolean"))
@@ -203,22 +206,72 @@ def _merged_send_sql(count: int) -> str:
             "SELECT ord, mid, eid FROM v")
 
 
+_SQLITE_MERGED_COLUMNS = ("id", "recipient", "sender", "title", "body", "urgent", "created_at", "thread_id",
+                          "reply_to_message_id", "metadata", "env")
+
+
+@lru_cache(maxsize=64)
+def _sqlite_merged_insert(count: int) -> str:
+    """The messages of `count` sends to known recipients, each with the id it was given; returns the ids stored."""
+    columns = ", ".join(_SQLITE_MERGED_COLUMNS)
+    rows = ", ".join(["(" + ", ".join(["?"] * len(_SQLITE_MERGED_COLUMNS)) + ")"] * count)
+    return (f"WITH x({columns}) AS (VALUES {rows}) "
+            "INSERT INTO message (id, recipient, sender, title, body, status, urgent, created_at, thread_id, "
+            "reply_to_message_id, metadata, response_waiting) SELECT id, recipient, sender, title, body, 'unread', "
+            "urgent, created_at, thread_id, reply_to_message_id, metadata, 0 FROM x WHERE "
+            + known_sql("x.recipient", "x.env") + " RETURNING id")
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """One queued send, its values as stored."""
+
+    values: SendValues
+    metadata: str | None
+    to_environment_identity: bool
+
+
 def _send_many(calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
-    """db.merges for `send` (PostgreSQL): the queued sends without a dedupeKey, in one statement."""
+    """db.merges for `send`: the queued sends without a dedupeKey, stored together."""
     created = to_db(db.now())
+    queued = [_Queued(_send_values(sender, recipient, fields), Message.metadata.db_value(fields.get("metadata")),
+                      recipient in env_identities)
+              for sender, recipient, fields, env_identities in calls]
+    store = _stored_together_sqlite if db.is_sqlite(db.current_database()) else _stored_together_postgres
+    ids = store(queued, created)
+    batch = _Batch.read({identity for send in queued for identity in send.values[:2]})
+    return [_finisher(send.values, created, send.metadata, ids.get(ordinal), batch)
+            for ordinal, send in enumerate(queued)]
+
+
+def _stored_together_postgres(queued: list[_Queued], created: datetime) -> dict[int, tuple[int, int]]:
+    """Message and event ids by the ordinal of each send stored (a recipient that is not known stores none)."""
     params: list[Any] = []
-    stored: list[tuple[SendValues, str | None]] = []
     marker = prefix = None
-    for ordinal, (sender, recipient, fields, env_identities) in enumerate(calls):
-        values = _send_values(sender, recipient, fields)
-        metadata = Message.metadata.db_value(fields.get("metadata"))
-        text, marker, prefix = log.id_filled(_event_data(recipient, sender, values[2], values[4]), "messageId")
-        params += [ordinal, *values[:5], created, *values[5:], metadata, text, recipient in env_identities]
-        stored.append((values, metadata))
-    ids = {row[0]: row[1:] for row in db.sql_rows(_merged_send_sql(len(calls)), [*params, marker, prefix])}
-    batch = _Batch.read({identity for values, _metadata in stored for identity in values[:2]})
-    return [_finisher(values, created, metadata, ids.get(ordinal), batch)
-            for ordinal, (values, metadata) in enumerate(stored)]
+    for ordinal, send in enumerate(queued):
+        recipient, sender, title, _body, urgent = send.values[:5]
+        text, marker, prefix = log.id_filled(_event_data(recipient, sender, title, urgent), "messageId")
+        params += [ordinal, *send.values[:5], created, *send.values[5:], send.metadata, text, send.to_environment_identity]
+    return {row[0]: row[1:] for row in db.sql_rows(_merged_send_sql(len(queued)), [*params, marker, prefix])}
+
+
+def _stored_together_sqlite(queued: list[_Queued], created: datetime) -> dict[int, tuple[int, int]]:
+    highest_message, highest_event = db.highest_ids("message", "event")
+    params: list[Any] = []
+    for ordinal, send in enumerate(queued):
+        params += [highest_message + 1 + ordinal, *send.values[:5], created, *send.values[5:], send.metadata,
+                   send.to_environment_identity]
+    stored = sorted(row[0] - highest_message - 1 for row in db.sql_rows(_sqlite_merged_insert(len(queued)), params))
+    ids = {ordinal: (highest_message + 1 + ordinal, event_id)
+           for event_id, ordinal in enumerate(stored, start=highest_event + 1)}
+    events = []
+    for ordinal, (message_id, event_id) in ids.items():
+        recipient, sender, title, _body, urgent = queued[ordinal].values[:5]
+        data = {**_event_data(recipient, sender, title, urgent), "messageId": message_id}
+        events.append((event_id, "message", data, [recipient], created))
+    if events:
+        log.insert_numbered(events)
+    return ids
 
 
 def _finisher(values: SendValues, created: datetime, metadata: str | None,
@@ -239,7 +292,7 @@ def _without_dedupe_key(_sender: str, _recipient: str, fields: JSONObject, _env:
     return fields.get("dedupe_key") is None
 
 
-@db.merges(_send_many, when=_without_dedupe_key)
+@db.merges(_send_many, when=_without_dedupe_key, on_sqlite=True)
 def send(sender: str, recipient: str, fields: JSONObject, env_identities: frozenset[str]) -> JSONObject:
     """`fields`: title, body, urgent, thread_id, reply_to_message_id, dedupe_key, metadata (already validated)."""
     key = fields.get("dedupe_key")

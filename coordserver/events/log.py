@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import peewee as pw
 
 from .. import db
 from ..models import Event, EventTarget
+from ..sql import insert_rows
 from ..timeutil import to_db
 
 
@@ -38,6 +39,18 @@ def append(type_: str, data: dict, to: Iterable[str] | None) -> int:
                         + ", ".join(["(?, ?)"] * len(targets)), [v for i in targets for v in (i, event_id)])
     db.note_event(event_id, type_)  # counted (coord_events_total) once the unit commits
     return event_id
+
+
+def insert_numbered(events: Sequence[tuple[int, str, dict, Iterable[str] | None, datetime]]) -> None:
+    """SQLite, for a merged batch (db.merges): events as (id, type, data, to, created_at as stored), their ids
+    taken by the batch (sql.highest_ids); one INSERT for the rows and one for their targets. Each is noted
+    (db.note_event) by the unit it belongs to, when that unit is finished."""
+    insert_rows("event", ("id", "type", "data", "to_all", "created_at"),
+                [(event_id, type_, Event.data.db_value(data), to is None, created)
+                 for event_id, type_, data, to, created in events])
+    targets = [(identity, event_id) for event_id, _type, _data, to, _created in events for identity in _audience(to)]
+    if targets:
+        insert_rows("event_target", ("identity", "event"), targets)
 
 
 def _audience(to: Iterable[str] | None) -> list[str]:

@@ -118,7 +118,7 @@ def test_webhook_changes_reach_the_other_process(make_server, pg_cluster):
 
 
 def test_a_storm_of_ingests_is_answered_as_one_at_a_time(make_server, database_url, monkeypatch):
-    """Ingests arriving at once (PostgreSQL's writer runs them merged, db.merges): each gets, byte for byte, the
+    """Ingests arriving at once (the writer stores them merged, db.merges): each gets, byte for byte, the
     answer of a lone ingest, with its own event id, and the alert counts every one."""
     watch = MergeWatch(monkeypatch, buzz.ingest)
     srv = make_server(clock=FrozenClock(datetime(2026, 2, 17, 12, 0, tzinfo=timezone.utc)), database_url=database_url,
@@ -141,4 +141,4 @@ def test_a_storm_of_ingests_is_answered_as_one_at_a_time(make_server, database_u
         (200, {"content-type": "application/json", "content-length": str(len(body))}, body)
         for body in (b'{"ok":true,"eventId":%d,"alertId":1}\n' % event_id for event_id in event_ids)]
     assert alice.get("/api/buzz/alerts/1").json()["count"] == 49
-    assert bool(watch.merged) == database_url.startswith("postgresql")
+    assert watch.merged != []

@@ -433,14 +433,10 @@ def pulses(store) -> list[tuple[str, str]]:
 
 
 async def mail_together(store, *pairs: tuple[str, str]) -> None:
-    """Sends queued together, stored in one transaction as each backend's writer stores them. PostgreSQL: one
-    merged statement, then finished in order, sharing one read of the guards (guards.GuardView) until one of
-    them writes one. SQLite: one after another (its writer merges nothing)."""
+    """Sends queued together, stored as the writer stores them: merged, then finished in order, sharing one
+    read of the guards (guards.GuardView) until one of them writes one."""
     calls = [(sender, recipient, {"title": "ack"}, KNOWN) for sender, recipient in pairs]
-    if store.sqlite:
-        await store.write(lambda: [messages.send(*call) for call in calls])
-    else:
-        await store.write(lambda: [finish() for finish in messages._send_many(calls)])
+    await store.write(lambda: [finish() for finish in messages._send_many(calls)])
 
 
 async def test_sends_stored_together_trip_hold_and_clear_as_one_by_one(store):

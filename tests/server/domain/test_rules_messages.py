@@ -64,7 +64,7 @@ async def test_an_archived_environment_identity_is_refused(rules_store):
     assert (await rules_store.write(messages.send, "alice", "carol", FIELDS, KNOWN))["recipient"] == "carol"
 
 
-# --- sends queued together (PostgreSQL runs them as one statement: db.merges) ----------------------
+# --- sends queued together (stored by one statement per table, one on PostgreSQL: db.merges) -------
 
 def logged_messages() -> list[tuple[int, int, str, list[str]]]:
     """(event id, its messageId, recipient, targets) for every message event, in log order."""
@@ -121,12 +121,11 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
     assert sorted(effect[1]["identity"] for _, effects in committed for effect in effects) == \
         sorted(m["recipient"] for m in sent)
     assert event_types == ["message"] * len(sent)  # each unit told what it logged
-    if not rules_store.sqlite:
-        assert max(watch.merged) > 1 and watch.failed == [] and watch.unmerged == []  # they did run merged
+    assert max(watch.merged) > 1 and watch.failed == [] and watch.unmerged == []  # they did run merged
 
 
 async def test_a_send_that_breaks_the_merged_statement_fails_alone(pg_cluster):
-    """Sends merge on PostgreSQL only (on SQLite a statement is no round trip)."""
+    """PostgreSQL, which refuses a value over its column's width (SQLite stores it)."""
     store = Store(pg_cluster.create_database(), FrozenClock(START))
     store.open()
     try:

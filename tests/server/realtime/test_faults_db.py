@@ -576,6 +576,36 @@ async def test_a_batch_whose_sqlite_transaction_ended_fails_whole(tmp_path):
         await asyncio.to_thread(store.close)
 
 
+async def test_a_merged_batch_whose_sqlite_transaction_ended_fails_whole(tmp_path, monkeypatch):
+    """The same for sends stored together (db.merges): after the merged statement ended the transaction, the
+    sends are not run again one by one, each committing alone; every one fails and none is kept."""
+    from coordserver import db
+    from coordserver.db import Store
+    from coordserver.domain import messages
+    from coordserver.models import Message
+    store = Store(f"sqlite:///{tmp_path / 'coord.db'}")
+    await asyncio.to_thread(store.open)
+    stored_together = messages._stored_together_sqlite
+
+    def ending(queued, created):
+        stored_together(queued, created)
+        db.current_database().execute_sql("ROLLBACK")  # as SQLite does by itself on a full disk
+        raise RuntimeError("the statement failed")
+    monkeypatch.setattr(messages, "_stored_together_sqlite", ending)
+    known = frozenset({"alice", "bob"})
+    try:
+        hold = store.write(lambda: time.sleep(0.3))  # the writer is busy: the sends form one batch
+        sends = [asyncio.ensure_future(store.write(messages.send, "alice", "bob", {"title": f"t{i}"}, known))
+                 for i in range(4)]
+        results = await asyncio.gather(hold, *sends, return_exceptions=True)
+        assert all(isinstance(r, Exception) for r in results[1:]), results
+        assert await store.read(lambda: Message.select().count()) == 0
+        monkeypatch.setattr(messages, "_stored_together_sqlite", stored_together)
+        assert (await store.write(messages.send, "alice", "bob", {"title": "later"}, known))["title"] == "later"
+    finally:
+        await asyncio.to_thread(store.close)
+
+
 def test_low_free_space_warns_before_it_runs_out(small_disk):
     """Below the documented threshold (COORD_DISK_FREE_WARN_MB, default 1024, or 5 % of the filesystem)
     the storage check warns, while writes still succeed."""
