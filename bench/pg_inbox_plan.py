@@ -1,8 +1,9 @@
 """The PostgreSQL inbox page's plan and cost: a throwaway cluster (tests/pg.py), one reader holding 1,000 unread
 messages (as bench/scale.py's inbox case), then `EXPLAIN (ANALYZE, BUFFERS)` of the statement the inbox runs and
-its mean time over 200 calls (unprepared: planning included).
+its mean time over 200 calls (unprepared: planning included). `--plan-modes`: the statement prepared as the
+server prepares it, timed under each `plan_cache_mode`, with how many generic and custom plans it ran.
 
-    python bench/pg_inbox_plan.py [--unread 1000]
+    python bench/pg_inbox_plan.py [--unread 1000] [--plan-modes]
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from coordserver import db  # noqa: E402
 from coordserver.db import Store  # noqa: E402
 from coordserver.domain import messages  # noqa: E402
-from coordserver.sql import _placeholders  # noqa: E402
+from coordserver.sql import _numbered, _placeholders  # noqa: E402
 from tests import pg  # noqa: E402
 
 KNOWN = frozenset({"bench", "reader"})
@@ -52,7 +53,25 @@ def explain(sql: str, params: list[Any], calls: int = 200) -> None:
     print(f"mean over {calls} calls: {(time.perf_counter() - started) / calls * 1000:.3f} ms")
 
 
-async def main(unread: int) -> None:
+def plan_modes(sql: str, params: list[Any], calls: int = 400) -> None:
+    database = db.current_database()
+    execute = "EXECUTE page (" + ", ".join(["%s"] * len(params)) + ")"
+    for mode in ("auto", "force_generic_plan", "force_custom_plan"):
+        database.execute_sql(f"SET plan_cache_mode = {mode}")
+        database.execute_sql("DEALLOCATE ALL")
+        database.execute_sql("PREPARE page AS " + _numbered(sql))
+        for _ in range(10):  # past the five custom plans `auto` tries first
+            database.execute_sql(execute, params).fetchall()
+        started = time.perf_counter()
+        for _ in range(calls):
+            database.execute_sql(execute, params).fetchall()
+        mean = (time.perf_counter() - started) / calls * 1e6
+        (generic, custom), = database.execute_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'page'").fetchall()
+        print(f"{mode:20} {mean:6.0f} us a call  (generic plans {generic}, custom plans {custom})")
+
+
+async def main(unread: int, modes: bool) -> None:
     cluster = pg.PostgresCluster().start()
     try:
         store = Store(cluster.create_database())
@@ -62,7 +81,8 @@ async def main(unread: int) -> None:
         caught: list[Any] = []
         await store.read(lambda: caught.append(inbox_statement(lambda fn, *args: fn(*args))))
         sql, params = caught[0]
-        await store.read(explain, sql, params)
+        await store.read(lambda: db.current_database().execute_sql("ANALYZE"))
+        await store.read(plan_modes if modes else explain, sql, params)
         store.close()
     finally:
         cluster.stop()
@@ -71,4 +91,6 @@ async def main(unread: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unread", type=int, default=1000)
-    asyncio.run(main(parser.parse_args().unread))
+    parser.add_argument("--plan-modes", action="store_true", help="time the prepared statement under each plan_cache_mode")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.unread, arguments.plan_modes))
