@@ -256,6 +256,8 @@ def _stored_together_postgres(queued: list[_Queued], created: datetime) -> dict[
 
 
 def _stored_together_sqlite(queued: list[_Queued], created: datetime) -> dict[int, tuple[int, int]]:
+    """As _stored_together_postgres. Each send's message id is fixed by its place in the batch, so one to an
+    unknown recipient leaves its id unused (as a sequence's gaps on PostgreSQL); events take no gaps."""
     highest_message, highest_event = db.highest_ids("message", "event")
     params: list[Any] = []
     for ordinal, send in enumerate(queued):

@@ -88,6 +88,7 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
     event_types: list[str] = []
     rules_store.on_events = event_types.extend
 
+    logged_before = max(event_id for event_id, *_ in await rules_store.read(log.range_after, 0, None, 1000))
     recipients = ["bob", "nobody", "carol", "gone", *["bob", "carol"] * 12]
     calls = [rules_store.write(messages.send, "alice", to, {"title": f"t{i}", "urgent": i % 2 == 0, "body": f"b{i}",
                                                             "thread_id": f"th{i}", "metadata": {"i": i},
@@ -111,6 +112,8 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
     logged = await rules_store.read(logged_messages)
     assert [(message_id, recipient, targets) for _, message_id, recipient, targets in logged] == \
         sorted((m["id"], m["recipient"], [m["recipient"]]) for m in sent)
+    # the log goes on where it stood, as one by one: no id skipped, none taken twice
+    assert [event_id for event_id, *_ in logged] == list(range(logged_before + 1, logged_before + 1 + len(sent)))
     events = {data["messageId"]: data for _id, kind, data, _to_all, _audience in
               await rules_store.read(log.range_after, 0, None, 1000) if kind == "message"}
     assert events == {m["id"]: {"type": "message", "recipient": m["recipient"], "sender": "alice",
