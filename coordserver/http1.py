@@ -17,7 +17,10 @@ connection closes after it. A chunked body's trailers are dropped, as h11 droppe
 Where llhttp is stricter than h11 it stays so (each case tested): a 400 for a folded header, a bare LF, a
 lowercase or unknown method, a version other than 1.0 and 1.1, a control character in a header, and both
 Content-Length and chunked (a request-smuggling vector h11 let through). What follows a request with
-`Connection: close` is not read (h11 read on and answered 400 in place of that request's response).
+`Connection: close` is not read (h11 read on and answered 400 in place of that request's response). An answer
+given before its request's body was read (a 413) closes the connection only once the rest of that body has
+been read and dropped, or after LINGER_SECONDS: h11 closed at once, and a socket closed with unread data is
+reset by the kernel, which could destroy the answer before the client read it.
 """
 from __future__ import annotations
 
@@ -54,6 +57,8 @@ from hypercorn.typing import AppWrapper, ConnectionState, TaskGroup, WorkerConte
 STREAM_ID = 1
 Headers = list[tuple[bytes, bytes]]
 _PRIOR_KNOWLEDGE = b"PRI * HTTP/2.0\r\n\r\n"
+# How long an answered connection is kept reading the rest of a request body it will not use (see _linger).
+LINGER_SECONDS = 2.0
 # h11's rules for the headers of a response: a name is a token; a value has no NUL, no line break and no
 # whitespace at either end.
 _TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
@@ -150,6 +155,7 @@ class Http1Protocol:
         self._closer: asyncio.Task | None = None
         self._held_head: bytes | None = None  # see _hold_head
         self._head_flush: asyncio.Task | None = None
+        self._linger_timer: asyncio.TimerHandle | None = None  # see _linger
 
     async def initiate(self) -> None:
         pass
@@ -164,6 +170,7 @@ class Http1Protocol:
         elif isinstance(event, Closed):
             self._closing = True
             self._stop_idle_timing()
+            self._stop_lingering()
             await self.can_read.set()
             if self.stream is not None:
                 await self._close_stream()
@@ -214,6 +221,12 @@ class Http1Protocol:
     async def _dispatch(self) -> None:
         while self._parsed:
             item = self._parsed.popleft()
+            if self._linger_timer is not None:  # the rest of an answered request's body: read, and dropped
+                if not isinstance(item, Body):  # its end, or what cannot be read as it
+                    self._parsed.clear()
+                    self._stop_lingering()
+                    await self.send(Closed())
+                continue
             if isinstance(item, _Refusal) and self.stream is not None and not self._request_done:
                 await self._refuse(item.status)  # the body being read is malformed
                 return
@@ -469,7 +482,31 @@ class Http1Protocol:
             self._closing = True
             await self.can_read.set()
             await self._write(b"")  # a head held for a body that never came, as it was
+            if self._linger(exchange):
+                return
             await self.send(Closed())
+
+    # The app answered before reading the whole request body (a 413 for a body over the limit, a refusal
+    # that needs none of it) and the connection closes after that answer. Closing a socket with unread data
+    # makes the kernel send a reset, which can destroy the answer before the client has read it: a client
+    # still sending its body got "connection reset" instead of the 413. So the connection first reads the
+    # rest of that body and drops it, and closes at its end, or after LINGER_SECONDS, whichever comes first.
+
+    def _linger(self, exchange: _Exchange | None) -> bool:
+        if (exchange is None or self._request_done or not self._response_done or self._websocket or self._upgraded
+                or self.context.terminated.is_set()):
+            return False
+        self._linger_timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, self._linger_expired)
+        return True
+
+    def _linger_expired(self) -> None:
+        self._linger_timer = None
+        self._closer = asyncio.get_running_loop().create_task(self._close())
+
+    def _stop_lingering(self) -> None:
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
 
     async def _close_stream(self) -> None:
         if self.stream is not None:

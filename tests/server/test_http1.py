@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 import pytest
 from hypercorn.asyncio import serve
 
+from coordserver import http1
 from coordserver.server import ServerThread, hypercorn_config
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
@@ -389,6 +390,39 @@ async def seconds_until_closed(reader: asyncio.StreamReader) -> float:
     started = asyncio.get_running_loop().time()
     assert await asyncio.wait_for(reader.read(65536), 10) == b""
     return asyncio.get_running_loop().time() - started
+
+
+EARLY = get("/early", "Content-Length: 10", method="POST", body=b"01234")
+EARLY_CHUNKED = get("/early", "Transfer-Encoding: chunked", method="POST", body=b"5\r\n01234\r\n")
+
+
+@pytest.mark.parametrize("request_head, rest", [(EARLY, b"56789"), (EARLY_CHUNKED, b"5\r\n56789\r\n0\r\n\r\n")],
+                         ids=["by length", "chunked"])
+async def test_an_early_answer_reads_the_rest_of_the_body_before_it_closes(shape_servers, request_head, rest):
+    """A deliberate difference. h11 closed the connection right after an answer given before the request's
+    body was read (a 413), with the rest unread: the kernel then resets the connection, which can destroy the
+    answer before a client still sending has read it. The connection now reads the rest, drops it, and closes
+    at the body's end."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", shape_servers["httptools"])
+    try:
+        writer.write(request_head)
+        await answer(reader, b"no")
+        with pytest.raises(asyncio.TimeoutError):  # still open, reading the rest
+            await asyncio.wait_for(reader.read(65536), 0.5)
+        writer.write(rest)
+        assert await seconds_until_closed(reader) < 1  # at the body's end, not after LINGER_SECONDS
+    finally:
+        writer.close()
+
+
+async def test_a_body_that_never_ends_after_an_early_answer_is_not_waited_for_long(shape_servers):
+    reader, writer = await asyncio.open_connection("127.0.0.1", shape_servers["httptools"])
+    try:
+        writer.write(EARLY)
+        await answer(reader, b"no")
+        assert http1.LINGER_SECONDS * 0.8 <= await seconds_until_closed(reader) <= http1.LINGER_SECONDS + 1
+    finally:
+        writer.close()
 
 
 async def test_an_idle_connection_closes_after_the_keep_alive_timeout(timed_server):
