@@ -18,9 +18,10 @@ Where llhttp is stricter than h11 it stays so (each case tested): a 400 for a fo
 lowercase or unknown method, a version other than 1.0 and 1.1, a control character in a header, and both
 Content-Length and chunked (a request-smuggling vector h11 let through). What follows a request with
 `Connection: close` is not read (h11 read on and answered 400 in place of that request's response). An answer
-given before its request's body was read (a 413) closes the connection only once the rest of that body has
-been read and dropped, or after LINGER_SECONDS: h11 closed at once, and a socket closed with unread data is
-reset by the kernel, which could destroy the answer before the client read it.
+given before its request's body was read (a 413) says `Connection: close` (h11 closed without saying so, and a
+client that reused the connection lost its next request), and closes the connection only once the rest of that
+body has been read and dropped, or after LINGER_SECONDS: h11 closed at once, and a socket closed with unread data
+is reset by the kernel, which could destroy the answer before the client read it.
 """
 from __future__ import annotations
 
@@ -351,6 +352,9 @@ class Http1Protocol:
                 return
             if self.keep_alive_requests >= self.config.keep_alive_max_requests:
                 headers.append((b"connection", b"close"))
+            exchange = self._exchange
+            if exchange is not None and exchange.has_body and not exchange.upgraded and not self._request_done:
+                exchange.keep_alive = False  # answered before its body was read: it closes after (see _linger)
             head = self._response_head(event.status_code, headers)
             if self._framing == "length" and self._remaining > 0:
                 self._hold_head(head)
