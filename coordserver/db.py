@@ -32,23 +32,26 @@ from .events.channels import Channel
 from .migrations import migrate
 from .models import database_proxy
 # The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
-from .sql import (PreparedStatements, Row, current_database, highest_ids, insert_rows, locked,  # noqa: F401
-                  sql_execute, sql_insert, sql_models, sql_rows, tuples)
+from .sql import (PreparedStatements, Row, current_database, for_update, highest_ids, insert_rows,  # noqa: F401
+                  locked, sql_execute, sql_insert, sql_models, sql_rows, tuples)
 from .timeutil import Clock
 from .unit import Merge, Unmerged, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
 
 # What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
-__all__ = ["Row", "Store", "Unmerged", "after_commit", "current_database", "is_sqlite", "locked", "merges", "note_event",
-           "now", "highest_ids", "insert_rows", "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
+__all__ = ["Row", "Store", "Unmerged", "after_commit", "current_database", "for_update", "is_sqlite", "locked", "merges",
+           "note_event", "now", "highest_ids", "insert_rows", "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
 
 log = logging.getLogger("coord.db")
 
 _MAX_BATCH = 64
 
 
-def _merge_of(job: "_Job") -> Merge | None:
+def _merge_of(job: "_Job", sqlite: bool) -> Merge | None:
+    """How `job` may run merged with its neighbours, if it may on this backend."""
     merge = merge_of(job.fn)
-    return merge if merge is not None and not job.kwargs and merge.when(*job.args) else None
+    if merge is None or job.kwargs or (sqlite and not merge.on_sqlite):
+        return None
+    return merge if merge.when(*job.args) else None
 
 
 class _Job:
@@ -446,9 +449,7 @@ class Store:
         groups: list[list[_Job]] = []
         last: Merge | None = None
         for job in jobs:
-            merge = _merge_of(job)
-            if merge is not None and self.sqlite and not merge.on_sqlite:
-                merge = None
+            merge = _merge_of(job, self.sqlite)
             if merge is not None and last is merge and groups:
                 groups[-1].append(job)
             else:

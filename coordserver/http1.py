@@ -505,7 +505,7 @@ class Http1Protocol:
 
     def _linger_expired(self) -> None:
         self._linger_timer = None
-        self._closer = asyncio.get_running_loop().create_task(self._close())
+        self._close_soon()
 
     def _stop_lingering(self) -> None:
         if self._linger_timer is not None:
@@ -540,6 +540,10 @@ class Http1Protocol:
     def _idle_expired(self) -> None:
         self._idle_timer = None
         self._closing = True  # a request arriving from now on is not read
+        self._close_soon()
+
+    def _close_soon(self) -> None:
+        """Close from a timer's callback, which cannot await."""
         self._closer = asyncio.get_running_loop().create_task(self._close())
 
     async def _close(self) -> None:

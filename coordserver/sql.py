@@ -38,6 +38,11 @@ def locked(query: pw.ModelSelect[M]) -> pw.ModelSelect[M]:
     return query if is_sqlite(current_database()) else query.for_update()
 
 
+def for_update() -> str:
+    """`locked` for fixed SQL: " FOR UPDATE" to end a SELECT with on PostgreSQL, nothing on SQLite."""
+    return "" if is_sqlite(current_database()) else " FOR UPDATE"
+
+
 @lru_cache(maxsize=128)
 def _placeholders(sql: str, param: str) -> str:
     return sql if param == "?" else sql.replace("?", param)

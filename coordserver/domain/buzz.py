@@ -447,7 +447,6 @@ def _group_key(payload: JSONObject, github_event: str | None) -> str | None:
     return _short_key(payload.get("groupKey"))
 
 
-_LOCKED_BY_ID = {True: "WHERE id = ?", False: "WHERE id = ? FOR UPDATE"}  # by is_sqlite
 
 
 def _locked_webhook(webhook_id: int, app_name: str, token: str) -> BuzzWebhook:
@@ -455,7 +454,7 @@ def _locked_webhook(webhook_id: int, app_name: str, token: str) -> BuzzWebhook:
     could otherwise both count 59 in the window, or both miss the other's dedupKey. App name, token
     (constant time) and enabled are checked again here: the caller found the id in a per-process cache
     (webhook_cache.py), which a change committed elsewhere reaches a few milliseconds later."""
-    rows = db.sql_models(BuzzWebhook, _LOCKED_BY_ID[db.is_sqlite(db.current_database())], (webhook_id,))
+    rows = db.sql_models(BuzzWebhook, "WHERE id = ?" + db.for_update(), (webhook_id,))
     webhook = rows[0] if rows else None
     if not _takes(webhook, app_name, token):
         raise NotFound("Invalid webhook")
@@ -599,9 +598,8 @@ class _Batch:
     def __init__(self, calls: list[_Call], now: datetime) -> None:
         self.now = now
         ids = sorted({call.webhook_id for call in calls})
-        lock = "" if db.is_sqlite(db.current_database()) else " FOR UPDATE"  # SQLite's writer holds the write lock
         self.webhooks = {hook.id: hook for hook in db.sql_models(
-            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
+            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{db.for_update()}", ids)}
         self.silences = self._running_silences() if self.webhooks else []
         self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
         self.added: dict[int, int] = {}  # webhook: the event rows this batch stored

@@ -1,7 +1,7 @@
 """Ingests queued together (an alert storm): the writer stores them together (db.merges, as sends: one
-statement on PostgreSQL, one INSERT per table on SQLite). Whatever a batch holds, every caller gets what the same ingests made one at a time would have given,
-and the database, the event log and the bus end up the same, ids included. Across two processes, no firing
-is lost and the per-webhook rate limit holds."""
+statement on PostgreSQL, one INSERT per table on SQLite). Whatever a batch holds, every caller gets what the same
+ingests made one at a time would have given, and the database, the event log and the bus end up the same, ids
+included. Across two processes, no firing is lost and the per-webhook rate limit holds."""
 from __future__ import annotations
 
 import asyncio
@@ -23,9 +23,8 @@ FLAP = FlapRule()
 
 
 class Stores:
-    """Fresh stores on one backend, each keeping, per committed
-    unit, the newest event it logged, what it announced on the bus and the types of the events it logged
-    (`published`)."""
+    """Fresh stores on one backend, each keeping, per committed unit, the newest event it logged, what it announced
+    on the bus and the types of the events it logged (`published`)."""
 
     def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path) -> None:
         self.postgres = backend == "postgresql"
