@@ -46,6 +46,8 @@ WAKE_ROUTE = _WAKE
 HEALTH_ROUTE = _HEALTH
 
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
+Route = tuple[Handler, str]  # a handler and its route label
+Headers = list[tuple[bytes, bytes]]
 
 
 class HotPaths:
@@ -61,22 +63,24 @@ class HotPaths:
         self._observe = process_metrics().observe_request
 
     async def __call__(self, scope, receive, send) -> None:
-        found = self._route(scope) if scope["type"] == "http" else None
+        found = self.route(scope) if scope["type"] == "http" else None
         if found is None:
             await self._inner(scope, receive, send)
             return
         started = perf_counter()
-        handler, route = found
         body = b""
         if scope["method"] == "POST":
             read = await _read_body(receive)
             if read is None:  # the client went away
                 return
             body = read
-        status = await self._serve(handler, scope, body, send)
-        self._observe(scope["method"], route, status, perf_counter() - started)
+        status, headers, payload = await self.answer(found, scope, body, started)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
 
-    def _route(self, scope) -> tuple[Handler, str] | None:
+    def route(self, scope) -> Route | None:
+        """The hot route an HTTP request's scope asks for, or None when Quart should have it whole. Reads the
+        scope's method, path, query_string and headers (http1.py's direct lane gives no more than these)."""
         method, path = scope["method"], scope["path"]
         if method == "GET" and path == _HEALTH:
             return self._health, HEALTH_ROUTE
@@ -94,7 +98,15 @@ class HotPaths:
                 return self._ingest, INGEST_ROUTE
         return None
 
-    async def _serve(self, handler: Handler, scope, body: bytes, send) -> int:
+    async def answer(self, found: Route, scope, body: bytes, started: float) -> tuple[int, Headers, bytes]:
+        """The whole answer to a request `route` took, its body read: status, headers and payload; counted in
+        coord_http_requests_total as taking the time since `started` (a perf_counter)."""
+        handler, route = found
+        status, headers, payload = await self._serve(handler, scope, body)
+        self._observe(scope["method"], route, status, perf_counter() - started)
+        return status, headers, payload
+
+    async def _serve(self, handler: Handler, scope, body: bytes) -> tuple[int, Headers, bytes]:
         headers = _headers(scope)
         rate_headers: dict[str, str] = {}
         extra: dict[str, str] = {}
@@ -110,9 +122,7 @@ class HotPaths:
             status, payload, extra = answer.status, self._json(answer.body), answer.headers
         response_headers = [(b"content-type", _JSON), (b"content-length", str(len(payload)).encode())]
         response_headers += [(k.lower().encode(), v.encode()) for k, v in {**extra, **rate_headers}.items()]
-        await send({"type": "http.response.start", "status": status, "headers": response_headers})
-        await send({"type": "http.response.body", "body": payload})
-        return status
+        return status, response_headers, payload
 
     def _json(self, value) -> bytes:
         return f"{self._dumps(value, separators=(',', ':'))}\n".encode()
@@ -120,7 +130,7 @@ class HotPaths:
     async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
         recipient = send_recipient(scope["path"])
-        assert recipient is not None  # _route matched the send route
+        assert recipient is not None  # route matched the send route
         data = from_body(SendMessage, body, content_type=_headers(scope).get(b"content-type"))
         return 200, self._json(await post_message(self._coord, principal, recipient, data))
 
@@ -131,7 +141,7 @@ class HotPaths:
 
     async def _ingest(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         found = ingest_path(scope["path"])
-        assert found is not None  # _route matched the ingest route
+        assert found is not None  # route matched the ingest route
         headers = _headers(scope)
 
         async def read_body() -> bytes:

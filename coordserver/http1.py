@@ -32,7 +32,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from itertools import chain
 from types import SimpleNamespace
-from typing import Any, cast
+from time import perf_counter
+from typing import Any, Protocol, cast
+from urllib.parse import unquote
 
 import httptools
 from hypercorn.config import Config
@@ -54,6 +56,7 @@ from hypercorn.protocol.h11 import H2CProtocolRequiredError, H2ProtocolAssumedEr
 from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.protocol.ws_stream import WSStream
 from hypercorn.typing import AppWrapper, ConnectionState, TaskGroup, WorkerContext
+from hypercorn.utils import suppress_body
 
 STREAM_ID = 1
 Headers = list[tuple[bytes, bytes]]
@@ -106,6 +109,58 @@ class _Tail:
     data: bytes
 
 
+class DirectLane(Protocol):
+    """Routes answered without Hypercorn's ASGI stream (hotpaths.HotPaths is the one): `route` picks a request
+    by the few scope keys it reads (method, path, query_string, headers, client) and `answer` gives its whole
+    answer once the body is read."""
+
+    def route(self, scope: dict[str, Any]) -> Any | None: ...
+
+    async def answer(self, found: Any, scope: dict[str, Any], body: bytes,
+                     started: float) -> tuple[int, Headers, bytes]: ...
+
+
+class _LaneStream:
+    """A request the direct lane took, in the place of Hypercorn's HTTPStream. HTTPStream builds a full ASGI
+    scope, starts the app in a task fed by a queue, and turns the app's messages back into events; for the
+    hot routes that was a fifth of a send's GIL time (bench/RESULTS.md). This gathers the body and, at its
+    end, runs the lane's answer in a task of the connection's task group, handing the protocol the events
+    HTTPStream would have handed it, in the same order."""
+
+    __slots__ = ("_protocol", "_lane", "_found", "_scope", "_body", "_started")
+
+    def __init__(self, protocol: Http1Protocol, lane: DirectLane, found: Any, scope: dict[str, Any]) -> None:
+        self._protocol = protocol
+        self._lane = lane
+        self._found = found
+        self._scope = scope
+        self._body: list[bytes] = []
+        self._started = perf_counter()
+
+    async def handle(self, event: Event | StreamEvent) -> None:
+        if isinstance(event, Body):
+            self._body.append(bytes(event.data))
+        elif isinstance(event, EndBody):
+            self._protocol.task_group.spawn(self._answer)
+        # a StreamClosed before EndBody: the client went away mid-request, and nothing is answered (as the hot
+        # paths did on http.disconnect); after it, the answer still goes out, as HTTPStream's did
+
+    async def _answer(self) -> None:
+        protocol = self._protocol
+        method = self._scope["method"]
+        try:
+            status, headers, payload = await self._lane.answer(self._found, self._scope, b"".join(self._body),
+                                                               self._started)
+        except Exception:  # a bug: answered as Hypercorn answers an app that failed before its response
+            await protocol.config.log.exception("Error in ASGI Framework")
+            status, headers, payload = 500, [(b"content-length", b"0"), (b"connection", b"close")], b""
+        await protocol.stream_send(Response(stream_id=STREAM_ID, headers=headers, status_code=status))
+        if payload and not suppress_body(method, status):
+            await protocol.stream_send(Body(stream_id=STREAM_ID, data=payload))
+        await protocol.stream_send(EndBody(stream_id=STREAM_ID))
+        await protocol.stream_send(StreamClosed(stream_id=STREAM_ID))
+
+
 class Http1Protocol:
     """Hypercorn's HTTP/1.1 connection protocol on httptools. One request at a time: a pipelined request waits,
     parsed, until the response before it is complete, as it did in h11."""
@@ -127,7 +182,11 @@ class Http1Protocol:
         self.connection_state = connection_state
         self.send = send
         self._stream_args = (app, config, context, task_group, ssl, client, server)  # what a stream is made of
-        self.stream: HTTPStream | WSStream | None = None
+        self.task_group = task_group
+        self._client = client
+        self._loop = asyncio.get_running_loop()
+        self._lane = _direct_lane(config)
+        self.stream: HTTPStream | WSStream | _LaneStream | None = None
         self.can_read = context.event_class()
         self.keep_alive_requests = 0
         self._parser = httptools.HttpRequestParser(self)
@@ -273,13 +332,30 @@ class Http1Protocol:
                 if exchange.has_body:
                     await self._refuse(400)
                     return
-        stream_class = WSStream if self._websocket else HTTPStream
-        self.stream = stream_class(*self._stream_args, self.stream_send, STREAM_ID)
-        await self.stream.handle(exchange.request)
+        self.stream = self._lane_stream(exchange)
+        if self.stream is None:
+            stream_class = WSStream if self._websocket else HTTPStream
+            self.stream = stream_class(*self._stream_args, self.stream_send, STREAM_ID)
+            await self.stream.handle(exchange.request)
         self.keep_alive_requests += 1
         await self.context.mark_request()
         if exchange.expect_continue and self.stream is not None:
             await self._write_head(100, self.config.response_headers("h11"))
+
+    def _lane_stream(self, exchange: _Exchange) -> _LaneStream | None:
+        """A stream of the direct lane, when the lane takes this request; None leaves it to Hypercorn's."""
+        lane = self._lane
+        if lane is None or self._websocket or exchange.upgraded:
+            return None
+        request = exchange.request
+        path, _, query_string = request.raw_path.partition(b"?")
+        try:
+            scope = {"type": "http", "method": request.method, "path": unquote(path.decode("ascii")),
+                     "query_string": query_string, "headers": request.headers, "client": self._client}
+        except UnicodeDecodeError:  # Hypercorn's stream fails alike on such a path
+            return None
+        found = lane.route(scope)
+        return None if found is None else _LaneStream(self, lane, found, scope)
 
     # httptools' callbacks. They only gather (they cannot await); _dispatch does the work.
 
@@ -385,11 +461,11 @@ class Http1Protocol:
 
     def _hold_head(self, head: bytes) -> None:
         self._held_head = head
-        asyncio.get_running_loop().call_soon(self._head_not_followed)
+        self._loop.call_soon(self._head_not_followed)
 
     def _head_not_followed(self) -> None:
         if self._held_head is not None:
-            self._head_flush = asyncio.get_running_loop().create_task(self._write(b""))
+            self._head_flush = self._loop.create_task(self._write(b""))
 
     def _response_head(self, status: int, headers: Headers) -> bytes:
         """The head h11 wrote for this response; sets the framing of the body after it."""
@@ -500,7 +576,7 @@ class Http1Protocol:
         if (exchange is None or self._request_done or not self._response_done or self._websocket or self._upgraded
                 or self.context.terminated.is_set()):
             return False
-        self._linger_timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, self._linger_expired)
+        self._linger_timer = self._loop.call_later(LINGER_SECONDS, self._linger_expired)
         return True
 
     def _linger_expired(self) -> None:
@@ -532,7 +608,7 @@ class Http1Protocol:
             await self.send(Updated(idle=False))
 
     def _idle(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         self._idle_timer = loop.call_later(self.config.keep_alive_timeout, self._idle_expired)
         if self._stop_watch is None:
             self._stop_watch = loop.create_task(self._close_idle_at_stop())
@@ -544,7 +620,7 @@ class Http1Protocol:
 
     def _close_soon(self) -> None:
         """Close from a timer's callback, which cannot await."""
-        self._closer = asyncio.get_running_loop().create_task(self._close())
+        self._closer = self._loop.create_task(self._close())
 
     async def _close(self) -> None:
         await self.send(Closed())
@@ -592,6 +668,15 @@ def _head(status: int, headers: Headers) -> bytes:
 
 def _without(headers: Headers, lowered_name: bytes) -> Headers:
     return [(name, value) for name, value in headers if name.lower() != lowered_name]
+
+
+def _direct_lane(config: Config) -> DirectLane | None:
+    """The config's direct lane (`CoordConfig.direct_lane`), unless requests must go through Hypercorn's stream:
+    for its access log, or its check of the Host header against `server_names`."""
+    lane = getattr(config, "direct_lane", None)
+    if lane is None or config.accesslog is not None or config.server_names:
+        return None
+    return cast(DirectLane, lane)
 
 
 def _comma_values(value: bytes) -> list[bytes]:

@@ -15,9 +15,11 @@ from wsgiref.handlers import format_date_time
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from hypercorn.logging import AccessLogAtoms, Logger
+from quart import Quart
 
 from . import http1
 from .app import create_app
+from .hotpaths import HotPaths
 from .lifeline import die_with_supervisor, lifeline_fd, watch_lifeline
 from .redaction import redact
 from .settings import MAX_WEBSOCKET_FRAME_BYTES, Settings
@@ -34,6 +36,7 @@ class CoordConfig(Config):
         super().__init__()
         self.include_server_header = False
         self.http1_httptools = httptools  # False: Hypercorn's own HTTP/1.1 protocol, on h11 (http1.py)
+        self.direct_lane: HotPaths | None = None  # the hot paths, for http1.py to call without ASGI
         self._now = now
         self._date_second = -1
         self._date_headers: list[tuple[bytes, bytes]] = []
@@ -52,8 +55,11 @@ http1.install()
 
 
 def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool = False,
-                     httptools: bool = True) -> Config:
+                     httptools: bool = True, app: Quart | None = None) -> Config:
+    """Hypercorn's config for this server; given the app, its hot paths (if on) are the HTTP/1.1 direct lane."""
     config = CoordConfig(httptools=httptools)
+    if app is not None and isinstance(app.asgi_app, HotPaths):
+        config.direct_lane = app.asgi_app
     config.bind = bind
     config.graceful_timeout = 2.0
     config.keep_alive_timeout = 75
@@ -153,7 +159,7 @@ def run(settings: Settings, host: str, port: int, access_log: bool = False, reus
     app.before_serving(_freeze_startup_heap)  # registered last: runs once the services have started
     sock = listening_socket(host, port, reuse_port)
     config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, access_log,
-                              settings.httptools)
+                              settings.httptools, app)
     try:
         run_loop(serve_until_signal(app, config), settings.uvloop)
     finally:
@@ -205,7 +211,7 @@ class ServerThread:
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
         config = hypercorn_config([f"fd://{os.dup(self._socket.fileno())}"], "warning",
-                                  httptools=self.settings.httptools)
+                                  httptools=self.settings.httptools, app=self.app)
 
         @self.app.before_serving
         async def ready() -> None:

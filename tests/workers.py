@@ -167,7 +167,7 @@ def _worker_main(settings_path: str, host: str, port: str, ready_path: str) -> N
         Path(ready_path).write_text(str(os.getpid()))
     app.before_serving(ready)
     sock = listening_socket(host, int(port), True)
-    config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, False, settings.httptools)
+    config = hypercorn_config([f"fd://{os.dup(sock.fileno())}"], settings.log_level, False, settings.httptools, app)
     try:
         asyncio.run(serve_until_signal(app, config))
     finally:
