@@ -17,7 +17,7 @@ from hypercorn.config import Config
 from hypercorn.logging import AccessLogAtoms, Logger
 from quart import Quart
 
-from . import http1
+from . import http1, tcpserver
 from .app import create_app
 from .hotpaths import HotPaths
 from .lifeline import die_with_supervisor, lifeline_fd, watch_lifeline
@@ -52,6 +52,7 @@ class CoordConfig(Config):
 
 
 http1.install()
+tcpserver.install()
 
 
 def hypercorn_config(bind: list[str], log_level: str = "info", access_log: bool = False,
