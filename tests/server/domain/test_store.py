@@ -53,6 +53,22 @@ async def test_units_in_one_batch_are_isolated(store):
     assert sorted(logged) == names
 
 
+async def test_units_committed_together_announce_their_rows_once_before_any_effect(store):
+    published = []
+    store.on_commit = lambda max_id, effects: published.append((max_id, effects))
+    names = [f"batch{i}" for i in range(12)]
+    await asyncio.gather(*(store.write(add_user, name) for name in names))
+    logged = {data["name"]: event_id for event_id, _, data, _, _ in await store.read(log.range_after, 0)}
+    announced = 0
+    for max_id, effects in published:
+        announced = max(announced, max_id or 0)
+        for _channel, payload in effects:
+            assert logged[payload["name"]] <= announced  # a unit's effects follow the announcement of its rows
+    assert sorted(payload["name"] for _, effects in published for _, payload in effects) == sorted(names)
+    assert announced == max(logged.values())
+    assert len([max_id for max_id, _ in published if max_id is not None]) < len(names)  # once per batch
+
+
 async def test_resume_query_sees_only_own_and_broadcast_events(store):
     def seed():
         log.append("mine", {"n": 1}, to=["bob"])
