@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from functools import cached_property
 from typing import Any
 
 from quart import Quart, g, request
@@ -51,6 +53,16 @@ class StandardJSONProvider(DefaultJSONProvider):
     def dumps(self, obj, **kwargs) -> str:
         kwargs.setdefault("allow_nan", False)
         return jsonstrict.escape_terminal_active(super().dumps(obj, **kwargs))
+
+    @cached_property
+    def _compact(self) -> json.JSONEncoder:
+        return json.JSONEncoder(ensure_ascii=self.ensure_ascii, sort_keys=self.sort_keys, allow_nan=False,
+                                separators=(",", ":"), default=self.default)
+
+    def dumps_compact(self, obj) -> str:
+        """`dumps(obj, separators=(",", ":"))`, as Quart's responses are written, with an encoder made once
+        (json.dumps with options makes one per call: half the time of a send's answer)."""
+        return jsonstrict.escape_terminal_active(self._compact.encode(obj))
 
 
 class CoordQuart(Quart):

@@ -16,7 +16,7 @@ tests/server/api/test_hotpaths.py checks both paths answer alike.
 from __future__ import annotations
 
 from time import perf_counter
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
 from urllib.parse import parse_qsl
 
 from quart import Quart
@@ -35,6 +35,9 @@ from .schemas.messages import InboxQuery, SendMessage
 from .schemas.wake import WakeQuery
 from .sendroute import SEND_ROUTE, send_recipient
 from .settings import MAX_BODY_BYTES
+
+if TYPE_CHECKING:
+    from .app import StandardJSONProvider
 
 _INBOX = "/api/mailboxes/me/messages"
 _WAKE = "/api/wake"
@@ -59,7 +62,7 @@ class HotPaths:
         self._gate = gate
         self._trusted_proxy = coord.settings.trusted_proxy
         # Quart's JSON provider with the compact separators and trailing newline of its responses.
-        self._dumps = app.json.dumps
+        self._compact = cast("StandardJSONProvider", app.json).dumps_compact
         self._observe = process_metrics().observe_request
 
     async def __call__(self, scope, receive, send) -> None:
@@ -125,7 +128,7 @@ class HotPaths:
         return status, response_headers, payload
 
     def _json(self, value) -> bytes:
-        return f"{self._dumps(value, separators=(',', ':'))}\n".encode()
+        return f"{self._compact(value)}\n".encode()
 
     async def _send(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)

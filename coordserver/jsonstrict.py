@@ -48,6 +48,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# Made once: json.loads with parse_constant/parse_float builds a decoder (and its scanner) on every call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
 def loads(raw: bytes | str) -> Any:
     """Parse standard JSON. Raises JSONRejected (a ValueError) naming the problem."""
     try:
@@ -55,7 +59,7 @@ def loads(raw: bytes | str) -> Any:
     except UnicodeDecodeError:
         raise JSONRejected("Request body is not valid JSON (not UTF-8)") from None
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        value = _DECODER.decode(text)  # refuses a byte order mark too, as json.loads did
     except JSONRejected:
         raise
     except RecursionError:

@@ -23,6 +23,7 @@ def test_unknown_api_path_and_method(server):
     (b"{not json", "not valid JSON"),
     (b"[1, 2]", "JSON object"),
     (b"\xff\xfe", "not valid JSON"),
+    ("\ufeff{}".encode(), "not valid JSON"),  # a byte order mark, refused as json.loads refuses it
     (b"", "JSON object"),
 ])
 def test_malformed_bodies(server, raw, message):
