@@ -5,6 +5,9 @@ Agents send mail, list their inbox and ask what is waiting far more than they do
 Quart's per-request machinery (request and app contexts, URL adapter, hook chains, Response objects)
 cost more than the work itself (bench/messages.md, round 3). Here they skip it.
 
+Over HTTP/1.1 they skip ASGI too: http1.py's direct lane calls `route` and `answer` itself, without Hypercorn's
+ASGI stream; over HTTP/2, h11 (COORD_HTTPTOOLS=off) or an access-logging server they are reached as ASGI middleware.
+
 Only the transport differs. Admission is the same Gate the Quart hook uses; parsing and the domain
 calls are the same functions the Quart views call (api/messages.py post_message / inbox_json, api/meta.py
 health_json, api/buzz.py ingest_answer); errors are

@@ -5,7 +5,8 @@ each head in Python: on a loaded server that was most of a send's cost and almos
 (bench/RESULTS.md, 2026-11-28). Hypercorn has no other HTTP/1 parser and no way to name one, so
 `Http1Protocol` takes the place of its `H11Protocol` (same constructor, same `handle` and `stream_send`) and
 everything else stays Hypercorn's: the HTTP and WebSocket streams, the ASGI calls, keep-alive and idle
-timeouts, graceful shutdown, HTTP/2 (over TLS, by prior knowledge or by an h2c upgrade).
+timeouts, graceful shutdown, HTTP/2 (over TLS, by prior knowledge or by an h2c upgrade). The one exception is the
+direct lane: a request to a hot route (hotpaths.py) is answered without Hypercorn's ASGI stream (`_LaneStream`).
 
 What goes on the wire is what h11 wrote, byte for byte (tests/server/test_http1.py replays the same requests
 against both): a status line without a reason phrase, the app's headers in order, then h11's framing rules -
