@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from functools import cached_property
 from typing import Any
 
 from quart import Quart, g, request
-from quart.json.provider import DefaultJSONProvider
 
 from .api.common import OtherThan, RowIdConverter
 from .api.metrics import instrument
@@ -18,9 +15,9 @@ from .db import Store
 from .domain import guards, kinds, users
 from .errors import render_error
 from .events.bus import make_bus
-from . import jsonstrict
 from .gate import client_address
 from .hotpaths import HotPaths
+from .jsonprovider import StandardJSONProvider
 from .mcp.endpoint import McpMount
 from .services import build as build_services
 from .settings import MAX_BODY_BYTES, Settings
@@ -43,26 +40,6 @@ def _blueprints():
             buzz.buzz_bp, buzz.ingest_bp, wake.bp, doctor.bp, notebook.bp, swarm.bp, workflows.bp, recurring.bp,
             stream.bp, presence.bp, admin.bp, users.bp, metrics.bp, asks.bp, alerts.bp,
             silences.bp, reservations.bp]
-
-
-class StandardJSONProvider(DefaultJSONProvider):
-    """Responses are standard JSON: a non-finite number raises instead of leaving as bare `NaN`."""
-    sort_keys = False
-    ensure_ascii = False
-
-    def dumps(self, obj, **kwargs) -> str:
-        kwargs.setdefault("allow_nan", False)
-        return jsonstrict.escape_terminal_active(super().dumps(obj, **kwargs))
-
-    @cached_property
-    def _compact(self) -> json.JSONEncoder:
-        return json.JSONEncoder(ensure_ascii=self.ensure_ascii, sort_keys=self.sort_keys, allow_nan=False,
-                                separators=(",", ":"), default=self.default)
-
-    def dumps_compact(self, obj) -> str:
-        """`dumps(obj, separators=(",", ":"))`, as Quart's responses are written, with an encoder made once
-        (json.dumps with options makes one per call: half the time of a send's answer)."""
-        return jsonstrict.escape_terminal_active(self._compact.encode(obj))
 
 
 class CoordQuart(Quart):

@@ -19,7 +19,7 @@ tests/server/api/test_hotpaths.py checks both paths answer alike.
 from __future__ import annotations
 
 from time import perf_counter
-from typing import TYPE_CHECKING, Awaitable, Callable, cast
+from typing import Awaitable, Callable, cast
 from urllib.parse import parse_qsl
 
 from quart import Quart
@@ -32,15 +32,13 @@ from .api.wake import wake_for
 from .auth import identity_required, parse_bearer
 from .errors import render_error
 from .gate import Admission, Gate, client_address
+from .jsonprovider import StandardJSONProvider
 from .metrics import process_metrics
 from .schemas import from_body, from_query
 from .schemas.messages import InboxQuery, SendMessage
 from .schemas.wake import WakeQuery
 from .sendroute import SEND_ROUTE, send_recipient
 from .settings import MAX_BODY_BYTES
-
-if TYPE_CHECKING:
-    from .app import StandardJSONProvider
 
 _INBOX = "/api/mailboxes/me/messages"
 _WAKE = "/api/wake"
@@ -65,7 +63,7 @@ class HotPaths:
         self._gate = gate
         self._trusted_proxy = coord.settings.trusted_proxy
         # Quart's JSON provider with the compact separators and trailing newline of its responses.
-        self._compact = cast("StandardJSONProvider", app.json).dumps_compact
+        self._compact = cast(StandardJSONProvider, app.json).dumps_compact
         self._observe = process_metrics().observe_request
 
     async def __call__(self, scope, receive, send) -> None:
