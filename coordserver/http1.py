@@ -609,10 +609,9 @@ class Http1Protocol:
             await self.send(Updated(idle=False))
 
     def _idle(self) -> None:
-        loop = self._loop
-        self._idle_timer = loop.call_later(self.config.keep_alive_timeout, self._idle_expired)
+        self._idle_timer = self._loop.call_later(self.config.keep_alive_timeout, self._idle_expired)
         if self._stop_watch is None:
-            self._stop_watch = loop.create_task(self._close_idle_at_stop())
+            self._stop_watch = self._loop.create_task(self._close_idle_at_stop())
 
     def _idle_expired(self) -> None:
         self._idle_timer = None

@@ -317,6 +317,7 @@ def test_a_failing_direct_lane_answers_as_hypercorn_answers_a_failing_app(pair, 
     async def broken(*args):
         raise RuntimeError("a bug")
     monkeypatch.setattr(lane, "answer", broken)
+    monkeypatch.setattr(http1, "HTTPStream", None)  # the 500 must come from the lane, not Hypercorn's stream
     with socket.create_connection((pair[0].host, pair[0].port), timeout=10) as sock:
         sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = _read_response(sock)
