@@ -145,6 +145,33 @@ def test_message_push_is_signed_and_described(make_server, receiver):
     assert state["deliveries"]["pending"] == 0 and state["deliveries"]["lastSuccessAt"] is not None
 
 
+def test_while_nobody_has_a_webhook_the_feeder_gathers_longer_and_a_new_one_is_pushed_what_follows(
+        make_server, receiver, monkeypatch, database_url):
+    """The feeder's units are the writer's work: while its last look found no webhook it gathers
+    FEED_IDLE_COALESCE_SECONDS of events per unit instead of FEED_COALESCE_SECONDS. A webhook set later gets
+    what follows it (promptly) and nothing from well before it."""
+    from coordserver.realtime import webhook_delivery as push
+    units = []
+    feed = push.feed
+    monkeypatch.setattr(push, "feed", lambda *args: units.append(1) or feed(*args))
+    srv = make_server(env=ALLOW_LOOPBACK, database_url=database_url)
+    target = receiver()
+    with client(srv, "alice") as http:
+        started = time.monotonic()
+        for n in range(30):
+            assert http.post("/api/mailboxes/bob/messages", json={"title": f"early {n}"}).status_code == 200
+            time.sleep(0.01)
+        spent = time.monotonic() - started
+        time.sleep(0.3)
+        assert 1 <= len(units) <= spent / push.FEED_IDLE_COALESCE_SECONDS + 3, (len(units), spent)
+        register(srv, "bob", target.url)
+        assert http.post("/api/mailboxes/bob/messages", json={"title": "late"}).status_code == 200
+    [call] = target.wait_calls(1)
+    assert json.loads(call["body"])["event"]["title"] == "late"
+    time.sleep(0.3)
+    assert len(target.calls) == 1
+
+
 def test_failures_are_retried_with_backoff_until_delivered(make_server, receiver):
     target = receiver([500, 429, 503])
     clock = FrozenClock()

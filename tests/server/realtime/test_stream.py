@@ -322,3 +322,27 @@ async def test_an_event_written_by_another_process_reaches_the_stream(make_serve
             async with open_stream(writer, "bob", client=http) as bob:
                 sent = emit(writer, *message_event("bob", 1))
                 assert (await bob.logged()).id == sent
+
+
+async def test_with_no_stream_open_postgresql_reads_the_log_once_per_gathering_and_a_new_stream_misses_nothing(
+        make_server, pg_cluster, monkeypatch):
+    """With nobody streaming from a PostgreSQL process the hub still reads the heads of new rows, but once per
+    IDLE_GATHER_SECONDS rather than once per commit. A stream opened meanwhile (the hub's place is behind the
+    log) gets what was logged before and after it, in order, each once."""
+    srv = make_server(database_url=pg_cluster.create_database())
+    reads = []
+    heads_after = event_log.heads_after
+    monkeypatch.setattr(event_log, "heads_after", lambda *args: reads.append(1) or heads_after(*args))
+    async with httpx.AsyncClient(base_url=srv.url, headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as alice:
+        for n in range(20):
+            assert (await alice.post("/api/mailboxes/bob/messages", json={"title": f"m{n}"})).status_code == 200
+        await asyncio.sleep(0.5)
+        assert 1 <= len(reads) <= 6, len(reads)  # one per commit (20) before
+        logged = srv.call(lambda: srv.coord.store.read(event_log.latest_id))
+        await alice.post("/api/mailboxes/carol/messages", json={"title": "before"})
+        async with open_stream(srv, "carol", last_event_id=logged) as carol:
+            await alice.post("/api/mailboxes/carol/messages", json={"title": "after"})
+            seen = [(await carol.logged()).data["title"], (await carol.logged()).data["title"]]
+            assert seen == ["before", "after"]
+            with pytest.raises(asyncio.TimeoutError):
+                await carol.logged(timeout=0.5)
