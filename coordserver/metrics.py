@@ -102,34 +102,12 @@ def mark_process_dead(pid: int, path: str | None = None) -> None:
 
 # --- process figures -------------------------------------------------------------------------
 
-_pid = os.getpid()
-
-
-def _remember_pid() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_remember_pid)
-
-
-def _known_pid() -> int:
-    """This process's id as of its last fork. prometheus-client's multi-process values ask for it on every
-    increment, to notice a fork; os.getpid is a system call, and its calls were 5 % of a loaded worker's time
-    (4 per send). A fork updates this one (os.register_at_fork), so the values still notice."""
-    return _pid
-
-
-_SharedValue = values.MultiProcessValue(_known_pid)
-
-
 class ProcessMetrics:
     def __init__(self, directory: str | None):
-        if directory:
-            # Chosen here, before the first value exists: prometheus-client's own choice, made on import,
-            # asks os.getpid on every increment (and a worker forked from a supervisor that had imported it
-            # before COORD_METRICS_DIR was set would not be in multi-process mode at all).
-            values.ValueClass = _SharedValue
+        if directory and not getattr(values.ValueClass, "_multiprocess", False):
+            # prometheus_client was imported before COORD_METRICS_DIR was set (a worker forked from a
+            # supervisor that had imported it): choose again, before the first value exists.
+            values.ValueClass = values.get_value_class()
         if directory:
             os.makedirs(directory, exist_ok=True)  # emptying it is the supervisor's job (prepare_dir)
         disable_created_metrics()

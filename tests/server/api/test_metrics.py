@@ -373,44 +373,6 @@ def test_multiprocess_mode_holds_whatever_imported_prometheus_client_first(tmp_p
     assert {"counter", "gauge_livesum", "gauge_livemax"} <= kinds, kinds
 
 
-def test_multiprocess_increments_make_no_system_call_and_a_fork_still_gets_its_own_file(tmp_path):
-    """A loaded worker increments 4 values per send: prometheus-client's own value class asks os.getpid on
-    each, to notice a fork. Ours knows the pid from the last fork, and a forked child still writes its own
-    file (its values start at 0), as the library's would."""
-    import subprocess
-    import sys
-    script = (
-        "import os\n"
-        f"os.environ['COORD_METRICS_DIR'] = {str(tmp_path)!r}\n"
-        "from coordserver.metrics import process_metrics\n"
-        "metrics = process_metrics()\n"
-        "metrics.observe_request('POST', '/api/x', 200, 0.001)\n"
-        "import sys\n"
-        "calls = []\n"
-        "sys.setprofile(lambda frame, event, arg: event == 'c_call' and arg is os.getpid and calls.append(1))\n"
-        "for _ in range(1000):\n"
-        "    metrics.observe_request('POST', '/api/x', 200, 0.001)\n"
-        "    metrics.wake_pulses.inc()\n"
-        "sys.setprofile(None)\n"
-        "assert not calls, len(calls)\n"
-        "child = os.fork()\n"
-        "if child == 0:\n"
-        "    metrics.wake_pulses.inc(5)\n"
-        "    os._exit(0)\n"
-        "assert os.waitpid(child, 0)[1] == 0\n"
-        "print(child)\n")
-    done = subprocess.run([sys.executable, "-c", script], check=True, timeout=60, capture_output=True, text=True)
-    child = int(done.stdout.split()[-1])
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(tmp_path))
-    assert registry.get_sample_value("coord_wake_pulses_total") == 1005
-    assert registry.get_sample_value("coord_http_requests_total",
-                                     {"method": "POST", "route": "/api/x", "status": "2xx"}) == 1001
-    assert (tmp_path / f"counter_{child}.db").exists()
-
-
 def test_alerts_by_state_time_to_ack_and_silenced_ingests(srv):
     alice = client(srv, "alice")
     before = scrape(srv.url)
