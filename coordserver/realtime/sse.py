@@ -39,6 +39,7 @@ READ_BATCH = 1000
 # control rows and to keep its place exact), but lets announcements gather this long first: one read
 # instead of one per commit (4 % of a loaded worker's time). A stream opening or a control row ends it.
 IDLE_GATHER_SECONDS = 0.1
+CATCH_UP_SECONDS = 0.5
 CONTROL_TYPES = frozenset({REVOCATION_EVENT})  # rows with no audience that this process must act on
 
 HEARTBEAT = b": heartbeat\n\n"
@@ -354,6 +355,21 @@ class SSEHub:
                 await asyncio.sleep(0.5)
                 self._new_events.set()
 
+    async def _caught_up(self) -> None:
+        """Before a stream registers: wait (at most CATCH_UP_SECONDS) until the hub has read every row announced
+        so far, so that a stream starts live where the log stood when it opened, as with a hub that never
+        gathers; what the hub reads later (an id still committing, a row committed since) reaches the stream."""
+        target = self._announced
+        if self._cursor >= target:
+            return
+        self._listener_or_control.set()
+        read = asyncio.get_running_loop().create_future()
+        self.after_fanout(target, lambda: read.done() or read.set_result(None))
+        try:
+            await asyncio.wait_for(read, CATCH_UP_SECONDS)
+        except TimeoutError:
+            pass  # a lower id is still committing elsewhere (or the database is away): open anyway
+
     async def _gather_while_idle(self) -> None:
         """PostgreSQL, no stream open here, no control row: wait for more announcements before reading.
         (SQLite skips the read altogether then: see _drain_log.)"""
@@ -438,6 +454,7 @@ class SSEHub:
         return _prepend(first, frames)
 
     async def _stream(self, principal, resume_after: int | None, resume_tag: str | None):
+        await self._caught_up()
         conn = self.register(principal)
         conn.task = asyncio.current_task()
         try:

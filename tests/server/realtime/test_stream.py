@@ -338,6 +338,10 @@ async def test_with_no_stream_open_postgresql_reads_the_log_once_per_gathering_a
             assert (await alice.post("/api/mailboxes/bob/messages", json={"title": f"m{n}"})).status_code == 200
         await asyncio.sleep(0.5)
         assert 1 <= len(reads) <= 6, len(reads)  # one per commit (20) before
+        await alice.post("/api/mailboxes/bob/messages", json={"title": "just before bob connects"})
+        async with open_stream(srv, "bob") as bob:  # no resume point: it starts where the log stood
+            await alice.post("/api/mailboxes/bob/messages", json={"title": "while bob listens"})
+            assert (await bob.logged()).data["title"] == "while bob listens"
         logged = srv.call(lambda: srv.coord.store.read(event_log.latest_id))
         await alice.post("/api/mailboxes/carol/messages", json={"title": "before"})
         async with open_stream(srv, "carol", last_event_id=logged) as carol:
