@@ -363,8 +363,12 @@ class SSEHub:
         if self._cursor >= target:
             return
         self._listener_or_control.set()
-        read = asyncio.get_running_loop().create_future()
-        self.after_fanout(target, lambda: read.done() or read.set_result(None))
+        read: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not read.done():  # cancelled once the wait below gave up
+                read.set_result(None)
+        self.after_fanout(target, done)
         try:
             await asyncio.wait_for(read, CATCH_UP_SECONDS)
         except TimeoutError:
