@@ -52,9 +52,9 @@ IDLE_POLL_SECONDS = 5.0
 # The feeder gathers the events of this long into one unit instead of one unit per commit: under load
 # that halves the writer's work per request, and a push is delayed by at most this much.
 FEED_COALESCE_SECONDS = 0.02
-# While its last look found no webhook, it only moves its cursor past what nobody is pushed: longer
-# gatherings cost the writer a fifth of the units (4 statements each, a tenth of a loaded PostgreSQL
-# worker's time at 0.02 s). A webhook set meanwhile also gets the events of up to this long before it.
+# While its last look found no webhook a unit pushes nothing and only moves the cursor, so it gathers this
+# long instead: a fifth of the units (4 statements each; at 0.02 s they were a tenth of a loaded PostgreSQL
+# worker's time). A webhook set meanwhile also gets the events of up to this long before it.
 FEED_IDLE_COALESCE_SECONDS = 0.1
 
 
