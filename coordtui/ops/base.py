@@ -21,6 +21,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static, TextArea
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..client.models import ServerEvent
 from ..connection import state_look
+from ..screens.focus import focus_first
 from ..screens.form import Field, FormScreen, Submit
 from ..keybar import KeyBar
 from ..session import Session
@@ -123,6 +124,7 @@ class SecretScreen(ModalScreen[None]):
     user can select, with a copy button each (OSC 52 through App.copy_to_clipboard)."""
 
     BINDINGS = [Binding("escape", "close", "Close"), Binding("c", "copy(0)", "Copy")]
+    AUTO_FOCUS = "#copy-0"  # enter or c copies; tab reaches the value itself to select part of it (screens/focus.py)
 
     def __init__(self, title: str, note: str, values: list[tuple[str, str]], once: bool = False):
         super().__init__(classes="form-screen")
@@ -146,8 +148,7 @@ class SecretScreen(ModalScreen[None]):
                 yield Button("Close", id="close", variant="primary", compact=True)
 
     def on_mount(self) -> None:
-        for button in self.query("#copy-0").results(Button):
-            button.focus()  # enter or c copies; tab reaches the value itself to select part of it
+        focus_first(self)
 
     def action_copy(self, index: int) -> None:
         label, value = self.values[index]
@@ -189,6 +190,7 @@ class OpsScreen(Screen[None], Generic[Item]):
     GIVE_WAY: ClassVar[tuple[str, ...]] = ()  # columns that narrow first when the rows do not fit (tables.py)
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("ctrl+r", "reload", "Refresh"),
                 Binding("slash", "filter", "Filter")]
+    AUTO_FOCUS = "#ops-table"  # see screens/focus.py
 
     def __init__(self, host: OpsHost) -> None:
         super().__init__(classes="ops-screen")
@@ -218,7 +220,7 @@ class OpsScreen(Screen[None], Generic[Item]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#ops-table", DataTable).focus()
+        focus_first(self)
         if hasattr(self.app, "conn_state"):  # the app's top bar is covered: say here whether the server is there
             self.watch(self.app, "conn_state", self.show_connection)
         self.reload()

@@ -9,10 +9,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label, Static
+from textual.widgets import Label, Static
 
 from ..client.models import Alert, age_text
 from ..tables import PlainTable
+from .focus import focus_first
 
 
 def state_words(alert: Alert, now: datetime, flags: bool = True) -> str:
@@ -43,6 +44,7 @@ def runbook_words(alert: Alert) -> str:
 
 
 class AlertDetailScreen(ModalScreen[None]):
+    AUTO_FOCUS = "#alert-events"  # see screens/focus.py
     BINDINGS = [Binding("escape,q", "close", "Close")]
 
     def __init__(self, alert: Alert, now: datetime) -> None:
@@ -70,7 +72,7 @@ class AlertDetailScreen(ModalScreen[None]):
             yield table
 
     def on_mount(self) -> None:
-        self.query_one("#alert-events", DataTable).focus()
+        focus_first(self)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -8,8 +8,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from .focus import focus_first
+
 
 class ConfirmScreen(ModalScreen[bool]):
+    AUTO_FOCUS = "#no"  # see screens/focus.py (enter alone never destroys)
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
     # A Label is as wide as its text: the question must wrap inside the dialog, never be cut at 80 columns.
     DEFAULT_CSS = """
@@ -30,7 +33,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button("Cancel (n)", id="no", compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()  # enter alone never destroys
+        focus_first(self)
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -13,6 +13,7 @@ from textual.widgets import Button, Footer, Input, Label
 
 from ..client.api import ApiError, ConnectionFailed, CoordClient
 from ..config import Profile, save_profile
+from .focus import focus_first
 
 
 class ConnectScreen(Screen[Profile | None]):
@@ -20,6 +21,7 @@ class ConnectScreen(Screen[Profile | None]):
     (else escape quits: there is nothing to go back to)."""
 
     BINDINGS = [Binding("escape", "quit", "Quit")]
+    AUTO_FOCUS = ".first-field"  # see screens/focus.py
 
     def __init__(self, profile: Profile | None = None, error: str = "", cancel: bool = False):
         super().__init__()
@@ -32,10 +34,11 @@ class ConnectScreen(Screen[Profile | None]):
         with Vertical(id="connect"):
             yield Label("[b]Connect to a coord server[/b]")
             yield Label("Server URL")
-            yield Input(start.url if start else "", placeholder="https://coord.example.net", id="url", compact=True)
+            yield Input(start.url if start else "", placeholder="https://coord.example.net", id="url", compact=True,
+                        classes="" if self.error else "first-field")
             yield Label("Token")
             yield Input(start.token if start else "", placeholder="64 hex chars", password=True, id="token",
-                        compact=True)
+                        compact=True, classes="first-field" if self.error else "")  # refused: the token is what to fix
             yield Label("Save as profile")
             yield Input(profile_name(start), id="name", compact=True)
             yield Label(Content.styled(self.error, "red") if self.error else "", id="connect-status")
@@ -47,7 +50,7 @@ class ConnectScreen(Screen[Profile | None]):
     def on_mount(self) -> None:
         for widget in self.query(Input):
             widget.cursor_blink = False
-        self.query_one("#token" if self.error else "#url", Input).focus()  # refused: the token is what to fix
+        focus_first(self)
 
     def _profile(self) -> Profile:
         url = self.query_one("#url", Input).value.strip().rstrip("/")

@@ -20,6 +20,7 @@ from ..keybar import KeyBar
 from ..session import Session
 from ..tables import PlainTable, cursor_key
 from .confirm import ConfirmScreen
+from .focus import focus_first
 from .form import Field, FormScreen
 
 REASONS = {"created": "created", "time": "edited", "idle": "last editor left", "checkpoint": "checkpoint",
@@ -47,6 +48,7 @@ def describe(version: PageVersion) -> str:
 
 class PageHistoryScreen(Screen[None]):
     """`current_text()` is the page as the editor has it now (the live document when open)."""
+    AUTO_FOCUS = "#history-table"  # see screens/focus.py
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("p", "toggle_base", "Diff base"),
                 Binding("r", "restore", "Restore"), Binding("c", "checkpoint", "Checkpoint"),
@@ -76,7 +78,7 @@ class PageHistoryScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#history-table", DataTable).focus()
+        focus_first(self)
         self.reload()
 
     def action_reload(self) -> None:

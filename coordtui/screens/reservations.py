@@ -16,9 +16,11 @@ from ..keybar import KeyBar
 from ..session import Session
 from ..tables import PlainTable, cursor_key
 from .confirm import ConfirmScreen
+from .focus import focus_first
 
 
 class ReservationsScreen(Screen[None]):
+    AUTO_FOCUS = "#reservations-table"  # see screens/focus.py
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("d", "release", "Release"),
                 Binding("ctrl+r", "reload", "Refresh")]
 
@@ -38,7 +40,7 @@ class ReservationsScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#reservations-table", DataTable).focus()
+        focus_first(self)
         self.reload()
 
     def action_reload(self) -> None:

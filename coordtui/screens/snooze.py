@@ -16,6 +16,7 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from ..client import limits
+from .focus import focus_first
 from .form import Field, FormScreen, FormValues
 
 SNOOZE_MAX_MINUTES = limits.SILENCE_MINUTES  # the server's limit (30 days), as for silences
@@ -61,6 +62,7 @@ def custom_minutes_form(about: str) -> FormScreen:
 
 class SnoozePicker(ModalScreen[SnoozeChoice | None]):
     """The durations; the last one asks for minutes in a form."""
+    AUTO_FOCUS = "#snooze-choices"  # see screens/focus.py
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"),
                 *(Binding(str(n), f"pick({n - 1})", show=False) for n in range(1, 6))]
@@ -84,7 +86,7 @@ class SnoozePicker(ModalScreen[SnoozeChoice | None]):
                                for n, choice in enumerate(self.choices, start=1)], id="snooze-choices")
 
     def on_mount(self) -> None:
-        self.query_one("#snooze-choices", OptionList).focus()
+        focus_first(self)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.action_pick(int(event.option.id or 0))
