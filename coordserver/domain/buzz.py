@@ -587,9 +587,11 @@ def _merged_ingest_sql(count: int) -> str:
             "SELECT ord, bid, eid FROM v")
 
 
+# Only while the alert is as the batch read it (neither resolved nor flapping): the batch reads it without a lock,
+# and an operator's resolve or another process's resolution may have come in since.
 _COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?, app_name = ?, for_users = ?, "
                 "wake_agent = ?, notify_agent = ?, silenced_by = NULL, runbook_page_id = ?, runbook_url = ?, "
-                "escalate_to = ?, count = count + ? WHERE id = ?")
+                "escalate_to = ?, count = count + ? WHERE id = ? AND state <> 'resolved' AND NOT flapping")
 
 
 class _Batch:
@@ -598,8 +600,9 @@ class _Batch:
     def __init__(self, calls: list[_Call], now: datetime) -> None:
         self.now = now
         ids = sorted({call.webhook_id for call in calls})
+        lock = db.for_update() if any(_serialised(call) for call in calls) else ""
         self.webhooks = {hook.id: hook for hook in db.sql_models(
-            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{db.for_update()}", ids)}
+            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
         self.silences = self._running_silences() if self.webhooks else []
         self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
         self.added: dict[int, int] = {}  # webhook: the event rows this batch stored
@@ -648,6 +651,15 @@ class _Batch:
         self.added[hook.id] = self.added.get(hook.id, 0) + 1
         if call.parsed["dedup_key"] and not suppressed:
             self.firsts[(hook.id, call.parsed["dedup_key"])] = True
+
+
+def _serialised(call: _Call) -> bool:
+    """Whether the call's answer depends on the ingests before it across processes (its webhook's rate window,
+    an earlier firing of its dedup key): then the batch holds its webhook's row lock, as `ingest` does, from its
+    first read to its commit. Without either, nothing the batch decides needs the lock: another process's batch
+    into the same webhook proceeds meanwhile (it waited for the whole batch before), and the alert is
+    counted only if still as read (_COUNTED_SQL)."""
+    return call.limit is not None or bool(call.parsed["dedup_key"])
 
 
 def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
@@ -703,9 +715,9 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
     if rows:
         store = _stored_together_sqlite if db.is_sqlite(db.current_database()) else _stored_together_postgres
         ids = store(rows, received)
+    for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):  # webhooks, then alerts:
+        db.sql_execute(_HIT_SQL, (received, hook_id))  # the order `ingest` locks them in (no deadlock between them)
     _count_on_alerts(rows, ids, received)
-    for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):
-        db.sql_execute(_HIT_SQL, (received, hook_id))
     return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
 
 
@@ -740,7 +752,8 @@ def _stored_together_sqlite(rows: list[tuple[int, _Stored]], received: datetime)
 def _count_on_alerts(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, int | None]],
                      received: datetime) -> None:
     """Each alert's firings of the batch, in one UPDATE: as `alerts.record` for a firing that changes no state,
-    the routing columns and title as of the alert's last firing in the batch."""
+    the routing columns and title as of the alert's last firing in the batch. An alert resolved (or flapping)
+    since the batch read it sends the batch back (db.Unmerged): each call then runs alone and reopens it."""
     counted: dict[int, tuple[_Stored, int, int]] = {}  # alert id: its last firing, that firing's event id, firings
     for ordinal, row in rows:
         if not row.suppressed and row.alert is not None:
@@ -748,9 +761,11 @@ def _count_on_alerts(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, 
             counted[row.alert.id] = (row, ids[ordinal][0], (previous[2] if previous else 0) + 1)
     for alert_id, (row, event_id, firings) in sorted(counted.items()):
         hook = row.webhook
-        db.sql_execute(_COUNTED_SQL, (received, event_id, row.title, hook.app_name, hook.for_users, hook.wake_agent,
-                                      hook.notify_agent, hook.runbook_page_id, hook.runbook_url, hook.escalate_to,
-                                      firings, alert_id))
+        cursor = db.sql_execute(_COUNTED_SQL, (received, event_id, row.title, hook.app_name, hook.for_users,
+                                               hook.wake_agent, hook.notify_agent, hook.runbook_page_id,
+                                               hook.runbook_url, hook.escalate_to, firings, alert_id))
+        if cursor.rowcount != 1:
+            raise db.Unmerged()
 
 
 def _ingest_finisher(decided: _Stored | Exception, ids: tuple[int, int | None] | None) -> Callable[[], JSONObject]:

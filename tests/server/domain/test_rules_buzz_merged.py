@@ -299,3 +299,105 @@ async def test_a_resolution_or_an_identitys_own_ingest_runs_on_its_own(make_stor
     assert all("alertId" in answer for answer in answers)
     # the firings before it merged; those after a resolution reopen the alert, so they run one by one
     assert watch.failed == [] and watch.merged != []
+
+
+def hold_resolution(database_url: str, alert_id: int):
+    """Resolves the alert in a transaction left open (an operator's resolve in flight); returns its connection."""
+    import psycopg2
+    connection = psycopg2.connect(database_url)
+    connection.cursor().execute("UPDATE buzz_alert SET state = 'resolved', resolved_by = 'alice' WHERE id = %s",
+                                (alert_id,))
+    return connection
+
+
+def waiting_on_a_lock(database_url: str) -> int:
+    import psycopg2
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("make_store", ["postgresql"], indirect=True)
+async def test_a_batch_meeting_a_resolution_in_flight_reopens_the_alert_as_one_by_one_would(make_store, pg_cluster,
+                                                                                           monkeypatch):
+    """A batch without rate limit or dedup key reads its webhook and alert without a lock (another process's
+    batch is not held up by it). A resolution committed while it runs must not be counted over: the batch is
+    sent back, and its first firing reopens the alert, as one by one after the resolution."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    url = pg_cluster.create_database()
+    store = Store(url, FrozenClock(START))
+    store.open()
+    try:
+        hooks = await webhooks(store)
+        alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
+        held = await asyncio.to_thread(hold_resolution, url, alert_id)
+        try:
+            firings = [asyncio.ensure_future(store.write(buzz.ingest, *ingest_args(
+                hooks, ("ops", {"title": "disk", "i": i}, None)))) for i in range(6)]
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await asyncio.to_thread(waiting_on_a_lock, url):
+                assert asyncio.get_running_loop().time() < deadline, "the batch never reached the alert's row"
+                await asyncio.sleep(0.02)
+            assert not any(f.done() for f in firings)
+        finally:
+            held.commit()
+            held.close()
+        answers = await asyncio.gather(*firings)
+        assert all(answer["alertId"] == alert_id for answer in answers)
+        stored = await store.read(everything)
+        alert = next(a for a in stored["alerts"] if a["id"] == alert_id)
+        assert (alert["state"], alert["count"]) == ("open", 7)
+        assert [data["change"] for kind, data, _ in stored["log"] if kind == "alert_changed"] == ["opened", "reopened"]
+        assert watch.failed == [] and watch.unmerged != []
+    finally:
+        store.close()
+
+
+WAVES = 10
+
+
+def deadlocks(database_url: str) -> int:
+    import psycopg2
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("make_store", ["postgresql"], indirect=True)
+async def test_two_processes_storming_one_alert_with_resolutions_among_them_count_every_firing(
+        make_store, pg_cluster, monkeypatch):
+    """Unlimited firings from two processes into one alert, with its source's resolutions and an operator's
+    resolves among them: every firing is counted once, the alert ends as its last news says, and no lock order
+    between the batches, the lone ingests and the operator deadlocks."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    url = pg_cluster.create_database()
+    first, second = (Store(url, FrozenClock(START)) for _ in range(2))
+    for store in (first, second):
+        store.open()
+    try:
+        hooks = await webhooks(first)
+        alert_id = (await first.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
+        before = await asyncio.to_thread(deadlocks, url)
+        resolution = ("ops", {"receiver": "am", "status": "resolved", "groupKey": "disk", "alerts": []}, None)
+
+        async def wave(store: Store, n: int) -> list[Any]:
+            calls = [store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk", "n": n, "i": i}, None)))
+                     for i in range(20)]
+            calls.insert(10, store.write(buzz.ingest, *ingest_args(hooks, resolution)))
+            calls.insert(5, store.write(alerts.resolve, "admin", True, alert_id))
+            return await asyncio.gather(*calls, return_exceptions=True)
+        outcomes = [o for n in range(WAVES) for o in (await asyncio.gather(wave(first, n), wave(second, n)))
+                    for o in o]
+        # an operator's resolve of an alert resolved meanwhile is refused (409); nothing else is
+        assert all(not isinstance(o, Exception) or type(o).__name__ == "Conflict" for o in outcomes), outcomes
+        stored = await first.read(everything)
+        alert = next(a for a in stored["alerts"] if a["id"] == alert_id)
+        firings = [e for e in stored["events"] if e["alert_id"] == alert_id and e["title"] == "disk"]
+        assert alert["count"] == 1 + WAVES * 2 * 20 == len(firings)
+        assert alert["last_event_id"] == max(e["id"] for e in stored["events"] if e["alert_id"] == alert_id)
+        assert await asyncio.to_thread(deadlocks, url) == before
+        assert watch.failed == [] and max(watch.merged) > 1
+    finally:
+        for store in (first, second):
+            store.close()
