@@ -587,11 +587,14 @@ def _merged_ingest_sql(count: int) -> str:
             "SELECT ord, bid, eid FROM v")
 
 
-# Only while the alert is as the batch read it (neither resolved nor flapping): the batch reads it without a lock,
-# and an operator's resolve or another process's resolution may have come in since.
-_COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?, app_name = ?, for_users = ?, "
-                "wake_agent = ?, notify_agent = ?, silenced_by = NULL, runbook_page_id = ?, runbook_url = ?, "
-                "escalate_to = ?, count = count + ? WHERE id = ? AND state <> 'resolved' AND NOT flapping")
+# The batch may have read the alert and its webhook without a lock (_serialised). So: only while the alert is as
+# read (neither resolved nor flapping: an operator's resolve or another process's resolution may have come in
+# since), and what it carries from its webhook as the webhook is now (an update_webhook committed since changed
+# both; the batch's hit UPDATE holds the webhook's row from here to the commit).
+_COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?, silenced_by = NULL, "
+                "count = count + ?, (app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
+                "escalate_to) = (SELECT app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
+                "escalate_to FROM buzz_webhook WHERE id = ?) WHERE id = ? AND state <> 'resolved' AND NOT flapping")
 
 
 class _Batch:
@@ -752,18 +755,16 @@ def _stored_together_sqlite(rows: list[tuple[int, _Stored]], received: datetime)
 def _count_on_alerts(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, int | None]],
                      received: datetime) -> None:
     """Each alert's firings of the batch, in one UPDATE: as `alerts.record` for a firing that changes no state,
-    the routing columns and title as of the alert's last firing in the batch. An alert resolved (or flapping)
-    since the batch read it sends the batch back (db.Unmerged): each call then runs alone and reopens it."""
+    the title as of the alert's last firing in the batch, the routing columns as its webhook has them. An alert
+    resolved (or flapping) since the batch read it sends the batch back (db.Unmerged): each call then runs alone
+    and reopens it."""
     counted: dict[int, tuple[_Stored, int, int]] = {}  # alert id: its last firing, that firing's event id, firings
     for ordinal, row in rows:
         if not row.suppressed and row.alert is not None:
             previous = counted.get(row.alert.id)
             counted[row.alert.id] = (row, ids[ordinal][0], (previous[2] if previous else 0) + 1)
     for alert_id, (row, event_id, firings) in sorted(counted.items()):
-        hook = row.webhook
-        cursor = db.sql_execute(_COUNTED_SQL, (received, event_id, row.title, hook.app_name, hook.for_users,
-                                               hook.wake_agent, hook.notify_agent, hook.runbook_page_id,
-                                               hook.runbook_url, hook.escalate_to, firings, alert_id))
+        cursor = db.sql_execute(_COUNTED_SQL, (received, event_id, row.title, firings, row.webhook.id, alert_id))
         if cursor.rowcount != 1:
             raise db.Unmerged()
 

@@ -301,12 +301,12 @@ async def test_a_resolution_or_an_identitys_own_ingest_runs_on_its_own(make_stor
     assert watch.failed == [] and watch.merged != []
 
 
-def hold_resolution(database_url: str, alert_id: int):
-    """Resolves the alert in a transaction left open (an operator's resolve in flight); returns its connection."""
+def hold(database_url: str, *statements: tuple[str, tuple]):
+    """Runs `statements` in a transaction left open (an operator's change in flight); returns its connection."""
     import psycopg2
     connection = psycopg2.connect(database_url)
-    connection.cursor().execute("UPDATE buzz_alert SET state = 'resolved', resolved_by = 'alice' WHERE id = %s",
-                                (alert_id,))
+    for sql, params in statements:
+        connection.cursor().execute(sql, params)
     return connection
 
 
@@ -317,40 +317,70 @@ def waiting_on_a_lock(database_url: str) -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.parametrize("make_store", ["postgresql"], indirect=True)
-async def test_a_batch_meeting_a_resolution_in_flight_reopens_the_alert_as_one_by_one_would(make_store, pg_cluster,
-                                                                                           monkeypatch):
+async def batch_meeting(store: Store, url: str, hooks: dict[str, dict], held: tuple[tuple[str, tuple], ...],
+                        firings: int = 6) -> list[Any]:
+    """`firings` into the ops webhook's disk alert, queued together while `held` is in flight: once the batch
+    waits on its lock, `held` commits. Returns the answers."""
+    connection = await asyncio.to_thread(hold, url, *held)
+    try:
+        queued = [asyncio.ensure_future(store.write(buzz.ingest, *ingest_args(
+            hooks, ("ops", {"title": "disk", "i": i}, None)))) for i in range(firings)]
+        deadline = asyncio.get_running_loop().time() + 10
+        while not await asyncio.to_thread(waiting_on_a_lock, url):
+            assert asyncio.get_running_loop().time() < deadline, "the batch never met the held row"
+            await asyncio.sleep(0.02)
+        assert not any(f.done() for f in queued)
+    finally:
+        connection.commit()
+        connection.close()
+    return await asyncio.gather(*queued)
+
+
+@pytest.fixture
+def pg_store(pg_cluster):
+    """A store on a fresh PostgreSQL database, and the database's URL."""
+    url = pg_cluster.create_database()
+    store = Store(url, FrozenClock(START))
+    store.open()
+    yield store, url
+    store.close()
+
+
+async def test_a_batch_meeting_a_resolution_in_flight_reopens_the_alert_as_one_by_one_would(pg_store, monkeypatch):
     """A batch without rate limit or dedup key reads its webhook and alert without a lock (another process's
     batch is not held up by it). A resolution committed while it runs must not be counted over: the batch is
     sent back, and its first firing reopens the alert, as one by one after the resolution."""
     watch = MergeWatch(monkeypatch, buzz.ingest)
-    url = pg_cluster.create_database()
-    store = Store(url, FrozenClock(START))
-    store.open()
-    try:
-        hooks = await webhooks(store)
-        alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
-        held = await asyncio.to_thread(hold_resolution, url, alert_id)
-        try:
-            firings = [asyncio.ensure_future(store.write(buzz.ingest, *ingest_args(
-                hooks, ("ops", {"title": "disk", "i": i}, None)))) for i in range(6)]
-            deadline = asyncio.get_running_loop().time() + 10
-            while not await asyncio.to_thread(waiting_on_a_lock, url):
-                assert asyncio.get_running_loop().time() < deadline, "the batch never reached the alert's row"
-                await asyncio.sleep(0.02)
-            assert not any(f.done() for f in firings)
-        finally:
-            held.commit()
-            held.close()
-        answers = await asyncio.gather(*firings)
-        assert all(answer["alertId"] == alert_id for answer in answers)
-        stored = await store.read(everything)
-        alert = next(a for a in stored["alerts"] if a["id"] == alert_id)
-        assert (alert["state"], alert["count"]) == ("open", 7)
-        assert [data["change"] for kind, data, _ in stored["log"] if kind == "alert_changed"] == ["opened", "reopened"]
-        assert watch.failed == [] and watch.unmerged != []
-    finally:
-        store.close()
+    store, url = pg_store
+    hooks = await webhooks(store)
+    alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
+    answers = await batch_meeting(store, url, hooks, (
+        ("UPDATE buzz_alert SET state = 'resolved', resolved_by = 'alice' WHERE id = %s", (alert_id,)),))
+    assert all(answer["alertId"] == alert_id for answer in answers)
+    stored = await store.read(everything)
+    alert = next(a for a in stored["alerts"] if a["id"] == alert_id)
+    assert (alert["state"], alert["count"]) == ("open", 7)
+    assert [data["change"] for kind, data, _ in stored["log"] if kind == "alert_changed"] == ["opened", "reopened"]
+    assert watch.failed == [] and watch.unmerged != []
+
+
+async def test_a_batch_meeting_a_webhook_update_in_flight_leaves_its_alert_carrying_the_new_runbook(
+        pg_store, monkeypatch):
+    """update_webhook changes what its alerts carry (runbook, escalateTo). A batch that read the webhook before
+    that commit must not write the old values back over the alert."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    store, url = pg_store
+    hooks = await webhooks(store)
+    alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
+    new = "https://runbooks.example/disk"
+    answers = await batch_meeting(store, url, hooks, (
+        ("UPDATE buzz_webhook SET runbook_url = %s, escalate_to = 'dave' WHERE id = %s", (new, hooks["ops"]["id"])),
+        ("UPDATE buzz_alert SET runbook_url = %s, escalate_to = 'dave' WHERE webhook_id = %s",
+         (new, hooks["ops"]["id"]))))
+    assert all(answer["alertId"] == alert_id for answer in answers)
+    alert = next(a for a in (await store.read(everything))["alerts"] if a["id"] == alert_id)
+    assert (alert["runbook_url"], alert["escalate_to"], alert["count"]) == (new, "dave", 7)
+    assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
 
 
 WAVES = 10
