@@ -18,12 +18,14 @@ opened a form), or when a worker was started meanwhile (a key whose action opens
 step has run once the next marker is back), another marker goes round, through what has focus now, a few times at
 most. A marker lost on the way (its widget removed, e.g. the form a ctrl+s closed) is noticed by a watchdog, so keys are never held for good.
 
-Two waits are not about queues. A key that acts on the command palette's results (enter runs the highlighted one,
+Three waits are not about queues. A key that acts on the command palette's results (enter runs the highlighted one,
 up/down move) waits while the palette is still searching for what was typed, so `ctrl+p`, a query and enter in one
 burst run the command the query finds, not nothing (enter before the results came did nothing at all). And every
 input waits while the pane it goes to fetches the first data it will show, so `2`, `r`, a reply and ctrl+s in one
 burst reply to the first message in the inbox (`r` before the rows came did nothing, and the reply's letters were
-taken as the inbox's keys).
+taken as the inbox's keys). And every input waits while a form's ctrl+s is with the server, so that what was typed
+after it goes to what the answer opens: `n`, a token's fields, ctrl+s and enter in one burst copy the new token
+(enter came while the form was still sending, and did nothing).
 """
 from __future__ import annotations
 
@@ -116,7 +118,7 @@ class KeysInOrder(App[None]):
         the first data of the pane in view while it is fetched (`2` then `r` in one burst replied to nothing, and
         the letters after it went to the inbox's keys: a walk in tmux found it). At most GIVE_UP_AFTER; the
         inputs after one that gave up do not wait again for the same results."""
-        if not (self._palette_searching(event) or self._pane_awaits_first_data()):
+        if not (self._palette_searching(event) or self._pane_awaits_first_data() or self._form_sending()):
             self._wait_since = None
             return False
         now = time.monotonic()
@@ -138,6 +140,14 @@ class KeysInOrder(App[None]):
         """A node on the way to what has focus is fetching the first data it shows (`awaits_first_data`, as
         panes/base.py's Pane says): its keys act on rows not there yet."""
         return any(getattr(node, "awaits_first_data", False) for node in self._path(self._input_target()))
+
+    def _form_sending(self) -> bool:
+        """The screen in view is a form whose submission is with the server (FormScreen.sending): what it answers
+        decides where the next input goes (the form again, if refused; else what the answer opens)."""
+        try:
+            return bool(getattr(self.screen, "sending", False))
+        except Exception:
+            return False
 
     async def _dispatch_after_wait(self) -> None:
         if self._flight is None:

@@ -21,6 +21,7 @@ from textual.widgets import Input, TextArea
 import coordtui
 from coordtui.app import CoordApp
 from coordtui.config import Profile, load_profile
+from coordtui.ops.base import SecretScreen
 from coordtui.screens.confirm import ConfirmScreen
 from coordtui.screens.connect import ConnectScreen
 from coordtui.screens.form import FormScreen
@@ -836,10 +837,14 @@ def issue_token(server, identity: str) -> dict:
 async def new_token(server, pilot, app):
     await on_ops(pilot, app, "6", "doctor", "t")
     label = title("Label")[:60]
-    await pilot.press("n", *typed("typedbot"), "tab", *typed(label), "tab", "space", "ctrl+s")
+    # enter, typed while the form is with the server, copies the token the answer shows (SecretScreen)
+    await pilot.press("n", *typed("typedbot"), "tab", *typed(label), "tab", "space", "ctrl+s", "enter")
     await until(pilot, lambda: any(t["identity"] == "typedbot" for t in tokens(server)), "issued")
     token = next(t for t in tokens(server) if t["identity"] == "typedbot")
     assert (token["label"], token["isAdmin"]) == (label, True)
+    await until(pilot, lambda: isinstance(app.screen, SecretScreen) and app.clipboard == app.screen.values[0][1],
+                lambda: f"the new token copied (clipboard {app.clipboard!r}, screen {app.screen!r})")
+    await pilot.press("escape")
 
 
 @scenario("admin", "coordtui.ops.admin:revoke_token")
