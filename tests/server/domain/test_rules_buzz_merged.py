@@ -317,23 +317,35 @@ def waiting_on_a_lock(database_url: str) -> int:
         return cursor.fetchone()[0]
 
 
+def inserted_while_waiting(database_url: str) -> bool:
+    """Whether the backend waiting on a lock has already written buzz_event rows (holds its write lock)."""
+    import psycopg2
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                       "WHERE a.wait_event_type = 'Lock' AND l.granted AND l.mode = 'RowExclusiveLock' "
+                       "AND l.relation = 'buzz_event'::regclass")
+        return cursor.fetchone()[0] > 0
+
+
 async def batch_meeting(store: Store, url: str, hooks: dict[str, dict], held: tuple[tuple[str, tuple], ...],
-                        firings: int = 6) -> list[Any]:
+                        firings: int = 6, limit: int | None = None) -> tuple[list[Any], bool]:
     """`firings` into the ops webhook's disk alert, queued together while `held` is in flight: once the batch
-    waits on its lock, `held` commits. Returns the answers."""
+    waits on its lock, `held` commits. Returns the answers, and whether the batch had stored its events
+    before it waited."""
     connection = await asyncio.to_thread(hold, url, *held)
     try:
         queued = [asyncio.ensure_future(store.write(buzz.ingest, *ingest_args(
-            hooks, ("ops", {"title": "disk", "i": i}, None)))) for i in range(firings)]
+            hooks, ("ops", {"title": "disk", "i": i}, limit)))) for i in range(firings)]
         deadline = asyncio.get_running_loop().time() + 10
         while not await asyncio.to_thread(waiting_on_a_lock, url):
             assert asyncio.get_running_loop().time() < deadline, "the batch never met the held row"
             await asyncio.sleep(0.02)
         assert not any(f.done() for f in queued)
+        stored_first = await asyncio.to_thread(inserted_while_waiting, url)
     finally:
         connection.commit()
         connection.close()
-    return await asyncio.gather(*queued)
+    return await asyncio.gather(*queued), stored_first
 
 
 @pytest.fixture
@@ -354,7 +366,7 @@ async def test_a_batch_meeting_a_resolution_in_flight_reopens_the_alert_as_one_b
     store, url = pg_store
     hooks = await webhooks(store)
     alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
-    answers = await batch_meeting(store, url, hooks, (
+    answers, _ = await batch_meeting(store, url, hooks, (
         ("UPDATE buzz_alert SET state = 'resolved', resolved_by = 'alice' WHERE id = %s", (alert_id,)),))
     assert all(answer["alertId"] == alert_id for answer in answers)
     stored = await store.read(everything)
@@ -373,13 +385,28 @@ async def test_a_batch_meeting_a_webhook_update_in_flight_leaves_its_alert_carry
     hooks = await webhooks(store)
     alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
     new = "https://runbooks.example/disk"
-    answers = await batch_meeting(store, url, hooks, (
+    answers, _ = await batch_meeting(store, url, hooks, (
         ("UPDATE buzz_webhook SET runbook_url = %s, escalate_to = 'dave' WHERE id = %s", (new, hooks["ops"]["id"])),
         ("UPDATE buzz_alert SET runbook_url = %s, escalate_to = 'dave' WHERE webhook_id = %s",
          (new, hooks["ops"]["id"]))))
     assert all(answer["alertId"] == alert_id for answer in answers)
     alert = next(a for a in (await store.read(everything))["alerts"] if a["id"] == alert_id)
     assert (alert["runbook_url"], alert["escalate_to"], alert["count"]) == (new, "dave", 7)
+    assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
+
+
+@pytest.mark.parametrize("limit", [None, 60], ids=["unlimited", "rate limited"])
+async def test_only_a_batch_that_needs_its_webhooks_lock_waits_for_it_before_storing(pg_store, monkeypatch, limit):
+    """The webhook's row held by another transaction: an unlimited batch stores its events and waits only to
+    count them (the hit UPDATE); a rate-limited one waits for the row before deciding anything."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    store, url = pg_store
+    hooks = await webhooks(store)
+    await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None)))
+    answers, stored_first = await batch_meeting(store, url, hooks, (
+        ("SELECT id FROM buzz_webhook WHERE id = %s FOR UPDATE", (hooks["ops"]["id"],)),), limit=limit)
+    assert stored_first == (limit is None)
+    assert all("alertId" in answer for answer in answers)
     assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
 
 
@@ -394,9 +421,7 @@ def deadlocks(database_url: str) -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.parametrize("make_store", ["postgresql"], indirect=True)
-async def test_two_processes_storming_one_alert_with_resolutions_among_them_count_every_firing(
-        make_store, pg_cluster, monkeypatch):
+async def test_two_processes_storming_one_alert_with_resolutions_among_them_count_every_firing(pg_cluster, monkeypatch):
     """Unlimited firings from two processes into one alert, with its source's resolutions and an operator's
     resolves among them: every firing is counted once, the alert ends as its last news says, and no lock order
     between the batches, the lone ingests and the operator deadlocks."""
