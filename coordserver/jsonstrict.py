@@ -111,6 +111,8 @@ def _escaped(match: re.Match[str]) -> str:
 
 def escape_terminal_active(text: str) -> str:
     """Serialised JSON with the characters a terminal acts on written as `\\uXXXX` escapes."""
+    if text.isascii() and "\x7f" not in text:  # most answers: isascii is a flag of the str, the test a memchr
+        return text
     return _TERMINAL_ACTIVE.sub(_escaped, text)
 
 

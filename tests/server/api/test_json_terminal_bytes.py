@@ -51,6 +51,10 @@ def test_rest_answers_escape_terminal_active_characters_and_decode_to_what_was_s
         sent = alice.post("/api/mailboxes/bob/messages", json={"title": PAYLOAD, "body": "\x7f"})  # the hot path
         assert sent.status_code == 200 and not raw_active(sent.content)
         assert sent.json()["title"] == PAYLOAD
+        # ASCII text but for a DEL: the answer takes the path for ASCII (escape_terminal_active's shortcut)
+        sent = alice.post("/api/mailboxes/bob/messages", json={"title": "rm -rf\x7f", "body": "plain"})
+        assert sent.status_code == 200 and not raw_active(sent.content) and b"rm -rf\\u007f" in sent.content
+        assert sent.json()["title"] == "rm -rf\x7f"
 
 
 def test_the_event_stream_escapes_them_too(server):
