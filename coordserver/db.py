@@ -32,14 +32,15 @@ from .events.channels import Channel
 from .migrations import migrate
 from .models import database_proxy
 # The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
-from .sql import (PreparedStatements, Row, current_database, for_update, highest_ids, insert_rows,  # noqa: F401
-                  locked, sql_execute, sql_insert, sql_models, sql_rows, tuples)
+from .sql import (PreparedStatements, Row, current_database, every_column, for_update, highest_ids,  # noqa: F401
+                  insert_rows, locked, model_from_row, sql_execute, sql_insert, sql_models, sql_rows, tuples)
 from .timeutil import Clock
 from .unit import Merge, Unmerged, _unit, after_commit, merge_of, merges, note_event, now  # noqa: F401
 
 # What units of work reach as `db.<name>` (from sql.py and unit.py), and the store itself.
-__all__ = ["Row", "Store", "Unmerged", "after_commit", "current_database", "for_update", "is_sqlite", "locked", "merges",
-           "note_event", "now", "highest_ids", "insert_rows", "sql_execute", "sql_insert", "sql_models", "sql_rows", "tuples"]
+__all__ = ["Row", "Store", "Unmerged", "after_commit", "current_database", "every_column", "for_update", "is_sqlite",
+           "locked", "merges", "model_from_row", "note_event", "now", "highest_ids", "insert_rows", "sql_execute",
+           "sql_insert", "sql_models", "sql_rows", "tuples"]
 
 log = logging.getLogger("coord.db")
 
@@ -452,6 +453,13 @@ class Store:
             if announce is not None:
                 highest = None
             self._finish(job, announce)
+        # Counted once for the batch: with several worker processes each count is a write to a shared file.
+        event_types = [event_type for job in jobs if job.error is None for event_type in job.event_types]
+        if event_types and self.on_events:
+            try:
+                self.on_events(event_types)
+            except Exception:
+                log.exception("counting committed events failed")
 
     def _groups(self, jobs: list[_Job]) -> list[list[_Job]]:
         """Consecutive jobs that may run merged (db.merges), else one job per group."""
@@ -513,11 +521,6 @@ class Store:
                 self.on_commit(announce, job.effects)
             except Exception:
                 log.exception("publishing committed effects failed")
-        if job.error is None and job.event_types and self.on_events:
-            try:
-                self.on_events(job.event_types)
-            except Exception:
-                log.exception("counting committed events failed")
         if job.error is None:
             announced = job.max_event is not None or bool(job.effects)
             for hook in self.on_write:

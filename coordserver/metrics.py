@@ -24,6 +24,7 @@ PROMETHEUS_MULTIPROC_DIR, so this module sets that variable before importing it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import glob
 import logging
 import os
@@ -174,12 +175,12 @@ class ProcessMetrics:
             children[1].observe(seconds)
 
     def count_events(self, types: list[str]) -> None:
-        """Events of a committed unit (the Store calls this; see events/log.py)."""
-        for event_type in types:
+        """Events of committed units (the Store calls this once per batch; see events/log.py)."""
+        for event_type, count in collections.Counter(types).items():
             child = self._event_types.get(event_type)
             if child is None:
                 child = self._event_types[event_type] = self.events.labels(event_type)
-            child.inc()
+            child.inc(count)
 
 
 _process: ProcessMetrics | None = None

@@ -119,22 +119,29 @@ def sql_rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
 
 
 @lru_cache(maxsize=32)
-def _select_every_column(model: type[pw.Model]) -> str:
-    columns = ", ".join(f'"{field.column_name}"' for field in model._meta.sorted_fields)
-    return f'SELECT {columns} FROM "{model._meta.table_name}" '
+def every_column(model: type[pw.Model]) -> str:
+    """`model`'s columns, quoted, in the order `model_from_row` reads them."""
+    return ", ".join(f'"{field.column_name}"' for field in model._meta.sorted_fields)
+
+
+def model_from_row(model: type[M], row: Row) -> M:
+    """An instance of `model` from a row of `every_column(model)`, built as Peewee builds a SELECT's rows (each
+    column through its field's python_value, nothing dirty)."""
+    fields = model._meta.sorted_fields
+    instance = model(__no_default__=1, **{field.name: field.python_value(value) for field, value in zip(fields, row)})
+    cast(Any, instance)._dirty.clear()  # (Peewee's stubs do not declare _dirty)
+    return instance
 
 
 def sql_models(model: type[M], rest: str, params: Sequence[Any] = ()) -> list[M]:
-    """Rows of `model` (every column) chosen by fixed SQL `rest` (what follows `FROM <table>`: WHERE, ORDER BY),
-    built as Peewee builds a SELECT's rows (each column through its field's python_value, nothing dirty). For hot
-    paths: Peewee composing a SELECT of every column costs more than running it."""
-    fields = model._meta.sorted_fields
-    found = []
-    for row in sql_rows(_select_every_column(model) + rest, params):
-        instance = model(__no_default__=1, **{field.name: field.python_value(value) for field, value in zip(fields, row)})
-        cast(Any, instance)._dirty.clear()  # (Peewee's stubs do not declare _dirty)
-        found.append(instance)
-    return found
+    """Rows of `model` (every column) chosen by fixed SQL `rest` (what follows `FROM <table>`: WHERE, ORDER BY).
+    For hot paths: Peewee composing a SELECT of every column costs more than running it."""
+    return [model_from_row(model, row) for row in sql_rows(_select_every_column(model) + rest, params)]
+
+
+@lru_cache(maxsize=32)
+def _select_every_column(model: type[pw.Model]) -> str:
+    return f'SELECT {every_column(model)} FROM "{model._meta.table_name}" '
 
 
 def sql_insert(sql: str, params: Sequence[Any] = ()) -> int | None:

@@ -211,6 +211,10 @@ def _active_scopes() -> set[str]:
     return {scope for (scope,) in db.sql_rows("SELECT scope FROM guard WHERE cleared_at IS NULL")}
 
 
+# The guards not cleared: what follows `FROM guard` (and `view_of` reads).
+UNCLEARED = "WHERE cleared_at IS NULL"
+
+
 def _uncleared(holding_at: datetime | None = None, view: GuardView | None = None) -> list[Guard]:
     """The guards not cleared yet (with `holding_at`: only those still holding then), oldest first. Fixed SQL
     (db.sql_models): it runs on every send, where composing the query with Peewee cost more than running it.
@@ -218,7 +222,7 @@ def _uncleared(holding_at: datetime | None = None, view: GuardView | None = None
     if view is not None and view.current():
         return [guard for guard in view.guards if holding_at is None or guard.until > to_db(holding_at)]
     if holding_at is None:
-        return db.sql_models(Guard, "WHERE cleared_at IS NULL ORDER BY id")
+        return db.sql_models(Guard, UNCLEARED + " ORDER BY id")
     return db.sql_models(Guard, "WHERE cleared_at IS NULL AND until > ? ORDER BY id", (to_db(holding_at),))
 
 
@@ -248,6 +252,13 @@ class GuardView:
 
 def view() -> GuardView:
     return GuardView(tuple(_uncleared()), _writes)
+
+
+def view_of(rows: Iterable[db.Row]) -> GuardView:
+    """The view from rows another statement read in this unit: `db.every_column(Guard)` of the guards
+    `FROM guard UNCLEARED`, in any order."""
+    return GuardView(tuple(sorted((db.model_from_row(Guard, row) for row in rows), key=lambda guard: guard.id)),
+                     _writes)
 
 
 def _admins() -> list[str]:

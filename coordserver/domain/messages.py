@@ -20,7 +20,7 @@ from .. import db, jsonstrict
 from ..jsonstrict import JSONObject
 from ..errors import Invalid, NotFound
 from ..events import log
-from ..models import Message
+from ..models import Guard, Message
 from ..sql import serial_sequences, typed_values
 from ..timeutil import iso, to_db
 from . import fulltext, guards, kinds
@@ -147,8 +147,9 @@ def _delivered(sender: str, recipient: str, batch: _Batch | None = None) -> set[
 
 @dataclass(frozen=True)
 class _Batch:
-    """Read once for the sends stored by one merged statement, instead of by each (two round trips a send
-    on PostgreSQL): which of their senders and recipients are agents, and the guards not cleared."""
+    """Read once for the sends stored by one merged statement, instead of by each: which of their senders and
+    recipients are agents, and the guards not cleared. On PostgreSQL the merged statement reads them itself
+    (_BATCH_READ), which spares a batch two round trips."""
 
     agents: set[str]
     guards: guards.GuardView
@@ -203,7 +204,16 @@ def _merged_send_sql(count: int) -> str:
             "e AS (INSERT INTO event (id, type, data, to_all, created_at) "
             f"SELECT eid, 'message', {log.id_filled_sql('mid', 'data')}, false, created_at FROM v), "
             "t AS (INSERT INTO event_target (identity, event) SELECT recipient, eid FROM v) "
-            "SELECT ord, mid, eid FROM v")
+            + _BATCH_READ)
+
+
+# What _Batch.read would read, in the merged statement instead of two round trips after it: the guards not
+# cleared (rows whose first column is NULL; listed first, so their columns' types are the union's), then each
+# stored send's ord, ids and whether its sender and recipient are agents.
+_GUARD_COLUMNS = len(Guard._meta.sorted_fields)
+_BATCH_READ = (f"SELECT NULL, NULL, NULL, NULL, NULL, {db.every_column(Guard)} FROM guard {guards.UNCLEARED} "
+               f"UNION ALL SELECT ord, mid, eid, {kinds.is_agent_sql('v.sender')}, {kinds.is_agent_sql('v.recipient')}, "
+               + ", ".join(["NULL"] * _GUARD_COLUMNS) + " FROM v")
 
 
 _SQLITE_MERGED_COLUMNS = ("id", "recipient", "sender", "title", "body", "urgent", "created_at", "thread_id",
@@ -238,24 +248,38 @@ def _send_many(calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
                       recipient in env_identities)
               for sender, recipient, fields, env_identities in calls]
     store = _stored_together_sqlite if db.is_sqlite(db.current_database()) else _stored_together_postgres
-    ids = store(queued, created)
-    batch = _Batch.read({identity for send in queued for identity in send.values[:2]})
+    ids, batch = store(queued, created)
     return [_finisher(send.values, created, send.metadata, ids.get(ordinal), batch)
             for ordinal, send in enumerate(queued)]
 
 
-def _stored_together_postgres(queued: list[_Queued], created: datetime) -> dict[int, tuple[int, int]]:
-    """Message and event ids by the ordinal of each send stored (a recipient that is not known stores none)."""
+# Message and event ids by the ordinal of each send stored (a recipient that is not known stores none), and the
+# batch's _Batch.
+_Stored: TypeAlias = tuple[dict[int, tuple[int, int]], _Batch]
+
+
+def _stored_together_postgres(queued: list[_Queued], created: datetime) -> _Stored:
     params: list[Any] = []
     marker = prefix = None
     for ordinal, send in enumerate(queued):
         recipient, sender, title, _body, urgent = send.values[:5]
         text, marker, prefix = log.id_filled(_event_data(recipient, sender, title, urgent), "messageId")
         params += [ordinal, *send.values[:5], created, *send.values[5:], send.metadata, text, send.to_environment_identity]
-    return {row[0]: row[1:] for row in db.sql_rows(_merged_send_sql(len(queued)), [*params, marker, prefix])}
+    ids: dict[int, tuple[int, int]] = {}
+    agents: set[str] = set()
+    guard_rows = []
+    for row in db.sql_rows(_merged_send_sql(len(queued)), [*params, marker, prefix]):
+        ordinal = row[0]
+        if ordinal is None:
+            guard_rows.append(row[5:])
+            continue
+        ids[ordinal] = (row[1], row[2])
+        recipient, sender = queued[ordinal].values[:2]
+        agents.update(identity for identity, agent in ((sender, row[3]), (recipient, row[4])) if agent)
+    return ids, _Batch(agents, guards.view_of(guard_rows))
 
 
-def _stored_together_sqlite(queued: list[_Queued], created: datetime) -> dict[int, tuple[int, int]]:
+def _stored_together_sqlite(queued: list[_Queued], created: datetime) -> _Stored:
     """As _stored_together_postgres. Each send's message id is fixed by its place in the batch, so one to an
     unknown recipient leaves its id unused (as a sequence's gaps on PostgreSQL); events take no gaps."""
     highest_message, highest_event = db.highest_ids("message", "event")
@@ -273,7 +297,7 @@ def _stored_together_sqlite(queued: list[_Queued], created: datetime) -> dict[in
         events.append((event_id, "message", data, [recipient], created))
     if events:
         log.insert_numbered(events)
-    return ids
+    return ids, _Batch.read({identity for send in queued for identity in send.values[:2]})
 
 
 def _finisher(values: SendValues, created: datetime, metadata: str | None,

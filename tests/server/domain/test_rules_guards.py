@@ -453,6 +453,44 @@ async def test_sends_stored_together_trip_hold_and_clear_as_one_by_one(store):
         {**guard, "clearedAt": iso(START + timedelta(seconds=30)), "clearedBy": "carol"}]
 
 
+async def test_a_batch_stored_together_reads_its_agents_and_guards_in_its_own_statement(store, monkeypatch):
+    """On PostgreSQL the merged statement also reads what the batch's finishers need (messages._BATCH_READ): a
+    batch of sends that trips nothing runs that one statement, and reads the agents and guards a read after it
+    would."""
+    guard = await trip_pair(store)
+    statements: list[str] = []
+    real_execute = store.database.execute_sql
+
+    def execute_sql(sql, params=None, *args, **kwargs):
+        statements.append(sql)
+        return real_execute(sql, params, *args, **kwargs)
+    monkeypatch.setattr(store.database, "execute_sql", execute_sql)
+    batches: list = []
+    real_delivered = messages._delivered
+
+    def delivered(sender, recipient, batch=None):
+        batches.append(batch)
+        return real_delivered(sender, recipient, batch)
+    monkeypatch.setattr(messages, "_delivered", delivered)
+
+    calls = [(sender, recipient, {"title": "ack"}, KNOWN) for sender, recipient in
+             [("ben", "ann"), ("cat", "carol"), ("carol", "dan"), ("ann", "nobody")]]
+
+    def stored() -> list[str]:
+        finishers = messages._send_many(calls)
+        ran = [sql for sql in statements if not sql.startswith("PREPARE")]  # (once per connection)
+        for finish in finishers[:3]:  # the fourth would raise: nobody is no recipient
+            finish()
+        return ran
+    ran = await store.write(stored)
+    if not store.sqlite:
+        assert len(ran) == 1 and ran[0].startswith("EXECUTE")  # the merged statement alone
+    assert len(batches) == 3 and batches[0] is batches[2]
+    assert batches[0].agents == {"ann", "ben", "cat", "dan"}  # carol is human; the unknown recipient's send stored nothing
+    assert [g.id for g in batches[0].guards.guards] == [guard["id"]]
+    assert [g.scope for g in batches[0].guards.guards] == ["mail:ann,ben"]
+
+
 async def test_while_it_holds_each_member_has_one_pulse_from_the_others(store):
     await ping_pong(store, "ann", "ben", 3)
     store.clock.advance(seconds=30)
