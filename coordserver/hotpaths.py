@@ -18,8 +18,9 @@ tests/server/api/test_hotpaths.py checks both paths answer alike.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from time import perf_counter
-from typing import Awaitable, Callable, cast
+from typing import Awaitable, Callable, TypeVar, cast
 from urllib.parse import parse_qsl
 
 from quart import Quart
@@ -52,6 +53,7 @@ HEALTH_ROUTE = _HEALTH
 Handler = Callable[[Admission, dict, bytes], Awaitable[tuple[int, bytes]]]
 Route = tuple[Handler, str]  # a handler and its route label
 Headers = list[tuple[bytes, bytes]]
+Q = TypeVar("Q", InboxQuery, WakeQuery)
 
 
 class HotPaths:
@@ -140,7 +142,7 @@ class HotPaths:
 
     async def _inbox(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        return 200, (await inbox_json(self._coord, principal, from_query(InboxQuery, _args(scope)))).encode()
+        return 200, (await inbox_json(self._coord, principal, _query(InboxQuery, scope["query_string"]))).encode()
 
 
     async def _ingest(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
@@ -163,14 +165,20 @@ class HotPaths:
 
     async def _wake(self, admission: Admission, scope, body: bytes) -> tuple[int, bytes]:
         principal = identity_required(admission.principal, admission.token_given)
-        text = await wake_for(self._coord, principal.identity, from_query(WakeQuery, _args(scope)).include_off_hours)
+        text = await wake_for(self._coord, principal.identity, _query(WakeQuery, scope["query_string"]).include_off_hours)
         return 200, f"{text}\n".encode()
 
 
-def _args(scope) -> ImmutableMultiDict:
+def _args(query_string: bytes) -> ImmutableMultiDict:
     """The same parse as werkzeug's request.args."""
-    return ImmutableMultiDict(parse_qsl(scope["query_string"].decode(), keep_blank_values=True,
-                                        errors="werkzeug.url_quote"))
+    return ImmutableMultiDict(parse_qsl(query_string.decode(), keep_blank_values=True, errors="werkzeug.url_quote"))
+
+
+@lru_cache(maxsize=256)
+def _query(model: type[Q], query_string: bytes) -> Q:
+    """A hot route's query, parsed once per distinct query string: clients poll with the same one (a
+    refusal raises, and is not kept). Shared between requests, so never changed by its readers."""
+    return from_query(model, _args(query_string))
 
 
 def _headers(scope) -> dict[bytes, bytes]:

@@ -153,6 +153,16 @@ def test_inbox_pages_and_refusals_match(pair):
         assert refused.status_code == 400 and set(refused.json()) == {"error"}, query
     assert both(pair, "GET", "/api/mailboxes/me/messages", who=None).status_code == 401
     assert both(pair, "GET", "/api/mailboxes/me/messages", who=None, token="wrong").json() == {"error": "Invalid key"}
+    # a query string is parsed once (hotpaths._query): every caller and every repeat is answered as the first
+    both(pair, "POST", "/api/mailboxes/bob/messages", who="carol", json={"title": "for bob"})
+    totals = []
+    for who in ("carol", "bob", "carol"):
+        again = both(pair, "GET", "/api/mailboxes/me/messages?status=unread&limit=3", who=who)
+        assert {m["recipient"] for m in again.json()["messages"]} == {who}
+        totals.append(again.json()["total"])
+    assert totals[0] == totals[2] == 7 and totals[1] >= 1
+    for _ in range(2):
+        assert both(pair, "GET", "/api/mailboxes/me/messages?limit=abc", who="carol").status_code == 400
 
 
 def test_wake_and_its_refusals_match(pair):
