@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Callable, ClassVar
+from typing import Any, Awaitable, Callable, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -23,7 +23,7 @@ from ..screens.silence_form import silence_form
 from ..screens.alert_detail import AlertDetailScreen, state_words
 from ..screens.confirm import ConfirmScreen
 from ..screens.page_links import PageLink, PageLinksScreen
-from ..screens.snooze import SnoozePicker
+from ..screens.snooze import SnoozeChoice, SnoozePicker, SnoozeSent
 from ..session import Session
 from .base import Pane
 from .swarm import project_choices, task_form
@@ -232,10 +232,17 @@ class BuzzPane(Pane[BuzzView]):
         alert = self._need()
         if alert is None:
             return
-        choice = await self.app.push_screen_wait(SnoozePicker(alert.title, self.session.now()))
-        if choice is not None:
-            await self._change(self.client.snooze_alert(alert.id, minutes=choice.minutes, until=choice.until_text),
-                               f"Snoozed {choice.label}: {alert.title}")
+        client = self.client
+
+        def send(choice: SnoozeChoice) -> Awaitable[Any]:
+            return client.snooze_alert(alert.id, minutes=choice.minutes, until=choice.until_text)
+        picked = await self.app.push_screen_wait(SnoozePicker(alert.title, self.session.now(), send=send))
+        if isinstance(picked, SnoozeSent):  # the minutes form sent it, and stayed open until the server took it
+            if isinstance(picked.answer, Alert):
+                self.changed(picked.answer)
+            self.notify(f"Snoozed {picked.choice.label}: {alert.title}", timeout=3)
+        elif picked is not None:
+            await self._change(send(picked), f"Snoozed {picked.label}: {alert.title}")
 
     @work(group="buzz-action", exit_on_error=False)
     async def action_resolve(self) -> None:

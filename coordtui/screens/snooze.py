@@ -1,11 +1,14 @@
 """How long to snooze an alert: a short list (15 minutes, an hour, four hours, until tomorrow 09:00 local time,
 or a number of minutes typed in a form), picked with the arrows and enter or with the choice's digit.
 
-The picker answers a `SnoozeChoice` (or None when cancelled): minutes from now, or a time (`until`)."""
+The picker answers a `SnoozeChoice` (or None when cancelled): minutes from now, or a time (`until`). Given `send`,
+the minutes form sends its snooze itself, as every form that takes typed text does: a refusal or an unreachable
+server leaves it open with the minutes kept, and the picker answers `SnoozeSent`, the server's answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone, tzinfo
+from typing import Any, Awaitable, Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -41,6 +44,16 @@ def tomorrow_morning(now: datetime, zone: tzinfo | None = None) -> datetime:
     return datetime.combine(local.date() + timedelta(days=1), MORNING, tzinfo=local.tzinfo)
 
 
+@dataclass(frozen=True)
+class SnoozeSent:
+    """The typed minutes, sent by their form: the choice and what the server answered."""
+    choice: SnoozeChoice
+    answer: Any
+
+
+SendSnooze = Callable[[SnoozeChoice], Awaitable[Any]]
+
+
 def minutes_problem(text: str) -> str | None:
     """Why typed minutes are not a snooze the server accepts (None when they are)."""
     if not text.strip().isdigit() or not 1 <= int(text) <= SNOOZE_MAX_MINUTES:
@@ -55,21 +68,33 @@ class MinutesForm(FormScreen):
         return super().problems(values) or minutes_problem(str(values.get("minutes") or ""))
 
 
-def custom_minutes_form(about: str) -> FormScreen:
+def typed_choice(values: FormValues) -> SnoozeChoice:
+    minutes = int(values["minutes"])
+    return SnoozeChoice(f"{minutes} minutes", minutes=minutes)
+
+
+def custom_minutes_form(about: str, send: SendSnooze | None = None) -> FormScreen:
+    """With `send`, the form sends the snooze and answers a SnoozeSent; without, it answers its values."""
+    async def submit(values: FormValues) -> SnoozeSent:
+        assert send is not None
+        choice = typed_choice(values)
+        return SnoozeSent(choice, await send(choice))
     return MinutesForm(f"Snooze {about[:60]}", [Field("minutes", f"Minutes (1 to {SNOOZE_MAX_MINUTES})", "",
-                                                      required=True, wire="minutes")], "Snooze")
+                                                      required=True, wire="minutes")], "Snooze",
+                       submit=submit if send is not None else None)
 
 
-class SnoozePicker(ModalScreen[SnoozeChoice | None]):
-    """The durations; the last one asks for minutes in a form."""
+class SnoozePicker(ModalScreen[SnoozeChoice | SnoozeSent | None]):
+    """The durations; the last one asks for minutes in a form (which sends them itself, given `send`)."""
     AUTO_FOCUS = "#snooze-choices"  # see screens/focus.py
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"),
                 *(Binding(str(n), f"pick({n - 1})", show=False) for n in range(1, 6))]
 
-    def __init__(self, about: str, now: datetime, zone: tzinfo | None = None) -> None:
+    def __init__(self, about: str, now: datetime, zone: tzinfo | None = None, send: SendSnooze | None = None) -> None:
         super().__init__(classes="form-screen")
         self.about = about
+        self.send = send
         morning = tomorrow_morning(now, zone)
         self.choices: list[SnoozeChoice | None] = [
             SnoozeChoice("15 minutes", minutes=15), SnoozeChoice("1 hour", minutes=60),
@@ -97,11 +122,12 @@ class SnoozePicker(ModalScreen[SnoozeChoice | None]):
             self.dismiss(choice)
             return
 
-        def typed(values: FormValues | None) -> None:
-            if values is not None:
-                minutes = int(values["minutes"])
-                self.dismiss(SnoozeChoice(f"{minutes} minutes", minutes=minutes))
-        self.app.push_screen(custom_minutes_form(self.about), typed)
+        def typed(answer: FormValues | SnoozeSent | None) -> None:
+            if isinstance(answer, SnoozeSent):
+                self.dismiss(answer)
+            elif answer is not None:
+                self.dismiss(typed_choice(answer))
+        self.app.push_screen(custom_minutes_form(self.about, self.send), typed)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 from textual.widgets import DataTable, Label, Select
 
-from coordtui.client.api import ApiError, CoordClient
+from coordtui.client.api import ApiError, ConnectionFailed, CoordClient
 from coordtui.ops.silences import SilencesScreen
 from coordtui.ops.webhooks import WebhooksScreen
 from coordtui.screens.confirm import ConfirmScreen
@@ -110,6 +110,38 @@ async def test_one_line_per_alert_and_keys_that_change_it_as_others_see(server):
         await wait_for(pilot, lambda: app.screen.query("#alert-events"), what="the alert's detail")
         assert "Latency high" in table_text(app.screen, "#alert-events")
         await pilot.press("escape")
+
+
+async def test_typed_snooze_minutes_survive_an_unreachable_server(server, monkeypatch):
+    """The minutes form sends the snooze itself: when the server cannot be reached it stays open with the minutes
+    typed and says so, and ctrl+s sends them again."""
+    hook = make_hook(server, "unreachable", forUsers="alice,bob")
+    fired = fire(server, hook, "Queue backlog", groupKey="backlog")
+    app = make_app(server, "alice")
+    async with app.run_test(size=(120, 35)) as pilot:
+        await on_buzz(pilot, app, fired["alertId"])
+        real = CoordClient.snooze_alert
+        attempts: list[int | None] = []
+
+        async def unreachable_once(self, alert_id, minutes=None, until=None):
+            attempts.append(minutes)
+            if len(attempts) == 1:
+                raise ConnectionFailed("connection refused")
+            return await real(self, alert_id, minutes=minutes, until=until)
+        monkeypatch.setattr(CoordClient, "snooze_alert", unreachable_once)
+        await pilot.press("z", "5", *"45", "ctrl+s")  # custom minutes, typed and sent in one burst
+        await wait_for(pilot, lambda: attempts == [45], what="the first try")
+        await wait_idle(pilot, app)
+        form = app.screen
+        assert isinstance(form, FormScreen), form
+        assert form.values()["minutes"] == "45"
+        assert "try again" in str(form.query_one("#form-error", Label).render())
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "snoozed" in row_text(app, "#buzz-table", str(fired["alertId"])),
+                       what="snoozed")
+        assert attempts == [45, 45] and not isinstance(app.screen, (FormScreen, SnoozePicker))
+        seen = await seen_by_bob(server, fired["alertId"])
+        assert seen.state == "snoozed" and 44 * 60 < (seen.snoozed_until - app.session.now()).total_seconds() <= 45 * 60
 
 
 async def test_a_refused_ack_is_said_and_changes_nothing(server):
