@@ -25,7 +25,7 @@ from ..errors import Forbidden, Invalid, NotFound, RateLimited
 from ..events import log
 from ..events.channels import WEBHOOKS, WebhooksPayload
 from ..models import BuzzAlert, BuzzEvent, BuzzSilence, BuzzWebhook, NotebookPage
-from ..sql import in_list, serial_sequences, typed_values
+from ..sql import in_list, json_rows, json_rows_param, serial_sequences
 from . import alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag, optional_http_url
@@ -570,11 +570,11 @@ _MERGED_COLUMNS = (("ord", "integer"), ("webhook_id", "bigint"), ("app_name", "t
                    ("audience", "text"))
 
 
-@lru_cache(maxsize=64)
-def _merged_ingest_sql(count: int) -> str:
+@lru_cache(maxsize=1)
+def _merged_ingest_sql() -> str:
     return (f"WITH {serial_sequences(b='buzz_event', e='event')}, "
             "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
-            f"FROM s, {typed_values(_MERGED_COLUMNS, count)} ORDER BY x.ord), "
+            f"FROM s, {json_rows(_MERGED_COLUMNS)} ORDER BY x.ord), "
             "b AS (INSERT INTO buzz_event (id, webhook_id, app_name, title, for_users, received_at, content_type, "
             "body_text, body_json, wake_agent, notify_agent, suppressed, dedup_key, alert_id, silenced_by) "
             "SELECT bid, webhook_id, app_name, title, for_users, received_at, content_type, body_text, body_json, "
@@ -726,10 +726,9 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
 
 def _stored_together_postgres(rows: list[tuple[int, _Stored]], received: datetime) -> dict[int, tuple[int, int | None]]:
     """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat)."""
-    params = [value for ordinal, row in rows for value in _merged_row(ordinal, row, received)]
+    values = json_rows_param(_MERGED_COLUMNS, [_merged_row(ordinal, row, received) for ordinal, row in rows])
     _text, marker, prefix = log.id_filled({}, "eventId")
-    return {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(len(rows)),
-                                                                   [*params, marker, prefix])}
+    return {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(), [values, marker, prefix])}
 
 
 _BUZZ_EVENT_COLUMNS = ("id", "webhook_id", "app_name", "title", "for_users", "received_at", "content_type",

@@ -21,7 +21,7 @@ from ..jsonstrict import JSONObject
 from ..errors import Invalid, NotFound
 from ..events import log
 from ..models import Guard, Message
-from ..sql import serial_sequences, typed_values
+from ..sql import json_rows, json_rows_param, serial_sequences
 from ..timeutil import iso, to_db
 from . import fulltext, guards, kinds
 from .identities import KNOWN_SQL, archived_among, is_known, known_params, known_sql
@@ -193,10 +193,10 @@ _MERGED_COLUMNS = (("ord", "integer"), ("recipient", "text"), ("sender", "text")
                    ("metadata", "text"), ("data", "text"), ("env", "boolean"))
 
 
-@lru_cache(maxsize=64)
-def _merged_send_sql(count: int) -> str:
+@lru_cache(maxsize=1)
+def _merged_send_sql() -> str:
     return (f"WITH {serial_sequences(m='message', e='event')}, "
-            f"v AS (SELECT x.*, nextval(s.m) AS mid, nextval(s.e) AS eid FROM s, {typed_values(_MERGED_COLUMNS, count)}"
+            f"v AS (SELECT x.*, nextval(s.m) AS mid, nextval(s.e) AS eid FROM s, {json_rows(_MERGED_COLUMNS)}"
             " WHERE " + known_sql("x.recipient", "x.env") + " ORDER BY x.ord), "
             "r AS (INSERT INTO message (id, recipient, sender, title, body, status, urgent, created_at, thread_id, "
             "reply_to_message_id, metadata, response_waiting) SELECT mid, recipient, sender, title, body, 'unread', "
@@ -259,16 +259,17 @@ _Stored: TypeAlias = tuple[dict[int, tuple[int, int]], _Batch]
 
 
 def _stored_together_postgres(queued: list[_Queued], created: datetime) -> _Stored:
-    params: list[Any] = []
+    rows: list[list[Any]] = []
     marker = prefix = None
     for ordinal, send in enumerate(queued):
         recipient, sender, title, _body, urgent = send.values[:5]
         text, marker, prefix = log.id_filled(_event_data(recipient, sender, title, urgent), "messageId")
-        params += [ordinal, *send.values[:5], created, *send.values[5:], send.metadata, text, send.to_environment_identity]
+        rows.append([ordinal, *send.values[:5], created, *send.values[5:], send.metadata, text,
+                     send.to_environment_identity])
     ids: dict[int, tuple[int, int]] = {}
     agents: set[str] = set()
     guard_rows = []
-    for row in db.sql_rows(_merged_send_sql(len(queued)), [*params, marker, prefix]):
+    for row in db.sql_rows(_merged_send_sql(), [json_rows_param(_MERGED_COLUMNS, rows), marker, prefix]):
         ordinal = row[0]
         if ordinal is None:
             guard_rows.append(row[5:])

@@ -136,12 +136,13 @@ async def same_as_one_by_one(make_store: Callable[[], Store], before: list[Inges
     return answers
 
 
-def heard(told: list[tuple]) -> tuple[list[tuple], int | None]:
-    """What the bus carried, however the units were batched: each unit's effects and event types in order,
-    and the newest log row announced (a batch announces its rows once, as its newest: db.Store._finish_all)."""
-    said = [entry if entry[0] == "types" else ("effects", entry[1]) for entry in told
-            if entry[0] == "types" or entry[1]]
-    return said, max((entry[0] for entry in told if entry[0] != "types" and entry[0] is not None), default=None)
+def heard(told: list[tuple]) -> tuple[list[tuple], list[str], int | None]:
+    """What the bus carried, however the units were batched: each unit's effects in order, the types of the events
+    logged in order (a batch counts its units' types at once), and the newest log row announced (a batch
+    announces its rows once, as its newest: db.Store._finish_all)."""
+    said = [("effects", entry[1]) for entry in told if entry[0] != "types" and entry[1]]
+    types = [event_type for entry in told if entry[0] == "types" for event_type in entry[1]]
+    return said, types, max((entry[0] for entry in told if entry[0] != "types" and entry[0] is not None), default=None)
 
 
 STORM_BEFORE: list[Ingest] = [("ops", {"title": "disk"}, None), ("all", {"title": "cpu"}, None),

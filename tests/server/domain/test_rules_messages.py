@@ -75,7 +75,7 @@ def logged_messages() -> list[tuple[int, int, str, list[str]]]:
 
 def message_rows() -> dict[int, tuple]:
     return {row[0]: row[1:] for row in Message.select(Message.id, Message.recipient, Message.sender, Message.title,
-                                                      Message.urgent, Message.thread_id).tuples()}
+                                                      Message.urgent, Message.thread_id, Message.body).tuples()}
 
 
 async def test_sends_queued_together_each_get_their_own_answer(rules_store, monkeypatch):
@@ -90,7 +90,9 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
 
     logged_before = max(event_id for event_id, *_ in await rules_store.read(log.range_after, 0, None, 1000))
     recipients = ["bob", "nobody", "carol", "gone", *["bob", "carol"] * 12]
-    calls = [rules_store.write(messages.send, "alice", to, {"title": f"t{i}", "urgent": i % 2 == 0, "body": f"b{i}",
+    # values travel to PostgreSQL as one JSON parameter (sql.json_rows): quotes, escapes and non-ASCII arrive as sent
+    body = 'b{} "quoted" \\ back\\slash\nline \u2713 \U0001f600 %s ? $1'.format
+    calls = [rules_store.write(messages.send, "alice", to, {"title": f"t{i}", "urgent": i % 2 == 0, "body": body(i),
                                                             "thread_id": f"th{i}", "metadata": {"i": i},
                                                             "reply_to_message_id": i + 100}, KNOWN)
              for i, to in enumerate(recipients)]
@@ -103,9 +105,9 @@ async def test_sends_queued_together_each_get_their_own_answer(rules_store, monk
     assert sorted(rows) == sorted(m["id"] for m in sent)
     for i, outcome in enumerate(outcomes):
         if i not in refused:
-            assert rows[outcome["id"]] == (recipients[i], "alice", f"t{i}", i % 2 == 0, f"th{i}")
+            assert rows[outcome["id"]] == (recipients[i], "alice", f"t{i}", i % 2 == 0, f"th{i}", body(i))
             assert outcome == {
-                "id": outcome["id"], "recipient": recipients[i], "sender": "alice", "title": f"t{i}", "body": f"b{i}",
+                "id": outcome["id"], "recipient": recipients[i], "sender": "alice", "title": f"t{i}", "body": body(i),
                 "status": "unread", "urgent": i % 2 == 0, "createdAt": "2026-03-07T12:00:00.000Z", "viewedAt": None,
                 "threadId": f"th{i}", "replyToMessageId": i + 100, "dedupeKey": None, "metadata": {"i": i},
                 "responseWaiting": False, "waitingResponder": None, "waitingSince": None, "fromIsAgent": True}
