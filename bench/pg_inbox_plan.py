@@ -4,6 +4,7 @@ its mean time over 200 calls (unprepared: planning included). `--plan-modes`: th
 server prepares it, timed under each `plan_cache_mode`, with how many generic and custom plans it ran.
 
     python bench/pg_inbox_plan.py [--unread 1000] [--plan-modes]
+    python bench/pg_inbox_plan.py --url postgresql://... [--plan-modes]   (a database as a bench run left it)
 """
 from __future__ import annotations
 
@@ -71,6 +72,18 @@ def plan_modes(sql: str, params: list[Any], calls: int = 400) -> None:
         print(f"{mode:20} {mean:6.0f} us a call  (generic plans {generic}, custom plans {custom})")
 
 
+async def on_database(url: str, modes: bool) -> None:
+    """The same for a database that exists (e.g. a bench server's, as a scale run left it): nothing seeded, and
+    no ANALYZE, so the plan is the one its statistics give now."""
+    store = Store(url)
+    store.open()
+    caught: list[Any] = []
+    await store.read(lambda: caught.append(inbox_statement(lambda fn, *args: fn(*args))))
+    sql, params = caught[0]
+    await store.read(plan_modes if modes else explain, sql, params)
+    store.close()
+
+
 async def main(unread: int, modes: bool) -> None:
     cluster = pg.PostgresCluster().start()
     try:
@@ -92,5 +105,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unread", type=int, default=1000)
     parser.add_argument("--plan-modes", action="store_true", help="time the prepared statement under each plan_cache_mode")
+    parser.add_argument("--url", help="an existing database (its reader's inbox) instead of a throwaway cluster")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.unread, arguments.plan_modes))
+    if arguments.url:
+        asyncio.run(on_database(arguments.url, arguments.plan_modes))
+    else:
+        asyncio.run(main(arguments.unread, arguments.plan_modes))
