@@ -223,7 +223,7 @@ def _uncleared(holding_at: datetime | None = None, view: GuardView | None = None
         return [guard for guard in view.guards if holding_at is None or guard.until > to_db(holding_at)]
     if holding_at is None:
         return db.sql_models(Guard, UNCLEARED + " ORDER BY id")
-    return db.sql_models(Guard, "WHERE cleared_at IS NULL AND until > ? ORDER BY id", (to_db(holding_at),))
+    return db.sql_models(Guard, UNCLEARED + " AND until > ? ORDER BY id", (to_db(holding_at),))
 
 
 # Guard writes by this process, counted: a GuardView read before one of them is stale.

@@ -234,12 +234,11 @@ class BuzzPane(Pane[BuzzView]):
             return
         client = self.client
 
-        def send(choice: SnoozeChoice) -> Awaitable[Any]:
+        def send(choice: SnoozeChoice) -> Awaitable[Alert]:
             return client.snooze_alert(alert.id, minutes=choice.minutes, until=choice.until_text)
-        picked = await self.app.push_screen_wait(SnoozePicker(alert.title, self.session.now(), send=send))
+        picked = await self.app.push_screen_wait(SnoozePicker(alert.title, self.session.now(), send))
         if isinstance(picked, SnoozeSent):  # the minutes form sent it, and stayed open until the server took it
-            if isinstance(picked.answer, Alert):
-                self.changed(picked.answer)
+            self.changed(picked.alert)
             self.notify(f"Snoozed {picked.choice.label}: {alert.title}", timeout=3)
         elif picked is not None:
             await self._change(send(picked), f"Snoozed {picked.label}: {alert.title}")

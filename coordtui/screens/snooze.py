@@ -1,14 +1,14 @@
 """How long to snooze an alert: a short list (15 minutes, an hour, four hours, until tomorrow 09:00 local time,
 or a number of minutes typed in a form), picked with the arrows and enter or with the choice's digit.
 
-The picker answers a `SnoozeChoice` (or None when cancelled): minutes from now, or a time (`until`). Given `send`,
-the minutes form sends its snooze itself, as every form that takes typed text does: a refusal or an unreachable
-server leaves it open with the minutes kept, and the picker answers `SnoozeSent`, the server's answer."""
+The picker answers a listed `SnoozeChoice` (or None when cancelled): minutes from now, or a time (`until`), for the
+caller to send. Typed minutes the minutes form sends itself (`send`), as every form that takes typed text does: a
+refusal or an unreachable server leaves it open with the minutes kept, and the picker answers `SnoozeSent`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone, tzinfo
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,6 +19,7 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from ..client import limits
+from ..client.models import Alert
 from .focus import focus_first
 from .form import Field, FormScreen, FormValues
 
@@ -46,12 +47,12 @@ def tomorrow_morning(now: datetime, zone: tzinfo | None = None) -> datetime:
 
 @dataclass(frozen=True)
 class SnoozeSent:
-    """The typed minutes, sent by their form: the choice and what the server answered."""
+    """The typed minutes, sent by their form: the choice and the alert as the server answered it."""
     choice: SnoozeChoice
-    answer: Any
+    alert: Alert
 
 
-SendSnooze = Callable[[SnoozeChoice], Awaitable[Any]]
+SendSnooze = Callable[[SnoozeChoice], Awaitable[Alert]]
 
 
 def minutes_problem(text: str) -> str | None:
@@ -68,30 +69,24 @@ class MinutesForm(FormScreen):
         return super().problems(values) or minutes_problem(str(values.get("minutes") or ""))
 
 
-def typed_choice(values: FormValues) -> SnoozeChoice:
-    minutes = int(values["minutes"])
-    return SnoozeChoice(f"{minutes} minutes", minutes=minutes)
-
-
-def custom_minutes_form(about: str, send: SendSnooze | None = None) -> FormScreen:
-    """With `send`, the form sends the snooze and answers a SnoozeSent; without, it answers its values."""
+def custom_minutes_form(about: str, send: SendSnooze) -> FormScreen:
+    """Sends the typed minutes with `send`; answers a SnoozeSent once the server took them."""
     async def submit(values: FormValues) -> SnoozeSent:
-        assert send is not None
-        choice = typed_choice(values)
+        minutes = int(values["minutes"])
+        choice = SnoozeChoice(f"{minutes} minutes", minutes=minutes)
         return SnoozeSent(choice, await send(choice))
     return MinutesForm(f"Snooze {about[:60]}", [Field("minutes", f"Minutes (1 to {SNOOZE_MAX_MINUTES})", "",
-                                                      required=True, wire="minutes")], "Snooze",
-                       submit=submit if send is not None else None)
+                                                      required=True, wire="minutes")], "Snooze", submit=submit)
 
 
 class SnoozePicker(ModalScreen[SnoozeChoice | SnoozeSent | None]):
-    """The durations; the last one asks for minutes in a form (which sends them itself, given `send`)."""
+    """The durations; the last one asks for minutes in a form, which sends them itself with `send`."""
     AUTO_FOCUS = "#snooze-choices"  # see screens/focus.py
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"),
                 *(Binding(str(n), f"pick({n - 1})", show=False) for n in range(1, 6))]
 
-    def __init__(self, about: str, now: datetime, zone: tzinfo | None = None, send: SendSnooze | None = None) -> None:
+    def __init__(self, about: str, now: datetime, send: SendSnooze, zone: tzinfo | None = None) -> None:
         super().__init__(classes="form-screen")
         self.about = about
         self.send = send
@@ -122,12 +117,10 @@ class SnoozePicker(ModalScreen[SnoozeChoice | SnoozeSent | None]):
             self.dismiss(choice)
             return
 
-        def typed(answer: FormValues | SnoozeSent | None) -> None:
-            if isinstance(answer, SnoozeSent):
+        def sent(answer: SnoozeSent | None) -> None:
+            if answer is not None:
                 self.dismiss(answer)
-            elif answer is not None:
-                self.dismiss(typed_choice(answer))
-        self.app.push_screen(custom_minutes_form(self.about, self.send), typed)
+        self.app.push_screen(custom_minutes_form(self.about, self.send), sent)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

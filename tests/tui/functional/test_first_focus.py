@@ -25,11 +25,15 @@ from tests.tui.helpers import wait_for
 PROFILE = Profile("work", "http://127.0.0.1:1", "wrong-token")
 NOW = datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc)
 
+
+async def never_sent(_choice):
+    raise AssertionError("nothing is snoozed here")
+
 SCREENS = {
     "connect, first run": (lambda: ConnectScreen(), "url"),
     "connect, token refused": (lambda: ConnectScreen(PROFILE, "Refused by the server: Invalid key"), "token"),
     "confirm": (lambda: ConfirmScreen("Delete the page?", "Delete"), "no"),
-    "snooze": (lambda: SnoozePicker("disk full", NOW), "snooze-choices"),
+    "snooze": (lambda: SnoozePicker("disk full", NOW, never_sent), "snooze-choices"),
     "secret": (lambda: SecretScreen("New token", "", [("Token", "abc")], once=True), "copy-0"),
 }
 
