@@ -22,6 +22,7 @@ from .realtime.presence import PresenceTracker
 from .realtime.webhook_delivery import PushService
 from .realtime.revocation import TokenGuard
 from .realtime.sse import SSEHub
+from .realtime.inbox_cache import InboxCache
 from .realtime.wake_cache import WakeCache
 from .realtime.wake_pulse import WakePulser
 from .scheduler import Scheduler
@@ -36,6 +37,7 @@ class Services:
     loopmon: LoopMonitor
     wake: WakePulser
     wake_cache: WakeCache
+    inbox_cache: InboxCache  # inbox pages kept while this process is alone on its database
     webhooks: WebhookCache  # which webhook an ingest URL names (ingests refused from memory)
     notebook: NotebookRooms
     history: PageHistory  # notebook page versions: the timed pass and pruning
@@ -58,7 +60,8 @@ class Services:
 
     def lifecycle(self) -> list:
         """The parts with start()/stop(), started in this order and stopped in reverse."""
-        return [self.tokens, self.presence, self.tokens_guard, self.loopmon, self.wake, self.wake_cache, self.webhooks,
+        return [self.tokens, self.presence, self.tokens_guard, self.loopmon, self.wake, self.wake_cache,
+                self.inbox_cache, self.webhooks,
                 self.notebook, self.history, self.scheduler, self.sse, self.push, self.asks, self.mcp_endpoint]
 
 
@@ -83,7 +86,7 @@ def build(coord, app) -> Services:
     notebook = NotebookRooms(coord)
     return Services(tokens=tokens, tokens_guard=tokens_guard, presence=presence,
                     loopmon=loopmon, wake=WakePulser(coord, sse, endpoint.hub, wake_cache, presence),
-                    wake_cache=wake_cache, webhooks=WebhookCache(coord), notebook=notebook,
+                    wake_cache=wake_cache, inbox_cache=InboxCache(coord), webhooks=WebhookCache(coord), notebook=notebook,
                     history=PageHistory(coord, notebook.env_admins), scheduler=scheduler, sse=sse,
                     push=PushService(coord), metrics=AppMetrics(coord, scheduler, loopmon), ratelimit=limiter,
                     gate=gate, mcp=endpoint.hub, mcp_endpoint=endpoint, asks=asks)

@@ -132,10 +132,13 @@ def _admin_probes() -> list:
     async def process():
         # The streams, scheduler and loop probes describe the process that answered; with
         # `serve --workers N` this says which one it was.
+        # aloneOnDatabase: no other server writes to its database, so it keeps inbox pages (events/bus.py)
         facts = {"pid": os.getpid(), "worker": _env_int("COORD_WORKER_INDEX"), "workers": _env_int("COORD_WORKERS") or 1,
-                 "uptimeSeconds": round(time.monotonic() - c.started_monotonic, 1)}
+                 "uptimeSeconds": round(time.monotonic() - c.started_monotonic, 1),
+                 "aloneOnDatabase": c.bus.solitude() is not None}
         where = f"worker {facts['worker']} of {facts['workers']}, " if facts["worker"] else ""
-        return PASS, f"Answered by {where}pid {facts['pid']}", facts
+        company = "alone on its database" if facts["aloneOnDatabase"] else "beside other servers on its database"
+        return PASS, f"Answered by {where}pid {facts['pid']}, {company}", facts
 
     return [("database", "Database", database), ("storage", "Storage", storage), ("events", "Event log", events), ("outbox", "Push outbox", outbox),
             ("streams", "Streams", streams), ("scheduler", "Scheduler", scheduler), ("loop", "Event loop", loop),

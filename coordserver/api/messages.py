@@ -39,14 +39,11 @@ async def post_message(c, principal: Principal, recipient: str, data: SendMessag
 
 
 async def inbox_json(c, principal: Principal, q: InboxQuery) -> str:
-    """The inbox page as JSON text: the rows arrive JSON-encoded by the database; only the envelope is
-    written here."""
+    """The inbox page as JSON text: the rows arrive JSON-encoded by the database, or the whole page from a
+    kept answer (realtime/inbox_cache.py)."""
     if q.cursor is not None:
         messages.decode_cursor(q.cursor, "unread" if q.status == "unread" else "newest")  # 400 before any work
-    encoded, total, next_cursor = await c.store.read(messages.inbox_page, principal.identity, q.status, q.limit,
-                                                     q.cursor)
-    tail = f',"nextCursor":"{next_cursor}"' if next_cursor else ""
-    return f'{{"messages":{encoded},"total":{total}{tail}}}'
+    return await c.services.inbox_cache.page(principal.identity, q.status, q.limit, q.cursor)
 
 
 @bp.get("/me/sent")

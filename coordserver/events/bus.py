@@ -13,6 +13,7 @@ import json
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_checkable
@@ -53,6 +54,12 @@ class Bus(Protocol):
         says someone there may hear it; this process's subscribers always hear it."""
         ...
 
+    def solitude(self) -> int | None:
+        """While this process is the only server on its database, so that every write to it is one of this
+        process's own units (which its caches hear of at once): a number that changes each time it becomes
+        so. None while another server may write."""
+        ...
+
 
 class LocalBus:
     def __init__(self) -> None:
@@ -88,6 +95,10 @@ class LocalBus:
 
     def limit_reach(self, channel: Channel[P], heard_elsewhere: Callable[[P], bool]) -> None:
         self._reach[channel.name] = heard_elsewhere
+
+    def solitude(self) -> int | None:
+        """A local bus serves one process: SQLite is served by one process (DESIGN.md)."""
+        return 1
 
     def _deliver(self, channel: str, payload: dict) -> None:
         for callback in list(self._subscribers.get(channel, ())):
@@ -144,11 +155,26 @@ class _FailureRun:
         return was
 
 
+# The advisory lock (two int4 keys: 'coor', 'd' + 1) that says which servers share a database. Advisory locks are
+# per database, so deployments on other databases of the same cluster never meet.
+SOLITUDE_KEY = (0x636F6F72, 0x64000001)
+SOLITUDE_CHECK_SECONDS = 0.5  # how often the one alone looks for a newcomer whose notice it missed
+
+
 class PostgresBus(LocalBus):
     """LISTEN/NOTIFY on one channel; every process hears every other process's publishes.
 
     A listener thread owns its own psycopg2 connection and hands notifications to the loop.
     Local subscribers also hear local publishes directly (the echo from PostgreSQL is skipped).
+
+    Solitude (`solitude()`): the listening connection holds the advisory lock SOLITUDE_KEY, exclusively while
+    this server is the only one on its database, shared otherwise. A server that starts takes it shared before
+    it serves anything (its bus's start waits for that), so while one server holds it exclusively no other
+    server can write. To let a newcomer in, the one alone first stops counting on solitude on its event loop,
+    then gives the exclusive hold up; the newcomer tells it on the bus (and it looks for waiters every
+    SOLITUDE_CHECK_SECONDS, should that notice be lost). A server sharing the lock takes it exclusively as soon
+    as it is the last holder. While alone, publishes are not NOTIFYed: nobody would hear them, and a server
+    that joins starts from the database after the one alone has stopped counting on solitude.
     """
 
     CHANNEL = "coord_bus"
@@ -165,6 +191,9 @@ class PostgresBus(LocalBus):
         self._sender: threading.Thread | None = None
         self._publish_failures = _FailureRun()
         self._listen_failures = _FailureRun()
+        self._solitude: int | None = None  # on the event loop: see solitude()
+        self._solitudes = 0
+        self._exclusive = False  # on the listener thread: the listening connection holds SOLITUDE_KEY alone
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -177,6 +206,7 @@ class PostgresBus(LocalBus):
         await asyncio.to_thread(ready.wait, 10)
 
     async def stop(self) -> None:
+        self._solitude = None
         self._stop.set()
         if self._thread:
             await asyncio.to_thread(self._thread.join, 5)
@@ -193,9 +223,85 @@ class PostgresBus(LocalBus):
         conn.autocommit = True
         return conn
 
+    def solitude(self) -> int | None:
+        return self._solitude
+
+    # solitude: the lock is taken, given up and checked on the listener thread, on the listening connection;
+    # what the event loop counts on changes on the loop.
+    def _gain_solitude(self) -> None:
+        self._solitudes += 1
+        self._solitude = self._solitudes
+
+    def _lose_solitude(self, done: threading.Event | None = None) -> None:
+        self._solitude = None
+        if done is not None:
+            done.set()
+
+    def _on_loop(self, callback: Callable[..., None], *args: Any) -> bool:
+        """From the listener thread; False if the loop has closed (then nothing on it counts on anything)."""
+        assert self._loop is not None  # set by start(), before this thread
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+            return True
+        except RuntimeError:
+            return False
+
+    def _lose_solitude_first(self) -> None:
+        """Returns once the event loop no longer counts on solitude (or has stopped)."""
+        done = threading.Event()
+        if not self._on_loop(self._lose_solitude, done):
+            return
+        while not done.wait(0.5):
+            if self._stop.is_set() or self._loop is None or self._loop.is_closed():
+                return
+
+    def _lock(self, conn, function: str) -> bool:
+        with conn.cursor() as cursor:
+            cursor.execute(f"SELECT {function}(%s, %s)", SOLITUDE_KEY)
+            return cursor.fetchone()[0] is not False
+
+    def _join(self, conn) -> None:
+        """On a fresh listening connection: alone, or one of several once any server alone has let us in."""
+        if self._lock(conn, "pg_try_advisory_lock"):
+            self._exclusive = True
+            self._on_loop(self._gain_solitude)
+            return
+        with conn.cursor() as cursor:  # a server alone gives its hold up sooner when told
+            cursor.execute("SELECT pg_notify(%s, %s)", (self.CHANNEL, '{"o":"' + self._origin + '","j":1}'))
+            # One that does not (its event loop stuck): this connection fails, and listening is tried again.
+            cursor.execute("SET lock_timeout = '5s'")
+        self._lock(conn, "pg_advisory_lock_shared")
+        with conn.cursor() as cursor:
+            cursor.execute("SET lock_timeout = 0")
+
+    def _share(self, conn) -> None:
+        """Let a newcomer in: the loop stops counting on solitude before the exclusive hold goes."""
+        self._lose_solitude_first()
+        self._lock(conn, "pg_advisory_lock_shared")  # held beside our own exclusive hold, never conflicting
+        self._lock(conn, "pg_advisory_unlock")
+        self._exclusive = False
+
+    def _check_solitude(self, conn) -> None:
+        """Alone: is a newcomer waiting? Sharing: are we the last holder?"""
+        if not self._exclusive:
+            if self._lock(conn, "pg_try_advisory_lock"):
+                self._lock(conn, "pg_advisory_unlock_shared")
+                self._exclusive = True
+                self._on_loop(self._gain_solitude)
+            return
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+                           "AND objid = %s AND objsubid = 2 AND NOT granted AND database = "
+                           "(SELECT oid FROM pg_database WHERE datname = current_database()))", SOLITUDE_KEY)
+            waiting = cursor.fetchone()[0]
+        if waiting:
+            self._share(conn)
+
     def publish(self, channel: Channel[P], payload: P) -> None:
         name = channel.name
         self._deliver(name, payload)  # type: ignore[arg-type]
+        if self._solitude is not None:
+            return  # no other server to tell: one that starts reads the database after it has let it in
         heard_elsewhere = self._reach.get(name)
         if heard_elsewhere is not None and not heard_elsewhere(payload):
             return
@@ -261,6 +367,7 @@ class PostgresBus(LocalBus):
                 conn = self._connect()
                 with conn.cursor() as cursor:
                     cursor.execute(f"LISTEN {self.CHANNEL}")
+                self._join(conn)
             except psycopg2.Error as exc:
                 self._listen_failures.failed("bus: cannot listen (%s); retrying every %.0f s at most",
                                              " ".join(str(exc).split()), RECONNECT_MAX_SECONDS)
@@ -280,13 +387,21 @@ class PostgresBus(LocalBus):
                 self._listen_failures.failed("bus: lost the listening connection (%s); reconnecting",
                                              " ".join(str(exc).split()))
             finally:
+                # The lock goes with the connection. A server starting meanwhile may take it before this
+                # thread has noticed the loss: only for as long as noticing takes (a closed socket: at once).
+                self._exclusive = False
+                self._on_loop(self._lose_solitude)
                 conn.close()
 
     def _relay_notifications(self, conn) -> None:
         import select
         own = '{"o":"' + self._origin + '"'
+        checked = time.monotonic()
         while not self._stop.is_set():
-            if select.select([conn], [], [], 0.5) == ([], [], []):
+            if time.monotonic() - checked >= SOLITUDE_CHECK_SECONDS:
+                self._check_solitude(conn)
+                checked = time.monotonic()
+            if select.select([conn], [], [], SOLITUDE_CHECK_SECONDS) == ([], [], []):
                 continue
             conn.poll()
             while conn.notifies:
@@ -299,6 +414,8 @@ class PostgresBus(LocalBus):
                     continue
                 if not isinstance(message, dict) or message.get("o") == self._origin:
                     continue
+                if message.get("j") and self._exclusive:  # a server starting on our database
+                    self._share(conn)
                 assert self._loop is not None
                 self._loop.call_soon_threadsafe(self._deliver_all, message.get("m") or [])
 
