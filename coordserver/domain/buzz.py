@@ -554,13 +554,32 @@ class _Call(NamedTuple):
     ingested_by: str | None = None
 
 
+class _Counted(NamedTuple):
+    """Of an alert, what a batch decides by (a firing into it merges while it is neither resolved nor flapping)."""
+    id: int
+    state: str
+    flapping: bool
+
+
 class _Stored(NamedTuple):
     """A call that stores an event row: a repeat (no alert counted, nothing logged) or a firing into `alert`."""
     call: _Call
     webhook: BuzzWebhook
     title: str
-    alert: BuzzAlert | None
+    alert: _Counted | None
     suppressed: bool
+
+
+def _alert_key(parsed: JSONObject, title: str) -> str:
+    """The group key of the alert an ingest titled `title` (its own or its webhook's) goes into, as `ingest` has it."""
+    return parsed.get("group_key") or _short_key(title) or title
+
+
+def _known_alert_key(parsed: JSONObject) -> str | None:
+    """`_alert_key` when the ingest's webhook does not decide it (the ingest has a group key or a title)."""
+    if parsed.get("group_key") or parsed["title"]:
+        return _alert_key(parsed, parsed["title"][:TITLE_MAX] if parsed["title"] else "")
+    return None
 
 
 _MERGED_COLUMNS = (("ord", "integer"), ("webhook_id", "bigint"), ("app_name", "text"), ("title", "text"),
@@ -597,6 +616,46 @@ _COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?
                 "escalate_to FROM buzz_webhook WHERE id = ?) WHERE id = ? AND state <> 'resolved' AND NOT flapping")
 
 
+# The batch's one read on PostgreSQL: its webhooks (kind 0), their running silences (1) and the alerts of its group
+# keys (2), as one UNION ALL whose rows carry every kind's columns, the other kinds' as NULLs. Those NULLs are cast
+# to the columns' types: in a UNION of three, two untyped NULLs would make a text column.
+_NULL_TYPES = {"AUTO": "integer", "BIGINT": "bigint", "INT": "integer", "BOOL": "boolean", "DATETIME": "timestamp",
+               "VARCHAR": "text", "TEXT": "text"}
+_ALERT_READ = ("webhook_id", "group_key", "id", "state", "flapping")  # what _Counted and its key need
+
+
+def _nulls(model: type[pw.Model], columns: tuple[str, ...] | None = None) -> list[str]:
+    fields = model._meta.sorted_fields if columns is None else [model._meta.columns[c] for c in columns]
+    return [f"NULL::{_NULL_TYPES[field.field_type]}" for field in fields]
+
+
+_HOOK_COLUMNS = slice(1, 1 + len(BuzzWebhook._meta.sorted_fields))
+_SILENCE_COLUMNS = slice(_HOOK_COLUMNS.stop, _HOOK_COLUMNS.stop + len(BuzzSilence._meta.sorted_fields))
+_ALERT_COLUMNS = slice(_SILENCE_COLUMNS.stop, _SILENCE_COLUMNS.stop + len(_ALERT_READ))
+
+
+@lru_cache(maxsize=2)
+def _batch_read_sql(lock: str) -> str:
+    """Parameters: the webhook ids, now, the group keys' webhook ids and the group keys (two arrays).
+
+    `lock` (FOR UPDATE, _serialised) locks the webhooks' rows, in id order, and nothing else, as the batch's
+    webhook read did when it read them alone. Its silences and alerts are read in the statement's snapshot, from before a wait
+    for a webhook's lock: an alert that another ingest changed meanwhile is as it was, and the batch's counting
+    (_merged_ingest_sql's `c`) counts only on an alert still neither resolved nor flapping, else sends the batch back
+    (db.Unmerged). A new alert read as missing sends the batch back too. The rate window and the repeats, what the
+    lock is for, are read after this statement, under the lock."""
+    hook, silence = (f"{db.every_column(model)}" for model in (BuzzWebhook, BuzzSilence))
+    no_hook, no_silence = (", ".join(_nulls(model)) for model in (BuzzWebhook, BuzzSilence))
+    no_alert = ", ".join(_nulls(BuzzAlert, _ALERT_READ))
+    return (f"WITH w AS MATERIALIZED (SELECT {hook} FROM buzz_webhook WHERE id = ANY(?::bigint[]) ORDER BY id{lock}) "
+            f"SELECT 0, *, {no_silence}, {no_alert} FROM w "
+            f"UNION ALL SELECT 1, {no_hook}, {silence}, {no_alert} FROM buzz_silence "
+            "WHERE ends_at > ? AND ended_at IS NULL AND (webhook_id IN (SELECT id FROM w) "
+            "OR app_name IN (SELECT app_name FROM w)) "
+            f"UNION ALL SELECT 2, {no_hook}, {no_silence}, {', '.join(_ALERT_READ)} FROM buzz_alert "
+            "WHERE (webhook_id, group_key) IN (SELECT * FROM unnest(?::bigint[], ?::text[]))")
+
+
 class _Batch:
     """What a merged batch read once, and what its earlier calls stored (later calls see both)."""
 
@@ -604,13 +663,36 @@ class _Batch:
         self.now = now
         ids = sorted({call.webhook_id for call in calls})
         lock = db.for_update() if any(_serialised(call) for call in calls) else ""
-        self.webhooks = {hook.id: hook for hook in db.sql_models(
-            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
-        self.silences = self._running_silences() if self.webhooks else []
         self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
         self.added: dict[int, int] = {}  # webhook: the event rows this batch stored
         self.firsts: dict[tuple[int, str], bool] = {}  # (webhook, dedupKey): an ingest within DEDUP_WINDOW
-        self.alerts: dict[tuple[int, str], BuzzAlert | None] = {}
+        self.alerts: dict[tuple[int, str], _Counted | None] = {}
+        self.webhooks: dict[int, BuzzWebhook] = {}
+        self.silences: list[BuzzSilence] = []
+        if db.is_sqlite(db.current_database()):
+            self.webhooks = {hook.id: hook for hook in db.sql_models(
+                BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
+            self.silences = self._running_silences() if self.webhooks else []
+        else:
+            self._read_postgres(calls, ids, lock)
+
+    def _read_postgres(self, calls: list[_Call], ids: list[int], lock: str) -> None:
+        """The webhooks, their running silences and the alerts of the calls' group keys in one statement
+        (_batch_read_sql). A call without a title of its own takes its group key from its webhook's title: its
+        alert is looked up when it is decided (self.alert), as before."""
+        keys = sorted({(call.webhook_id, known) for call in calls
+                       if (known := _known_alert_key(call.parsed)) is not None})
+        self.alerts.update(dict.fromkeys(keys))  # none unless read
+        rows = db.sql_rows(_batch_read_sql(lock), (ids, to_db(self.now), [k[0] for k in keys], [k[1] for k in keys]))
+        for row in rows:
+            if row[0] == 0:
+                hook = db.model_from_row(BuzzWebhook, row[_HOOK_COLUMNS])
+                self.webhooks[hook.id] = hook
+            elif row[0] == 1:
+                self.silences.append(db.model_from_row(BuzzSilence, row[_SILENCE_COLUMNS]))
+            else:
+                webhook_id, group_key, alert_id, state, flapping = row[_ALERT_COLUMNS]
+                self.alerts[(webhook_id, group_key)] = _Counted(alert_id, state, flapping)
 
     def _running_silences(self) -> list[BuzzSilence]:
         hooks = list(self.webhooks.values())
@@ -643,10 +725,11 @@ class _Batch:
         return any((s.webhook_id == hook.id or s.app_name == hook.app_name) and silences.matches(s, title, body_json)
                    for s in self.silences)
 
-    def alert(self, hook: BuzzWebhook, group_key: str) -> BuzzAlert | None:
+    def alert(self, hook: BuzzWebhook, group_key: str) -> _Counted | None:
         key = (hook.id, group_key)
         if key not in self.alerts:
-            self.alerts[key] = alerts.find(hook.id, group_key)
+            found = alerts.find(hook.id, group_key)
+            self.alerts[key] = None if found is None else _Counted(found.id, found.state, found.flapping)
         return self.alerts[key]
 
     def stored(self, hook: BuzzWebhook, call: _Call, suppressed: bool) -> None:
@@ -677,7 +760,7 @@ def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
     parsed = call.parsed
     suppressed = batch.is_repeat(hook, parsed["dedup_key"])
     title = (parsed["title"] or hook.title)[:TITLE_MAX]
-    alert = batch.alert(hook, parsed.get("group_key") or _short_key(title) or title)
+    alert = batch.alert(hook, _alert_key(parsed, title))
     if not suppressed and (alert is None or alert.state == "resolved" or alert.flapping
                            or batch.silenced(hook, title, parsed["body_json"])):
         raise db.Unmerged()
