@@ -586,11 +586,25 @@ _MERGED_COLUMNS = (("ord", "integer"), ("webhook_id", "bigint"), ("app_name", "t
                    ("for_users", "text"), ("received_at", "timestamp"), ("content_type", "text"), ("body_text", "text"),
                    ("body_json", "text"), ("wake_agent", "text"), ("notify_agent", "text"), ("suppressed", "boolean"),
                    ("dedup_key", "text"), ("alert_id", "bigint"), ("data", "text"), ("to_all", "boolean"),
-                   ("audience", "text"))
+                   ("audience", "text"), ("firings", "integer"))
 
 
 @lru_cache(maxsize=1)
 def _merged_ingest_sql() -> str:
+    """Parameters: the rows (json_rows_param of _MERGED_COLUMNS), log.id_filled's marker and prefix, now. Returns
+    each row's ordinal, buzz_event id and broadcast's event id (NULL for a repeat), and in every row how many
+    alerts it counted on (_stored_together_postgres checks that it counted on each).
+
+    Besides the rows it stores, the statement does the batch's hit UPDATE (`h`, each webhook a firing went into)
+    and its counted UPDATE (`c`, each alert, as _COUNTED_SQL: `firings` is set on the last firing into each alert,
+    to how many the batch has). LOCK ORDER: a lone `ingest` locks its webhook's row before its alert's; a batch
+    that locked an alert before its webhook could deadlock with one (or with another process's batch). The
+    data-modifying CTEs of one statement run in no order PostgreSQL promises, so the order is made by what each
+    part must read first: `wl` locks the webhooks in id order; `al` locks the alerts, in id order, only once
+    `(SELECT count(*) FROM wl)` has read wl to its end (an uncorrelated subquery: evaluated before al reads its
+    first row), so after every webhook's lock; `h` and `c` then update rows this statement holds already. `c` takes
+    the alert's routing columns from the webhook row as wl locked it (as the webhook is now), and counts only
+    while the alert is neither resolved nor flapping (see _COUNTED_SQL)."""
     return (f"WITH {serial_sequences(b='buzz_event', e='event')}, "
             "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
             f"FROM s, {json_rows(_MERGED_COLUMNS)} ORDER BY x.ord), "
@@ -602,10 +616,23 @@ def _merged_ingest_sql() -> str:
             f"SELECT eid, 'broadcast', {log.id_filled_sql('bid', 'data')}, to_all, received_at FROM v "
             "WHERE NOT suppressed), "
             "t AS (INSERT INTO event_target (identity, event) SELECT unnest(string_to_array(audience, ',')), eid "
-            "FROM v WHERE NOT suppressed AND NOT to_all) "
-            "SELECT ord, bid, eid FROM v")
+            "FROM v WHERE NOT suppressed AND NOT to_all), "
+            "wl AS MATERIALIZED (SELECT id, app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
+            "escalate_to FROM buzz_webhook WHERE id IN (SELECT webhook_id FROM v WHERE NOT suppressed) "
+            "ORDER BY id FOR NO KEY UPDATE), "
+            "h AS (UPDATE buzz_webhook SET last_hit_at = ?::timestamp FROM wl WHERE buzz_webhook.id = wl.id), "
+            "al AS MATERIALIZED (SELECT id FROM buzz_alert WHERE id IN (SELECT alert_id FROM v WHERE firings IS NOT NULL) "
+            "AND (SELECT count(*) FROM wl) >= 0 ORDER BY id FOR NO KEY UPDATE), "
+            "c AS (UPDATE buzz_alert a SET last_at = v.received_at, last_event_id = v.bid, title = v.title, "
+            "silenced_by = NULL, count = a.count + v.firings, app_name = wl.app_name, for_users = wl.for_users, "
+            "wake_agent = wl.wake_agent, notify_agent = wl.notify_agent, runbook_page_id = wl.runbook_page_id, "
+            "runbook_url = wl.runbook_url, escalate_to = wl.escalate_to FROM al, v, wl "
+            "WHERE a.id = al.id AND v.alert_id = al.id AND v.firings IS NOT NULL AND wl.id = v.webhook_id "
+            "AND a.state <> 'resolved' AND NOT a.flapping RETURNING a.id) "
+            "SELECT ord, bid, eid, (SELECT count(*) FROM c) FROM v")
 
 
+# SQLite (PostgreSQL counts in the merged statement, _merged_ingest_sql's `c`, by the same rule).
 # The batch may have read the alert and its webhook without a lock (_serialised). So: only while the alert is as
 # read (neither resolved nor flapping: an operator's resolve or another process's resolution may have come in
 # since), and what it carries from its webhook as the webhook is now (an update_webhook committed since changed
@@ -781,16 +808,16 @@ def _event_values(row: _Stored, received: datetime) -> list[Any]:
             parsed["dedup_key"], row.alert.id if row.alert else None]
 
 
-def _merged_row(ordinal: int, row: _Stored, received: datetime) -> list[Any]:
+def _merged_row(ordinal: int, row: _Stored, received: datetime, firings: int | None) -> list[Any]:
     audience = _audience(row.webhook)
     text, _marker, _prefix = log.id_filled(_broadcast_data(row, None), "eventId")
     return [ordinal, *_event_values(row, received), text, audience is None,
-            ",".join(sorted({identity for identity in audience or () if identity}))]
+            ",".join(sorted({identity for identity in audience or () if identity})), firings]
 
 
 def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
-    """db.merges for `ingest`: the batch's firings stored together, then one UPDATE per alert and per webhook
-    they counted on."""
+    """db.merges for `ingest`: the batch's firings stored together, and counted on their webhooks and alerts: on
+    PostgreSQL by the same statement (_merged_ingest_sql), on SQLite by one UPDATE per webhook and per alert."""
     now = db.now()
     calls = [_Call(*args) for args in raw_calls]
     batch = _Batch(calls, now)
@@ -798,20 +825,38 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
     rows = [(ordinal, d) for ordinal, d in enumerate(decided) if isinstance(d, _Stored)]
     received = to_db(now)
     ids: dict[int, tuple[int, int | None]] = {}
-    if rows:
-        store = _stored_together_sqlite if db.is_sqlite(db.current_database()) else _stored_together_postgres
-        ids = store(rows, received)
-    for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):  # webhooks, then alerts:
-        db.sql_execute(_HIT_SQL, (received, hook_id))  # the order `ingest` locks them in (no deadlock between them)
-    _count_on_alerts(rows, ids, received)
+    if rows and not db.is_sqlite(db.current_database()):
+        ids = _stored_together_postgres(rows, received)
+    elif rows:
+        ids = _stored_together_sqlite(rows, received)
+        for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):  # webhooks, then alerts:
+            db.sql_execute(_HIT_SQL, (received, hook_id))  # the order `ingest` locks them in (no deadlock)
+        _count_on_alerts(rows, ids, received)
     return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
 
 
+def _firings(rows: list[tuple[int, _Stored]]) -> dict[int, int]:
+    """By the ordinal of each alert's last firing in the batch: the alert's firings in the batch."""
+    last: dict[int, tuple[int, int]] = {}  # alert id: its last firing's ordinal, its firings
+    for ordinal, row in rows:
+        if not row.suppressed and row.alert is not None:
+            previous = last.get(row.alert.id)
+            last[row.alert.id] = (ordinal, (previous[1] if previous else 0) + 1)
+    return dict(last.values())
+
+
 def _stored_together_postgres(rows: list[tuple[int, _Stored]], received: datetime) -> dict[int, tuple[int, int | None]]:
-    """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat)."""
-    values = json_rows_param(_MERGED_COLUMNS, [_merged_row(ordinal, row, received) for ordinal, row in rows])
+    """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat). An alert the
+    statement did not count on (resolved, or flapping, since the batch read it) sends the batch back
+    (db.Unmerged): each call then runs alone and reopens it."""
+    firings = _firings(rows)
+    values = json_rows_param(_MERGED_COLUMNS, [_merged_row(ordinal, row, received, firings.get(ordinal))
+                                               for ordinal, row in rows])
     _text, marker, prefix = log.id_filled({}, "eventId")
-    return {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(), [values, marker, prefix])}
+    stored = db.sql_rows(_merged_ingest_sql(), [values, marker, prefix, received])
+    if stored[0][3] != len(firings):
+        raise db.Unmerged()
+    return {ordinal: (bid, eid) for ordinal, bid, eid, _counted in stored}
 
 
 _BUZZ_EVENT_COLUMNS = ("id", "webhook_id", "app_name", "title", "for_users", "received_at", "content_type",
