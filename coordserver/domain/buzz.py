@@ -554,24 +554,57 @@ class _Call(NamedTuple):
     ingested_by: str | None = None
 
 
+class _Counted(NamedTuple):
+    """Of an alert, what a batch decides by (a firing into it merges while it is neither resolved nor flapping)."""
+    id: int
+    state: str
+    flapping: bool
+
+
 class _Stored(NamedTuple):
     """A call that stores an event row: a repeat (no alert counted, nothing logged) or a firing into `alert`."""
     call: _Call
     webhook: BuzzWebhook
     title: str
-    alert: BuzzAlert | None
+    alert: _Counted | None
     suppressed: bool
+
+
+def _alert_key(parsed: JSONObject, title: str) -> str:
+    """The group key of the alert an ingest titled `title` (its own or its webhook's) goes into, as `ingest` has it."""
+    return parsed.get("group_key") or _short_key(title) or title
+
+
+def _known_alert_key(parsed: JSONObject) -> str | None:
+    """`_alert_key` when the ingest's webhook does not decide it (the ingest has a group key or a title)."""
+    if parsed.get("group_key") or parsed["title"]:
+        return _alert_key(parsed, parsed["title"][:TITLE_MAX] if parsed["title"] else "")
+    return None
 
 
 _MERGED_COLUMNS = (("ord", "integer"), ("webhook_id", "bigint"), ("app_name", "text"), ("title", "text"),
                    ("for_users", "text"), ("received_at", "timestamp"), ("content_type", "text"), ("body_text", "text"),
                    ("body_json", "text"), ("wake_agent", "text"), ("notify_agent", "text"), ("suppressed", "boolean"),
                    ("dedup_key", "text"), ("alert_id", "bigint"), ("data", "text"), ("to_all", "boolean"),
-                   ("audience", "text"))
+                   ("audience", "text"), ("firings", "integer"))
 
 
 @lru_cache(maxsize=1)
 def _merged_ingest_sql() -> str:
+    """Parameters: the rows (json_rows_param of _MERGED_COLUMNS), log.id_filled's marker and prefix, now. Returns
+    each row's ordinal, buzz_event id and broadcast's event id (NULL for a repeat), and in every row how many
+    alerts it counted on (_stored_together_postgres checks that it counted on each).
+
+    Besides the rows it stores, the statement does the batch's hit UPDATE (`h`, each webhook a firing went into)
+    and its counted UPDATE (`c`, each alert, as _COUNTED_SQL: `firings` is set on the last firing into each alert,
+    to how many the batch has). LOCK ORDER: a lone `ingest` locks its webhook's row before its alert's; a batch
+    that locked an alert before its webhook could deadlock with one (or with another process's batch). The
+    data-modifying CTEs of one statement run in no order PostgreSQL promises, so the order is made by what each
+    part must read first: `wl` locks the webhooks in id order; `al` locks the alerts, in id order, only once
+    `(SELECT count(*) FROM wl)` has read wl to its end (an uncorrelated subquery: evaluated before al reads its
+    first row), so after every webhook's lock; `h` and `c` then update rows this statement holds already. `c` takes
+    the alert's routing columns from the webhook row as wl locked it (as the webhook is now), and counts only
+    while the alert is neither resolved nor flapping (see _COUNTED_SQL)."""
     return (f"WITH {serial_sequences(b='buzz_event', e='event')}, "
             "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
             f"FROM s, {json_rows(_MERGED_COLUMNS)} ORDER BY x.ord), "
@@ -583,10 +616,23 @@ def _merged_ingest_sql() -> str:
             f"SELECT eid, 'broadcast', {log.id_filled_sql('bid', 'data')}, to_all, received_at FROM v "
             "WHERE NOT suppressed), "
             "t AS (INSERT INTO event_target (identity, event) SELECT unnest(string_to_array(audience, ',')), eid "
-            "FROM v WHERE NOT suppressed AND NOT to_all) "
-            "SELECT ord, bid, eid FROM v")
+            "FROM v WHERE NOT suppressed AND NOT to_all), "
+            "wl AS MATERIALIZED (SELECT id, app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
+            "escalate_to FROM buzz_webhook WHERE id IN (SELECT webhook_id FROM v WHERE NOT suppressed) "
+            "ORDER BY id FOR NO KEY UPDATE), "
+            "h AS (UPDATE buzz_webhook SET last_hit_at = ?::timestamp FROM wl WHERE buzz_webhook.id = wl.id), "
+            "al AS MATERIALIZED (SELECT id FROM buzz_alert WHERE id IN (SELECT alert_id FROM v WHERE firings IS NOT NULL) "
+            "AND (SELECT count(*) FROM wl) >= 0 ORDER BY id FOR NO KEY UPDATE), "
+            "c AS (UPDATE buzz_alert a SET last_at = v.received_at, last_event_id = v.bid, title = v.title, "
+            "silenced_by = NULL, count = a.count + v.firings, app_name = wl.app_name, for_users = wl.for_users, "
+            "wake_agent = wl.wake_agent, notify_agent = wl.notify_agent, runbook_page_id = wl.runbook_page_id, "
+            "runbook_url = wl.runbook_url, escalate_to = wl.escalate_to FROM al, v, wl "
+            "WHERE a.id = al.id AND v.alert_id = al.id AND v.firings IS NOT NULL AND wl.id = v.webhook_id "
+            "AND a.state <> 'resolved' AND NOT a.flapping RETURNING a.id) "
+            "SELECT ord, bid, eid, (SELECT count(*) FROM c) FROM v")
 
 
+# SQLite (PostgreSQL counts in the merged statement, _merged_ingest_sql's `c`, by the same rule).
 # The batch may have read the alert and its webhook without a lock (_serialised). So: only while the alert is as
 # read (neither resolved nor flapping: an operator's resolve or another process's resolution may have come in
 # since), and what it carries from its webhook as the webhook is now (an update_webhook committed since changed
@@ -597,6 +643,46 @@ _COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?
                 "escalate_to FROM buzz_webhook WHERE id = ?) WHERE id = ? AND state <> 'resolved' AND NOT flapping")
 
 
+# The batch's one read on PostgreSQL: its webhooks (kind 0), their running silences (1) and the alerts of its group
+# keys (2), as one UNION ALL whose rows carry every kind's columns, the other kinds' as NULLs. Those NULLs are cast
+# to the columns' types: in a UNION of three, two untyped NULLs would make a text column.
+_NULL_TYPES = {"AUTO": "integer", "BIGINT": "bigint", "INT": "integer", "BOOL": "boolean", "DATETIME": "timestamp",
+               "VARCHAR": "text", "TEXT": "text"}
+_ALERT_READ = ("webhook_id", "group_key", "id", "state", "flapping")  # what _Counted and its key need
+
+
+def _nulls(model: type[pw.Model], columns: tuple[str, ...] | None = None) -> list[str]:
+    fields = model._meta.sorted_fields if columns is None else [model._meta.columns[c] for c in columns]
+    return [f"NULL::{_NULL_TYPES[field.field_type]}" for field in fields]
+
+
+_HOOK_COLUMNS = slice(1, 1 + len(BuzzWebhook._meta.sorted_fields))
+_SILENCE_COLUMNS = slice(_HOOK_COLUMNS.stop, _HOOK_COLUMNS.stop + len(BuzzSilence._meta.sorted_fields))
+_ALERT_COLUMNS = slice(_SILENCE_COLUMNS.stop, _SILENCE_COLUMNS.stop + len(_ALERT_READ))
+
+
+@lru_cache(maxsize=2)
+def _batch_read_sql(lock: str) -> str:
+    """Parameters: the webhook ids, now, the group keys' webhook ids and the group keys (two arrays).
+
+    `lock` (FOR UPDATE, _serialised) locks the webhooks' rows, in id order, and nothing else, as the batch's
+    webhook read did when it read them alone. Its silences and alerts are read in the statement's snapshot, from before a wait
+    for a webhook's lock: an alert that another ingest changed meanwhile is as it was, and the batch's counting
+    (_merged_ingest_sql's `c`) counts only on an alert still neither resolved nor flapping, else sends the batch back
+    (db.Unmerged). A new alert read as missing sends the batch back too. The rate window and the repeats, what the
+    lock is for, are read after this statement, under the lock."""
+    hook, silence = (f"{db.every_column(model)}" for model in (BuzzWebhook, BuzzSilence))
+    no_hook, no_silence = (", ".join(_nulls(model)) for model in (BuzzWebhook, BuzzSilence))
+    no_alert = ", ".join(_nulls(BuzzAlert, _ALERT_READ))
+    return (f"WITH w AS MATERIALIZED (SELECT {hook} FROM buzz_webhook WHERE id = ANY(?::bigint[]) ORDER BY id{lock}) "
+            f"SELECT 0, *, {no_silence}, {no_alert} FROM w "
+            f"UNION ALL SELECT 1, {no_hook}, {silence}, {no_alert} FROM buzz_silence "
+            "WHERE ends_at > ? AND ended_at IS NULL AND (webhook_id IN (SELECT id FROM w) "
+            "OR app_name IN (SELECT app_name FROM w)) "
+            f"UNION ALL SELECT 2, {no_hook}, {no_silence}, {', '.join(_ALERT_READ)} FROM buzz_alert "
+            "WHERE (webhook_id, group_key) IN (SELECT * FROM unnest(?::bigint[], ?::text[]))")
+
+
 class _Batch:
     """What a merged batch read once, and what its earlier calls stored (later calls see both)."""
 
@@ -604,13 +690,36 @@ class _Batch:
         self.now = now
         ids = sorted({call.webhook_id for call in calls})
         lock = db.for_update() if any(_serialised(call) for call in calls) else ""
-        self.webhooks = {hook.id: hook for hook in db.sql_models(
-            BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
-        self.silences = self._running_silences() if self.webhooks else []
         self.windows: dict[tuple[int, int], list[datetime]] = {}  # (webhook, limit): its window before the batch
         self.added: dict[int, int] = {}  # webhook: the event rows this batch stored
         self.firsts: dict[tuple[int, str], bool] = {}  # (webhook, dedupKey): an ingest within DEDUP_WINDOW
-        self.alerts: dict[tuple[int, str], BuzzAlert | None] = {}
+        self.alerts: dict[tuple[int, str], _Counted | None] = {}
+        self.webhooks: dict[int, BuzzWebhook] = {}
+        self.silences: list[BuzzSilence] = []
+        if db.is_sqlite(db.current_database()):
+            self.webhooks = {hook.id: hook for hook in db.sql_models(
+                BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
+            self.silences = self._running_silences() if self.webhooks else []
+        else:
+            self._read_postgres(calls, ids, lock)
+
+    def _read_postgres(self, calls: list[_Call], ids: list[int], lock: str) -> None:
+        """The webhooks, their running silences and the alerts of the calls' group keys in one statement
+        (_batch_read_sql). A call without a title of its own takes its group key from its webhook's title: its
+        alert is looked up when it is decided (self.alert), as before."""
+        keys = sorted({(call.webhook_id, known) for call in calls
+                       if (known := _known_alert_key(call.parsed)) is not None})
+        self.alerts.update(dict.fromkeys(keys))  # none unless read
+        rows = db.sql_rows(_batch_read_sql(lock), (ids, to_db(self.now), [k[0] for k in keys], [k[1] for k in keys]))
+        for row in rows:
+            if row[0] == 0:
+                hook = db.model_from_row(BuzzWebhook, row[_HOOK_COLUMNS])
+                self.webhooks[hook.id] = hook
+            elif row[0] == 1:
+                self.silences.append(db.model_from_row(BuzzSilence, row[_SILENCE_COLUMNS]))
+            else:
+                webhook_id, group_key, alert_id, state, flapping = row[_ALERT_COLUMNS]
+                self.alerts[(webhook_id, group_key)] = _Counted(alert_id, state, flapping)
 
     def _running_silences(self) -> list[BuzzSilence]:
         hooks = list(self.webhooks.values())
@@ -643,10 +752,11 @@ class _Batch:
         return any((s.webhook_id == hook.id or s.app_name == hook.app_name) and silences.matches(s, title, body_json)
                    for s in self.silences)
 
-    def alert(self, hook: BuzzWebhook, group_key: str) -> BuzzAlert | None:
+    def alert(self, hook: BuzzWebhook, group_key: str) -> _Counted | None:
         key = (hook.id, group_key)
         if key not in self.alerts:
-            self.alerts[key] = alerts.find(hook.id, group_key)
+            found = alerts.find(hook.id, group_key)
+            self.alerts[key] = None if found is None else _Counted(found.id, found.state, found.flapping)
         return self.alerts[key]
 
     def stored(self, hook: BuzzWebhook, call: _Call, suppressed: bool) -> None:
@@ -677,7 +787,7 @@ def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
     parsed = call.parsed
     suppressed = batch.is_repeat(hook, parsed["dedup_key"])
     title = (parsed["title"] or hook.title)[:TITLE_MAX]
-    alert = batch.alert(hook, parsed.get("group_key") or _short_key(title) or title)
+    alert = batch.alert(hook, _alert_key(parsed, title))
     if not suppressed and (alert is None or alert.state == "resolved" or alert.flapping
                            or batch.silenced(hook, title, parsed["body_json"])):
         raise db.Unmerged()
@@ -698,16 +808,31 @@ def _event_values(row: _Stored, received: datetime) -> list[Any]:
             parsed["dedup_key"], row.alert.id if row.alert else None]
 
 
-def _merged_row(ordinal: int, row: _Stored, received: datetime) -> list[Any]:
-    audience = _audience(row.webhook)
-    text, _marker, _prefix = log.id_filled(_broadcast_data(row, None), "eventId")
-    return [ordinal, *_event_values(row, received), text, audience is None,
-            ",".join(sorted({identity for identity in audience or () if identity}))]
+def _merged_rows(rows: list[tuple[int, _Stored]], received: datetime, firings: dict[int, int]) -> list[list[Any]]:
+    """The rows of _merged_ingest_sql (_MERGED_COLUMNS). A batch's broadcasts mostly share their text (the same
+    webhook, title and alert, the id filled in by the statement) and audience: each distinct one is made once.
+    Making the text was half of a row's time (20 us of 40, 20 rows, a busy machine; bench/RESULTS.md)."""
+    texts: dict[tuple[str, str, int | None], str] = {}
+    audiences: dict[int, tuple[bool, str]] = {}
+    made = []
+    for ordinal, row in rows:
+        hook = row.webhook
+        heard = audiences.get(hook.id)
+        if heard is None:
+            audience = _audience(hook)
+            heard = audiences[hook.id] = (audience is None,
+                                          ",".join(sorted({identity for identity in audience or () if identity})))
+        key = (hook.app_name, row.title, row.alert.id if row.alert else None)
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = log.id_filled(_broadcast_data(row, None), "eventId")[0]
+        made.append([ordinal, *_event_values(row, received), text, *heard, firings.get(ordinal)])
+    return made
 
 
 def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
-    """db.merges for `ingest`: the batch's firings stored together, then one UPDATE per alert and per webhook
-    they counted on."""
+    """db.merges for `ingest`: the batch's firings stored together, and counted on their webhooks and alerts: on
+    PostgreSQL by the same statement (_merged_ingest_sql), on SQLite by one UPDATE per webhook and per alert."""
     now = db.now()
     calls = [_Call(*args) for args in raw_calls]
     batch = _Batch(calls, now)
@@ -715,20 +840,37 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
     rows = [(ordinal, d) for ordinal, d in enumerate(decided) if isinstance(d, _Stored)]
     received = to_db(now)
     ids: dict[int, tuple[int, int | None]] = {}
-    if rows:
-        store = _stored_together_sqlite if db.is_sqlite(db.current_database()) else _stored_together_postgres
-        ids = store(rows, received)
-    for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):  # webhooks, then alerts:
-        db.sql_execute(_HIT_SQL, (received, hook_id))  # the order `ingest` locks them in (no deadlock between them)
-    _count_on_alerts(rows, ids, received)
+    if rows and not db.is_sqlite(db.current_database()):
+        ids = _stored_together_postgres(rows, received)
+    elif rows:
+        ids = _stored_together_sqlite(rows, received)
+        for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):  # webhooks, then alerts:
+            db.sql_execute(_HIT_SQL, (received, hook_id))  # the order `ingest` locks them in (no deadlock)
+        _count_on_alerts(rows, ids, received)
     return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
 
 
+def _firings(rows: list[tuple[int, _Stored]]) -> dict[int, int]:
+    """By the ordinal of each alert's last firing in the batch: the alert's firings in the batch."""
+    last: dict[int, tuple[int, int]] = {}  # alert id: its last firing's ordinal, its firings
+    for ordinal, row in rows:
+        if not row.suppressed and row.alert is not None:
+            previous = last.get(row.alert.id)
+            last[row.alert.id] = (ordinal, (previous[1] if previous else 0) + 1)
+    return dict(last.values())
+
+
 def _stored_together_postgres(rows: list[tuple[int, _Stored]], received: datetime) -> dict[int, tuple[int, int | None]]:
-    """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat)."""
-    values = json_rows_param(_MERGED_COLUMNS, [_merged_row(ordinal, row, received) for ordinal, row in rows])
+    """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat). An alert the
+    statement did not count on (resolved, or flapping, since the batch read it) sends the batch back
+    (db.Unmerged): each call then runs alone and reopens it."""
+    firings = _firings(rows)
+    values = json_rows_param(_MERGED_COLUMNS, _merged_rows(rows, received, firings))
     _text, marker, prefix = log.id_filled({}, "eventId")
-    return {ordinal: (bid, eid) for ordinal, bid, eid in db.sql_rows(_merged_ingest_sql(), [values, marker, prefix])}
+    stored = db.sql_rows(_merged_ingest_sql(), [values, marker, prefix, received])
+    if stored[0][3] != len(firings):
+        raise db.Unmerged()
+    return {ordinal: (bid, eid) for ordinal, bid, eid, _counted in stored}
 
 
 _BUZZ_EVENT_COLUMNS = ("id", "webhook_id", "app_name", "title", "for_users", "received_at", "content_type",

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from coordserver import db
 from coordserver.db import Store
 from coordserver.domain import alerts, buzz, silences
 from coordserver.domain.alerts import FlapRule
@@ -256,6 +257,50 @@ async def test_a_silence_of_another_webhook_leaves_the_batch_merged(make_store, 
         [("all", {"title": "cpu", "labels": {"team": "db"}, "i": i}, None) for i in range(6)]
     await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=silences_elsewhere, watch=watch)
     assert watch.failed == [] and watch.unmerged == [] and watch.merged != []
+
+
+class StatementWatch:
+    """The statements each merged batch of `buzz.ingest` sent, as the driver got them (PREPARE left out: once per
+    connection). Wraps what is there (a MergeWatch made before it keeps watching)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.batches: list[list[str]] = []
+        merge = buzz.ingest.merge
+        many = merge.many
+
+        def counting(calls):
+            database = db.current_database()
+            ran: list[str] = []
+            real = database.execute_sql
+
+            def execute_sql(sql, params=None, *args, **kwargs):
+                if not sql.startswith("PREPARE"):
+                    ran.append(sql)
+                return real(sql, params, *args, **kwargs)
+            database.execute_sql = execute_sql
+            try:
+                return many(calls)
+            finally:
+                del database.execute_sql
+                self.batches.append(ran)
+        monkeypatch.setattr(buzz.ingest, "merge", merge._replace(many=counting))
+
+
+@BACKENDS
+async def test_a_merged_batch_reads_in_one_statement_and_stores_and_counts_in_another(make_store, monkeypatch):
+    """PostgreSQL: a batch of firings into two webhooks' open alerts, with running silences that match none of them,
+    sends two statements: one reads its webhooks, silences and alerts; one stores its events and broadcasts and
+    counts them on the webhooks and alerts (it was nine: webhooks, silences, each alert, the insert, each webhook's
+    hit, each alert's count). Both backends end as one by one would."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    statements = StatementWatch(monkeypatch)
+    batch: list[Ingest] = [(hook, {"title": title, "i": i}, None)
+                           for i in range(6) for hook, title in (("ops", "disk"), ("all", "cpu"))]
+    await same_as_one_by_one(make_store, STORM_BEFORE, batch, setup=silences_elsewhere, watch=watch)
+    assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
+    if make_store.postgres:
+        assert [len(ran) for ran in statements.batches] == [2] * len(watch.merged)
+        assert all(sql.rsplit("; ", 1)[-1].startswith("EXECUTE") for ran in statements.batches for sql in ran)
 
 
 @BACKENDS
