@@ -27,7 +27,8 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ..domain import messages
-from ..events.channels import BUS, EPHEMERAL, STREAM_HINTS, WAKE, WAKE_CHANGED
+from ..events.channels import BUS, EPHEMERAL, STREAM_HINTS, WAKE, WAKE_CHANGED, Channel
+from .kept import KeptPerIdentity
 
 MAX_ENTRIES = 1_000
 MAX_CHARACTERS = 32 * 1024 * 1024  # a page of 50 messages of the longest bodies is a few MB; most are ~30 KB
@@ -36,57 +37,24 @@ MAX_CHARACTERS = 32 * 1024 * 1024  # a page of 50 messages of the longest bodies
 Key = tuple[str, str | None, int, str | None]
 
 
-class InboxCache:
+class InboxCache(KeptPerIdentity):
     def __init__(self, coord: Any):
-        self.coord = coord
+        super().__init__(coord)
         self._pages: OrderedDict[Key, tuple[tuple[int, int, int], str]] = OrderedDict()
         self._characters = 0
-        self._generation = 0  # bumped for every identity at once
-        self._identity_generation: dict[str, int] = {}
-        self._unsubscribe: list[Callable[[], None]] = []
         self.hits = self.misses = 0
 
-    async def start(self) -> None:
-        bus = self.coord.bus
-        self._unsubscribe = [bus.subscribe(WAKE, self._on_named), bus.subscribe(WAKE_CHANGED, self._on_named),
-                             bus.subscribe(EPHEMERAL, self._on_ephemeral),
-                             bus.subscribe(BUS, lambda _payload: self.forget_all())]
-        self.coord.store.on_write.append(self._on_write)
-
-    async def stop(self) -> None:
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
-        if self._on_write in self.coord.store.on_write:
-            self.coord.store.on_write.remove(self._on_write)
-        self.forget_all()
-
     # invalidation (all on the event loop)
-    def forget(self, identity: str) -> None:
-        self._identity_generation[identity] = self._identity_generation.get(identity, 0) + 1
+    def subscriptions(self) -> list[tuple[Channel[Any], Callable[[Any], None]]]:
+        return [(WAKE, self.forget_named), (WAKE_CHANGED, self.forget_named), (EPHEMERAL, self.forget_audience),
+                (BUS, self.forget_all)]
 
-    def forget_all(self) -> None:
-        self._generation += 1
-        self._identity_generation.clear()
-        self._pages.clear()
-        self._characters = 0
+    def dropped(self, identity: str | None) -> None:
+        if identity is None:  # one identity's pages are not reused (their generation moved on) and age out
+            self._pages.clear()
+            self._characters = 0
 
-    def _on_named(self, payload: Any) -> None:
-        identity = payload.get("identity") if isinstance(payload, dict) else None
-        if isinstance(identity, str):
-            self.forget(identity)
-        else:
-            self.forget_all()
-
-    def _on_ephemeral(self, payload: Any) -> None:
-        to = payload.get("to") if isinstance(payload, dict) else None
-        if to is None:
-            self.forget_all()
-        elif isinstance(to, list):
-            for identity in to:
-                if isinstance(identity, str):
-                    self.forget(identity)
-
-    def _on_write(self, fn: Callable[..., Any], _announced: bool) -> None:
+    def heard_write(self, fn: Callable[..., Any], _announced: bool) -> None:
         if fn not in INBOX_ANNOUNCED and fn not in INBOX_NEUTRAL:
             self.forget_all()
 
@@ -94,7 +62,7 @@ class InboxCache:
         solitude = self.coord.bus.solitude()
         if solitude is None:
             return None
-        return solitude, self._generation, self._identity_generation.get(identity, 0)
+        return (solitude, *self.generation(identity))
 
     # serving
     async def page(self, identity: str, status: str | None, limit: int, cursor: str | None) -> str:

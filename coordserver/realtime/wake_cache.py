@@ -40,6 +40,7 @@ from .. import db, jsonstrict
 from ..domain import wake
 from ..timeutil import iso
 from ..events.channels import BUS, EPHEMERAL, EVENTS, WAKE, WAKE_CHANGED
+from .kept import KeptPerIdentity
 
 # An entry holds up to 250 items (with their encoded text): ~100 KB at most. The least recently used
 # go first; 1,000 identities asking in turn is far more than one coordserver serves.
@@ -62,70 +63,39 @@ class Rendered:
                 and not (deliver and self.has_buzz))
 
 
-class WakeCache:
+class WakeCache(KeptPerIdentity):
     def __init__(self, coord):
-        self.coord = coord
+        super().__init__(coord)
         self._entries: OrderedDict[tuple[str, bool], tuple[tuple, wake.Gathered, Rendered | None]] = OrderedDict()
-        self._generation = 0  # bumped for every identity at once
-        self._identity_generation: dict[str, int] = {}
-        self._unsubscribe: list[Callable[[], None]] = []
         self._log = 0  # logged events heard (bus `events`, from this process or another)
         self.hits = self.misses = 0
         self.rendered_hits = 0  # of the hits, those served without the database
 
-    async def start(self) -> None:
-        bus = self.coord.bus
-        self._unsubscribe = [bus.subscribe(EPHEMERAL, self._on_ephemeral), bus.subscribe(WAKE, self._on_named),
-                             bus.subscribe(EVENTS, self._on_events),
-                             bus.subscribe(WAKE_CHANGED, self._on_named),
-                             bus.subscribe(BUS, lambda _payload: self.forget_all())]
-        self.coord.store.on_write.append(self._on_write)
-
-    async def stop(self) -> None:
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
-        if self._on_write in self.coord.store.on_write:
-            self.coord.store.on_write.remove(self._on_write)
-        self._entries.clear()
-
     # invalidation (all on the event loop)
-    def forget(self, identity: str) -> None:
-        self._identity_generation[identity] = self._identity_generation.get(identity, 0) + 1
-        for key in ((identity, False), (identity, True)):
-            self._entries.pop(key, None)
+    def subscriptions(self) -> list:
+        return [(EPHEMERAL, self._on_ephemeral), (WAKE, self.forget_named), (EVENTS, self._on_events),
+                (WAKE_CHANGED, self.forget_named), (BUS, self.forget_all)]
 
-    def forget_all(self) -> None:
-        self._generation += 1
-        self._identity_generation.clear()
-        self._entries.clear()
+    def dropped(self, identity: str | None) -> None:
+        if identity is None:
+            self._entries.clear()
+        else:
+            for key in ((identity, False), (identity, True)):
+                self._entries.pop(key, None)
 
     def _on_events(self, _payload: dict) -> None:
         self._log += 1
 
     def _on_ephemeral(self, payload: dict) -> None:
-        if not isinstance(payload, dict) or _leaves_wakes_alone(payload):
-            return
-        to = payload.get("to")
-        if to is None:
-            self.forget_all()
-        else:
-            for identity in to:
-                if isinstance(identity, str):
-                    self.forget(identity)
+        if isinstance(payload, dict) and not _leaves_wakes_alone(payload):
+            self.forget_audience(payload)
 
-    def _on_named(self, payload: dict) -> None:
-        identity = payload.get("identity") if isinstance(payload, dict) else None
-        if isinstance(identity, str):
-            self.forget(identity)
-        else:
-            self.forget_all()
-
-    def _on_write(self, fn: Callable, announced: bool) -> None:
+    def heard_write(self, fn: Callable, announced: bool) -> None:
         if not announced and fn not in WAKE_NEUTRAL:
             self.forget_all()
 
     def _stamp(self, identity: str) -> tuple[int, int]:
-        return self._generation, self._identity_generation.get(identity, 0)
+        return self.generation(identity)
 
     # serving
     async def payload(self, identity: str, include_off_hours: bool, deliver: bool,

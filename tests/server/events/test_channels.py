@@ -25,6 +25,18 @@ def _calls():
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             if name == "after_commit" or (name in CALLS and _on_a_bus(node.func)):
                 yield path.relative_to(SOURCE.parent), node.lineno, node.args[0]
+        yield from _kept_subscriptions(path, tree)
+
+
+def _kept_subscriptions(path: Path, tree: ast.AST):
+    """The channels a cache's `subscriptions()` lists (realtime/kept.py subscribes to each): (channel, callback)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "subscriptions":
+            for returned in ast.walk(node):
+                if isinstance(returned, ast.Return) and isinstance(returned.value, ast.List):
+                    for pair in returned.value.elts:
+                        assert isinstance(pair, ast.Tuple), ast.unparse(pair)
+                        yield path.relative_to(SOURCE.parent), pair.lineno, pair.elts[0]
 
 
 def _on_a_bus(func: ast.expr) -> bool:
@@ -44,7 +56,8 @@ def _channel_name(arg: ast.expr) -> str | None:
 
 
 # Calls whose channel is a variable: they pass on a channel chosen elsewhere (checked there).
-PASSED_ON = {("coordserver/app.py", "channel")}
+PASSED_ON = {("coordserver/app.py", "channel"),
+             ("coordserver/realtime/kept.py", "channel")}  # each cache's subscriptions(), scanned above
 
 
 def test_every_channel_used_is_declared():
