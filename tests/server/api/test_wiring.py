@@ -33,7 +33,8 @@ def test_the_app_is_wired_with_every_part(coord):
     services = coord.services
     assert isinstance(services, Services)
     assert {f.name for f in dataclasses.fields(services)} == {
-        "tokens", "tokens_guard", "presence", "loopmon", "wake", "wake_cache", "webhooks", "notebook", "history", "scheduler",
+        "tokens", "tokens_guard", "presence", "loopmon", "wake", "wake_cache", "inbox_cache", "webhooks", "notebook",
+        "history", "scheduler",
         "sse", "push", "metrics", "ratelimit", "gate", "mcp", "mcp_endpoint", "asks"}
     assert all(hasattr(part, "start") and hasattr(part, "stop") for part in services.lifecycle())
     with pytest.raises(TypeError):
