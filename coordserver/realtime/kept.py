@@ -6,6 +6,7 @@ The bus and the store bump them; each cache says which channels and which commit
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 from ..events.channels import Channel
@@ -13,7 +14,7 @@ from ..events.channels import Channel
 Generation = tuple[int, int]
 
 
-class KeptPerIdentity:
+class KeptPerIdentity(ABC):
     def __init__(self, coord: Any):
         self.coord = coord
         self._generation = 0  # bumped for every identity at once
@@ -21,16 +22,17 @@ class KeptPerIdentity:
         self._unsubscribe: list[Callable[[], None]] = []
 
     # what each cache says
+    @abstractmethod
     def subscriptions(self) -> list[tuple[Channel[Any], Callable[[Any], None]]]:
-        raise NotImplementedError
+        """The bus channels whose payloads change kept answers, each with the handler that forgets them."""
 
+    @abstractmethod
     def heard_write(self, fn: Callable[..., Any], announced: bool) -> None:
         """A unit committed in this process (store.on_write): `announced`, whether it logged or published."""
-        raise NotImplementedError
 
+    @abstractmethod
     def dropped(self, identity: str | None) -> None:
         """Let go of the answers kept for `identity` (None: every identity's)."""
-        raise NotImplementedError
 
     # shared
     async def start(self) -> None:

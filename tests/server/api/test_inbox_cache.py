@@ -108,7 +108,9 @@ def test_a_kept_page_still_tells_the_callers_streams_of_the_read(one):
     try:
         with client(server, "bob") as bob:
             page(bob, limit=3)
+            hits = counters(server)[0]
             page(bob, limit=3)
+            assert counters(server)[0] == hits + 1  # the second read is the kept page's
         reads = [h for h in hints.items if h["data"] == {"type": "inbox_check", "mailbox": "bob", "action": "list"}]
         assert len(reads) == 2
     finally:
