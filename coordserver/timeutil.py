@@ -75,12 +75,16 @@ def iso(value: None) -> None: ...
 @overload
 def iso(value: datetime | str | None) -> str | None: ...
 def iso(value: datetime | str | None) -> str | None:
-    """The wire format: ISO-8601 UTC with milliseconds and Z."""
-    moment = from_db(value)
-    if moment is None:
+    """The wire format: ISO-8601 UTC with milliseconds (truncated) and Z, the year in four digits."""
+    if value is None:
         return None
-    # The year always in four digits (strftime's %Y gives "77" for the year 77, which no RFC 3339 reader takes).
-    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    # isoformat is C and writes the year in four digits (strftime's %Y gives "77" for the year 77, which no RFC
+    # 3339 reader takes); every answer carries a few of these, and strftime cost 12 % of a health check.
+    return value.isoformat(timespec="milliseconds") + "Z"
 
 
 def parse_iso(text: object) -> datetime:
