@@ -11,12 +11,14 @@ Cases (load from wrk, keep-alive, like bench/messages.py):
   on its own connection posting to it at a fixed rate; send-to-receipt p99 over all receipts.
 
 Every server runs at once (PostgreSQL is a throwaway cluster from tests/pg.py: fsync off, like the
-tests); each case runs against every server in turn, so ratios are taken under the same load.
+tests); each case runs against every server in turn, so ratios are taken under the same load, and the
+whole series again for --rounds (2): each figure is the median of its rounds (one 8 s measurement per cell
+moved ingest/send by 0.1 between runs minutes apart).
 With --v1, the v1 server (BigInformatics/hive on Bun, built as bench/v1/README.md says) runs beside them on its
 own database of the same cluster, every ingest stored (its dedup window 0, as coordserver without a dedupKey);
 the HTTP cases run against it too, not the fan-out.
 
-    python bench/scale.py [--duration 8] [--streams 1000] [--rate 10] [--json out.json] [--v1]
+    python bench/scale.py [--duration 8] [--rounds 2] [--streams 1000] [--rate 10] [--json out.json] [--v1]
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import resource
 import subprocess
 import sys
@@ -174,6 +177,25 @@ def seed(base: str) -> None:
 
 
 def run_http_cases(servers: Servers, labels: list[str], args) -> dict:
+    """Each case against every server in turn, `args.rounds` times over; each cell is the median of its rounds."""
+    rounds: dict = {}
+    for round_ in range(1, args.rounds + 1):
+        for (case, label), result in _http_round(servers, labels, args, round_).items():
+            rounds.setdefault((case, label), []).append(result)
+    return {cell: _median_round(results) for cell, results in rounds.items()}
+
+
+def _median_round(results: list[dict]) -> dict:
+    """A cell's figures over its rounds: the median of each (with two rounds, their mean)."""
+    merged = dict(results[0])
+    for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us", "db_cpu_us"):
+        merged[key] = statistics.median(result[key] for result in results)
+    merged["non2xx"] = sum(result["non2xx"] for result in results)
+    merged["rounds_rps"] = [result["rps"] for result in results]
+    return merged
+
+
+def _http_round(servers: Servers, labels: list[str], args, round_: int) -> dict:
     results: dict = {}
     for case, (path, script, who) in CASES.items():
         for label in labels:
@@ -191,7 +213,7 @@ def run_http_cases(servers: Servers, labels: list[str], args) -> dict:
             result["db_cpu_us"] = (servers.db_cpu() - db_before) * 1e6 / served
             results[(case, label)] = result
             db = f"  PostgreSQL CPU {result['db_cpu_us']:5.0f} us/req" if label.startswith(("pg", "v1")) else ""
-            print(f"  {case:<6} {label:<8} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
+            print(f"  r{round_} {case:<6} {label:<8} {result['rps']:7.0f} req/s  p50 {result['p50_ms']:6.2f} ms  "
                   f"p99 {result['p99_ms']:6.2f} ms  server CPU {result['server_cpu_us']:5.0f} us/req{db}  "
                   f"non-2xx {result['non2xx']}", flush=True)
     return results
@@ -249,6 +271,7 @@ def table(results: dict, labels: list[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=8, help="seconds per wrk measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="HTTP cases: rounds over every server (medians)")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--streams", type=int, default=1000, help="fan-out: open streams")
