@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import resource
 import subprocess
 import sys
@@ -40,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from messages import INGEST_BARE, call, cpu_seconds, free_port, make_webhook, wait_up, wrk  # noqa: E402
+from messages import INGEST_BARE, _median, call, cpu_seconds, free_port, make_webhook, wait_up, wrk  # noqa: E402
 from sse_latency import run_level  # noqa: E402
 
 TOKENS = {"bench": "bench-token-0000000000000000", "sink": "sink-token-00000000000000000",
@@ -189,7 +188,7 @@ def _median_round(results: list[dict]) -> dict:
     """A cell's figures over its rounds: the median of each (with two rounds, their mean)."""
     merged = dict(results[0])
     for key in ("rps", "p50_ms", "p99_ms", "server_cpu_us", "db_cpu_us"):
-        merged[key] = statistics.median(result[key] for result in results)
+        merged[key] = _median(results, key)
     merged["non2xx"] = sum(result["non2xx"] for result in results)
     merged["rounds_rps"] = [result["rps"] for result in results]
     return merged

@@ -78,10 +78,7 @@ def iso(value: datetime | str | None) -> str | None:
     """The wire format: ISO-8601 UTC with milliseconds (truncated) and Z, the year in four digits."""
     if value is None:
         return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    value = to_db(datetime.fromisoformat(value) if isinstance(value, str) else value)
     # isoformat is C and writes the year in four digits (strftime's %Y gives "77" for the year 77, which no RFC
     # 3339 reader takes); every answer carries a few of these, and strftime cost 12 % of a health check.
     return value.isoformat(timespec="milliseconds") + "Z"

@@ -72,8 +72,6 @@ def _wire_time(value: datetime | str | None) -> str | None:
         return None
     if isinstance(value, str) and len(value) in (19, 26) and value[10] == " ":
         return f"{value[:10]}T{value[11:19]}.{value[20:23] if len(value) == 26 else '000'}Z"
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.isoformat(timespec="milliseconds") + "Z"
     return iso(value)
 
 
