@@ -138,6 +138,7 @@ class SecretScreen(ModalScreen[None]):
             yield Label(f"[b]{escape(self.secret_title)}[/b]  [dim]c copy · esc close[/dim]", id="form-title")
             if self.note:
                 yield Label(escape(self.note), classes="secret-note")
+            yield from self.compose_status()
             for index, (label, value) in enumerate(self.values):
                 yield Label(label, classes="field-label")
                 with Horizontal(classes="secret-row"):
@@ -146,6 +147,10 @@ class SecretScreen(ModalScreen[None]):
             yield Label("", id="secret-warning")
             with Horizontal(id="form-buttons"):
                 yield Button("Close", id="close", variant="primary", compact=True)
+
+    def compose_status(self) -> ComposeResult:
+        """A line under the note, near the top so it is in view however short the terminal: none here."""
+        return iter(())
 
     def on_mount(self) -> None:
         focus_first(self)

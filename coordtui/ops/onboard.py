@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.markup import escape
 from textual import work
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Label
 
@@ -104,13 +105,14 @@ class OnboardScreen(SecretScreen):
         self.connected = False
         self.saved_to: Path | None = None
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def compose_status(self) -> ComposeResult:
+        # composed with the dialog, not mounted after it: a burst of keys can reach the screen before a late mount
         hint = "  [dim]s saves the MCP configuration to a file[/dim]" if self.save else ""
         waiting = "the invite to be used" if self.invite is not None else f"{escape(self.identity)}'s first request"
-        status = Label(f"[b]Waiting for {waiting}…[/b]{hint}", id="onboard-status")
-        notes = self.query(".secret-note")  # near the top: in view however short the terminal
-        self.query_one("#form").mount(status, after=notes.first() if notes else self.query_one("#form-title"))
+        yield Label(f"[b]Waiting for {waiting}…[/b]{hint}", id="onboard-status")
+
+    def on_mount(self) -> None:
+        super().on_mount()
         if self.invite is not None:
             self.set_interval(INVITE_POLL_SECONDS, self.check_invite)
 
