@@ -22,6 +22,7 @@ import select
 import threading
 import time
 from types import TracebackType
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import peewee as pw
@@ -395,13 +396,35 @@ class Store:
             self.outage.succeeded(write, began_in=getattr(_unit, "generation", None))
 
     def _commit(self, jobs: list[_Job]) -> None:
-        """Run the units in one transaction, each in its own savepoint."""
+        for groups in self._transactions(self._groups(jobs)):
+            self._commit_groups(groups)
+
+    def _transactions(self, groups: list[list[_Job]]) -> Iterator[list[list[_Job]]]:
+        """The batch's groups, in one transaction each run of them; on PostgreSQL a merged group holding rows
+        FOR SHARE (Merge.shares_locks) has a transaction of its own. After it, a unit of the same transaction
+        updating such a row would wait for another process's batch holding the row too, which might wait the same
+        way; before it, a unit could hold a row that another process's transaction locks after the batch's."""
+        current: list[list[_Job]] = []
+        for group in groups:
+            merge = merge_of(group[0].fn) if len(group) > 1 and not self.sqlite else None
+            if merge is not None and merge.shares_locks:
+                if current:
+                    yield current
+                yield [group]
+                current = []
+            else:
+                current.append(group)
+        if current:
+            yield current
+
+    def _commit_groups(self, groups: list[list[_Job]]) -> None:
+        """Run the groups' units in one transaction, each in its own savepoint."""
         try:
             # SQLite: take the write lock up front. A deferred transaction that reads first and writes
             # later fails at once with "database is locked" when another process wrote meanwhile;
             # BEGIN IMMEDIATE waits (busy_timeout) instead, so several processes can share one file.
             with self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
-                for group in self._groups(jobs):
+                for group in groups:
                     if len(group) > 1:
                         self._run_merged(group)
                     else:
@@ -415,7 +438,7 @@ class Store:
             fault = self.outage.refuse(exc, DOWN if lost else None)
             if fault is None and not _is_conflict(exc):
                 log.exception("database commit failed")
-            for job in jobs:
+            for job in (job for group in groups for job in group):
                 job.error = copy.copy(fault) if fault is not None else exc
                 job.effects, job.max_event, job.event_types = [], None, []
 

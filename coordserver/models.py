@@ -469,6 +469,26 @@ class BuzzAlert(BaseModel):
         )
 
 
+class BuzzAlertTally(BaseModel):
+    """Firings a merged batch of ingests counted on an alert, not yet folded into its row (domain/alert_tallies.py).
+    A storm's batches insert these instead of updating the alert and webhook rows, which every batch of every
+    worker would otherwise queue on; every read of an alert or of a webhook's lastHitAt adds the pending ones,
+    and a pass folds them in. No foreign keys: an insert takes no lock on the alert's row beyond the batch's own."""
+    id = pw.AutoField()
+    alert_id = pw.BigIntegerField()
+    webhook_id = pw.BigIntegerField()
+    firings = pw.IntegerField()
+    last_at = pw.DateTimeField()  # the batch's firings' time (its last, the alert's lastAt once folded)
+    last_event_id = pw.BigIntegerField()  # the buzz_event of the batch's last firing into the alert
+    title = pw.CharField(max_length=255)  # that firing's title
+
+    class Meta:
+        indexes = (
+            (("alert_id", "last_event_id"), False),  # an alert's pending firings, the newest first
+            (("webhook_id", "last_at"), False),  # a webhook's pending last hit
+        )
+
+
 class BuzzSilence(BaseModel):
     """Ingests of a webhook (or of every webhook of an app name) that match are stored and counted on their
     alert but have no effects, until `ends_at` or until ended (domain/silences.py)."""
@@ -662,5 +682,5 @@ ALL_MODELS = [
     Workflow, TaskWorkflow,
     BuzzWebhook, BuzzEvent, NotebookPage, NotebookRelay, NotebookReadBase, NotebookVersion,
     NotebookPendingEditor, DirectoryEntry, Ask, AskRecipient, BuzzAlert, BuzzSilence, Guard, ChatWake,
-    Reservation,
+    Reservation, BuzzAlertTally,
 ]

@@ -16,6 +16,9 @@
   open alerts past their escalation time escalate (escalate_due), in the same loop and the same way: the
   pass hears of those times on the bus (ALERTS) and sleeps until the earliest of them and the ask
   deadlines; each change is a conditional update, so one process makes it.
+- Alert tallies (domain/alert_tallies.py): the firings merged ingest batches counted on their alerts fold into
+  the alerts' rows `alert_fold_seconds` after this process's ingests, and on every pass (the tallies a process
+  left when it stopped). Every process may fold; each tally is claimed by exactly one.
 - Task leases and resource reservations: leases that ran out return their tasks to ready
   (domain/lease_changes.expire_due), reservations that ran out end (domain/reservations.expire_due), in the same
   loop and the same way (the bus channel LEASES announces new ends; conditional updates pick one process).
@@ -24,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
-from .domain import alerts, asks, guards, lease_changes, leases, recurring, reservations
+from .domain import alert_tallies, alerts, asks, buzz, guards, lease_changes, leases, recurring, reservations
 from .errors import log_background_failure
 from .events.channels import (ALERTS, ASKS, BUS, GUARDS, LEASES, AlertsPayload, AsksPayload, DuePayload,
                               GuardsPayload)
@@ -56,6 +60,11 @@ class Scheduler:
         self._next_lease_due: datetime | None = None  # the earliest lease or reservation end the last pass saw
         self.leases_expired = 0  # by this process's passes
         self.reservations_expired = 0  # by this process's passes
+        self._ingested = asyncio.Event()  # this process committed an ingest: its tallies fold soon
+        self._ingest_heard = threading.Event()  # set by the writer thread at once, cleared by the fold loop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fold_task: asyncio.Task | None = None
+        self.tallies_folded = 0  # by this process's folds
 
     @property
     def interval(self) -> float:
@@ -69,6 +78,9 @@ class Scheduler:
         return (now - from_db(self.last_tick_at)).total_seconds() - self.interval
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.coord.store.on_write.append(self._heard_write)
+        self._fold_task = self.coord.spawn(self._run_folds(), "alert-folds")
         self._task = self.coord.spawn(self._run(), "scheduler")
         self._unsubscribe = [self.coord.bus.subscribe(ASKS, self._on_ask),
                              self.coord.bus.subscribe(ALERTS, self._on_alert),
@@ -81,15 +93,18 @@ class Scheduler:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
-        for task in (self._task, self._asks_task):
+        if self._heard_write in self.coord.store.on_write:
+            self.coord.store.on_write.remove(self._heard_write)
+        for task in (self._task, self._asks_task, self._fold_task):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        self._task = self._asks_task = None
+        self._task = self._asks_task = self._fold_task = None
 
     async def tick(self) -> dict:
         """Run one pass now. Returns {"created": n, "errors": m}."""
         result = await self.coord.store.write_alone(recurring.run_due)
+        await self.fold_tallies()
         self.last_tick_at = self.coord.clock.now()
         self.last_lag_seconds = result["lagSeconds"]
         return {"created": result["created"], "errors": result["errors"]}
@@ -109,6 +124,36 @@ class Scheduler:
                 await asyncio.wait_for(stopping.wait(), timeout=self.interval)
             except asyncio.TimeoutError:
                 pass
+
+    # --- alert tallies -------------------------------------------------------------------------
+    async def fold_tallies(self) -> int:
+        """Fold every pending alert tally now; returns how many this process folded."""
+        folded = 0
+        while True:
+            done = await self.coord.store.write_alone(alert_tallies.fold)
+            folded += done
+            if done < alert_tallies.FOLD_BATCH:
+                break
+        self.tallies_folded += folded
+        return folded
+
+    def _heard_write(self, fn, _announced: bool) -> None:
+        """store.on_write, on the writer thread: an ingest committed (merged ingests leave tallies)."""
+        if fn is buzz.ingest and not self._ingest_heard.is_set() and self._loop is not None:
+            self._ingest_heard.set()
+            self._loop.call_soon_threadsafe(self._ingested.set)
+
+    async def _run_folds(self) -> None:
+        stopping = self.coord.shutting_down
+        while not stopping.is_set():
+            await self._ingested.wait()
+            await asyncio.sleep(self.coord.settings.alert_fold_seconds)  # a storm's batches fold together
+            self._ingested.clear()
+            self._ingest_heard.clear()
+            try:
+                await self.fold_tallies()
+            except Exception:
+                log_background_failure(log, "folding alert tallies failed")
 
     # --- ask deadlines -------------------------------------------------------------------------
     async def expire_asks(self) -> int:

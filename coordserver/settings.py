@@ -183,6 +183,7 @@ class Settings:
     sse_heartbeat_seconds: float = 30.0
     sse_max_streams_per_identity: int = 20  # one more closes that identity's oldest stream
     scheduler_interval_seconds: float = 60.0
+    alert_fold_seconds: float = 1.0  # a batch's alert tallies fold into their alerts this long after (scheduler.py)
     push_enabled: bool = True
     log_level: str = "info"
     notebook_save_seconds: float = 5.0     # debounce of CRDT saves

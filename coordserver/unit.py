@@ -22,6 +22,9 @@ class Merge(NamedTuple):
     many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]]
     when: Callable[..., bool]
     on_sqlite: bool  # merged on SQLite too (else on PostgreSQL only, where each statement is a round trip)
+    # PostgreSQL: the merged statement holds rows FOR SHARE, so it runs in a transaction of its own (db.Store's
+    # _transactions says why).
+    shares_locks: bool = False
 
 _unit = threading.local()
 
@@ -55,7 +58,7 @@ def note_event(event_id: int, event_type: str) -> None:
 
 
 def merges(many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]],
-           when: Callable[..., bool], on_sqlite: bool = False) -> Callable[[F], F]:
+           when: Callable[..., bool], on_sqlite: bool = False, shares_locks: bool = False) -> Callable[[F], F]:
     """Marks a unit function whose queued calls the writer may run as one (on SQLite only if `on_sqlite`,
     as no statement there is a round trip): `many(calls)` (each
     call is its positional arguments) does the database work of all of them, typically one statement
@@ -64,7 +67,7 @@ def merges(many: Callable[[list[tuple[Any, ...]]], list[Callable[[], Any]]],
     Only calls for which `when(*args)` holds are merged. If `many` fails (or raises Unmerged), each call
     runs on its own."""
     def mark(fn: F) -> F:
-        merge = Merge(many, when, on_sqlite)
+        merge = Merge(many, when, on_sqlite, shares_locks)
         setattr(fn, "merge", merge)  # read back by merge_of
         return fn
     return mark

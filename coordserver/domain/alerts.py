@@ -28,7 +28,7 @@ from .. import db
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..events import log
 from ..events.channels import ALERTS, AlertsPayload
-from . import wake_signal
+from . import alert_tallies, wake_signal
 from ..models import BuzzAlert, BuzzWebhook
 from ..timeutil import from_db, iso, parse_iso, to_db
 
@@ -192,7 +192,7 @@ def record(alert: BuzzAlert, webhook: BuzzWebhook, event_id: int, title: str, re
         fields[BuzzAlert.woken_at] = stamp
     _update_alert(alert.id, fields)
     if change is not None:
-        _changed(BuzzAlert.get_by_id(alert.id), change, None, pulse=wakes, actor=ingested_by)
+        _changed(alert_tallies.get(alert.id), change, None, pulse=wakes, actor=ingested_by)
     return wakes
 
 
@@ -263,10 +263,10 @@ def visible(identity: str, is_admin: bool, alert_id: int) -> BuzzAlert:
     """The alert, if the caller may see it; else 404 (it does not exist for them)."""
     where = BuzzAlert.id == alert_id
     rule = _visible_where(identity, is_admin)
-    alert: BuzzAlert | None = BuzzAlert.get_or_none(where if rule is None else where & rule)
-    if alert is None:
+    found = alert_tallies.rows(alert_tallies.select().where(where if rule is None else where & rule))
+    if not found:
         raise NotFound(NOT_FOUND)
-    return alert
+    return found[0]
 
 
 def _may_act(alert: BuzzAlert, identity: str, is_admin: bool) -> bool:
@@ -288,7 +288,7 @@ def _actable(identity: str, is_admin: bool, alert_id: int) -> BuzzAlert:
 def list_alerts(identity: str, is_admin: bool, state: str | None, app_name: str | None,
                 limit: int) -> list[dict[str, Any]]:
     """Newest activity first; what the caller may see."""
-    query = BuzzAlert.select()
+    query = alert_tallies.select()
     rule = _visible_where(identity, is_admin)
     if rule is not None:
         query = query.where(rule)
@@ -296,7 +296,8 @@ def list_alerts(identity: str, is_admin: bool, state: str | None, app_name: str 
         query = query.where(BuzzAlert.state == state)
     if app_name:
         query = query.where(BuzzAlert.app_name == app_name)
-    return [alert_json(a) for a in query.order_by(BuzzAlert.last_at.desc(), BuzzAlert.id.desc()).limit(limit)]
+    newest_first = query.order_by(alert_tallies.last_activity().desc(), BuzzAlert.id.desc()).limit(limit)
+    return [alert_json(a) for a in alert_tallies.rows(newest_first)]
 
 
 # --- acting: each change from the states it may start from -------------------------------------
@@ -315,7 +316,7 @@ def _apply(identity: str, is_admin: bool, alert_id: int, wanted: str, from_state
     if fields.get(BuzzAlert.state) == "open":
         fields = {**fields, **_opening(found, _stamp())}
     won = BuzzAlert.update(fields).where((BuzzAlert.id == alert_id) & BuzzAlert.state.in_(from_states)).execute()
-    alert = BuzzAlert.get_by_id(alert_id)
+    alert = alert_tallies.get(alert_id)
     if not won:
         raise _refused(alert, wanted)
     _changed(alert, change, identity)
@@ -386,7 +387,7 @@ def unsnooze_due(limit: int = UNSNOOZE_BATCH) -> int:
             .where((BuzzAlert.id == alert_id) & (BuzzAlert.state == "snoozed")
                    & (BuzzAlert.snoozed_until <= now)).execute()
         if won:
-            _changed(BuzzAlert.get_by_id(alert_id), "unsnoozed", None)
+            _changed(alert_tallies.get(alert_id), "unsnoozed", None)
             reopened += 1
     return reopened
 
@@ -408,7 +409,7 @@ def escalate_due(limit: int = UNSNOOZE_BATCH) -> int:
         won = BuzzAlert.update({BuzzAlert.escalated_at: now}).where(
             (BuzzAlert.id == alert_id) & _escalating(now)).execute()
         if won:
-            _changed(BuzzAlert.get_by_id(alert_id), "escalated", None)
+            _changed(alert_tallies.get(alert_id), "escalated", None)
             escalated += 1
     return escalated
 
@@ -432,7 +433,8 @@ def wake_items(identity: str, limit: int) -> tuple[list[dict[str, Any]], int]:
     watched = (BuzzAlert.wake_agent == identity) & BuzzAlert.silenced_by.is_null()
     escalated = BuzzAlert.escalated_at.is_null(False) & names(BuzzAlert.escalate_to, identity)
     where = (BuzzAlert.state == "open") & (watched | escalated)
-    rows = list(BuzzAlert.select().where(where).order_by(BuzzAlert.last_at, BuzzAlert.id).limit(limit + 1))
+    rows = alert_tallies.rows(alert_tallies.select().where(where)
+                              .order_by(alert_tallies.last_activity(), BuzzAlert.id).limit(limit + 1))
     total = len(rows) if len(rows) <= limit else BuzzAlert.select().where(where).count()
     return [_item(a, identity) for a in rows[:limit]], total
 

@@ -26,7 +26,7 @@ from ..events import log
 from ..events.channels import WEBHOOKS, WebhooksPayload
 from ..models import BuzzAlert, BuzzEvent, BuzzSilence, BuzzWebhook, NotebookPage
 from ..sql import in_list, json_rows, json_rows_param, serial_sequences
-from . import alerts, silences
+from . import alert_tallies, alerts, silences
 from ..timeutil import from_db, iso, to_db
 from .fields import flag, optional_http_url
 from .identities import is_known, valid_identity
@@ -197,10 +197,11 @@ def create_webhook(owner: str, body: JSONObject, base_url: str, env_identities: 
 
 
 def list_webhooks(identity: str, is_admin: bool, base_url: str) -> list[JSONObject]:
-    query = BuzzWebhook.select()
+    query = alert_tallies.webhooks(BuzzWebhook.select())
     if not is_admin:
         query = query.where(BuzzWebhook.owner == identity)
-    return [webhook_json(w, base_url) for w in query.order_by(BuzzWebhook.created_at.desc(), BuzzWebhook.id.desc())]
+    return [webhook_json(alert_tallies.hit(w), base_url)
+            for w in query.order_by(BuzzWebhook.created_at.desc(), BuzzWebhook.id.desc())]
 
 
 def _owned_webhook(webhook_id: int, identity: str, is_admin: bool) -> BuzzWebhook:
@@ -235,7 +236,16 @@ def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObj
     carried = {column: getattr(webhook, column) for column in _CARRIED if column in map(_COLUMNS.get, changes)}
     if carried:
         BuzzAlert.update(carried).where(BuzzAlert.webhook_id == webhook.id).execute()
-    return webhook_json(webhook, base_url)
+    return webhook_json(_with_pending_hit(webhook), base_url)
+
+
+def _with_pending_hit(webhook: BuzzWebhook) -> BuzzWebhook:
+    """The webhook's lastHitAt with its pending tallies (alert_tallies.py); its row is locked by this unit, so
+    no fold of its tallies commits between the two reads."""
+    pending = alert_tallies.webhooks(BuzzWebhook.select(BuzzWebhook.id)).where(BuzzWebhook.id == webhook.id).first()
+    if pending is not None:
+        webhook.tally_hit = getattr(pending, "tally_hit", None)  # type: ignore[attr-defined]
+    return alert_tallies.hit(webhook)
 
 
 def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:
@@ -555,10 +565,22 @@ class _Call(NamedTuple):
 
 
 class _Counted(NamedTuple):
-    """Of an alert, what a batch decides by (a firing into it merges while it is neither resolved nor flapping)."""
+    """Of an alert, what a batch decides by: a firing into it merges while it is neither resolved nor flapping nor
+    silenced, and routed as its webhook is (a tally changes no other column: alert_tallies.py)."""
     id: int
     state: str
     flapping: bool
+    silenced_by: int | None
+    routing: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, alert: BuzzAlert) -> _Counted:
+        return cls(alert.id, alert.state, alert.flapping, alert.silenced_by,
+                   tuple(getattr(alert, column) for column in alert_tallies.ROUTING))
+
+    def takes(self, hook: BuzzWebhook) -> bool:
+        return (self.state != "resolved" and not self.flapping and self.silenced_by is None
+                and self.routing == tuple(getattr(hook, column) for column in alert_tallies.ROUTING))
 
 
 class _Stored(NamedTuple):
@@ -595,16 +617,16 @@ def _merged_ingest_sql() -> str:
     each row's ordinal, buzz_event id and broadcast's event id (NULL for a repeat), and in every row how many
     alerts it counted on (_stored_together_postgres checks that it counted on each).
 
-    Besides the rows it stores, the statement does the batch's hit UPDATE (`h`, each webhook a firing went into)
-    and its counted UPDATE (`c`, each alert, as _COUNTED_SQL: `firings` is set on the last firing into each alert,
-    to how many the batch has). LOCK ORDER: a lone `ingest` locks its webhook's row before its alert's; a batch
-    that locked an alert before its webhook could deadlock with one (or with another process's batch). The
-    data-modifying CTEs of one statement run in no order PostgreSQL promises, so the order is made by what each
-    part must read first: `wl` locks the webhooks in id order; `al` locks the alerts, in id order, only once
-    `(SELECT count(*) FROM wl)` has read wl to its end (an uncorrelated subquery: evaluated before al reads its
-    first row), so after every webhook's lock; `h` and `c` then update rows this statement holds already. `c` takes
-    the alert's routing columns from the webhook row as wl locked it (as the webhook is now), and counts only
-    while the alert is neither resolved nor flapping (see _COUNTED_SQL)."""
+    Besides the rows it stores, the statement counts the batch's firings: one tally row per alert (`c`, the last
+    firing's time, event and title, how many firings the batch has) while the alert is countable
+    (alert_tallies.countable): `al` holds the alert's row FOR SHARE, read as locked (a locking read returns a row's
+    newest version; the statement's other reads, its snapshot's), in id order. A shared lock: another batch, of
+    this process or another, takes it too and neither waits; a state change, which updates the alert, waits for
+    the batch, and a batch for it. The webhook (`wl`) is read, not locked: a firing the batch counts before an
+    update_webhook commits is one of the webhook as it was (the update carries what it changes for the alerts
+    themselves, and a later firing routed otherwise runs unmerged: alerts.record copies the new routing). So the
+    batch locks no row a lone `ingest` locks first (its webhook's), and runs in a transaction of its own
+    (Merge.shares_locks): no lock order of two processes' units can close a cycle through it."""
     return (f"WITH {serial_sequences(b='buzz_event', e='event')}, "
             "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
             f"FROM s, {json_rows(_MERGED_COLUMNS)} ORDER BY x.ord), "
@@ -617,30 +639,16 @@ def _merged_ingest_sql() -> str:
             "WHERE NOT suppressed), "
             "t AS (INSERT INTO event_target (identity, event) SELECT unnest(string_to_array(audience, ',')), eid "
             "FROM v WHERE NOT suppressed AND NOT to_all), "
-            "wl AS MATERIALIZED (SELECT id, app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
-            "escalate_to FROM buzz_webhook WHERE id IN (SELECT webhook_id FROM v WHERE NOT suppressed) "
-            "ORDER BY id FOR NO KEY UPDATE), "
-            "h AS (UPDATE buzz_webhook SET last_hit_at = ?::timestamp FROM wl WHERE buzz_webhook.id = wl.id), "
-            "al AS MATERIALIZED (SELECT id FROM buzz_alert WHERE id IN (SELECT alert_id FROM v WHERE firings IS NOT NULL) "
-            "AND (SELECT count(*) FROM wl) >= 0 ORDER BY id FOR NO KEY UPDATE), "
-            "c AS (UPDATE buzz_alert a SET last_at = v.received_at, last_event_id = v.bid, title = v.title, "
-            "silenced_by = NULL, count = a.count + v.firings, app_name = wl.app_name, for_users = wl.for_users, "
-            "wake_agent = wl.wake_agent, notify_agent = wl.notify_agent, runbook_page_id = wl.runbook_page_id, "
-            "runbook_url = wl.runbook_url, escalate_to = wl.escalate_to FROM al, v, wl "
-            "WHERE a.id = al.id AND v.alert_id = al.id AND v.firings IS NOT NULL AND wl.id = v.webhook_id "
-            "AND a.state <> 'resolved' AND NOT a.flapping RETURNING a.id) "
+            f"wl AS MATERIALIZED (SELECT id, {', '.join(alert_tallies.ROUTING)} FROM buzz_webhook "
+            "WHERE id IN (SELECT webhook_id FROM v WHERE firings IS NOT NULL)), "
+            "al AS MATERIALIZED (SELECT id, webhook_id, state, flapping, silenced_by, "
+            f"{', '.join(alert_tallies.ROUTING)} FROM buzz_alert "
+            "WHERE id IN (SELECT alert_id FROM v WHERE firings IS NOT NULL) ORDER BY id FOR SHARE), "
+            "c AS (INSERT INTO buzz_alert_tally (alert_id, webhook_id, firings, last_at, last_event_id, title) "
+            "SELECT al.id, v.webhook_id, v.firings, v.received_at, v.bid, v.title FROM al "
+            "JOIN v ON v.alert_id = al.id AND v.firings IS NOT NULL JOIN wl ON wl.id = al.webhook_id "
+            f"WHERE {alert_tallies.countable('al', 'wl')} RETURNING alert_id) "
             "SELECT ord, bid, eid, (SELECT count(*) FROM c) FROM v")
-
-
-# SQLite (PostgreSQL counts in the merged statement, _merged_ingest_sql's `c`, by the same rule).
-# The batch may have read the alert and its webhook without a lock (_serialised). So: only while the alert is as
-# read (neither resolved nor flapping: an operator's resolve or another process's resolution may have come in
-# since), and what it carries from its webhook as the webhook is now (an update_webhook committed since changed
-# both; the batch's hit UPDATE holds the webhook's row from here to the commit).
-_COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?, silenced_by = NULL, "
-                "count = count + ?, (app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
-                "escalate_to) = (SELECT app_name, for_users, wake_agent, notify_agent, runbook_page_id, runbook_url, "
-                "escalate_to FROM buzz_webhook WHERE id = ?) WHERE id = ? AND state <> 'resolved' AND NOT flapping")
 
 
 # The batch's one read on PostgreSQL: its webhooks (kind 0), their running silences (1) and the alerts of its group
@@ -648,7 +656,8 @@ _COUNTED_SQL = ("UPDATE buzz_alert SET last_at = ?, last_event_id = ?, title = ?
 # to the columns' types: in a UNION of three, two untyped NULLs would make a text column.
 _NULL_TYPES = {"AUTO": "integer", "BIGINT": "bigint", "INT": "integer", "BOOL": "boolean", "DATETIME": "timestamp",
                "VARCHAR": "text", "TEXT": "text"}
-_ALERT_READ = ("webhook_id", "group_key", "id", "state", "flapping")  # what _Counted and its key need
+_ALERT_READ = ("webhook_id", "group_key", "id", "state", "flapping", "silenced_by",
+               *alert_tallies.ROUTING)  # what _Counted and its key need
 
 
 def _nulls(model: type[pw.Model], columns: tuple[str, ...] | None = None) -> list[str]:
@@ -718,8 +727,8 @@ class _Batch:
             elif row[0] == 1:
                 self.silences.append(db.model_from_row(BuzzSilence, row[_SILENCE_COLUMNS]))
             else:
-                webhook_id, group_key, alert_id, state, flapping = row[_ALERT_COLUMNS]
-                self.alerts[(webhook_id, group_key)] = _Counted(alert_id, state, flapping)
+                webhook_id, group_key, alert_id, state, flapping, silenced_by, *routing = row[_ALERT_COLUMNS]
+                self.alerts[(webhook_id, group_key)] = _Counted(alert_id, state, flapping, silenced_by, tuple(routing))
 
     def _running_silences(self) -> list[BuzzSilence]:
         hooks = list(self.webhooks.values())
@@ -756,7 +765,7 @@ class _Batch:
         key = (hook.id, group_key)
         if key not in self.alerts:
             found = alerts.find(hook.id, group_key)
-            self.alerts[key] = None if found is None else _Counted(found.id, found.state, found.flapping)
+            self.alerts[key] = None if found is None else _Counted.of(found)
         return self.alerts[key]
 
     def stored(self, hook: BuzzWebhook, call: _Call, suppressed: bool) -> None:
@@ -788,8 +797,7 @@ def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
     suppressed = batch.is_repeat(hook, parsed["dedup_key"])
     title = (parsed["title"] or hook.title)[:TITLE_MAX]
     alert = batch.alert(hook, _alert_key(parsed, title))
-    if not suppressed and (alert is None or alert.state == "resolved" or alert.flapping
-                           or batch.silenced(hook, title, parsed["body_json"])):
+    if not suppressed and (alert is None or not alert.takes(hook) or batch.silenced(hook, title, parsed["body_json"])):
         raise db.Unmerged()
     batch.stored(hook, call, suppressed)
     return _Stored(call, hook, title, alert, suppressed)
@@ -844,9 +852,8 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
         ids = _stored_together_postgres(rows, received)
     elif rows:
         ids = _stored_together_sqlite(rows, received)
-        for hook_id in sorted({row.webhook.id for _, row in rows if not row.suppressed}):  # webhooks, then alerts:
-            db.sql_execute(_HIT_SQL, (received, hook_id))  # the order `ingest` locks them in (no deadlock)
-        _count_on_alerts(rows, ids, received)
+        if not alert_tallies.add_sqlite(_tallies(rows, ids, now)):
+            raise db.Unmerged()
     return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
 
 
@@ -867,7 +874,7 @@ def _stored_together_postgres(rows: list[tuple[int, _Stored]], received: datetim
     firings = _firings(rows)
     values = json_rows_param(_MERGED_COLUMNS, _merged_rows(rows, received, firings))
     _text, marker, prefix = log.id_filled({}, "eventId")
-    stored = db.sql_rows(_merged_ingest_sql(), [values, marker, prefix, received])
+    stored = db.sql_rows(_merged_ingest_sql(), [values, marker, prefix])
     if stored[0][3] != len(firings):
         raise db.Unmerged()
     return {ordinal: (bid, eid) for ordinal, bid, eid, _counted in stored}
@@ -893,21 +900,17 @@ def _stored_together_sqlite(rows: list[tuple[int, _Stored]], received: datetime)
     return ids
 
 
-def _count_on_alerts(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, int | None]],
-                     received: datetime) -> None:
-    """Each alert's firings of the batch, in one UPDATE: as `alerts.record` for a firing that changes no state,
-    the title as of the alert's last firing in the batch, the routing columns as its webhook has them. An alert
-    resolved (or flapping) since the batch read it sends the batch back (db.Unmerged): each call then runs alone
-    and reopens it."""
-    counted: dict[int, tuple[_Stored, int, int]] = {}  # alert id: its last firing, that firing's event id, firings
+def _tallies(rows: list[tuple[int, _Stored]], ids: dict[int, tuple[int, int | None]],
+             now: datetime) -> list[alert_tallies.Tally]:
+    """Each alert's firings of the batch, as of the alert's last firing in it (its event id and title), in id order."""
+    counted: dict[int, alert_tallies.Tally] = {}
     for ordinal, row in rows:
         if not row.suppressed and row.alert is not None:
             previous = counted.get(row.alert.id)
-            counted[row.alert.id] = (row, ids[ordinal][0], (previous[2] if previous else 0) + 1)
-    for alert_id, (row, event_id, firings) in sorted(counted.items()):
-        cursor = db.sql_execute(_COUNTED_SQL, (received, event_id, row.title, firings, row.webhook.id, alert_id))
-        if cursor.rowcount != 1:
-            raise db.Unmerged()
+            counted[row.alert.id] = alert_tallies.Tally(row.alert.id, row.webhook.id,
+                                                        (previous.firings if previous else 0) + 1, now,
+                                                        ids[ordinal][0], row.title)
+    return [counted[alert_id] for alert_id in sorted(counted)]
 
 
 def _ingest_finisher(decided: _Stored | Exception, ids: tuple[int, int | None] | None) -> Callable[[], JSONObject]:
@@ -933,7 +936,7 @@ def _mergeable(_webhook_id: int, _app_name: str, _token: str, parsed: JSONObject
     return not parsed.get("resolves") and ingested_by is None
 
 
-@db.merges(_ingest_many, when=_mergeable, on_sqlite=True)
+@db.merges(_ingest_many, when=_mergeable, on_sqlite=True, shares_locks=True)
 def ingest(webhook_id: int, app_name: str, token: str, parsed: JSONObject, limit: int | None = None,
            flap: alerts.FlapRule = alerts.FlapRule(), ingested_by: str | None = None) -> JSONObject:
     """Into the webhook `webhook_id` (webhook_cache.WebhookCache.webhook_id: the one the ingest URL's app name

@@ -19,6 +19,7 @@ from ..errors import Forbidden, Invalid, NotFound
 from ..jsonstrict import JSONObject
 from ..models import BuzzAlert, BuzzEvent, BuzzSilence, BuzzWebhook
 from ..timeutil import from_db, iso, parse_iso, to_db
+from . import alert_tallies
 from .alerts import alert_json
 
 MATCH_MAX = 255
@@ -219,6 +220,6 @@ def preview(identity: str, is_admin: bool, fields: dict[str, Any]) -> JSONObject
             matched += 1
             hits[event.alert_id] = hits.get(event.alert_id, 0) + 1
     ids = [i for i in hits if i is not None]
-    found = {a.id: a for a in BuzzAlert.select().where(BuzzAlert.id.in_(ids))} if ids else {}
+    found = {a.id: a for a in alert_tallies.rows(alert_tallies.select().where(BuzzAlert.id.in_(ids)))} if ids else {}
     ranked = sorted(found, key=lambda i: (-hits[i], -i))[:PREVIEW_ALERTS]
     return {"events": matched, "alerts": [{**alert_json(found[i]), "matched": hits[i]} for i in ranked]}

@@ -14,15 +14,15 @@ import peewee as pw
 
 from ..database import is_sqlite
 from ..models import ALL_MODELS, SchemaVersion
-from . import v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
+from . import v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14
 
 log = logging.getLogger("coord.db")
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 UPGRADES: dict[int, Callable[[pw.Database], None]] = {2: v2.upgrade, 3: v3.upgrade, 4: v4.upgrade,
                                                      5: v5.upgrade, 6: v6.upgrade, 7: v7.upgrade, 8: v8.upgrade,
                                                      9: v9.upgrade, 10: v10.upgrade, 11: v11.upgrade,
-                                                     12: v12.upgrade, 13: v13.upgrade}
+                                                     12: v12.upgrade, 13: v13.upgrade, 14: v14.upgrade}
 
 
 class SchemaTooNew(RuntimeError):

@@ -103,12 +103,13 @@ def _announced_units() -> frozenset[Callable[..., Any]]:
 
 def _neutral_units() -> frozenset[Callable[..., Any]]:
     """Background units that write often and never touch a message or what a page derives from other tables."""
-    from ..domain import identities
+    from ..domain import alert_tallies, identities
     from ..domain import wake
     from ..events import log as event_log
     from ..realtime import presence, webhook_delivery as push
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
-                      identities.touch_token, presence._persist, event_log.prune, wake.wake_payload})
+                      identities.touch_token, presence._persist, event_log.prune, wake.wake_payload,
+                      alert_tallies.fold})
 
 
 INBOX_ANNOUNCED = _announced_units()

@@ -159,7 +159,7 @@ def _leaves_wakes_alone(payload: dict) -> bool:
 
 def _neutral_units() -> frozenset[Callable]:
     """Background units that write often and never change what any wake shows."""
-    from ..domain import alerts, asks, identities
+    from ..domain import alert_tallies, alerts, asks, identities
     from ..events import log as event_log
     from ..realtime import presence, webhook_delivery as push
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
@@ -167,7 +167,9 @@ def _neutral_units() -> frozenset[Callable]:
                       # an expiry pass logs (so announces) what it expires; one that finds nothing writes nothing
                       asks.expire_due, alerts.unsnooze_due, alerts.escalate_due,
                       # marks buzz delivered; announces wake_changed itself when it marked any
-                      wake.wake_payload})
+                      wake.wake_payload,
+                      # moves pending firings into their alerts' rows: every read counted them already
+                      alert_tallies.fold})
 
 
 WAKE_NEUTRAL = _neutral_units()

@@ -64,7 +64,8 @@ def test_v2_database_is_upgraded_through_every_version(make_server, database_url
         assert carol.get(f"/api/swarm/tasks?projectId={project_id}").json()["tasks"][0]["sortKey"] == sort_key
     srv.stop()
     store = Store(database_url)
-    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (13, 13)
+    assert store.open() == (SCHEMA_VERSION, SCHEMA_VERSION) == (14, 14)
+    assert store.database.table_exists("buzz_alert_tally")  # 14
     assert store.database.table_exists("notebook_read_base")
     assert store.database.table_exists("notebook_version") and store.database.table_exists("notebook_pending_editor")
     assert store.database.table_exists("ask") and store.database.table_exists("ask_recipient")

@@ -12,10 +12,10 @@ import pytest
 
 from coordserver import db
 from coordserver.db import Store
-from coordserver.domain import alerts, buzz, silences
+from coordserver.domain import alert_tallies, alerts, buzz, silences
 from coordserver.domain.alerts import FlapRule
-from coordserver.models import BuzzAlert, BuzzEvent, BuzzWebhook
-from coordserver.timeutil import FrozenClock
+from coordserver.models import BuzzAlert, BuzzAlertTally, BuzzEvent, BuzzWebhook
+from coordserver.timeutil import FrozenClock, from_db
 from tests.helpers import MergeWatch
 from tests.server.domain.conftest import KNOWN, START, logged_after
 from tests.server.domain.test_rules_buzz import BASE, parse
@@ -89,12 +89,23 @@ def answer(outcome: Any) -> Any:
 
 
 def everything(_: Any = None) -> dict[str, Any]:
-    """What the database holds after the ingests, every column."""
+    """What the database holds after the ingests, every column of every row, the alerts and the webhooks' last hits
+    as a read answers them (with pending tallies: alert_tallies.py)."""
     def rows(model) -> list[dict]:
         return [row for row in model.select().order_by(model.id).dicts()]
-    return {"events": rows(BuzzEvent), "alerts": rows(BuzzAlert),
-            "hits": [(h.id, h.last_hit_at) for h in BuzzWebhook.select().order_by(BuzzWebhook.id)],
+    alerts_read = alert_tallies.rows(alert_tallies.select().order_by(BuzzAlert.id))
+    return {"events": rows(BuzzEvent),
+            "alerts": [{field: getattr(a, field) for field in BuzzAlert._meta.fields} for a in alerts_read],
+            "hits": [(h.id, from_db(alert_tallies.hit(h).last_hit_at))
+                     for h in alert_tallies.webhooks(BuzzWebhook.select()).order_by(BuzzWebhook.id)],
             "log": logged_after(0)}
+
+
+def folded(_: Any = None) -> dict[str, Any]:
+    """What the database holds once every tally is folded: the rows themselves, and no tally left."""
+    return {"alerts": [row for row in BuzzAlert.select().order_by(BuzzAlert.id).dicts()],
+            "hits": [(h.id, from_db(h.last_hit_at)) for h in BuzzWebhook.select().order_by(BuzzWebhook.id)],
+            "tallies": BuzzAlertTally.select().count()}
 
 
 async def run(store: Store, hooks: dict[str, dict], ingests: list[Ingest], together: bool) -> list[Any]:
@@ -129,10 +140,15 @@ async def same_as_one_by_one(make_store: Callable[[], Store], before: list[Inges
             watch.merged.clear()
             watch.unmerged.clear()
         answers = await run(store, hooks, batch, together=together)
-        results.append((answers, await store.read(everything), store.published))
-    (answers, stored, told), (answers_together, stored_together, told_together) = results
+        read = await store.read(everything)
+        told_now = list(store.published)
+        while await store.write_alone(alert_tallies.fold):
+            pass
+        results.append((answers, read, told_now, await store.read(folded)))
+    (answers, stored, told, rows), (answers_together, stored_together, told_together, rows_together) = results
     assert answers_together == answers
     assert stored_together == stored
+    assert rows_together == rows and rows["tallies"] == 0
     assert heard(told_together) == heard(told)
     return answers
 
@@ -441,17 +457,37 @@ async def test_a_batch_meeting_a_webhook_update_in_flight_leaves_its_alert_carry
     assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
 
 
-@pytest.mark.parametrize("limit", [None, 60], ids=["unlimited", "rate limited"])
-async def test_only_a_batch_that_needs_its_webhooks_lock_waits_for_it_before_storing(pg_store, monkeypatch, limit):
-    """The webhook's row held by another transaction: an unlimited batch stores its events and waits only to
-    count them (the hit UPDATE); a rate-limited one waits for the row before deciding anything."""
+async def test_a_batch_that_needs_no_webhook_lock_is_not_held_up_by_its_webhooks_row(pg_store, monkeypatch):
+    """The webhook's row held by another transaction (a lone ingest, an update in flight): a batch without rate limit
+    or dedup key reads the webhook without a lock and counts on its alert by a tally, so it is answered meanwhile."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    store, url = pg_store
+    hooks = await webhooks(store)
+    alert_id = (await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None))))["alertId"]
+    connection = await asyncio.to_thread(
+        hold, url, ("SELECT id FROM buzz_webhook WHERE id = %s FOR UPDATE", (hooks["ops"]["id"],)))
+    try:
+        answers = await asyncio.wait_for(asyncio.gather(*(store.write(buzz.ingest, *ingest_args(
+            hooks, ("ops", {"title": "disk", "i": i}, None))) for i in range(6))), timeout=10)
+    finally:
+        connection.commit()
+        connection.close()
+    assert all(answer["alertId"] == alert_id for answer in answers)
+    alert = next(a for a in (await store.read(everything))["alerts"] if a["id"] == alert_id)
+    assert alert["count"] == 7
+    assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
+
+
+async def test_a_rate_limited_batch_waits_for_its_webhooks_row_before_storing(pg_store, monkeypatch):
+    """The rate window is counted under the webhook's row lock, across processes: a rate-limited batch waits for the
+    row before deciding anything."""
     watch = MergeWatch(monkeypatch, buzz.ingest)
     store, url = pg_store
     hooks = await webhooks(store)
     await store.write(buzz.ingest, *ingest_args(hooks, ("ops", {"title": "disk"}, None)))
     answers, stored_first = await batch_meeting(store, url, hooks, (
-        ("SELECT id FROM buzz_webhook WHERE id = %s FOR UPDATE", (hooks["ops"]["id"],)),), limit=limit)
-    assert stored_first == (limit is None)
+        ("SELECT id FROM buzz_webhook WHERE id = %s FOR UPDATE", (hooks["ops"]["id"],)),), limit=60)
+    assert not stored_first
     assert all("alertId" in answer for answer in answers)
     assert watch.failed == [] and watch.unmerged == [] and max(watch.merged) > 1
 
@@ -496,7 +532,9 @@ async def test_two_processes_storming_one_alert_with_resolutions_among_them_coun
         alert = next(a for a in stored["alerts"] if a["id"] == alert_id)
         firings = [e for e in stored["events"] if e["alert_id"] == alert_id and e["title"] == "disk"]
         assert alert["count"] == 1 + WAVES * 2 * 20 == len(firings)
-        assert alert["last_event_id"] == max(e["id"] for e in stored["events"] if e["alert_id"] == alert_id)
+        # the alert's latest firing or resolution: a repeat (a resolution within the dedup window) changes no alert
+        assert alert["last_event_id"] == max(e["id"] for e in stored["events"]
+                                             if e["alert_id"] == alert_id and not e["suppressed"])
         assert await asyncio.to_thread(deadlocks, url) == before
         assert watch.failed == [] and max(watch.merged) > 1
     finally:
