@@ -128,12 +128,7 @@ class Scheduler:
     # --- alert tallies -------------------------------------------------------------------------
     async def fold_tallies(self) -> int:
         """Fold every pending alert tally now; returns how many this process folded."""
-        folded = 0
-        while True:
-            done = await self.coord.store.write_alone(alert_tallies.fold)
-            folded += done
-            if done < alert_tallies.FOLD_BATCH:
-                break
+        folded = await self._until_done(alert_tallies.fold, alert_tallies.FOLD_BATCH)
         self.tallies_folded += folded
         return folded
 
@@ -158,12 +153,7 @@ class Scheduler:
     # --- ask deadlines -------------------------------------------------------------------------
     async def expire_asks(self) -> int:
         """One expiry pass now (until no due ask is left); returns how many asks this process expired."""
-        expired = 0
-        while True:
-            done = await self.coord.store.write_alone(asks.expire_due)
-            expired += done
-            if done < asks.EXPIRE_BATCH:
-                break
+        expired = await self._until_done(asks.expire_due, asks.EXPIRE_BATCH)
         self.asks_expired += expired
         self._next_deadline = await self.coord.store.read(asks.next_deadline)
         return expired

@@ -547,12 +547,13 @@ def _insert_event(webhook: BuzzWebhook, title: str, now: datetime, parsed: JSONO
 
 # --- ingests queued together (db.merges) --------------------------------------------------------------------
 # An alert storm: many firings into alerts that already exist, none changing an alert's state. The batch reads
-# what its decisions need once (the webhooks, locked in id order; running silences; the alerts; the rate
-# window and repeats when asked), decides each call in order as `ingest` would, and writes every event row,
-# its `broadcast` and their targets in one statement on PostgreSQL (one INSERT per table on SQLite: see
-# sql.highest_ids), then one UPDATE per alert and per webhook. A call that would change state (a new alert, a
-# silenced firing, a reopening, a flapping alert) sends the whole batch back to be run one call at a time
-# (db.Unmerged), so every state change keeps one code path: `ingest`.
+# what its decisions need once (the webhooks, locked in id order when a call needs it: _serialised; running
+# silences; the alerts; the rate window and repeats when asked), decides each call in order as `ingest` would, and
+# writes every event row, its `broadcast` and their targets in one statement on PostgreSQL (one INSERT per table on
+# SQLite: see sql.highest_ids), with one tally per alert for its firings (alert_tallies.py: no alert or webhook row
+# is updated). A call that would change state (a new alert, a silenced firing, a reopening, a flapping alert, one
+# routed otherwise than its alert) sends the whole batch back to be run one call at a time (db.Unmerged), so every
+# state change keeps one code path: `ingest`.
 
 class _Call(NamedTuple):
     webhook_id: int
@@ -780,7 +781,7 @@ def _serialised(call: _Call) -> bool:
     an earlier firing of its dedup key): then the batch holds its webhook's row lock, as `ingest` does, from its
     first read to its commit. Without either, nothing the batch decides needs the lock: another process's batch
     into the same webhook proceeds meanwhile (it waited for the whole batch before), and the alert is
-    counted only if still as read (_COUNTED_SQL)."""
+    counted only if still as read (alert_tallies.countable)."""
     return call.limit is not None or bool(call.parsed["dedup_key"])
 
 
@@ -839,8 +840,8 @@ def _merged_rows(rows: list[tuple[int, _Stored]], received: datetime, firings: d
 
 
 def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObject]]:
-    """db.merges for `ingest`: the batch's firings stored together, and counted on their webhooks and alerts: on
-    PostgreSQL by the same statement (_merged_ingest_sql), on SQLite by one UPDATE per webhook and per alert."""
+    """db.merges for `ingest`: the batch's firings stored together, and counted on their alerts by tallies: on
+    PostgreSQL by the same statement (_merged_ingest_sql), on SQLite by one INSERT per alert (alert_tallies.add_sqlite)."""
     now = db.now()
     calls = [_Call(*args) for args in raw_calls]
     batch = _Batch(calls, now)
