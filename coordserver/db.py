@@ -21,8 +21,8 @@ import queue
 import select
 import threading
 import time
-from types import TracebackType
 from collections.abc import Iterator
+from types import TracebackType
 from typing import Any, Callable
 
 import peewee as pw

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -61,7 +60,6 @@ class Scheduler:
         self.leases_expired = 0  # by this process's passes
         self.reservations_expired = 0  # by this process's passes
         self._ingested = asyncio.Event()  # this process committed an ingest: its tallies fold soon
-        self._ingest_heard = threading.Event()  # set by the writer thread at once, cleared by the fold loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fold_task: asyncio.Task | None = None
         self.tallies_folded = 0  # by this process's folds
@@ -132,10 +130,10 @@ class Scheduler:
         self.tallies_folded += folded
         return folded
 
-    def _heard_write(self, fn, _announced: bool) -> None:
-        """store.on_write, on the writer thread: an ingest committed (merged ingests leave tallies)."""
-        if fn is buzz.ingest and not self._ingest_heard.is_set() and self._loop is not None:
-            self._ingest_heard.set()
+    def _heard_write(self, fn: Callable[..., object], _announced: bool) -> None:
+        """store.on_write, on the writer thread: an ingest committed (merged ingests leave tallies). Reading the
+        event's flag from this thread is safe; setting it is the loop's (at most a few sets queued at once)."""
+        if fn is buzz.ingest and not self._ingested.is_set() and self._loop is not None:
             self._loop.call_soon_threadsafe(self._ingested.set)
 
     async def _run_folds(self) -> None:
@@ -144,7 +142,6 @@ class Scheduler:
             await self._ingested.wait()
             await asyncio.sleep(self.coord.settings.alert_fold_seconds)  # a storm's batches fold together
             self._ingested.clear()
-            self._ingest_heard.clear()
             try:
                 await self.fold_tallies()
             except Exception:

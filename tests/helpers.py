@@ -8,8 +8,10 @@ authenticated as an env identity, and small waits and checks.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import httpx
@@ -90,6 +92,18 @@ def backend_server(request, tmp_path_factory, env: dict[str, str] | None = None,
         yield server
     finally:
         server.stop()
+
+
+def at_once(servers: list[ServerThread], pass_of):
+    """One background pass per entry of `servers`, all released together (processes' timers racing):
+    `pass_of(server)` is the coroutine function `server.call` runs. Returns each pass's result, in order."""
+    barrier = threading.Barrier(len(servers))
+
+    def run(server: ServerThread):
+        barrier.wait()
+        return server.call(pass_of(server))
+    with ThreadPoolExecutor(len(servers)) as pool:
+        return list(pool.map(run, servers))
 
 
 def eventually(fetch, check, timeout: float = 10):

@@ -96,6 +96,11 @@ def webhooks(query: pw.ModelSelect[BuzzWebhook]) -> pw.ModelSelect[BuzzWebhook]:
     return query.select_extend(_pending_hit())
 
 
+def webhook(webhook_id: int) -> BuzzWebhook:
+    """The webhook by id, as a read answers it (its lastHitAt with its pending tallies)."""
+    return hit(webhooks(BuzzWebhook.select()).where(BuzzWebhook.id == webhook_id).get())
+
+
 def hit(webhook: BuzzWebhook) -> BuzzWebhook:
     pending = getattr(webhook, "tally_hit", None)
     if pending is not None:
@@ -182,5 +187,5 @@ def fold(limit: int = FOLD_BATCH) -> int:
 
 
 def pending() -> int:
-    """Tallies not yet folded (doctor and tests)."""
+    """Tallies not yet folded (tests)."""
     return int(BuzzAlertTally.select().count())

@@ -236,16 +236,7 @@ def update_webhook(webhook_id: int, identity: str, is_admin: bool, body: JSONObj
     carried = {column: getattr(webhook, column) for column in _CARRIED if column in map(_COLUMNS.get, changes)}
     if carried:
         BuzzAlert.update(carried).where(BuzzAlert.webhook_id == webhook.id).execute()
-    return webhook_json(_with_pending_hit(webhook), base_url)
-
-
-def _with_pending_hit(webhook: BuzzWebhook) -> BuzzWebhook:
-    """The webhook's lastHitAt with its pending tallies (alert_tallies.py); its row is locked by this unit, so
-    no fold of its tallies commits between the two reads."""
-    pending = alert_tallies.webhooks(BuzzWebhook.select(BuzzWebhook.id)).where(BuzzWebhook.id == webhook.id).first()
-    if pending is not None:
-        webhook.tally_hit = getattr(pending, "tally_hit", None)  # type: ignore[attr-defined]
-    return alert_tallies.hit(webhook)
+    return webhook_json(alert_tallies.webhook(webhook.id), base_url)
 
 
 def delete_webhook(webhook_id: int, identity: str, is_admin: bool) -> None:

@@ -6,9 +6,7 @@ flapping alert that wakes (pulse and push) at most once per window; snooze expir
 once, with two processes on one PostgreSQL; one process acks and the other's stream clients hear it."""
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -18,7 +16,7 @@ from coordserver.events import channels
 from coordserver.events import log as event_log
 from coordserver.models import PushDelivery
 from coordserver.timeutil import FrozenClock, iso
-from tests.helpers import client, eventually, ok
+from tests.helpers import at_once, client, eventually, ok
 from tests.server.api.test_metrics import scrape, value
 from tests.server.realtime.test_push import ALLOW_LOOPBACK, deliveries, receiver, register, verify  # noqa: F401
 from tests.sse_helpers import open_stream
@@ -543,13 +541,7 @@ def test_two_processes_one_acks_the_other_hears_and_each_snooze_ends_once(make_s
         for alert_id in alert_ids:
             ok(bob.post(f"/api/buzz/alerts/{alert_id}/snooze", json={"minutes": 5}))
         clock.advance(minutes=5)
-        barrier = threading.Barrier(4)
-
-        def race(server) -> int:
-            barrier.wait()
-            return server.call(server.coord.services.scheduler.unsnooze_alerts)
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(race, [here, there, here, there]))
+        at_once([here, there, here, there], lambda server: server.coord.services.scheduler.unsnooze_alerts)
         states = eventually(lambda: [ok(alice.get(f"/api/buzz/alerts/{a}"))["state"] for a in alert_ids],
                             lambda s: s == ["open"] * 6)
         assert states == ["open"] * 6
@@ -570,13 +562,7 @@ def test_two_processes_escalate_each_alert_once(make_server, pg_cluster, receive
         hook = webhook(alice, escalateAfterMinutes=5, escalateTo=["carol"])
         alert_ids = [fire(here, hook, {"title": f"t{n}"})["alertId"] for n in range(6)]
         clock.advance(minutes=5)
-        barrier = threading.Barrier(4)
-
-        def race(server) -> int:
-            barrier.wait()
-            return server.call(server.coord.services.scheduler.unsnooze_alerts)
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(race, [here, there, here, there]))
+        at_once([here, there, here, there], lambda server: server.coord.services.scheduler.unsnooze_alerts)
         items = eventually(lambda: alert_items(carol), lambda found: len(found) == 6)
         assert sorted(i["id"] for i in items) == sorted(alert_ids) and all(i["escalated"] for i in items)
         escalated_at = {ok(alice.get(f"/api/buzz/alerts/{a}"))["escalatedAt"] for a in alert_ids}

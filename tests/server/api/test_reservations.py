@@ -14,7 +14,7 @@ import pytest
 
 from coordserver.events import log as event_log
 from coordserver.timeutil import FrozenClock, iso
-from tests.helpers import TOKENS, client, eventually, ok
+from tests.helpers import TOKENS, at_once, client, eventually, ok
 from tests.server.realtime.test_push import ALLOW_LOOPBACK, receiver, register, verify  # noqa: F401 (a fixture)
 from tests.sse_helpers import open_stream
 
@@ -223,13 +223,7 @@ def test_two_processes_expire_each_reservation_exactly_once(make_server, pg_clus
                 for n in range(12)]
         for _ in range(3):
             clock.advance(minutes=1)
-            barrier = threading.Barrier(4)
-
-            def race(server) -> tuple[int, int]:
-                barrier.wait()
-                return server.call(server.coord.services.scheduler.expire_leases)
-            with ThreadPoolExecutor(4) as pool:
-                list(pool.map(race, [here, there, here, there]))
+            at_once([here, there, here, there], lambda server: server.coord.services.scheduler.expire_leases)
         eventually(lambda: listed(bob), lambda rows: rows == [])
     expired = [d["reservationId"] for _k, d in logged(here, ("reservation_changed",)) if d["change"] == "expired"]
     assert sorted(expired) == sorted(r["id"] for r in made)
