@@ -4,7 +4,11 @@ the accepted SVGs to screenshots/."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
+import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,17 @@ from tests.conftest import client
 from tests.tui.helpers import FROZEN_NOW, make_app, open_notebook_page, pane_by_id, wait_for
 
 PANE_KEYS = {spec.id: spec.key for spec in PANES}  # the one pane list (panes/catalog.py)
+
+
+@pytest.fixture(autouse=True)
+def config_dir_of_one_length(monkeypatch):
+    """Help shows the keys file's path, and its length decides how the help text wraps and so its scrollbar:
+    pytest's own temporary paths grow with its run number and with pytest-xdist's worker name (popen-gw0/...)."""
+    directory = Path(tempfile.gettempdir()) / f"coord-snap-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("COORD_CONFIG_DIR", str(directory / "config"))
+    monkeypatch.setenv("COORD_STATE_DIR", str(directory / "state"))
+    yield
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
