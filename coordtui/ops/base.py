@@ -232,7 +232,9 @@ class OpsScreen(Screen[None], Generic[Item]):
 
     def show_connection(self, state: str) -> None:
         text, colour = state_look(state)
-        self.query_one("#ops-conn", Static).update(f"[b {colour}]{escape(text)}[/]")
+        # none while the app closes in the moment the screen opens: its children go before its Mount is handled
+        for label in self.query("#ops-conn").results(Static):
+            label.update(f"[b {colour}]{escape(text)}[/]")
 
     def action_reload(self) -> None:
         self.reload()
