@@ -84,7 +84,7 @@ rm -rf setup.cfg mutants  # a fresh run: results cached from other tests or code
   echo "only_mutate=$path"
   echo "also_copy="
   for extra in tests pyproject.toml; do echo "    $extra"; done
-  echo "pytest_add_cli_args=-p no:randomly -p no:cacheprovider -q"
+  echo "pytest_add_cli_args=-n 0 -p no:randomly -p no:cacheprovider -q"
   echo "pytest_add_cli_args_test_selection="
   for t in $tests; do echo "    $t"; done
 } > setup.cfg

@@ -26,7 +26,7 @@ def readable(name: str) -> str:
 def main() -> int:
     if "--copy" not in sys.argv:
         result = subprocess.run([sys.executable, "-m", "pytest", "tests/tui/snapshots/test_snapshots.py", "-q",
-                                 "--snapshot-update"], cwd=ROOT)
+                                 "--snapshot-update", "-n", "0"], cwd=ROOT)
         if result.returncode != 0:
             return result.returncode
     TARGET.mkdir(exist_ok=True)
