@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,7 +24,7 @@ PANE_KEYS = {spec.id: spec.key for spec in PANES}  # the one pane list (panes/ca
 def config_dir_of_one_length(monkeypatch):
     """Help shows the keys file's path, and its length decides how the help text wraps and so its scrollbar:
     pytest's own temporary paths grow with its run number and with pytest-xdist's worker name (popen-gw0/...)."""
-    directory = Path(tempfile.gettempdir()) / f"coord-snap-{uuid.uuid4().hex[:12]}"
+    directory = Path(tempfile.mkdtemp(prefix="coord-snap-"))  # its random part is always 8 characters
     monkeypatch.setenv("COORD_CONFIG_DIR", str(directory / "config"))
     monkeypatch.setenv("COORD_STATE_DIR", str(directory / "state"))
     yield
