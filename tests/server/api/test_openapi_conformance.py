@@ -1,10 +1,7 @@
-"""schemathesis against a real server: every documented operation, generated requests, every check schemathesis
-has, as an ordinary user and as the admin. The response checks (no 5xx, documented status codes, content types,
-response schemas, headers) and the request checks: a request the schema calls valid is accepted (positive data
-acceptance) and one it calls invalid is refused (negative data rejection), so a client generated from
-/api/openapi.json is right about what the server takes. Phases: the explicit examples, coverage (each constraint's
-boundaries, both sides) and fuzzing, bounded and derandomised. And the document itself: valid OpenAPI 3.1, with a
-declared response model for every JSON route."""
+"""The OpenAPI document and the schemathesis run (conformance.py): the operations no other part takes ("rest"),
+called as a user and as the admin; that the run uses every check schemathesis has; and the document itself: valid
+OpenAPI 3.1, with a declared response model for every JSON route. The other parts run in
+test_openapi_conformance_*.py, each module with its own server, so the test processes run them side by side."""
 from __future__ import annotations
 
 import json
@@ -12,72 +9,18 @@ import re
 
 import jsonschema
 import pytest
-import schemathesis
-from schemathesis.checks import CHECKS, load_all_checks
-from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.definitions import OPENAPI_31
 
 from coordserver.api.openapi import openapi_document
 from coordserver.app import create_app
 from coordserver.settings import Settings
-from tests.helpers import TOKENS, base_env, default_url, start_server
+from tests.helpers import base_env
+from tests.server.api.conformance import (ANY_PART, CHECK_NAMES, EVERY_CHECK, PARTS, REFERENCE_REFUSALS,
+                                          api_schema, conformance_server, conformance_tests)
 
-load_all_checks()
-
-# A schema states what a well-formed request is; it cannot state what exists on this server. A well-formed
-# reference to something that does not exist (an identity, a project, a task, a page, a cursor the server never
-# gave), a cron expression that never fires, or a webhook host the server may not call is refused with 400, as
-# API.md says. Only these refusals count as an acceptance of valid data; any other 400 for a request the schema
-# calls valid is a failure. Each pattern is a domain message for a value the schema cannot know.
-REFERENCE_REFUSALS = re.compile("|".join([
-    r"^Unknown identity(?: for \w+)?: ",                  # domain/swarm.py known_identity, chat members, backupAgent
-    r"^\w+ is not a known identity: ",                     # domain/buzz.py wakeAgent / notifyAgent
-    r"^Invalid recipient mailbox$",                        # POST /api/mailboxes/{recipient}/messages (API.md §4)
-    r"^Unknown projectId: ",                               # a project the caller cannot see
-    r"^Unknown task for \w+: ",                            # mustBeDoneAfterTaskId, nextTaskId
-    r"^Invalid cursor$",                                   # a cursor of the right shape the server never gave
-    r"^Invalid cronExpr: ",                                # five fields that name no time (domain/recurring.py)
-    r"^Unknown timezone: ",                                # a name of the right shape that is no IANA zone
-    r"^Webhook URL refused: ",                             # netcheck: a host the server must not call
-    r"^An agent cannot be its own backup$",
-    r"^deadline must be in the future$",                   # POST /api/asks: the server's clock decides
-    r"^Unknown option for this ask: ",                     # an answer naming an option the ask does not have
-    r"^This ask takes one of its options, not text$",      # a text answer to an options-only ask
-    r"^until must be (in the future|within \d+ minutes)$",  # a snooze's end: the server's clock decides
-    r"^endsAt must be in the future, within \d+ minutes$",  # a silence's end, likewise
-    r"^match\.title is not a regular expression: ",       # /.../ that Python's re does not compile
-    r"^runbookPageId is not a notebook page$",             # a page id of the right shape that names no page
-]))
-
-
-def positive_data_acceptance_but_existence(ctx, response, case):
-    """positive_data_acceptance, except for the refusals of what no schema can know (above)."""
-    if response.status_code == 400 and case.meta is not None and case.meta.generation.mode.is_positive:
-        try:
-            error = response.json().get("error", "")
-        except ValueError:
-            error = ""
-        if REFERENCE_REFUSALS.search(error):
-            return None
-    return positive_data_acceptance(ctx, response, case)
-
-
-EVERY_CHECK = [positive_data_acceptance_but_existence if check is positive_data_acceptance else check
-               for check in CHECKS.get_all()]
-CHECK_NAMES = {getattr(check, "__name__", type(check).__name__) for check in CHECKS.get_all()}
-
-CONFIG = {
-    # Unknown query parameters are ignored, as HTTP APIs customarily do (OpenAPI cannot close a parameter list),
-    # so none are generated as "invalid".
-    "generation": {"mode": "all", "max-examples": 25, "deterministic": True, "database": "none",
-                   "allow-extra-parameters": False},
-    "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True}, "fuzzing": {"enabled": True}},
-    # 413: a body over the request size limit is refused before it is read (declared on every operation
-    # with a body); schemathesis's default list of refusals lacks it.
-    "checks": {"negative_data_rejection": {"expected-statuses": [
-        "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]}},
-}
+assert api_schema and conformance_server  # the fixtures this module's tests use, imported so pytest finds them
+globals().update(conformance_tests("rest"))
 
 
 def test_every_check_runs():
@@ -88,61 +31,11 @@ def test_every_check_runs():
 
 
 def test_only_existence_refusals_pass_as_acceptance():
-    """The exception above cannot hide a shape refusal: "title is required" is no existence refusal."""
+    """The exception (conformance.py) cannot hide a shape refusal: "title is required" is no existence refusal."""
     assert REFERENCE_REFUSALS.search("Unknown identity for assigneeUserId: zed")
     for shape in ("title is required", "identity must match ^[a-z][a-z0-9_-]*$", "Unknown status: x",
                   "url must be an http:// or https:// URL with a host"):
         assert not REFERENCE_REFUSALS.search(shape), shape
-
-
-@pytest.fixture(scope="module")
-def conformance_server(request, tmp_path_factory):
-    srv = start_server(Settings.from_env(base_env(default_url(request, tmp_path_factory.mktemp("conformance")))))
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def api_schema(conformance_server):
-    return schemathesis.openapi.from_url(f"{conformance_server.url}/api/openapi.json",
-                                         config=SchemathesisConfig.from_dict(CONFIG))
-
-
-# An event stream never ends by itself (each call would wait for the client's timeout): tests/test_stream.py.
-schema = schemathesis.pytest.from_fixture("api_schema").exclude(path="/api/stream")
-
-# The operations in parts of about 15 to 30, each its own test (and its own pytest-timeout): all of them in one test
-# took 281 s of the 300 on a slow machine. "rest" is every operation no other part takes, so each runs exactly once.
-PARTS = {"swarm": r"^/api/swarm(/|$)", "buzz": r"^/api/(buzz|ingest)(/|$)", "auth": r"^/api/auth(/|$)",
-         "notebook": r"^/api/notebook(/|$)", "messaging": r"^/api/(mailboxes|chat)(/|$)"}
-ANY_PART = "|".join(PARTS.values())
-WHO = {"a_user": "alice", "the_admin": "admin"}
-
-
-def _call(case, server, who: str) -> None:
-    case.call_and_validate(base_url=server.url, headers={"Authorization": f"Bearer {TOKENS[who]}"},
-                           checks=EVERY_CHECK, timeout=30)
-
-
-def _part(name: str):
-    if name == "rest":
-        return schema.exclude(path_regex=ANY_PART)
-    return schema.include(path_regex=PARTS[name])
-
-
-def _conformance_test(name: str, part: str, caller: str):
-    def test(case, conformance_server):
-        _call(case, conformance_server, WHO[caller])
-    test.__doc__ = f"Every {part} operation (PARTS), called as {caller.replace('_', ' ')}, passes every check."
-    wrapped = _part(part).parametrize()(test)
-    wrapped.__name__ = wrapped.__qualname__ = name
-    return wrapped
-
-
-for _part_name in [*PARTS, "rest"]:
-    for _caller in WHO:
-        _name = f"test_the_{_part_name}_operations_conform_as_{_caller}"
-        globals()[_name] = _conformance_test(_name, _part_name, _caller)
 
 
 def test_every_part_holds_operations(app):
@@ -152,6 +45,17 @@ def test_every_part_holds_operations(app):
     for name, pattern in PARTS.items():
         assert any(re.search(pattern, path) for path in paths), name
     assert any(not re.search(ANY_PART, path) and path != "/api/stream" for path in paths)
+
+
+def test_every_part_runs_in_exactly_one_module():
+    """Each part is a test of exactly one conformance module: none is left out when parts move."""
+    import importlib
+    import pathlib
+    modules = sorted(pathlib.Path(__file__).parent.glob("test_openapi_conformance*.py"))
+    names = [name for module in modules for name in vars(importlib.import_module(f"tests.server.api.{module.stem}"))
+             if re.fullmatch(r"test_the_\w+_operations_conform", name)]
+    expected = [f"test_the_{part}_operations_conform" for part in [*PARTS, "rest"]]
+    assert sorted(names) == sorted(expected)
 
 
 def test_docs_page_renders_the_document(conformance_server):
