@@ -77,6 +77,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         await store.write(users.ensure_admin_rows, settings.admin_rows())
         await store.write(kinds.declare_env_agents, settings.env_agents)
         await coord.bus.start()
+        store.on_commit_told = _publisher(coord, told=True)
+        store.teller = coord.bus
         for service in services.lifecycle():
             await service.start()
 
@@ -132,12 +134,15 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     return app
 
 
-def _publisher(coord: Coord):
-    """After a commit: announce new log rows, then the unit's other effects."""
+def _publisher(coord: Coord, told: bool = False):
+    """After a commit: announce new log rows, then the unit's other effects (`told`: other processes were told
+    in the transaction, Bus.telling)."""
     def publish(max_event: int | None, effects: list[tuple[Channel[Any], Any]]) -> None:
+        bus = coord.bus
+        send = bus.publish_told if told else bus.publish
         if max_event is not None:
             announced: EventsPayload = {"maxId": max_event}
-            coord.bus.publish(EVENTS, announced)
+            send(EVENTS, announced)
         for channel, payload in effects:
-            coord.bus.publish(channel, payload)
+            send(channel, payload)
     return publish

@@ -5,7 +5,8 @@ Every unit of work is a plain synchronous function. `Store.write` runs it on a w
 transaction; writes queued together share one commit (each in its own savepoint, so one failing unit
 never touches the others). `Store.read` runs on a small reader pool. Work done inside a unit may call
 `after_commit` (and events.log.append does so for you); those effects are published on the event loop
-only once the transaction has committed.
+only once the transaction has committed. Other processes (PostgreSQL) are told of them in the transaction
+itself, which delivers them at its commit (`Store.teller`, Bus.telling).
 
 Errors leave the store in one place per kind of unit (`_account`, after a read or a batch of writes): a
 database that cannot be reached or used, or whose storage is full, becomes a DatabaseFault (503 or 507
@@ -22,14 +23,16 @@ import select
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import peewee as pw
 
 from .database import PostgresDatabase, connection_state, is_sqlite, open_database
 from .dbfaults import DOWN, Outage
-from .events.channels import Channel
+from .events.bus import Tell
+from .events.channels import EVENTS, Channel
 from .migrations import migrate
 from .models import database_proxy
 # The SQL helpers (sql.py) and the unit-of-work state (unit.py), which units reach as `db.<name>`.
@@ -48,6 +51,10 @@ log = logging.getLogger("coord.db")
 _MAX_BATCH = 64
 
 
+class Teller(Protocol):
+    def telling(self) -> AbstractContextManager[Tell | None]: ...
+
+
 def _merge_of(job: "_Job", sqlite: bool) -> Merge | None:
     """How `job` may run merged with its neighbours, if it may on this backend."""
     merge = merge_of(job.fn)
@@ -58,7 +65,7 @@ def _merge_of(job: "_Job", sqlite: bool) -> Merge | None:
 
 class _Job:
     __slots__ = ("fn", "args", "kwargs", "loop", "future", "result", "error", "effects", "max_event", "alone",
-                 "event_types")
+                 "event_types", "told")
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                  loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], alone: bool = False) -> None:
@@ -69,6 +76,7 @@ class _Job:
         self.effects: list[tuple[Channel[Any], Any]] = []
         self.max_event: int | None = None
         self.event_types: list[str] = []
+        self.told = False  # its effects were told to other processes in its transaction (Bus.telling)
 
 
 class _FixedSavepoint:
@@ -149,6 +157,10 @@ class Store:
         if isinstance(self.database, PostgresDatabase):  # every database but SQLite (open_database)
             self.database.prepared = PreparedStatements(prepare)
         self.on_commit: Callable[[int | None, list[tuple[Channel[Any], Any]]], None] | None = None
+        # PostgreSQL: the bus, which tells other processes of a transaction's effects in the transaction; then
+        # `on_commit_told` publishes them here (bus.publish_told). None: each is published after its commit.
+        self.teller: Teller | None = None
+        self.on_commit_told: Callable[[int | None, list[tuple[Channel[Any], Any]]], None] | None = None
         self.on_events: Callable[[list[str]], None] | None = None  # types of the events a unit committed
         # Called on the event loop for every committed unit: (its function, whether it logged an event
         # or queued an after-commit effect). Caches use it to hear of writes that announce nothing.
@@ -419,17 +431,20 @@ class Store:
 
     def _commit_groups(self, groups: list[list[_Job]]) -> None:
         """Run the groups' units in one transaction, each in its own savepoint."""
+        telling = self.teller.telling() if self.teller is not None else nullcontext(None)
         try:
             # SQLite: take the write lock up front. A deferred transaction that reads first and writes
             # later fails at once with "database is locked" when another process wrote meanwhile;
             # BEGIN IMMEDIATE waits (busy_timeout) instead, so several processes can share one file.
-            with self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
+            with telling as tell, self.database.atomic("IMMEDIATE") if self.sqlite else self.database.atomic():
                 for group in groups:
                     if len(group) > 1:
                         self._run_merged(group)
                     else:
                         self._run_job(group[0])
                     self._still_in_transaction(group)
+                if tell is not None:
+                    self._tell(tell, [job for group in groups for job in group if job.error is None])
         except Exception as exc:  # the commit itself failed: every unit in it failed
             # PostgreSQL, connection lost: whether the server saw the COMMIT is unknown, so the units are
             # not retried here; callers get 503 and the next unit opens a fresh connection.
@@ -440,7 +455,16 @@ class Store:
                 log.exception("database commit failed")
             for job in (job for group in groups for job in group):
                 job.error = copy.copy(fault) if fault is not None else exc
-                job.effects, job.max_event, job.event_types = [], None, []
+                job.effects, job.max_event, job.event_types, job.told = [], None, [], False
+
+    def _tell(self, tell: Tell, jobs: list[_Job]) -> None:
+        """Tell other processes, in the transaction, what its units will publish once it commits."""
+        highest = max((job.max_event for job in jobs if job.max_event is not None), default=None)
+        messages: list[tuple[Channel[Any], Any]] = [] if highest is None else [(EVENTS, {"maxId": highest})]
+        messages += [effect for job in jobs for effect in job.effects]
+        if messages and tell(self.database.execute_sql, messages):
+            for job in jobs:
+                job.told = True
 
     def _still_in_transaction(self, group: list[_Job], failure: Exception | None = None) -> None:
         """SQLite may roll the whole transaction back by itself when a statement fails (a full disk, an
@@ -527,7 +551,7 @@ class Store:
     @staticmethod
     def _capture(job: _Job, run: Callable[[], Any]) -> None:
         """Run `run` as `job`'s unit: its result or error, and the events and effects it noted."""
-        job.error = None
+        job.error, job.told = None, False
         _unit.effects, _unit.max_event, _unit.event_types = [], None, []
         try:
             job.result = run()
@@ -539,9 +563,10 @@ class Store:
 
     def _finish(self, job: _Job, announce: int | None) -> None:
         """`announce`: the highest log row to announce with this unit's effects (None: announced already)."""
-        if job.error is None and self.on_commit and (announce is not None or job.effects):
+        publish = self.on_commit_told if job.told and self.on_commit_told else self.on_commit
+        if job.error is None and publish and (announce is not None or job.effects):
             try:
-                self.on_commit(announce, job.effects)
+                publish(announce, job.effects)
             except Exception:
                 log.exception("publishing committed effects failed")
         if job.error is None:

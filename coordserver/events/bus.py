@@ -4,7 +4,8 @@ Its channels, each with the shape of its payloads, are declared in events/channe
 and subscribers pass those values, never strings.
 
 LocalBus serves one process. PostgresBus (LISTEN/NOTIFY) lets several processes share one database;
-callers cannot tell which one runs.
+callers cannot tell which one runs. A unit of work's effects are NOTIFYed in its own transaction
+(`telling`, used by the store's writer); everything else through the bus's NOTIFY thread.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_checkable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, TypeVar, runtime_checkable
 
 from .channels import BUS, EVENTS, Channel
 
@@ -27,6 +29,11 @@ log = logging.getLogger("coord.bus")
 
 Callback = Callable[[dict], None]
 P = TypeVar("P")
+# A Tell gets the database connection's execute(sql, params) and a transaction's messages (channel, payload),
+# and says whether it told other processes of them.
+Execute = Callable[[str, list[Any]], Any]
+Tell = Callable[[Execute, list[tuple[Channel[Any], Any]]], bool]
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 @runtime_checkable
@@ -58,6 +65,18 @@ class Bus(Protocol):
         """While this process is the only server on its database, so that every write to it is one of this
         process's own units (which its caches hear of at once): a number that changes each time it becomes
         so. None while another server may write."""
+        ...
+
+    def telling(self) -> AbstractContextManager[Tell | None]:
+        """On a writer thread, around a transaction through its commit: a `Tell` that tells other processes of
+        the transaction's effects in it (so they hear them exactly when it commits), or None when nobody
+        else would hear (one process; a server alone). What a Tell took is then published with
+        `publish_told`."""
+        ...
+
+    def publish_told(self, channel: Channel[P], payload: P) -> None:
+        """`publish` of what a Tell has told other processes already: to this process's subscribers, and
+        elsewhere only on channels a Tell leaves out (those whose reach is limited)."""
         ...
 
 
@@ -99,6 +118,12 @@ class LocalBus:
     def solitude(self) -> int | None:
         """A local bus serves one process: SQLite is served by one process (DESIGN.md)."""
         return 1
+
+    def telling(self) -> AbstractContextManager[Tell | None]:
+        return nullcontext(None)
+
+    def publish_told(self, channel: Channel[P], payload: P) -> None:
+        self.publish(channel, payload)
 
     def _deliver(self, channel: str, payload: dict) -> None:
         for callback in list(self._subscribers.get(channel, ())):
@@ -194,6 +219,10 @@ class PostgresBus(LocalBus):
         self._solitude: int | None = None  # on the event loop: see solitude()
         self._solitudes = 0
         self._exclusive = False  # on the listener thread: the listening connection holds SOLITUDE_KEY alone
+        # Transactions between a writer's look at solitude (alone: it tells nobody) and their commit; giving
+        # solitude up waits for them (see `telling`).
+        self._untold = threading.Condition()
+        self._untold_in_flight = 0
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -247,13 +276,17 @@ class PostgresBus(LocalBus):
             return False
 
     def _lose_solitude_first(self) -> None:
-        """Returns once the event loop no longer counts on solitude (or has stopped)."""
+        """Returns once the event loop no longer counts on solitude (or has stopped) and every transaction that
+        counted on it to tell nobody has committed."""
         done = threading.Event()
         if not self._on_loop(self._lose_solitude, done):
             return
         while not done.wait(0.5):
             if self._stop.is_set() or self._loop is None or self._loop.is_closed():
                 return
+        with self._untold:
+            while self._untold_in_flight and not self._stop.is_set():
+                self._untold.wait(0.5)
 
     def _lock(self, conn, function: str) -> bool:
         with conn.cursor() as cursor:
@@ -305,12 +338,53 @@ class PostgresBus(LocalBus):
         heard_elsewhere = self._reach.get(name)
         if heard_elsewhere is not None and not heard_elsewhere(payload):
             return
-        message = json.dumps([name, payload], separators=(",", ":"))
+        message = _encode([name, payload])
         if len(message.encode()) > NOTIFY_BYTES:
             log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
                         name, len(message))
             return
         self._outbox.put((name, payload, message))
+
+    @contextmanager
+    def telling(self) -> Iterator[Tell | None]:
+        """A transaction's effects NOTIFYed in it: PostgreSQL delivers them at its commit, and only if it
+        commits, with no transaction, thread hand-off or round trip of their own (a NOTIFY outside one is a
+        transaction with a commit record). Alone, nobody is told; the hold on solitude lasts until the commit,
+        so a server that joins meanwhile starts from the database after it."""
+        with self._untold:
+            alone = self._solitude is not None
+            if alone:
+                self._untold_in_flight += 1
+        try:
+            yield None if alone else self._tell
+        finally:
+            if alone:
+                with self._untold:
+                    self._untold_in_flight -= 1
+                    self._untold.notify_all()
+
+    def _tell(self, execute: Execute, messages: list[tuple[Channel[Any], Any]]) -> bool:
+        batch = []
+        for channel, payload in messages:
+            if channel.name in self._reach:
+                continue  # published after the commit, where its reach is decided
+            text = _encode([channel.name, payload])
+            if len(text.encode()) > NOTIFY_BYTES:
+                log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
+                            channel.name, len(text))
+                continue
+            batch.append((channel.name, payload, text))
+        if batch:
+            payloads = _packed(self._origin, batch)
+            execute("SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(payloads)),
+                    [value for payload in payloads for value in (self.CHANNEL, payload)])
+        return True
+
+    def publish_told(self, channel: Channel[P], payload: P) -> None:
+        if channel.name in self._reach:
+            self.publish(channel, payload)
+        else:
+            self._deliver(channel.name, payload)  # type: ignore[arg-type]
 
     def _send_loop(self) -> None:
         """The one thread that NOTIFYs. Whatever was published while it was sending goes out together:
