@@ -462,7 +462,8 @@ class Store:
         highest = max((job.max_event for job in jobs if job.max_event is not None), default=None)
         messages: list[tuple[Channel[Any], Any]] = [] if highest is None else [(EVENTS, {"maxId": highest})]
         messages += [effect for job in jobs for effect in job.effects]
-        if messages and tell(self.database.execute_sql, messages):
+        if messages:
+            tell(self.database.execute_sql, messages)
             for job in jobs:
                 job.told = True
 

@@ -30,9 +30,9 @@ log = logging.getLogger("coord.bus")
 Callback = Callable[[dict], None]
 P = TypeVar("P")
 # A Tell gets the database connection's execute(sql, params) and a transaction's messages (channel, payload),
-# and says whether it told other processes of them.
+# and tells other processes of them in that transaction.
 Execute = Callable[[str, list[Any]], Any]
-Tell = Callable[[Execute, list[tuple[Channel[Any], Any]]], bool]
+Tell = Callable[[Execute, list[tuple[Channel[Any], Any]]], None]
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -136,6 +136,16 @@ class LocalBus:
 RECONNECT_MIN_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 10.0
 NOTIFY_BYTES = 7900  # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more
+
+
+def _notifiable(name: str, payload: Any) -> str | None:
+    """[name, payload] encoded for a NOTIFY, or None (logged) if it is too large for one: then only this
+    process's subscribers hear it."""
+    text = _encode([name, payload])
+    if len(text.encode()) > NOTIFY_BYTES:
+        log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only", name, len(text))
+        return None
+    return text
 
 
 def _packed(origin: str, messages: list[tuple[str, dict, str]]) -> list[str]:
@@ -338,12 +348,9 @@ class PostgresBus(LocalBus):
         heard_elsewhere = self._reach.get(name)
         if heard_elsewhere is not None and not heard_elsewhere(payload):
             return
-        message = _encode([name, payload])
-        if len(message.encode()) > NOTIFY_BYTES:
-            log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
-                        name, len(message))
-            return
-        self._outbox.put((name, payload, message))
+        message = _notifiable(name, payload)
+        if message is not None:
+            self._outbox.put((name, payload, message))
 
     @contextmanager
     def telling(self) -> Iterator[Tell | None]:
@@ -363,22 +370,18 @@ class PostgresBus(LocalBus):
                     self._untold_in_flight -= 1
                     self._untold.notify_all()
 
-    def _tell(self, execute: Execute, messages: list[tuple[Channel[Any], Any]]) -> bool:
+    def _tell(self, execute: Execute, messages: list[tuple[Channel[Any], Any]]) -> None:
         batch = []
         for channel, payload in messages:
             if channel.name in self._reach:
                 continue  # published after the commit, where its reach is decided
-            text = _encode([channel.name, payload])
-            if len(text.encode()) > NOTIFY_BYTES:
-                log.warning("bus payload on %s too large for NOTIFY (%d bytes); delivered locally only",
-                            channel.name, len(text))
-                continue
-            batch.append((channel.name, payload, text))
+            text = _notifiable(channel.name, payload)
+            if text is not None:
+                batch.append((channel.name, payload, text))
         if batch:
             payloads = _packed(self._origin, batch)
             execute("SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(payloads)),
                     [value for payload in payloads for value in (self.CHANNEL, payload)])
-        return True
 
     def publish_told(self, channel: Channel[P], payload: P) -> None:
         if channel.name in self._reach:

@@ -5,8 +5,8 @@ is accepted (positive data acceptance) and one it calls invalid is refused (nega
 generated from /api/openapi.json is right about what the server takes. Phases: the explicit examples, coverage
 (each constraint's boundaries, both sides) and fuzzing, bounded and derandomised.
 
-The operations are in parts (PARTS), each part a test per caller; the parts are spread over several modules, each
-with its own server, so that the test processes run them side by side."""
+The operations are in parts (PARTS), each part one test that calls every case as each caller; the parts are spread
+over several modules, each with its own server, so that the test processes run them side by side."""
 from __future__ import annotations
 
 import re
@@ -75,7 +75,6 @@ CONFIG = {
     "checks": {"negative_data_rejection": {"expected-statuses": [
         "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]}},
 }
-
 
 
 @pytest.fixture(scope="module")
