@@ -107,9 +107,10 @@ def _neutral_units() -> frozenset[Callable[..., Any]]:
     from ..domain import wake
     from ..events import log as event_log
     from ..realtime import presence, webhook_delivery as push
+    from .wake_cache import SCHEDULED_PASSES
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
                       identities.touch_token, presence._persist, event_log.prune, wake.wake_payload,
-                      alert_tallies.fold})
+                      alert_tallies.fold, *SCHEDULED_PASSES})
 
 
 INBOX_ANNOUNCED = _announced_units()

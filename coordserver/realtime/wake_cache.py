@@ -164,12 +164,24 @@ def _neutral_units() -> frozenset[Callable]:
     from ..realtime import presence, webhook_delivery as push
     return frozenset({push.feed, push.claim_due, push.record_outcome, push.prune_finished, push.ensure_cursor,
                       identities.touch_token, presence._persist, event_log.prune,
-                      # an expiry pass logs (so announces) what it expires; one that finds nothing writes nothing
-                      asks.expire_due, alerts.unsnooze_due, alerts.escalate_due,
+                      *SCHEDULED_PASSES,
                       # marks buzz delivered; announces wake_changed itself when it marked any
                       wake.wake_payload,
                       # moves pending firings into their alerts' rows: every read counted them already
                       alert_tallies.fold})
 
 
+def _scheduled_passes() -> frozenset[Callable]:
+    """The timers' passes (scheduler.py, notebook history), each run every interval on every process, most
+    finding nothing due. A pass logs (so announces) each change it makes to what a wake or an inbox shows: the
+    task a template makes, the lease or reservation that ran out, the ask that expired, the alert unsnoozed or
+    escalated, the guard cleared; the rest it writes (a template's next run, old notebook versions) no wake
+    or inbox shows. Without this every kept wake and inbox page went at each pass."""
+    from ..domain import alerts, asks, guards, lease_changes, notebook_versions, recurring, reservations
+    return frozenset({recurring.run_due, asks.expire_due, alerts.unsnooze_due, alerts.escalate_due,
+                      guards.clear_due, lease_changes.expire_due, reservations.expire_due,
+                      notebook_versions.prune})
+
+
+SCHEDULED_PASSES = _scheduled_passes()
 WAKE_NEUTRAL = _neutral_units()
