@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import httpx
 
+from .client.api import tls_for
 from .config import LOCK_FILE, TOKEN_FILE
 
 if sys.platform == "win32":
@@ -98,7 +99,7 @@ def port_free(port: int) -> bool:
 
 def _answers(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/api/health", timeout=3).status_code == 200
+        return httpx.get(f"{url}/api/health", timeout=3, verify=tls_for(url)).status_code == 200
     except httpx.HTTPError:
         return False
 

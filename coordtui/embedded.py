@@ -70,9 +70,12 @@ class EmbeddedServer:
 
     def _token_valid(self, token: str) -> bool:
         import httpx
+
+        from .client.api import tls_for
         try:
-            response = httpx.post(f"{self._running().url}/api/auth/verify",
-                                  headers={"Authorization": f"Bearer {token}"}, timeout=10)
+            url = self._running().url
+            response = httpx.post(f"{url}/api/auth/verify", headers={"Authorization": f"Bearer {token}"},
+                                  timeout=10, verify=tls_for(url))
         except httpx.HTTPError:
             return False
         return response.status_code == 200

@@ -18,6 +18,7 @@ import httpx
 
 from coordserver.server import ServerThread
 from coordserver.settings import Settings
+from coordtui.client.api import tls_for
 
 TEST_WORKERS = int(os.environ.get("COORD_TEST_WORKERS") or 1)
 
@@ -40,12 +41,14 @@ def base_env(database_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+# Clients of the plain-http test servers make no TLS context (tls_for): httpx would otherwise load the CA
+# bundle for each one, 20 ms, and 0.1 s on a loaded machine, thousands of times a run.
 def client(server: ServerThread, who: str | None = None, token: str | None = None, **kwargs) -> httpx.Client:
     headers = {}
     token = token or (TOKENS[who] if who else None)
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.Client(base_url=server.url, headers=headers, timeout=30, **kwargs)
+    return httpx.Client(base_url=server.url, headers=headers, timeout=30, verify=tls_for(server.url), **kwargs)
 
 
 def async_client(server: ServerThread, who: str | None = None, token: str | None = None, **kwargs) -> httpx.AsyncClient:
@@ -53,7 +56,8 @@ def async_client(server: ServerThread, who: str | None = None, token: str | None
     token = token or (TOKENS[who] if who else None)
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30, **kwargs)
+    return httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30, verify=tls_for(server.url),
+                             **kwargs)
 
 
 def start_server(settings: Settings, clock=None, port: int = 0, workers: int = TEST_WORKERS) -> ServerThread:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from coordserver.events import log as event_log
+from coordtui.client.api import tls_for
 from tests.helpers import TOKENS, base_env
 
 
@@ -106,7 +107,7 @@ async def open_stream(server, who: str | None, last_event_id: int | str | None =
             headers["Last-Event-ID"] = str(last_event_id)
     own = client is None
     base = server if isinstance(server, str) else server.url
-    client = client or httpx.AsyncClient(timeout=httpx.Timeout(30, read=None))
+    client = client or httpx.AsyncClient(timeout=httpx.Timeout(30, read=None), verify=tls_for(base))
     try:
         async with client.stream("GET", f"{base}/api/stream", headers=headers, params=params) as response:
             assert response.status_code == 200, response.status_code
@@ -141,7 +142,7 @@ def spawn_server(database_url: str, port: int | None = None, **env: str) -> tupl
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/api/health", timeout=1, verify=tls_for(url)).status_code == 200:
                 return process, url
         except httpx.HTTPError:
             pass

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from coordserver.server import ServerThread
+from coordtui.client.api import tls_for
 
 
 def free_port() -> int:
@@ -72,7 +73,7 @@ class ServeProcess:
     def answering_pid(self) -> int | None:
         """The pid of the worker that answers a fresh connection (None while nothing listens)."""
         try:
-            response = httpx.get(f"{self.url}/api/doctor/admin", timeout=10,
+            response = httpx.get(f"{self.url}/api/doctor/admin", timeout=10, verify=tls_for(self.url),
                                  headers={"Authorization": f"Bearer {self.admin_token}"})
         except httpx.HTTPError:
             return None

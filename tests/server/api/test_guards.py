@@ -12,6 +12,7 @@ import pytest
 from coordserver.events import channels
 from coordserver.models import Guard
 from coordserver.timeutil import FrozenClock
+from coordtui.client.api import tls_for
 from tests.helpers import client, eventually, ok
 from tests.server.api.test_messages import BusRecorder, events_for
 from tests.server.realtime.test_push import ALLOW_LOOPBACK, Receiver, deliveries, register, wait_until
@@ -159,7 +160,7 @@ def test_doctor_and_metrics_show_guards(world):
     assert probes["guards"]["status"] == "warn"
     assert "loop suspected between alice and bob" in probes["guards"]["summary"]
     assert [g["members"] for g in probes["guards"]["details"]["active"]] == [["alice", "bob"]]
-    text = eventually(lambda: httpx.get(f"{srv.url}/api/metrics").text,
+    text = eventually(lambda: httpx.get(f"{srv.url}/api/metrics", verify=tls_for(srv.url)).text,
                       lambda body: 'coord_guard_trips_total{kind="mail_loop"} 1.0' in body)
     assert 'coord_guard_trips_total{kind="mail_loop"} 1.0' in text and 'coord_guards_active{kind="mail_loop"} 1.0' in text
 

@@ -16,6 +16,7 @@ from coordserver.domain.doctor import version as package_version
 from coordserver.models import ChatMessage, Message, Project, Task, User
 from coordserver.settings import Settings
 from coordserver.timeutil import FrozenClock
+from coordtui.client.api import tls_for
 from coordtui.client.notebook import socket_url
 from tests.helpers import TOKENS, backend_server, client
 from tests.sse_helpers import open_stream, spawn_server
@@ -41,7 +42,7 @@ FAMILIES = {  # family name as the parser gives it (counters lose _total) -> typ
 
 def scrape_text(url: str, token: str | None = None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.get(f"{url}/api/metrics", headers=headers, timeout=30)
+    return httpx.get(f"{url}/api/metrics", headers=headers, timeout=30, verify=tls_for(url))
 
 
 def scrape(url: str, token: str | None = None) -> dict:

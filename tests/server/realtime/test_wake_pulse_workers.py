@@ -17,6 +17,7 @@ import time
 import httpx
 import pytest
 
+from coordtui.client.api import tls_for
 from tests.conftest import TOKENS, base_env
 from tests.sse_helpers import open_stream
 from tests.workers import ServeProcess
@@ -55,7 +56,7 @@ def _streams_per_worker(server: ServeProcess) -> dict[int, int]:
     seen: dict[int, int] = {pid: -1 for pid in server.worker_pids()}
     for _ in range(100):
         response = httpx.get(f"{server.url}/api/doctor/admin", headers={"Authorization": f"Bearer {TOKENS['admin']}"},
-                             timeout=30)
+                             timeout=30, verify=tls_for(server.url))
         probes = {p["id"]: p for p in response.json()["probes"]}
         seen[probes["process"]["details"]["pid"]] = probes["streams"]["details"]["open"]
         if min(seen.values()) >= 0:

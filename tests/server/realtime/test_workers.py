@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from coordtui.client.api import tls_for
 from tests.helpers import TOKENS, base_env
 from tests.sse_helpers import open_stream
 from tests.workers import ServeProcess
@@ -32,7 +33,7 @@ def pg_url(pg_cluster) -> str:
 def _answering_process(url: str) -> dict:
     """The admin doctor's `process` probe, over a fresh connection (so the kernel picks a worker anew)."""
     response = httpx.get(f"{url}/api/doctor/admin", headers={"Authorization": f"Bearer {TOKENS['admin']}"},
-                         timeout=30)
+                         timeout=30, verify=tls_for(url))
     probes = {p["id"]: p for p in response.json()["probes"]}
     return {**probes["process"]["details"], "streams": probes["streams"]["details"]["open"]}
 
