@@ -95,7 +95,11 @@ def test_a_killed_worker_is_restarted_while_the_port_keeps_answering(pg_url, tmp
         before = server.worker_pids()
         victim = min(before)
         os.kill(victim, signal.SIGKILL)
-        answered_by, deadline = set(), time.monotonic() + 60
+        deadline = time.monotonic() + 60
+        # a connection the kernel queued on the victim's socket before it closed is reset with it
+        while not _has_exited(victim) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        answered_by = set()
         while time.monotonic() < deadline:
             # every fresh connection is answered: the survivor's socket takes the victim's share meanwhile
             pid = server.answering_pid()
@@ -125,6 +129,16 @@ async def test_sigterm_ends_streams_and_stops_every_worker(pg_url, tmp_path):
     assert not any(os.path.exists(f"/proc/{pid}") and _not_zombie(pid) for pid in workers)
     assert "all workers stopped" in server.log()
     server.stop()
+
+
+def _has_exited(pid: int) -> bool:
+    """Every thread of the process has ended, and so has its hold on its files: its leader thread is a
+    zombie at most (a killed leader is one while other threads still hold the files)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    return threads == [str(pid)] and not _not_zombie(pid)
 
 
 def _not_zombie(pid: int) -> bool:
