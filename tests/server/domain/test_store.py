@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import timedelta
 
 import pytest
@@ -67,6 +68,24 @@ async def test_units_committed_together_announce_their_rows_once_before_any_effe
     assert sorted(payload["name"] for _, effects in published for _, payload in effects) == sorted(names)
     assert announced == max(logged.values())
     assert len([max_id for max_id, _ in published if max_id is not None]) < len(names)  # once per batch
+
+
+async def test_a_postgresql_writer_takes_half_of_a_long_queue(store):
+    """So the event loop answers one half while the other commits; SQLite takes the whole queue."""
+    batches: list[int] = []
+    def heard(max_id, effects):
+        if max_id is not None:  # the first unit of a batch announces the batch's rows
+            batches.append(0)
+        batches[-1] += 1
+    store.on_commit = heard
+    gate = threading.Event()
+    holding = asyncio.ensure_future(store.write(gate.wait, 10))
+    await asyncio.sleep(0.2)  # the writer is in the holding unit
+    queued = [asyncio.ensure_future(store.write(add_user, f"queued{i}")) for i in range(40)]
+    await asyncio.sleep(0)  # every unit is in the writer's queue
+    gate.set()
+    await asyncio.gather(holding, *queued)
+    assert batches == ([40] if store.sqlite else [20, 16, 4])
 
 
 async def test_resume_query_sees_only_own_and_broadcast_events(store):
