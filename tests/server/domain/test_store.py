@@ -78,9 +78,12 @@ async def test_a_postgresql_writer_takes_half_of_a_long_queue(store):
             batches.append(0)
         batches[-1] += 1
     store.on_commit = heard
-    gate = threading.Event()
-    holding = asyncio.ensure_future(store.write(gate.wait, 10))
-    await asyncio.sleep(0.2)  # the writer is in the holding unit
+    entered, gate = threading.Event(), threading.Event()
+    def hold() -> None:
+        entered.set()
+        gate.wait(10)
+    holding = asyncio.ensure_future(store.write(hold))
+    assert await asyncio.to_thread(entered.wait, 10)  # the writer is in the holding unit, alone
     queued = [asyncio.ensure_future(store.write(add_user, f"queued{i}")) for i in range(40)]
     await asyncio.sleep(0)  # every unit is in the writer's queue
     gate.set()

@@ -126,7 +126,7 @@ async def test_sigterm_ends_streams_and_stops_every_worker(pg_url, tmp_path):
                 await reader.next(timeout=10, comments=True)
         assert time.monotonic() - started < 5
     assert await asyncio.to_thread(server.process.wait, 30) == 0
-    assert not any(os.path.exists(f"/proc/{pid}") and _not_zombie(pid) for pid in workers)
+    assert all(_has_exited(pid) for pid in workers)
     assert "all workers stopped" in server.log()
     server.stop()
 
