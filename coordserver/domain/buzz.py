@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import secrets
+import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -575,6 +576,62 @@ class _Counted(NamedTuple):
                 and self.routing == tuple(getattr(hook, column) for column in alert_tallies.ROUTING))
 
 
+# What a webhook's merged firings are decided by; its print (_hook_print) is read with it, and the statement that
+# stores a batch checks it again (_merged_ingest_sql), so no batch stores what a change committed meanwhile would
+# have decided otherwise.
+_DECIDING = ("app_name", "token", "enabled", "title", "for_users", "wake_agent", "notify_agent")
+
+
+def _hook_print(table: str) -> str:
+    return f"md5(row({', '.join(f'{table}.{column}' for column in _DECIDING)})::text)"
+
+
+class _KnownHook(NamedTuple):
+    webhook: BuzzWebhook
+    print: str
+    silences: tuple[BuzzSilence, ...]  # its running silences and its app name's, when read
+
+
+class _Known:
+    """What merged batches on PostgreSQL read last, per database: each webhook with its print and running silences,
+    and the alerts by (webhook, group key). A batch none of whose calls needs its webhooks locked (_serialised) and
+    whose webhooks and alerts are all here decides from it, without its read statement (_batch_read_sql). The
+    statement that stores the batch checks what it was decided by: the webhooks' prints, no running silence of
+    theirs unknown, each alert countable (_stored_together_postgres); anything else sends the batch back
+    (db.Unmerged) and this is forgotten. A refusal is never answered from here. So memory saves a read but
+    decides nothing alone, and needs no announcement of changes: a stale entry costs one batch run one by one."""
+
+    MAX_ENTRIES = 10_000  # of each kind: past this, start again
+
+    def __init__(self) -> None:
+        self.webhooks: dict[int, _KnownHook] = {}
+        self.alerts: dict[tuple[int, str], _Counted] = {}
+
+    def file(self, batch: _Batch) -> None:
+        for kind in (self.webhooks, self.alerts):
+            if len(kind) >= self.MAX_ENTRIES:
+                kind.clear()
+        for hook in batch.webhooks.values():
+            mine = tuple(s for s in batch.silences if s.webhook_id == hook.id or s.app_name == hook.app_name)
+            self.webhooks[hook.id] = _KnownHook(hook, batch.prints[hook.id], mine)
+        self.alerts.update((key, alert) for key, alert in batch.alerts.items() if alert is not None)
+
+
+_KNOWN: weakref.WeakKeyDictionary[pw.Database, _Known] = weakref.WeakKeyDictionary()
+
+
+def _known() -> _Known:
+    database = db.current_database()
+    known = _KNOWN.get(database)
+    if known is None:
+        known = _KNOWN[database] = _Known()
+    return known
+
+
+def _forget_known() -> None:
+    _KNOWN.pop(db.current_database(), None)
+
+
 class _Stored(NamedTuple):
     """A call that stores an event row: a repeat (no alert counted, nothing logged) or a firing into `alert`."""
     call: _Call
@@ -582,6 +639,11 @@ class _Stored(NamedTuple):
     title: str
     alert: _Counted | None
     suppressed: bool
+
+
+def _title(parsed: JSONObject, hook: BuzzWebhook) -> str:
+    """An ingest's title: its own, else its webhook's."""
+    return (parsed["title"] or hook.title)[:TITLE_MAX]
 
 
 def _alert_key(parsed: JSONObject, title: str) -> str:
@@ -605,23 +667,39 @@ _MERGED_COLUMNS = (("ord", "integer"), ("webhook_id", "bigint"), ("app_name", "t
 
 @lru_cache(maxsize=1)
 def _merged_ingest_sql() -> str:
-    """Parameters: the rows (json_rows_param of _MERGED_COLUMNS), log.id_filled's marker and prefix, now. Returns
-    each row's ordinal, buzz_event id and broadcast's event id (NULL for a repeat), and in every row how many
-    alerts it counted on (_stored_together_postgres checks that it counted on each).
+    """Parameters: the rows (json_rows_param of _MERGED_COLUMNS); how many alerts the batch counts on, its webhook
+    ids and their prints (two arrays), now, and the ids of the running silences it knew; log.id_filled's marker and
+    prefix. Returns each row's ordinal, buzz_event id and broadcast's event id (NULL for a repeat); no row at all,
+    and nothing stored, unless every check of `ok` holds (_stored_together_postgres then sends the batch back:
+    db.Unmerged). So a batch decided by what is no longer so stores nothing and takes no id from a sequence.
 
-    Besides the rows it stores, the statement counts the batch's firings: one tally row per alert (`c`, the last
-    firing's time, event and title, how many firings the batch has) while the alert is countable
-    (alert_tallies.countable): `al` holds the alert's row FOR SHARE, read as locked (a locking read returns a row's
-    newest version; the statement's other reads, its snapshot's), in id order. A shared lock: another batch, of
-    this process or another, takes it too and neither waits; a state change, which updates the alert, waits for
-    the batch, and a batch for it. The webhook (`wl`) is read, not locked: a firing the batch counts before an
-    update_webhook commits is one of the webhook as it was (the update carries what it changes for the alerts
-    themselves, and a later firing routed otherwise runs unmerged: alerts.record copies the new routing). So the
-    batch locks no row a lone `ingest` locks first (its webhook's), and runs in a transaction of its own
-    (Merge.shares_locks): no lock order of two processes' units can close a cycle through it."""
+    `ok`: each alert the batch counts on is countable (alert_tallies.countable), each of its webhooks is as the
+    batch decided by (its print: _DECIDING), and none of their running silences is one the batch did not know.
+    The statement counts the batch's firings: one tally row per alert (`c`, the last firing's time, event and
+    title, how many firings the batch has). `al` holds the alert's row FOR SHARE, read as locked (a locking read
+    returns a row's newest version; the statement's other reads, its snapshot's), in id order. A shared lock:
+    another batch, of this process or another, takes it too and neither waits; a state change, which updates the
+    alert, waits for the batch, and a batch for it. The webhook (`wl`) is read, not locked: a firing the batch
+    counts before an update_webhook commits is one of the webhook as it was (the update carries what it changes for
+    the alerts themselves, and a later firing routed otherwise runs unmerged: alerts.record copies the new
+    routing). So the batch locks no row a lone `ingest` locks first (its webhook's), and runs in a transaction of
+    its own (Merge.shares_locks): no lock order of two processes' units can close a cycle through it."""
+    routing = ", ".join(alert_tallies.ROUTING)
     return (f"WITH {serial_sequences(b='buzz_event', e='event')}, "
-            "v AS (SELECT x.*, nextval(s.b) AS bid, CASE WHEN NOT x.suppressed THEN nextval(s.e) END AS eid "
-            f"FROM s, {json_rows(_MERGED_COLUMNS)} ORDER BY x.ord), "
+            f"r AS MATERIALIZED (SELECT * FROM {json_rows(_MERGED_COLUMNS)}), "
+            f"wl AS MATERIALIZED (SELECT id, {routing}, {_hook_print('buzz_webhook')} AS print FROM buzz_webhook "
+            "WHERE id IN (SELECT webhook_id FROM r)), "
+            f"al AS MATERIALIZED (SELECT id, webhook_id, state, flapping, silenced_by, {routing} FROM buzz_alert "
+            "WHERE id IN (SELECT alert_id FROM r WHERE firings IS NOT NULL) ORDER BY id FOR SHARE), "
+            "ok AS (SELECT (SELECT count(*) FROM al JOIN r ON r.alert_id = al.id AND r.firings IS NOT NULL "
+            f"JOIN wl ON wl.id = al.webhook_id WHERE {alert_tallies.countable('al', 'wl')}) = ? "
+            "AND (SELECT count(*) FROM wl JOIN unnest(?::bigint[], ?::text[]) AS p(id, print) "
+            "ON p.id = wl.id AND p.print = wl.print) = cardinality(?::bigint[]) "
+            "AND NOT EXISTS (SELECT FROM buzz_silence WHERE ends_at > ? AND ended_at IS NULL "
+            "AND NOT (id = ANY(?::bigint[])) AND (webhook_id IN (SELECT id FROM wl) "
+            "OR app_name IN (SELECT app_name FROM wl))) AS ok), "
+            "v AS (SELECT r.*, nextval(s.b) AS bid, CASE WHEN NOT r.suppressed THEN nextval(s.e) END AS eid "
+            "FROM s, r, ok WHERE ok.ok ORDER BY r.ord), "
             "b AS (INSERT INTO buzz_event (id, webhook_id, app_name, title, for_users, received_at, content_type, "
             "body_text, body_json, wake_agent, notify_agent, suppressed, dedup_key, alert_id, silenced_by) "
             "SELECT bid, webhook_id, app_name, title, for_users, received_at, content_type, body_text, body_json, "
@@ -631,20 +709,14 @@ def _merged_ingest_sql() -> str:
             "WHERE NOT suppressed), "
             "t AS (INSERT INTO event_target (identity, event) SELECT unnest(string_to_array(audience, ',')), eid "
             "FROM v WHERE NOT suppressed AND NOT to_all), "
-            f"wl AS MATERIALIZED (SELECT id, {', '.join(alert_tallies.ROUTING)} FROM buzz_webhook "
-            "WHERE id IN (SELECT webhook_id FROM v WHERE firings IS NOT NULL)), "
-            "al AS MATERIALIZED (SELECT id, webhook_id, state, flapping, silenced_by, "
-            f"{', '.join(alert_tallies.ROUTING)} FROM buzz_alert "
-            "WHERE id IN (SELECT alert_id FROM v WHERE firings IS NOT NULL) ORDER BY id FOR SHARE), "
             "c AS (INSERT INTO buzz_alert_tally (alert_id, webhook_id, firings, last_at, last_event_id, title) "
             "SELECT al.id, v.webhook_id, v.firings, v.received_at, v.bid, v.title FROM al "
-            "JOIN v ON v.alert_id = al.id AND v.firings IS NOT NULL JOIN wl ON wl.id = al.webhook_id "
-            f"WHERE {alert_tallies.countable('al', 'wl')} RETURNING alert_id) "
-            "SELECT ord, bid, eid, (SELECT count(*) FROM c) FROM v")
+            "JOIN v ON v.alert_id = al.id AND v.firings IS NOT NULL) "
+            "SELECT ord, bid, eid FROM v")
 
 
-# The batch's one read on PostgreSQL: its webhooks (kind 0), their running silences (1) and the alerts of its group
-# keys (2), as one UNION ALL whose rows carry every kind's columns, the other kinds' as NULLs. Those NULLs are cast
+# The batch's one read on PostgreSQL: its webhooks with their prints (kind 0), their running silences (1) and the
+# alerts of its group keys (2), as one UNION ALL whose rows carry every kind's columns, the other kinds' as NULLs. Those NULLs are cast
 # to the columns' types: in a UNION of three, two untyped NULLs would make a text column.
 _NULL_TYPES = {"AUTO": "integer", "BIGINT": "bigint", "INT": "integer", "BOOL": "boolean", "DATETIME": "timestamp",
                "VARCHAR": "text", "TEXT": "text"}
@@ -658,7 +730,8 @@ def _nulls(model: type[pw.Model], columns: tuple[str, ...] | None = None) -> lis
 
 
 _HOOK_COLUMNS = slice(1, 1 + len(BuzzWebhook._meta.sorted_fields))
-_SILENCE_COLUMNS = slice(_HOOK_COLUMNS.stop, _HOOK_COLUMNS.stop + len(BuzzSilence._meta.sorted_fields))
+_PRINT_COLUMN = _HOOK_COLUMNS.stop
+_SILENCE_COLUMNS = slice(_PRINT_COLUMN + 1, _PRINT_COLUMN + 1 + len(BuzzSilence._meta.sorted_fields))
 _ALERT_COLUMNS = slice(_SILENCE_COLUMNS.stop, _SILENCE_COLUMNS.stop + len(_ALERT_READ))
 
 
@@ -675,12 +748,13 @@ def _batch_read_sql(lock: str) -> str:
     hook, silence = (f"{db.every_column(model)}" for model in (BuzzWebhook, BuzzSilence))
     no_hook, no_silence = (", ".join(_nulls(model)) for model in (BuzzWebhook, BuzzSilence))
     no_alert = ", ".join(_nulls(BuzzAlert, _ALERT_READ))
-    return (f"WITH w AS MATERIALIZED (SELECT {hook} FROM buzz_webhook WHERE id = ANY(?::bigint[]) ORDER BY id{lock}) "
-            f"SELECT 0, *, {no_silence}, {no_alert} FROM w "
-            f"UNION ALL SELECT 1, {no_hook}, {silence}, {no_alert} FROM buzz_silence "
+    return (f"WITH w AS MATERIALIZED (SELECT {hook}, {_hook_print('buzz_webhook')} AS print FROM buzz_webhook "
+            f"WHERE id = ANY(?::bigint[]) ORDER BY id{lock}) "
+            f"SELECT 0, *, {no_silence}, {no_alert} FROM w "  # (the webhook's columns, then its print)
+            f"UNION ALL SELECT 1, {no_hook}, NULL::text, {silence}, {no_alert} FROM buzz_silence "
             "WHERE ends_at > ? AND ended_at IS NULL AND (webhook_id IN (SELECT id FROM w) "
             "OR app_name IN (SELECT app_name FROM w)) "
-            f"UNION ALL SELECT 2, {no_hook}, {no_silence}, {', '.join(_ALERT_READ)} FROM buzz_alert "
+            f"UNION ALL SELECT 2, {no_hook}, NULL::text, {no_silence}, {', '.join(_ALERT_READ)} FROM buzz_alert "
             "WHERE (webhook_id, group_key) IN (SELECT * FROM unnest(?::bigint[], ?::text[]))")
 
 
@@ -696,13 +770,35 @@ class _Batch:
         self.firsts: dict[tuple[int, str], bool] = {}  # (webhook, dedupKey): an ingest within DEDUP_WINDOW
         self.alerts: dict[tuple[int, str], _Counted | None] = {}
         self.webhooks: dict[int, BuzzWebhook] = {}
+        self.prints: dict[int, str] = {}  # PostgreSQL: webhook id: its print (_hook_print)
         self.silences: list[BuzzSilence] = []
+        self.remembered = False  # decided from _Known, without reading
         if db.is_sqlite(db.current_database()):
             self.webhooks = {hook.id: hook for hook in db.sql_models(
                 BuzzWebhook, f"WHERE id IN {in_list(len(ids))} ORDER BY id{lock}", ids)}
             self.silences = self._running_silences() if self.webhooks else []
-        else:
+        elif lock or not self._remember(calls, ids):
             self._read_postgres(calls, ids, lock)
+            _known().file(self)
+
+    def _remember(self, calls: list[_Call], ids: list[int]) -> bool:
+        """Takes what the batch decides by from _Known, if every webhook and alert of it is there."""
+        known = _known()
+        hooks = [known.webhooks.get(webhook_id) for webhook_id in ids]
+        if None in hooks:
+            return False
+        by_id = {known_hook.webhook.id: known_hook for known_hook in hooks if known_hook is not None}
+        keys = {(call.webhook_id, _alert_key(call.parsed, _title(call.parsed, by_id[call.webhook_id].webhook)))
+                for call in calls}
+        alerts_known = {key: known.alerts.get(key) for key in keys}
+        if None in alerts_known.values():
+            return False
+        self.webhooks = {webhook_id: known_hook.webhook for webhook_id, known_hook in by_id.items()}
+        self.prints = {webhook_id: known_hook.print for webhook_id, known_hook in by_id.items()}
+        self.silences = list({s.id: s for known_hook in by_id.values() for s in known_hook.silences}.values())
+        self.alerts.update(alerts_known)
+        self.remembered = True
+        return True
 
     def _read_postgres(self, calls: list[_Call], ids: list[int], lock: str) -> None:
         """The webhooks, their running silences and the alerts of the calls' group keys in one statement
@@ -716,6 +812,7 @@ class _Batch:
             if row[0] == 0:
                 hook = db.model_from_row(BuzzWebhook, row[_HOOK_COLUMNS])
                 self.webhooks[hook.id] = hook
+                self.prints[hook.id] = row[_PRINT_COLUMN]
             elif row[0] == 1:
                 self.silences.append(db.model_from_row(BuzzSilence, row[_SILENCE_COLUMNS]))
             else:
@@ -731,7 +828,11 @@ class _Batch:
 
     def webhook(self, call: _Call) -> BuzzWebhook | None:
         hook = self.webhooks.get(call.webhook_id)
-        return hook if _takes(hook, call.app_name, call.token) else None
+        if _takes(hook, call.app_name, call.token):
+            return hook
+        if self.remembered:  # a refusal is answered from what the database holds now
+            raise db.Unmerged()
+        return None
 
     def rate_refusal(self, hook: BuzzWebhook, limit: int | None) -> RateLimited | None:
         if limit is None:
@@ -787,7 +888,7 @@ def _decide(batch: _Batch, call: _Call) -> _Stored | Exception:
         return refusal
     parsed = call.parsed
     suppressed = batch.is_repeat(hook, parsed["dedup_key"])
-    title = (parsed["title"] or hook.title)[:TITLE_MAX]
+    title = _title(parsed, hook)
     alert = batch.alert(hook, _alert_key(parsed, title))
     if not suppressed and (alert is None or not alert.takes(hook) or batch.silenced(hook, title, parsed["body_json"])):
         raise db.Unmerged()
@@ -835,17 +936,21 @@ def _ingest_many(raw_calls: list[tuple[Any, ...]]) -> list[Callable[[], JSONObje
     PostgreSQL by the same statement (_merged_ingest_sql), on SQLite by one INSERT per alert (alert_tallies.add_sqlite)."""
     now = db.now()
     calls = [_Call(*args) for args in raw_calls]
-    batch = _Batch(calls, now)
-    decided = [_decide(batch, call) for call in calls]
-    rows = [(ordinal, d) for ordinal, d in enumerate(decided) if isinstance(d, _Stored)]
     received = to_db(now)
-    ids: dict[int, tuple[int, int | None]] = {}
-    if rows and not db.is_sqlite(db.current_database()):
-        ids = _stored_together_postgres(rows, received)
-    elif rows:
-        ids = _stored_together_sqlite(rows, received)
-        if not alert_tallies.add_sqlite(_tallies(rows, ids, now)):
-            raise db.Unmerged()
+    try:
+        batch = _Batch(calls, now)
+        decided = [_decide(batch, call) for call in calls]
+        rows = [(ordinal, d) for ordinal, d in enumerate(decided) if isinstance(d, _Stored)]
+        ids: dict[int, tuple[int, int | None]] = {}
+        if rows and not db.is_sqlite(db.current_database()):
+            ids = _stored_together_postgres(batch, rows, received)
+        elif rows:
+            ids = _stored_together_sqlite(rows, received)
+            if not alert_tallies.add_sqlite(_tallies(rows, ids, now)):
+                raise db.Unmerged()
+    except db.Unmerged:
+        _forget_known()  # what sent the batch back may be a change that _Known has not seen
+        raise
     return [_ingest_finisher(d, ids.get(ordinal)) for ordinal, d in enumerate(decided)]
 
 
@@ -859,17 +964,22 @@ def _firings(rows: list[tuple[int, _Stored]]) -> dict[int, int]:
     return dict(last.values())
 
 
-def _stored_together_postgres(rows: list[tuple[int, _Stored]], received: datetime) -> dict[int, tuple[int, int | None]]:
+def _stored_together_postgres(batch: _Batch, rows: list[tuple[int, _Stored]],
+                              received: datetime) -> dict[int, tuple[int, int | None]]:
     """By ordinal: the buzz_event id each row got, and its broadcast's event id (None for a repeat). An alert the
     statement did not count on (resolved, or flapping, since the batch read it) sends the batch back
-    (db.Unmerged): each call then runs alone and reopens it."""
+    (db.Unmerged): each call then runs alone and reopens it. So does a webhook changed or deleted, or a running
+    silence of theirs the batch did not know, since what the batch decided by was read."""
     firings = _firings(rows)
     values = json_rows_param(_MERGED_COLUMNS, _merged_rows(rows, received, firings))
     _text, marker, prefix = log.id_filled({}, "eventId")
-    stored = db.sql_rows(_merged_ingest_sql(), [values, marker, prefix])
-    if stored[0][3] != len(firings):
+    hook_ids = sorted({row.webhook.id for _ordinal, row in rows})
+    stored = db.sql_rows(_merged_ingest_sql(), [
+        values, len(firings), hook_ids, [batch.prints[hook_id] for hook_id in hook_ids], hook_ids, received,
+        [silence.id for silence in batch.silences], marker, prefix])
+    if not stored:
         raise db.Unmerged()
-    return {ordinal: (bid, eid) for ordinal, bid, eid, _counted in stored}
+    return {ordinal: (bid, eid) for ordinal, bid, eid in stored}
 
 
 _BUZZ_EVENT_COLUMNS = ("id", "webhook_id", "app_name", "title", "for_users", "received_at", "content_type",
@@ -940,8 +1050,8 @@ def ingest(webhook_id: int, app_name: str, token: str, parsed: JSONObject, limit
     if limit is not None:
         _check_rate(webhook, now, limit)
     suppressed = _is_repeat(webhook, parsed["dedup_key"], now)
-    title = (parsed["title"] or webhook.title)[:TITLE_MAX]
-    group_key = parsed.get("group_key") or _short_key(title) or title
+    title = _title(parsed, webhook)
+    group_key = _alert_key(parsed, title)
     silenced = None if suppressed else silences.silencing(webhook, title, parsed["body_json"], now)
     resolves = bool(parsed.get("resolves")) and silenced is None
     alert = alerts.find(webhook.id, group_key)

@@ -540,3 +540,91 @@ async def test_two_processes_storming_one_alert_with_resolutions_among_them_coun
     finally:
         for store in (first, second):
             store.close()
+
+
+# --- batches decided from memory (buzz._Known, PostgreSQL) -------------------------------------------------------
+
+def firings(tag: str) -> list[Ingest]:
+    """Firings into two open alerts of two webhooks: a batch that needs no lock, decided from memory once known."""
+    return [(hook, {"title": title, "tag": tag, "i": i}, None) for i in range(4) for hook, title in (("ops", "disk"),
+                                                                                                    ("all", "cpu"))]
+
+
+async def test_a_batch_whose_webhooks_and_alerts_are_known_sends_one_statement(pg_store, monkeypatch):
+    """The first batch reads what it decides by and stores in a second statement; the next one, the same webhooks and
+    alerts with nothing changed, decides from memory and sends only the statement that stores it."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    statements = StatementWatch(monkeypatch)
+    store, _url = pg_store
+    hooks = await webhooks(store)
+    await run(store, hooks, STORM_BEFORE, together=False)
+    first = await run(store, hooks, firings("first"), together=True)
+    read_batches = len(statements.batches)
+    second = await run(store, hooks, firings("second"), together=True)
+    assert [len(ran) for ran in statements.batches[:read_batches]] == [2] * read_batches
+    assert [len(ran) for ran in statements.batches[read_batches:]] == [1] * (len(statements.batches) - read_batches)
+    assert watch.failed == [] and watch.unmerged == [] and len(watch.merged) == len(statements.batches)
+    assert [answer["alertId"] for answer in first] == [answer["alertId"] for answer in second]
+    assert [answer["eventId"] for answer in first + second] == list(range(5, 5 + 16))  # after STORM_BEFORE's 4
+
+
+async def silence_ops_disk(store: Store, hooks: dict[str, dict]) -> None:
+    await store.write(silences.create, "alice", False, {"app_name": "ops", "minutes": 60, "match": {"title": "disk"}})
+
+
+async def disable_ops(store: Store, hooks: dict[str, dict]) -> None:
+    await store.write(buzz.update_webhook, hooks["ops"]["id"], "alice", False, {"enabled": False}, BASE, KNOWN)
+
+
+async def delete_ops(store: Store, hooks: dict[str, dict]) -> None:
+    await store.write(buzz.delete_webhook, hooks["ops"]["id"], "alice", False)
+
+
+async def reroute_ops(store: Store, hooks: dict[str, dict]) -> None:
+    await store.write(buzz.update_webhook, hooks["ops"]["id"], "alice", False,
+                      {"forUsers": "bob", "wakeAgent": "admin"}, BASE, KNOWN)
+
+
+async def resolve_ops_disk(store: Store, hooks: dict[str, dict]) -> None:
+    disk = next(a for a in (await store.read(everything))["alerts"] if a["group_key"] == "disk")
+    await store.write(alerts.resolve, "admin", True, disk["id"])
+
+
+CHANGES = {"a new silence": silence_ops_disk, "a disabled webhook": disable_ops, "a deleted webhook": delete_ops,
+           "new recipients": reroute_ops, "a resolved alert": resolve_ops_disk}
+
+
+@pytest.mark.parametrize("where", ["this process", "another process"])
+@pytest.mark.parametrize("change", list(CHANGES))
+async def test_a_batch_decided_from_memory_meets_a_change_as_one_by_one_would(pg_cluster, monkeypatch, change, where):
+    """Memory is not told of changes: a batch decided from it, after a change committed on this process or another,
+    stores nothing and is sent back (db.Unmerged), and ends, answers, rows, ids and log, as the same ingests one by
+    one after the change."""
+    watch = MergeWatch(monkeypatch, buzz.ingest)
+    statements = StatementWatch(monkeypatch)
+    results = []
+    for together in (False, True):
+        url = pg_cluster.create_database()
+        first, second = (Store(url, FrozenClock(START)) for _ in range(2))
+        for store in (first, second):
+            store.open()
+        try:
+            hooks = await webhooks(first)
+            await run(first, hooks, STORM_BEFORE, together=False)
+            await run(first, hooks, firings("warm"), together=True)  # what the first process's memory holds
+            await CHANGES[change](first if where == "this process" else second, hooks)
+            for store in (first, second):
+                store.clock.advance(seconds=1)
+            watch.merged.clear()
+            watch.unmerged.clear()
+            statements.batches.clear()
+            answers = await run(first, hooks, firings("after"), together=together)
+            results.append((answers, await first.read(everything)))
+        finally:
+            for store in (first, second):
+                store.close()
+    (answers, stored), (answers_together, stored_together) = results
+    assert answers_together == answers
+    assert stored_together == stored
+    assert watch.failed == [] and watch.unmerged != []
+    assert len(statements.batches[0]) == 1  # decided from memory: no read, and a store that stored nothing
